@@ -1,0 +1,317 @@
+//! Command-line arguments (clap derive).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Read, write, verify, convert and diff tensor containers.
+#[derive(Debug, Parser)]
+#[command(name = "tessera", version, about, long_about = None)]
+pub struct Cli {
+    /// The verb.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The verbs.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show a file's format, tensors, metadata and chunks.
+    Inspect(InspectArgs),
+    /// Run every integrity layer a file has and report each.
+    Verify(VerifyArgs),
+    /// Convert a file into another format (or rewrite it in the same one).
+    Convert(Box<ConvertArgs>),
+    /// Write one tensor as .npy, or one chunk as raw bytes.
+    Extract(ExtractArgs),
+    /// Compare two files, in any formats.
+    Diff(DiffArgs),
+    /// List the formats and what each supports.
+    Formats(FormatsArgs),
+    /// Build a small model, write it in every format, verify, convert and diff it.
+    Tour(TourArgs),
+    /// Generate an Ed25519 signing key pair (KEY and KEY.pub).
+    Keygen(KeygenArgs),
+    /// Repair a FOLD file with its Reed-Solomon parity and write the result.
+    Repair(RepairArgs),
+    /// WTXT tools: delta, apply, sign.
+    Wtxt(WtxtArgs),
+}
+
+/// Options for reading any input file.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ReadArgs {
+    /// Recover every intact tensor of a damaged file (WTXT), saying which were lost.
+    #[arg(long)]
+    pub salvage: bool,
+    /// age identity file (X25519 secret keys) to decrypt an encrypted input.
+    #[arg(long, value_name = "FILE")]
+    pub identity: Vec<PathBuf>,
+    /// age passphrase file to decrypt an encrypted input.
+    #[arg(long, value_name = "FILE")]
+    pub passphrase_file: Option<PathBuf>,
+}
+
+/// `tessera inspect`.
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The file.
+    pub file: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Reading options.
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+/// `tessera verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The file.
+    pub file: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// HMAC key file (WTXT); without it HMACs are reported "unauthenticated".
+    #[arg(long, value_name = "FILE")]
+    pub hmac_key_file: Option<PathBuf>,
+    /// Ed25519 public key file for signatures (`tessera keygen` writes KEY.pub).
+    #[arg(long, value_name = "FILE")]
+    pub public_key: Option<PathBuf>,
+    /// Check only the control-plane integrity (AERO IHSH).
+    #[arg(long)]
+    pub control: bool,
+    /// Check only what reading this tensor touches (AERO PHSH pages). Repeatable.
+    #[arg(long, value_name = "NAME")]
+    pub tensor: Vec<String>,
+    /// Reading options.
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+/// `tessera convert`.
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// Input file (any supported format).
+    pub input: PathBuf,
+    /// Output file; its extension picks the format unless --to is given.
+    pub output: PathBuf,
+    /// Output format (ztensor, safetensors, fold, aero, gptrs, gptrsten, wtxt, npz, npy, gguf).
+    #[arg(long, value_name = "FORMAT")]
+    pub to: Option<String>,
+    /// Compression: none, zstd or zstd:LEVEL.
+    #[arg(long, value_name = "METHOD")]
+    pub compress: Option<String>,
+    /// Digest to store per tensor: crc32c or sha256 (repeatable).
+    #[arg(long, value_name = "ALGO")]
+    pub digest: Vec<String>,
+    /// Cast dtypes the target cannot hold to the nearest one it can, and report it.
+    #[arg(long)]
+    pub cast: bool,
+    /// Store sparse tensors densely when the target has no sparse layout.
+    #[arg(long)]
+    pub densify: bool,
+    /// Drop metadata and opaque chunks the target cannot carry.
+    #[arg(long)]
+    pub drop_metadata: bool,
+    /// FOLD: Reed-Solomon parity bytes per 255-byte block.
+    #[arg(long, value_name = "N")]
+    pub ecc: Option<u8>,
+    /// WTXT: HMAC-SHA256 key file.
+    #[arg(long, value_name = "FILE")]
+    pub hmac_key_file: Option<PathBuf>,
+    /// WTXT: Ed25519 secret key file to sign with.
+    #[arg(long, value_name = "FILE")]
+    pub sign_key: Option<PathBuf>,
+    /// WTXT: previous snapshot to chain the merkle from.
+    #[arg(long, value_name = "FILE")]
+    pub prev: Option<PathBuf>,
+    /// WTXT: generation number.
+    #[arg(long, value_name = "N")]
+    pub gen: Option<u64>,
+    /// WTXT: timestamp, YYYY-MM-DDTHH:MM:SSZ.
+    #[arg(long, value_name = "T")]
+    pub ts: Option<String>,
+    /// WTXT: build identifier.
+    #[arg(long, value_name = "B")]
+    pub build: Option<String>,
+    /// WTXT: host name.
+    #[arg(long, value_name = "H")]
+    pub host: Option<String>,
+    /// WTXT: CUDA version token.
+    #[arg(long, value_name = "C")]
+    pub cuda: Option<String>,
+    /// WTXT: rows per chunk (row blocking).
+    #[arg(long, value_name = "N")]
+    pub rows_per_chunk: Option<u64>,
+    /// WTXT: streaming finalization (WTXT-S plus OUT.wsum).
+    #[arg(long)]
+    pub streaming: bool,
+    /// WTXT: fixed HMAC salt (16 hex digits) for reproducible output.
+    #[arg(long, value_name = "HEX")]
+    pub salt: Option<String>,
+    /// AERO: maximum shard size (bytes; K, M, G suffixes allowed).
+    #[arg(long, value_name = "BYTES")]
+    pub shard_size: Option<String>,
+    /// AERO: store a BLAKE3 hash per tensor.
+    #[arg(long)]
+    pub tensor_hashes: bool,
+    /// AERO: add the IHSH control-integrity chunk.
+    #[arg(long)]
+    pub control_integrity: bool,
+    /// AERO: add PHSH page hashes (default page size 4 MiB).
+    #[arg(long, value_name = "PAGE_SIZE", num_args = 0..=1, default_missing_value = "4194304")]
+    pub page_hashes: Option<String>,
+    /// AERO: fixed file UUID (32 hex digits) for byte-deterministic output.
+    #[arg(long, value_name = "HEX")]
+    pub uuid: Option<String>,
+    /// GPTRS: store base_id 0 as the original Python exporter does.
+    #[arg(long)]
+    pub zero_base_id: bool,
+    /// Reading options for the input.
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+/// `tessera extract`.
+#[derive(Debug, Args)]
+pub struct ExtractArgs {
+    /// The file.
+    pub file: PathBuf,
+    /// Tensor or chunk name.
+    pub name: String,
+    /// Output path: a tensor is written as .npy, a chunk as its raw bytes.
+    #[arg(short, long, value_name = "OUT")]
+    pub output: PathBuf,
+    /// Reading options.
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+/// `tessera diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// First file.
+    pub a: PathBuf,
+    /// Second file.
+    pub b: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Reading options.
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+/// `tessera formats`.
+#[derive(Debug, Args)]
+pub struct FormatsArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Print the Markdown table the README carries.
+    #[arg(long)]
+    pub markdown: bool,
+}
+
+/// `tessera tour`.
+#[derive(Debug, Args)]
+pub struct TourArgs {
+    /// Keep the files in this directory (default: a temporary one, removed at the end).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+/// `tessera keygen`.
+#[derive(Debug, Args)]
+pub struct KeygenArgs {
+    /// Secret key path; the public key goes to PATH.pub.
+    #[arg(short, long, value_name = "PATH")]
+    pub output: PathBuf,
+}
+
+/// `tessera repair`.
+#[derive(Debug, Args)]
+pub struct RepairArgs {
+    /// The damaged file.
+    pub input: PathBuf,
+    /// Where to write the repaired file.
+    #[arg(short, long, value_name = "OUT")]
+    pub output: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tessera wtxt …`.
+#[derive(Debug, Args)]
+pub struct WtxtArgs {
+    /// The WTXT verb.
+    #[command(subcommand)]
+    pub command: WtxtCommand,
+}
+
+/// WTXT verbs.
+#[derive(Debug, Subcommand)]
+pub enum WtxtCommand {
+    /// Write the chunks that changed from BASE to TARGET as a DELTA v2 file.
+    Delta {
+        /// The base snapshot.
+        base: PathBuf,
+        /// The target snapshot.
+        target: PathBuf,
+        /// Output delta file.
+        #[arg(short, long, value_name = "OUT")]
+        output: PathBuf,
+    },
+    /// Apply a delta to its base, giving the target snapshot (unsigned).
+    Apply {
+        /// The base snapshot.
+        base: PathBuf,
+        /// The delta.
+        delta: PathBuf,
+        /// Output snapshot.
+        #[arg(short, long, value_name = "OUT")]
+        output: PathBuf,
+        /// Re-sign the result with this secret key.
+        #[arg(long, value_name = "FILE")]
+        sign_key: Option<PathBuf>,
+    },
+    /// Sign a snapshot in place (or to -o) with an Ed25519 key.
+    Sign {
+        /// The snapshot.
+        file: PathBuf,
+        /// Secret key file.
+        #[arg(long, value_name = "FILE")]
+        key: PathBuf,
+        /// Output (default: replace FILE).
+        #[arg(short, long, value_name = "OUT")]
+        output: Option<PathBuf>,
+    },
+    /// Encrypt a file with age (ASCII armor) for recipients or a passphrase.
+    Encrypt {
+        /// The plain file.
+        file: PathBuf,
+        /// Output.
+        #[arg(short, long, value_name = "OUT")]
+        output: PathBuf,
+        /// X25519 recipient (`age1…`). Repeatable.
+        #[arg(short, long, value_name = "RECIPIENT")]
+        recipient: Vec<String>,
+        /// Passphrase file.
+        #[arg(long, value_name = "FILE")]
+        passphrase_file: Option<PathBuf>,
+    },
+    /// Decrypt an age-armored file.
+    Decrypt {
+        /// The encrypted file.
+        file: PathBuf,
+        /// Output.
+        #[arg(short, long, value_name = "OUT")]
+        output: PathBuf,
+        /// Reading options (identity or passphrase).
+        #[command(flatten)]
+        read: ReadArgs,
+    },
+}

@@ -1,0 +1,115 @@
+//! `tessera formats [--json|--markdown]`: the capability table.
+
+use std::io::Write;
+
+use serde_json::json;
+use tessera::convert::{capabilities, MetadataSupport};
+use tessera::Format;
+
+use crate::cli::FormatsArgs;
+
+/// The formats the table lists (the ones that hold tensors).
+pub const LISTED: [Format; 11] = [
+    Format::Wtxt,
+    Format::Ztensor,
+    Format::Fold,
+    Format::Aero,
+    Format::GptrsCheckpoint,
+    Format::GptrsArchive,
+    Format::Safetensors,
+    Format::Npy,
+    Format::Npz,
+    Format::Gguf,
+    Format::ZtensorV2,
+];
+
+fn meta_name(m: MetadataSupport) -> &'static str {
+    match m {
+        MetadataSupport::None => "none",
+        MetadataSupport::Strings => "strings",
+        MetadataSupport::Tree => "tree",
+    }
+}
+
+/// One row per format, as JSON.
+pub fn table() -> Vec<serde_json::Value> {
+    LISTED
+        .iter()
+        .map(|&f| {
+            let caps = capabilities(f);
+            json!({
+                "format": f.name(),
+                "title": f.title(),
+                "extensions": f.extensions(),
+                "read": f.can_read(),
+                "write": f.can_write(),
+                "dtypes": caps.as_ref().map(|c| c.dtypes.iter().map(|d| d.name()).collect::<Vec<_>>()).unwrap_or_default(),
+                "layouts": caps.as_ref().map(|c| {
+                    let mut l = vec!["dense"];
+                    if c.sparse { l.extend(["sparse_csr", "sparse_coo"]); }
+                    if c.other_layouts { l.push("components"); }
+                    l
+                }).unwrap_or_default(),
+                "compression": caps.as_ref().map(|c| c.compression.to_vec()).unwrap_or_default(),
+                "integrity": caps.as_ref().map(|c| c.integrity.to_vec()).unwrap_or_default(),
+                "zero_copy": caps.as_ref().is_some_and(|c| c.zero_copy),
+                "metadata": caps.as_ref().map(|c| meta_name(c.metadata)).unwrap_or("none"),
+                "chunks": caps.as_ref().is_some_and(|c| c.chunks),
+            })
+        })
+        .collect()
+}
+
+/// The Markdown table (the README carries its output).
+pub fn markdown() -> String {
+    let mut s = String::from(
+        "| format | extensions | read | write | dtypes | layouts | compression | integrity | zero-copy | metadata | chunks |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let yes = |b: bool| if b { "yes" } else { "—" };
+    for row in table() {
+        let list = |k: &str| {
+            row[k]
+                .as_array()
+                .map(|a| a.iter().filter_map(|v| v.as_str()).collect::<Vec<_>>().join(", "))
+                .unwrap_or_default()
+        };
+        let dtypes = row["dtypes"].as_array().map(|a| a.len()).unwrap_or(0);
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            row["title"].as_str().unwrap_or(""),
+            list("extensions"),
+            yes(row["read"].as_bool().unwrap_or(false)),
+            yes(row["write"].as_bool().unwrap_or(false)),
+            if dtypes == 0 { "—".to_string() } else if dtypes >= tessera::DType::ALL.len() { "all".to_string() } else { list("dtypes") },
+            list("layouts"),
+            { let c = list("compression"); if c.is_empty() { "—".into() } else { c } },
+            { let c = list("integrity"); if c.is_empty() { "—".into() } else { c } },
+            yes(row["zero_copy"].as_bool().unwrap_or(false)),
+            row["metadata"].as_str().unwrap_or(""),
+            yes(row["chunks"].as_bool().unwrap_or(false)),
+        ));
+    }
+    s
+}
+
+/// Runs the verb.
+pub fn run(args: &FormatsArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&table())?)?;
+    } else if args.markdown {
+        write!(out, "{}", markdown())?;
+    } else {
+        for row in table() {
+            writeln!(
+                out,
+                "{:<12} {:<28} read {:<3} write {:<3} {}",
+                row["format"].as_str().unwrap_or(""),
+                row["title"].as_str().unwrap_or(""),
+                if row["read"].as_bool().unwrap_or(false) { "yes" } else { "no" },
+                if row["write"].as_bool().unwrap_or(false) { "yes" } else { "no" },
+                row["integrity"].as_array().map(|a| a.iter().filter_map(|v| v.as_str()).collect::<Vec<_>>().join(", ")).unwrap_or_default(),
+            )?;
+        }
+    }
+    Ok(0)
+}

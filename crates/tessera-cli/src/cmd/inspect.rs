@@ -1,0 +1,130 @@
+//! `tessera inspect FILE [--json]`.
+//!
+//! JSON shape:
+//! `{"file", "format", "title", "version", "tensors": [{"name", "dtype", "shape",
+//! "layout", "stored_bytes", "encoding", "offset", "digests", "attrs"}], "metadata": {…},
+//! "chunks": [{"name", "kind", "len", "stored_bytes", "encoding", "offset"}],
+//! "warnings": [..]}`
+
+use std::io::Write;
+
+use serde_json::json;
+use tessera::{ChunkInfo, Container, TensorInfo, Value};
+
+use crate::cli::InspectArgs;
+use crate::output::{human_bytes, with_file};
+
+/// JSON for one tensor description.
+pub fn tensor_json(t: &TensorInfo) -> serde_json::Value {
+    json!({
+        "name": t.name,
+        "dtype": t.dtype.name(),
+        "shape": t.shape,
+        "layout": t.layout.name(),
+        "stored_bytes": t.storage.stored_bytes,
+        "encoding": t.storage.encoding,
+        "offset": t.storage.offset,
+        "digests": t.storage.digests,
+        "attrs": Value::Map(t.attrs.clone()).to_json(),
+    })
+}
+
+/// JSON for one chunk description.
+pub fn chunk_json(c: &ChunkInfo) -> serde_json::Value {
+    json!({
+        "name": c.name,
+        "kind": c.kind,
+        "len": c.len,
+        "stored_bytes": c.storage.stored_bytes,
+        "encoding": c.storage.encoding,
+        "offset": c.storage.offset,
+        "holds_tensors": c.holds_tensors,
+    })
+}
+
+/// The whole inspect document.
+pub fn inspect_json(file: &dyn Container, path: &str) -> serde_json::Value {
+    json!({
+        "file": path,
+        "format": file.format().name(),
+        "title": file.format().title(),
+        "version": file.version(),
+        "tensors": file.tensor_infos().iter().map(tensor_json).collect::<Vec<_>>(),
+        "metadata": Value::Map(file.metadata().clone()).to_json(),
+        "chunks": file.chunks().iter().map(chunk_json).collect::<Vec<_>>(),
+        "warnings": file.warnings(),
+    })
+}
+
+/// Runs the verb.
+pub fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
+    with_file(&args.file, &args.read, |file| {
+        if args.json {
+            let doc = inspect_json(file, &args.file.display().to_string());
+            writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+            return Ok(0);
+        }
+        let infos = file.tensor_infos();
+        writeln!(
+            out,
+            "{}: {} (version {}), {} tensors, {} chunks",
+            args.file.display(),
+            file.format().title(),
+            file.version(),
+            infos.len(),
+            file.chunks().len()
+        )?;
+        let width = infos.iter().map(|t| t.name.len()).max().unwrap_or(4).clamp(4, 48);
+        for t in infos {
+            let shape = format!("{:?}", t.shape);
+            let mut line = format!(
+                "  {:<width$}  {:<9} {:<16} {:<10} {:>10}",
+                t.name,
+                t.dtype.name(),
+                shape,
+                t.layout.name(),
+                human_bytes(t.storage.stored_bytes),
+            );
+            if !t.storage.encoding.is_empty() {
+                line.push_str(&format!("  {}", t.storage.encoding));
+            }
+            if !t.storage.digests.is_empty() {
+                line.push_str(&format!("  [{}]", t.storage.digests.join(", ")));
+            }
+            if !t.attrs.is_empty() {
+                line.push_str(&format!("  {}", Value::Map(t.attrs.clone())));
+            }
+            writeln!(out, "{line}")?;
+        }
+        if !file.metadata().is_empty() {
+            writeln!(out, "metadata:")?;
+            for (k, v) in file.metadata().iter() {
+                let mut s = v.display_short();
+                if s.len() > 120 {
+                    let cut = (0..=117).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+                    s.truncate(cut);
+                    s.push_str("...");
+                }
+                writeln!(out, "  {k}: {s}")?;
+            }
+        }
+        if !file.chunks().is_empty() {
+            writeln!(out, "chunks:")?;
+            for c in file.chunks() {
+                writeln!(
+                    out,
+                    "  {:<24} {:<6} {:>10}  {}{}",
+                    c.name,
+                    c.kind,
+                    human_bytes(c.len.unwrap_or(c.storage.stored_bytes)),
+                    c.storage.encoding,
+                    if c.holds_tensors { "  (tensors)" } else { "" }
+                )?;
+            }
+        }
+        for w in file.warnings() {
+            writeln!(out, "warning: {w}")?;
+        }
+        Ok(0)
+    })
+}

@@ -1,0 +1,12 @@
+//! One module per verb.
+
+pub mod convert;
+pub mod diff;
+pub mod extract;
+pub mod formats;
+pub mod inspect;
+pub mod keys;
+pub mod repair;
+pub mod tour;
+pub mod verify;
+pub mod wtxt;

@@ -1,0 +1,139 @@
+//! Shared CLI plumbing: opening inputs, progress bars, small formatting helpers.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tessera::{Container, FileData, ReadOptions};
+
+use crate::cli::ReadArgs;
+
+/// Reading options from the shared flags.
+pub fn read_options(path: &Path, args: &ReadArgs) -> anyhow::Result<ReadOptions> {
+    let mut opts = ReadOptions {
+        path: Some(path.to_path_buf()),
+        salvage: args.salvage,
+        ..ReadOptions::default()
+    };
+    for id in &args.identity {
+        let text = std::fs::read_to_string(id)
+            .with_context(|| format!("reading identity file {}", id.display()))?;
+        opts.age_identities.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(String::from),
+        );
+    }
+    if let Some(p) = &args.passphrase_file {
+        let text = std::fs::read_to_string(p)
+            .with_context(|| format!("reading passphrase file {}", p.display()))?;
+        opts.age_passphrase = Some(text.trim_end_matches(['\n', '\r']).to_string());
+    }
+    Ok(opts)
+}
+
+/// Maps `path`, opens it as whatever format it is, and runs `f` on it.
+pub fn with_file<T>(
+    path: &Path,
+    args: &ReadArgs,
+    f: impl FnOnce(&dyn Container) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let opts = read_options(path, args)?;
+    let data = FileData::open(path).map_err(anyhow::Error::new)?;
+    let file = tessera::open(&data, &opts)
+        .map_err(|e| anyhow::Error::new(e).context(path.display().to_string()))?;
+    f(file.as_ref())
+}
+
+/// A progress bar on stderr that shows itself only once the work has taken over a
+/// second, and never when stderr is not a terminal.
+pub struct Progress {
+    bar: indicatif::ProgressBar,
+    start: Instant,
+    shown: bool,
+    enabled: bool,
+}
+
+impl Progress {
+    /// A bar for `total` units of `what`.
+    pub fn new(total: u64, what: &str) -> Progress {
+        let bar = indicatif::ProgressBar::hidden();
+        bar.set_length(total);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{msg} [{bar:30}] {pos}/{len} {elapsed_precise}",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_message(what.to_string());
+        Progress {
+            bar,
+            start: Instant::now(),
+            shown: false,
+            enabled: std::io::stderr().is_terminal(),
+        }
+    }
+    /// Advances by `n`.
+    pub fn inc(&mut self, n: u64) {
+        self.bar.inc(n);
+        if self.enabled && !self.shown && self.start.elapsed() > Duration::from_secs(1) {
+            self.bar
+                .set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            self.shown = true;
+        }
+    }
+    /// Removes the bar.
+    pub fn finish(self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// `1.5 MiB`-style sizes.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Parses `1024`, `4K`, `512MiB`, `1G` into bytes.
+pub fn parse_size(s: &str) -> anyhow::Result<u64> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().with_context(|| format!("invalid size {s:?}"))?;
+    let mul: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => anyhow::bail!("invalid size unit in {s:?}"),
+    };
+    n.checked_mul(mul)
+        .with_context(|| format!("size {s:?} overflows"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("4K").unwrap(), 4096);
+        assert_eq!(parse_size("2MiB").unwrap(), 2 << 20);
+        assert!(parse_size("3X").is_err());
+        assert!(parse_size("99999999999999999999G").is_err());
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+    }
+}

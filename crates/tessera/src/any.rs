@@ -1,0 +1,53 @@
+//! Opening any supported file: detect the format by content, dispatch to its reader.
+
+use std::path::PathBuf;
+
+use crate::error::Result;
+use crate::format::Format;
+use crate::limits::Limits;
+use crate::model::Container;
+
+/// Options for opening a file.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    /// Caps on what the reader accepts.
+    pub limits: Limits,
+    /// The path the bytes came from (for sibling files such as WTXT's `.wsum`).
+    pub path: Option<PathBuf>,
+    /// Keep reading past damaged tensors (WTXT `--salvage`): damaged ones are reported
+    /// and skipped instead of failing the open.
+    pub salvage: bool,
+    /// age identities (X25519 secret keys, `AGE-SECRET-KEY-1…`) for encrypted files.
+    pub age_identities: Vec<String>,
+    /// age passphrase for encrypted files.
+    pub age_passphrase: Option<String>,
+}
+
+/// A reader entry point: parse and validate `data`, return the opened file.
+pub type OpenFn = for<'d> fn(&'d [u8], &ReadOptions) -> Result<Box<dyn Container + 'd>>;
+
+/// The reader for a format, when it is implemented.
+pub fn reader_for(format: Format) -> Option<OpenFn> {
+    use crate::formats::*;
+    match format {
+        Format::Wtxt | Format::Wsum | Format::AgeArmor => wtxt::OPEN,
+        Format::WtxtDelta => None,
+        Format::Ztensor => ztensor::OPEN,
+        Format::ZtensorV2 => None,
+        Format::Fold => fold::OPEN,
+        Format::Aero => aero::OPEN,
+        Format::GptrsCheckpoint | Format::GptrsArchive => gptrs::OPEN,
+        Format::Safetensors => safetensors::OPEN,
+        Format::Npy | Format::Npz => npy::OPEN,
+        Format::Gguf => gguf::OPEN,
+    }
+}
+
+/// Opens `data` as whatever format its first bytes say. A known format that is not
+/// implemented is an `Unsupported` error ("… is detected but not supported yet"), not
+/// `UnknownFormat`.
+pub fn open<'d>(data: &'d [u8], opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
+    let format = Format::detect_or_err(data)?;
+    let open = reader_for(format).ok_or_else(|| format.not_supported_yet())?;
+    open(data, opts).map_err(|e| e.in_format(format.name()))
+}

@@ -1,0 +1,401 @@
+//! Writing and converting: write options, per-format capabilities, and the adapter that
+//! makes a source fit a target (or refuses, naming the tensor and the reason).
+//!
+//! A conversion never loses anything silently. When the target cannot hold a tensor's
+//! dtype or layout, or the file's metadata or opaque chunks, [`prepare`] refuses with an
+//! `Unsupported` error that names the tensor and the option that would allow the loss
+//! (`--cast`, `--densify`, `--drop-metadata`); with the option it converts and reports
+//! what it changed.
+
+use std::borrow::Cow;
+use std::io::{Seek, Write};
+use std::path::{Path, PathBuf};
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::format::Format;
+use crate::metadata::Metadata;
+use crate::model::TensorSource;
+use crate::tensor::{ChunkInfo, Layout, TensorInfo, TensorView};
+
+/// `Write + Seek`, object-safe, for writers that patch a header at the end.
+pub trait WriteSeek: Write + Seek {}
+impl<T: Write + Seek> WriteSeek for T {}
+
+/// Compression for formats that have it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// Stored as is.
+    #[default]
+    None,
+    /// zstd at a level (3 is the zstd default).
+    Zstd(i32),
+}
+
+/// A per-tensor/chunk digest to write, for formats that let the writer choose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Digest {
+    /// CRC-32C (Castagnoli).
+    Crc32c,
+    /// SHA-256.
+    Sha256,
+}
+
+/// Options for writers. Each format reads the fields it has a use for; `tessera convert`
+/// sets them from its flags. Timestamps, salts and UUIDs default to "now"/random unless
+/// fixed here, which makes output byte-deterministic.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// Compression (zTensor, FOLD, AERO metadata).
+    pub compression: Compression,
+    /// Digests to store (zTensor).
+    pub digests: Vec<Digest>,
+    /// Reed-Solomon parity bytes per block (FOLD `--ecc N`).
+    pub ecc: Option<u8>,
+    /// HMAC key (WTXT).
+    pub hmac_key: Option<Vec<u8>>,
+    /// Ed25519 secret key seed, 32 bytes (WTXT `sign`).
+    pub sign_key: Option<[u8; 32]>,
+    /// Previous snapshot to chain the merkle from (WTXT `--prev`).
+    pub prev: Option<PathBuf>,
+    /// Generation number (WTXT `gen`).
+    pub generation: Option<u64>,
+    /// Timestamp `YYYY-MM-DDTHH:MM:SSZ` (WTXT `ts`, zTensor `created_at` if asked).
+    pub timestamp: Option<String>,
+    /// Build identifier (WTXT `build`).
+    pub build: Option<String>,
+    /// Host name (WTXT `host`).
+    pub host: Option<String>,
+    /// CUDA version token (WTXT `cuda`).
+    pub cuda: Option<String>,
+    /// Rows per chunk (WTXT row blocking).
+    pub rows_per_chunk: Option<u64>,
+    /// Streaming finalization (WTXT-S + WSUM).
+    pub streaming: bool,
+    /// Fixed HMAC salts instead of random ones (tests, reproducible builds).
+    pub fixed_salt: Option<[u8; 8]>,
+    /// Maximum shard size in bytes (AERO).
+    pub shard_size: Option<u64>,
+    /// Per-tensor BLAKE3 hashes (AERO `hash_b3`).
+    pub tensor_hashes: bool,
+    /// Control-plane integrity chunk (AERO IHSH).
+    pub control_integrity: bool,
+    /// Page hashes with this page size (AERO PHSH).
+    pub page_hashes: Option<u64>,
+    /// Fixed file UUID (AERO).
+    pub uuid: Option<[u8; 16]>,
+    /// Store base_id 0 as the original Python exporter does (GPTRS).
+    pub zero_base_id: bool,
+    /// Where the output goes, for writers that also write a sibling file (WTXT `.wsum`).
+    pub path: Option<PathBuf>,
+}
+
+/// Options of a conversion that allow a loss, each explicitly.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConvertOptions {
+    /// Cast dtypes the target cannot hold to the nearest one it can.
+    pub cast: bool,
+    /// Store sparse tensors densely when the target has no sparse layouts.
+    pub densify: bool,
+    /// Drop file metadata and opaque chunks the target cannot carry.
+    pub drop_metadata: bool,
+}
+
+/// What a writer did that the caller should know.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteReport {
+    /// One line per notable change (`cast "w" f64 -> f32`, `densified "s"`, …).
+    pub notes: Vec<String>,
+    /// Sibling files written beside the output (WTXT `.wsum`).
+    pub extra_files: Vec<PathBuf>,
+}
+
+/// A writer entry point.
+pub type WriteFn =
+    fn(&dyn TensorSource, &mut dyn WriteSeek, &WriteOptions) -> Result<WriteReport>;
+
+/// How much metadata a format carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetadataSupport {
+    /// None at all.
+    None,
+    /// String values only (others are written as JSON text).
+    Strings,
+    /// A full value tree.
+    Tree,
+}
+
+/// What a format can hold; `tessera formats` prints it, [`prepare`] enforces it.
+#[derive(Debug, Clone)]
+pub struct Capabilities {
+    /// The format.
+    pub format: Format,
+    /// Dtypes it stores.
+    pub dtypes: &'static [DType],
+    /// Stores CSR/COO natively.
+    pub sparse: bool,
+    /// Stores other named-component layouts.
+    pub other_layouts: bool,
+    /// File metadata.
+    pub metadata: MetadataSupport,
+    /// Opaque chunks.
+    pub chunks: bool,
+    /// Compression methods.
+    pub compression: &'static [&'static str],
+    /// Integrity layers.
+    pub integrity: &'static [&'static str],
+    /// Raw tensors can be read without a copy.
+    pub zero_copy: bool,
+}
+
+/// The writer for a format, when it is implemented.
+pub fn writer_for(format: Format) -> Option<WriteFn> {
+    use crate::formats::*;
+    match format {
+        Format::Wtxt => wtxt::WRITE,
+        Format::Ztensor => ztensor::WRITE,
+        Format::Fold => fold::WRITE,
+        Format::Aero => aero::WRITE,
+        Format::GptrsCheckpoint => gptrs::WRITE_CHECKPOINT,
+        Format::GptrsArchive => gptrs::WRITE_ARCHIVE,
+        Format::Safetensors => safetensors::WRITE,
+        Format::Npy => npy::WRITE_NPY,
+        Format::Npz => npy::WRITE_NPZ,
+        Format::Gguf => gguf::WRITE,
+        Format::WtxtDelta | Format::Wsum | Format::AgeArmor | Format::ZtensorV2 => None,
+    }
+}
+
+/// The capabilities of a format, when Tessera knows how to write it.
+pub fn capabilities(format: Format) -> Option<Capabilities> {
+    use crate::formats::*;
+    Some(match format {
+        Format::Wtxt => wtxt::capabilities(),
+        Format::Ztensor => ztensor::capabilities(),
+        Format::Fold => fold::capabilities(),
+        Format::Aero => aero::capabilities(),
+        Format::GptrsCheckpoint | Format::GptrsArchive => gptrs::capabilities(format),
+        Format::Safetensors => safetensors::capabilities(),
+        Format::Npy | Format::Npz => npy::capabilities(format),
+        Format::Gguf => gguf::capabilities(),
+        _ => return None,
+    })
+}
+
+/// A source adapted to a target: tensors densified or cast as allowed, metadata and
+/// chunks dropped as allowed. Built by [`prepare`].
+pub struct Prepared<'s> {
+    src: &'s dyn TensorSource,
+    infos: Vec<TensorInfo>,
+    plans: Vec<Plan>,
+    metadata: Metadata,
+    keep_chunks: bool,
+    notes: Vec<String>,
+}
+
+#[derive(Clone, Copy)]
+enum Plan {
+    AsIs,
+    Densify,
+    Cast(DType),
+    DensifyCast(DType),
+}
+
+/// Checks that `target` can hold everything in `src`, applying the losses `opts`
+/// allows. Errors name the first tensor that cannot be converted and the reason.
+pub fn prepare<'s>(
+    src: &'s dyn TensorSource,
+    target: Format,
+    opts: ConvertOptions,
+) -> Result<Prepared<'s>> {
+    let caps = capabilities(target).ok_or_else(|| target.not_supported_yet())?;
+    let mut infos = Vec::new();
+    let mut plans = Vec::new();
+    let mut notes = Vec::new();
+    for info in src.tensor_infos() {
+        let mut out = info.clone();
+        let densify = match &info.layout {
+            Layout::Dense => false,
+            Layout::SparseCsr | Layout::SparseCoo if caps.sparse => false,
+            Layout::SparseCsr | Layout::SparseCoo => {
+                if !opts.densify {
+                    return Err(Error::unsupported(format!(
+                        "tensor {:?} is {}; {} stores only dense tensors (use --densify)",
+                        info.name,
+                        info.layout,
+                        target.title()
+                    )));
+                }
+                out.layout = Layout::Dense;
+                notes.push(format!("densified {:?} ({})", info.name, info.layout));
+                true
+            }
+            Layout::Other(l) if caps.other_layouts => {
+                let _ = l;
+                false
+            }
+            Layout::Other(l) => {
+                return Err(Error::unsupported(format!(
+                    "tensor {:?} has layout {l:?}, which {} cannot store",
+                    info.name,
+                    target.title()
+                )))
+            }
+        };
+        let cast = if caps.dtypes.contains(&info.dtype) {
+            None
+        } else if !opts.cast {
+            return Err(Error::unsupported(format!(
+                "tensor {:?} is {}; {} cannot store {} (use --cast)",
+                info.name,
+                info.dtype,
+                target.title(),
+                info.dtype
+            )));
+        } else if !matches!(out.layout, Layout::Dense) {
+            return Err(Error::unsupported(format!(
+                "tensor {:?}: cannot cast a {} tensor",
+                info.name, out.layout
+            )));
+        } else {
+            let to = crate::cast::cast_target(info.dtype, caps.dtypes).ok_or_else(|| {
+                Error::unsupported(format!(
+                    "tensor {:?} is {}; {} has no dtype it can be cast to",
+                    info.name,
+                    info.dtype,
+                    target.title()
+                ))
+            })?;
+            notes.push(format!("cast {:?} {} -> {}", info.name, info.dtype, to));
+            out.dtype = to;
+            Some(to)
+        };
+        out.storage = Default::default();
+        infos.push(out);
+        plans.push(match (densify, cast) {
+            (false, None) => Plan::AsIs,
+            (true, None) => Plan::Densify,
+            (false, Some(d)) => Plan::Cast(d),
+            (true, Some(d)) => Plan::DensifyCast(d),
+        });
+    }
+    let mut metadata = src.metadata().clone();
+    if !metadata.is_empty() && caps.metadata == MetadataSupport::None {
+        if !opts.drop_metadata {
+            return Err(Error::unsupported(format!(
+                "{} carries no file metadata and the source has {} keys (use --drop-metadata)",
+                target.title(),
+                metadata.len()
+            )));
+        }
+        notes.push(format!("dropped {} metadata keys", metadata.len()));
+        metadata = Metadata::new();
+    }
+    let opaque = src.chunks().iter().filter(|c| !c.holds_tensors).count();
+    let keep_chunks = caps.chunks || opaque == 0;
+    if !keep_chunks {
+        if !opts.drop_metadata {
+            let first = src.chunks().iter().find(|c| !c.holds_tensors).map(|c| c.name.clone());
+            return Err(Error::unsupported(format!(
+                "{} cannot carry opaque chunks and the source has {opaque} (first: {:?}; use --drop-metadata)",
+                target.title(),
+                first.unwrap_or_default()
+            )));
+        }
+        notes.push(format!("dropped {opaque} opaque chunks"));
+    }
+    Ok(Prepared {
+        src,
+        infos,
+        plans,
+        metadata,
+        keep_chunks,
+        notes,
+    })
+}
+
+impl Prepared<'_> {
+    /// What the preparation changed.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+}
+
+impl TensorSource for Prepared<'_> {
+    fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+    fn tensor_infos(&self) -> &[TensorInfo] {
+        &self.infos
+    }
+    fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
+        let i = self
+            .infos
+            .iter()
+            .position(|t| t.name == name)
+            .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))?;
+        let v = self.src.tensor(name)?;
+        let mut v = match self.plans[i] {
+            Plan::AsIs => v,
+            Plan::Densify => crate::sparse::densify(v)?,
+            Plan::Cast(d) => crate::cast::cast_view(v, d)?,
+            Plan::DensifyCast(d) => crate::cast::cast_view(crate::sparse::densify(v)?, d)?,
+        };
+        v.info.storage = Default::default();
+        Ok(v)
+    }
+    fn chunks(&self) -> &[ChunkInfo] {
+        if self.keep_chunks {
+            self.src.chunks()
+        } else {
+            &[]
+        }
+    }
+    fn chunk(&self, name: &str) -> Result<Cow<'_, [u8]>> {
+        self.src.chunk(name)
+    }
+    fn source_format(&self) -> Option<Format> {
+        self.src.source_format()
+    }
+}
+
+/// Writes `src` as `format` into any `Write + Seek`.
+pub fn write_to(
+    format: Format,
+    src: &dyn TensorSource,
+    out: &mut dyn WriteSeek,
+    opts: &WriteOptions,
+) -> Result<WriteReport> {
+    let write = writer_for(format).ok_or_else(|| format.not_supported_yet())?;
+    write(src, out, opts).map_err(|e| e.in_format(format.name()))
+}
+
+/// Writes `src` as `format` to `path` atomically: into a temporary sibling, fsynced,
+/// renamed over `path`, directory fsynced. On any error the target is untouched.
+pub fn write_file(
+    format: Format,
+    src: &dyn TensorSource,
+    path: &Path,
+    opts: &WriteOptions,
+) -> Result<WriteReport> {
+    let mut opts = opts.clone();
+    opts.path = Some(path.to_path_buf());
+    crate::util::atomic::write_atomic(path, |f| write_to(format, src, f, &opts))
+}
+
+/// Converts `src` into `format` at `path`: [`prepare`], then [`write_file`]. The report
+/// lists what was cast, densified or dropped.
+pub fn convert_file(
+    src: &dyn TensorSource,
+    format: Format,
+    path: &Path,
+    convert: ConvertOptions,
+    opts: &WriteOptions,
+) -> Result<WriteReport> {
+    let prepared = prepare(src, format, convert)?;
+    let mut report = write_file(format, &prepared, path, opts)?;
+    let mut notes = prepared.notes().to_vec();
+    notes.append(&mut report.notes);
+    report.notes = notes;
+    Ok(report)
+}

@@ -1,0 +1,253 @@
+//! The one error type.
+//!
+//! An [`Error`] carries a [`ErrorKind`], the format it came from, an optional subject
+//! (tensor or chunk name) and byte offset, a message and an optional source. Its
+//! `Display` reads context first, lower-case, and says where:
+//! `aero: tensor "w" at byte 176: data_off + data_len exceeds the shard`.
+//!
+//! [`ErrorKind::Malformed`] (the file breaks its spec) and [`ErrorKind::Integrity`] (a
+//! checksum, HMAC or signature fails) are distinct: `verify`, the CLI exit codes and the
+//! Python exception classes branch on them.
+
+use std::fmt;
+
+/// What went wrong, coarsely.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// An I/O error from the operating system.
+    Io,
+    /// The bytes match no known format.
+    UnknownFormat,
+    /// The format is known but this version of it is not supported.
+    UnsupportedVersion,
+    /// The file breaks its format's spec.
+    Malformed,
+    /// A checksum, hash, HMAC or signature does not match.
+    Integrity,
+    /// A number in the file exceeds one of our [`crate::Limits`].
+    LimitExceeded,
+    /// A valid request we do not support (a format not implemented yet, a lossy conversion
+    /// without the option that allows it, …).
+    Unsupported,
+    /// The caller's input is invalid (bad option, bad tensor data).
+    InvalidInput,
+    /// A named tensor or chunk does not exist.
+    NotFound,
+}
+
+impl ErrorKind {
+    /// A short lower-case name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Io => "io",
+            ErrorKind::UnknownFormat => "unknown format",
+            ErrorKind::UnsupportedVersion => "unsupported version",
+            ErrorKind::Malformed => "malformed",
+            ErrorKind::Integrity => "integrity",
+            ErrorKind::LimitExceeded => "limit exceeded",
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::InvalidInput => "invalid input",
+            ErrorKind::NotFound => "not found",
+        }
+    }
+}
+
+struct Inner {
+    kind: ErrorKind,
+    format: Option<&'static str>,
+    subject: Option<String>,
+    offset: Option<u64>,
+    message: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+/// Tessera's error: see the module docs.
+pub struct Error(Box<Inner>);
+
+/// `Result<T, tessera::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A new error of `kind` with a message.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error(Box::new(Inner {
+            kind,
+            format: None,
+            subject: None,
+            offset: None,
+            message: message.into(),
+            source: None,
+        }))
+    }
+
+    /// `Malformed`: the file breaks its spec.
+    pub fn malformed(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Malformed, message)
+    }
+    /// `Integrity`: a checksum, hash, HMAC or signature failed.
+    pub fn integrity(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Integrity, message)
+    }
+    /// `LimitExceeded`.
+    pub fn limit(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::LimitExceeded, message)
+    }
+    /// `Unsupported`.
+    pub fn unsupported(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Unsupported, message)
+    }
+    /// `InvalidInput`.
+    pub fn invalid_input(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::InvalidInput, message)
+    }
+    /// `NotFound`.
+    pub fn not_found(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::NotFound, message)
+    }
+    /// `UnsupportedVersion`.
+    pub fn unsupported_version(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::UnsupportedVersion, message)
+    }
+
+    /// Sets the format name shown first in the message (`"ztensor"`), unless one is set.
+    pub fn in_format(mut self, format: &'static str) -> Error {
+        self.0.format.get_or_insert(format);
+        self
+    }
+    /// Sets the subject (`tensor "w"`, `chunk "blob"`, `line 12`), unless one is set.
+    pub fn at_subject(mut self, subject: impl Into<String>) -> Error {
+        if self.0.subject.is_none() {
+            self.0.subject = Some(subject.into());
+        }
+        self
+    }
+    /// Sets the byte offset where the problem is, unless one is set.
+    pub fn at_offset(mut self, offset: u64) -> Error {
+        self.0.offset.get_or_insert(offset);
+        self
+    }
+    /// Attaches an underlying cause.
+    pub fn with_source(
+        mut self,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
+        self.0.source = Some(Box::new(source));
+        self
+    }
+
+    /// The kind.
+    pub fn kind(&self) -> ErrorKind {
+        self.0.kind
+    }
+    /// The format name, if known.
+    pub fn format(&self) -> Option<&'static str> {
+        self.0.format
+    }
+    /// The subject (tensor, chunk, line), if known.
+    pub fn subject(&self) -> Option<&str> {
+        self.0.subject.as_deref()
+    }
+    /// The byte offset, if known.
+    pub fn offset(&self) -> Option<u64> {
+        self.0.offset
+    }
+    /// The bare message, without context.
+    pub fn message(&self) -> &str {
+        &self.0.message
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = &self.0;
+        let mut ctx = Vec::new();
+        if let Some(fmt) = i.format {
+            ctx.push(fmt.to_string());
+        }
+        match (&i.subject, i.offset) {
+            (Some(s), Some(o)) => ctx.push(format!("{s} at byte {o}")),
+            (Some(s), None) => ctx.push(s.clone()),
+            (None, Some(o)) => ctx.push(format!("at byte {o}")),
+            (None, None) => {}
+        }
+        for c in &ctx {
+            write!(f, "{c}: ")?;
+        }
+        f.write_str(&i.message)?;
+        if let Some(src) = &i.source {
+            write!(f, ": {src}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Error({:?}: {})", self.0.kind, self)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0
+            .source
+            .as_ref()
+            .map(|s| s.as_ref() as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        let msg = e.to_string();
+        // An unexpected EOF while reading a file is a truncation, not an OS failure.
+        let kind = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            ErrorKind::Malformed
+        } else {
+            ErrorKind::Io
+        };
+        Error::new(kind, msg)
+    }
+}
+
+/// Adds context to a `Result<T, Error>` in one call.
+pub trait ResultExt<T> {
+    /// Sets the format name on the error.
+    fn in_format(self, format: &'static str) -> Result<T>;
+    /// Sets the subject on the error.
+    fn at_subject(self, subject: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> ResultExt<T> for Result<T> {
+    fn in_format(self, format: &'static str) -> Result<T> {
+        self.map_err(|e| e.in_format(format))
+    }
+    fn at_subject(self, subject: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|e| e.at_subject(subject()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_puts_context_first() {
+        let e = Error::malformed("chunk_offset + chunk_length exceeds file size")
+            .at_subject("TOC entry 3")
+            .at_offset(176)
+            .in_format("aero");
+        assert_eq!(
+            e.to_string(),
+            "aero: TOC entry 3 at byte 176: chunk_offset + chunk_length exceeds file size"
+        );
+        assert_eq!(e.kind(), ErrorKind::Malformed);
+    }
+
+    #[test]
+    fn first_context_wins() {
+        let e = Error::integrity("crc mismatch")
+            .at_subject("tensor \"a\"")
+            .at_subject("outer");
+        assert_eq!(e.subject(), Some("tensor \"a\""));
+    }
+}

@@ -1,0 +1,49 @@
+//! # Tessera
+//!
+//! Read, write, verify, convert and diff tensor containers: WTXT/Chunks v1.1, zTensor
+//! v1.0, FOLD, AERO v0.1, GPTRS v2, safetensors, NumPy and GGUF — behind one model of
+//! tensors, so any of them converts into any other. Tessera never trusts a file: every
+//! length and offset is checked, decompression is bounded, and `verify` runs every
+//! integrity layer a format has.
+//!
+//! ```no_run
+//! use tessera::{FileData, ReadOptions};
+//! let data = FileData::open("model.zt".as_ref())?;
+//! let file = tessera::open(&data, &ReadOptions::default())?;
+//! for info in file.tensor_infos() {
+//!     let t = file.tensor(&info.name)?; // zero-copy when stored raw
+//!     println!("{} {} {:?} {} bytes", info.name, info.dtype, info.shape, t.nbytes());
+//! }
+//! # Ok::<(), tessera::Error>(())
+//! ```
+#![warn(missing_docs)]
+// No unwrap/expect on anything that can come from a file; tests may unwrap.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod any;
+pub mod cast;
+pub mod convert;
+pub mod dtype;
+pub mod error;
+pub mod format;
+pub mod formats;
+pub mod limits;
+pub mod metadata;
+pub mod model;
+pub mod source;
+pub mod sparse;
+pub mod tensor;
+pub mod util;
+pub mod verify;
+
+pub use any::{open, ReadOptions};
+pub use convert::{ConvertOptions, WriteOptions};
+pub use dtype::DType;
+pub use error::{Error, ErrorKind, Result};
+pub use format::Format;
+pub use limits::Limits;
+pub use metadata::{Map, Metadata, Value};
+pub use model::{Container, Model, TensorSource};
+pub use source::FileData;
+pub use tensor::{ChunkInfo, Layout, Part, Storage, TensorInfo, TensorView};
+pub use verify::{Check, Status, VerifyOptions, VerifyReport};

@@ -1,0 +1,148 @@
+//! The read side every format shares: [`TensorSource`] (anything tensors can be read
+//! from, file or memory) and [`Container`] (an opened file), plus [`Model`], an owned
+//! in-memory set of tensors.
+
+use std::borrow::Cow;
+
+use crate::error::{Error, Result};
+use crate::format::Format;
+use crate::metadata::Metadata;
+use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
+use crate::verify::{VerifyOptions, VerifyReport};
+
+/// Anything tensors can be read from: an opened file, an in-memory [`Model`], or an
+/// adapter (cast, densify) over another source. Writers take a `&dyn TensorSource` and
+/// ask for one tensor at a time, so memory stays near one tensor.
+pub trait TensorSource {
+    /// File-level metadata.
+    fn metadata(&self) -> &Metadata;
+    /// Every tensor, in file order.
+    fn tensor_infos(&self) -> &[TensorInfo];
+    /// One tensor's bytes: borrowed from the file when stored canonically, decoded
+    /// otherwise. May be called more than once for the same tensor.
+    fn tensor(&self, name: &str) -> Result<TensorView<'_>>;
+    /// Opaque chunks (not tensors), in file order.
+    fn chunks(&self) -> &[ChunkInfo] {
+        &[]
+    }
+    /// One chunk's decoded bytes.
+    fn chunk(&self, name: &str) -> Result<Cow<'_, [u8]>> {
+        Err(Error::not_found(format!("no chunk named {name:?}")))
+    }
+    /// The format the source was read from, if any (conversions keep format-specific
+    /// metadata only within the same format).
+    fn source_format(&self) -> Option<Format> {
+        None
+    }
+}
+
+/// An opened file of some format.
+pub trait Container: TensorSource {
+    /// The format.
+    fn format(&self) -> Format;
+    /// The version as the file states it (`1.0`, `v2`, `0.1`, …).
+    fn version(&self) -> String;
+    /// Runs every integrity layer the format has.
+    fn verify(&self, opts: &VerifyOptions) -> VerifyReport;
+    /// Non-fatal observations made while opening (newer minor version, unaligned data…).
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// An owned, in-memory model: metadata, tensors, chunks.
+#[derive(Debug, Clone, Default)]
+pub struct Model {
+    /// File-level metadata.
+    pub metadata: Metadata,
+    infos: Vec<TensorInfo>,
+    tensors: Vec<TensorView<'static>>,
+    chunks: Vec<(ChunkInfo, Vec<u8>)>,
+    chunk_infos: Vec<ChunkInfo>,
+}
+
+impl Model {
+    /// An empty model.
+    pub fn new() -> Model {
+        Model::default()
+    }
+
+    /// Adds a tensor after validating it. Names must be unique.
+    pub fn push(&mut self, view: TensorView<'_>) -> Result<()> {
+        view.validate()?;
+        if self.infos.iter().any(|i| i.name == view.info.name) {
+            return Err(Error::invalid_input(format!(
+                "duplicate tensor name {:?}",
+                view.info.name
+            )));
+        }
+        let view = view.into_owned();
+        self.infos.push(view.info.clone());
+        self.tensors.push(view);
+        Ok(())
+    }
+
+    /// Adds an opaque chunk. Names must be unique.
+    pub fn push_chunk(&mut self, mut info: ChunkInfo, bytes: Vec<u8>) -> Result<()> {
+        if self.chunk_infos.iter().any(|c| c.name == info.name) {
+            return Err(Error::invalid_input(format!(
+                "duplicate chunk name {:?}",
+                info.name
+            )));
+        }
+        info.len = Some(bytes.len() as u64);
+        self.chunk_infos.push(info.clone());
+        self.chunks.push((info, bytes));
+        Ok(())
+    }
+
+    /// Copies every tensor, chunk and the metadata out of a source.
+    pub fn from_source(src: &dyn TensorSource) -> Result<Model> {
+        let mut m = Model::new();
+        m.metadata = src.metadata().clone();
+        for info in src.tensor_infos() {
+            m.push(src.tensor(&info.name)?)?;
+        }
+        for c in src.chunks() {
+            m.push_chunk(c.clone(), src.chunk(&c.name)?.into_owned())?;
+        }
+        Ok(m)
+    }
+}
+
+impl TensorSource for Model {
+    fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+    fn tensor_infos(&self) -> &[TensorInfo] {
+        &self.infos
+    }
+    fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
+        let t = self
+            .tensors
+            .iter()
+            .find(|t| t.info.name == name)
+            .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))?;
+        Ok(TensorView {
+            info: t.info.clone(),
+            parts: t
+                .parts
+                .iter()
+                .map(|p| crate::tensor::Part {
+                    role: p.role.clone(),
+                    bytes: Cow::Borrowed(p.bytes.as_ref()),
+                })
+                .collect(),
+        })
+    }
+    fn chunks(&self) -> &[ChunkInfo] {
+        &self.chunk_infos
+    }
+    fn chunk(&self, name: &str) -> Result<Cow<'_, [u8]>> {
+        self.chunks
+            .iter()
+            .find(|(c, _)| c.name == name)
+            .map(|(_, b)| Cow::Borrowed(b.as_slice()))
+            .ok_or_else(|| Error::not_found(format!("no chunk named {name:?}")))
+    }
+}
