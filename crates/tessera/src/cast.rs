@@ -79,13 +79,9 @@ fn write(d: DType, n: Num, out: &mut Vec<u8>, name: &str) -> Result<()> {
         (F32, Num::F(v)) => out.extend_from_slice(&(v as f32).to_le_bytes()),
         (F32, Num::I(v)) => out.extend_from_slice(&(v as f32).to_le_bytes()),
         (F16, Num::F(v)) => out.extend_from_slice(&half::f16::from_f64(v).to_le_bytes()),
-        (F16, Num::I(v)) => {
-            out.extend_from_slice(&half::f16::from_f64(v as f64).to_le_bytes())
-        }
+        (F16, Num::I(v)) => out.extend_from_slice(&half::f16::from_f64(v as f64).to_le_bytes()),
         (BF16, Num::F(v)) => out.extend_from_slice(&half::bf16::from_f64(v).to_le_bytes()),
-        (BF16, Num::I(v)) => {
-            out.extend_from_slice(&half::bf16::from_f64(v as f64).to_le_bytes())
-        }
+        (BF16, Num::I(v)) => out.extend_from_slice(&half::bf16::from_f64(v as f64).to_le_bytes()),
         (_, Num::F(_)) => {
             return Err(Error::unsupported(format!(
                 "tensor {name:?}: float to {d} is not a cast Tessera makes"
@@ -161,14 +157,20 @@ mod tests {
 
     #[test]
     fn casts_values_and_refuses_out_of_range() {
-        let data: Vec<u8> = [1.5f64, -2.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let data: Vec<u8> = [1.5f64, -2.0]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
         let v = TensorView::dense(
             TensorInfo::dense("a", DType::F64, vec![2]),
             Cow::Owned(data),
         )
         .unwrap();
         let c = cast_view(v, DType::F32).unwrap();
-        let want: Vec<u8> = [1.5f32, -2.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let want: Vec<u8> = [1.5f32, -2.0]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
         assert_eq!(c.data().unwrap(), &want[..]);
 
         let big: Vec<u8> = [1i64 << 40].iter().flat_map(|x| x.to_le_bytes()).collect();
@@ -177,8 +179,8 @@ mod tests {
         assert!(cast_view(v, DType::I32).is_err());
 
         let neg: Vec<u8> = (-5i64).to_le_bytes().to_vec();
-        let v = TensorView::dense(TensorInfo::dense("c", DType::I64, vec![]), Cow::Owned(neg))
-            .unwrap();
+        let v =
+            TensorView::dense(TensorInfo::dense("c", DType::I64, vec![]), Cow::Owned(neg)).unwrap();
         let c = cast_view(v, DType::I32).unwrap();
         assert_eq!(c.data().unwrap(), &(-5i32).to_le_bytes());
     }

@@ -111,8 +111,7 @@ pub struct WriteReport {
 }
 
 /// A writer entry point.
-pub type WriteFn =
-    fn(&dyn TensorSource, &mut dyn WriteSeek, &WriteOptions) -> Result<WriteReport>;
+pub type WriteFn = fn(&dyn TensorSource, &mut dyn WriteSeek, &WriteOptions) -> Result<WriteReport>;
 
 /// How much metadata a format carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -295,7 +294,11 @@ pub fn prepare<'s>(
     let keep_chunks = caps.chunks || opaque == 0;
     if !keep_chunks {
         if !opts.drop_metadata {
-            let first = src.chunks().iter().find(|c| !c.holds_tensors).map(|c| c.name.clone());
+            let first = src
+                .chunks()
+                .iter()
+                .find(|c| !c.holds_tensors)
+                .map(|c| c.name.clone());
             return Err(Error::unsupported(format!(
                 "{} cannot carry opaque chunks and the source has {opaque} (first: {:?}; use --drop-metadata)",
                 target.title(),

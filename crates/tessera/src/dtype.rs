@@ -256,7 +256,11 @@ fn fp8_to_f64(v: u8, ebits: u32, mbits: u32, kind: Fp8Kind) -> f64 {
         }
         Fp8Kind::Ieee => {
             if e == emask {
-                return if m == 0 { sign * f64::INFINITY } else { f64::NAN };
+                return if m == 0 {
+                    sign * f64::INFINITY
+                } else {
+                    f64::NAN
+                };
             }
         }
     }
@@ -302,9 +306,15 @@ mod tests {
         assert!(DType::F8E4M3FN.element_as_f64(&[0x7f], 0).unwrap().is_nan());
         assert_eq!(DType::F8E4M3FN.element_as_f64(&[0x38], 0), Some(1.0));
         assert_eq!(DType::F8E5M2.element_as_f64(&[0x7b], 0), Some(57344.0));
-        assert_eq!(DType::F8E5M2.element_as_f64(&[0x7c], 0), Some(f64::INFINITY));
+        assert_eq!(
+            DType::F8E5M2.element_as_f64(&[0x7c], 0),
+            Some(f64::INFINITY)
+        );
         assert_eq!(DType::F8E5M2.element_as_f64(&[0x3c], 0), Some(1.0));
-        assert_eq!(DType::F8E4M3FN.element_as_f64(&[0x01], 0), Some(2f64.powi(-9)));
+        assert_eq!(
+            DType::F8E4M3FN.element_as_f64(&[0x01], 0),
+            Some(2f64.powi(-9))
+        );
     }
 
     #[test]

@@ -127,10 +127,7 @@ impl Error {
         self
     }
     /// Attaches an underlying cause.
-    pub fn with_source(
-        mut self,
-        source: impl std::error::Error + Send + Sync + 'static,
-    ) -> Error {
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Error {
         self.0.source = Some(Box::new(source));
         self
     }

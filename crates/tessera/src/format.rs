@@ -230,13 +230,19 @@ mod tests {
     #[test]
     fn detects_every_magic() {
         assert_eq!(Format::detect(b"ZTEN1000...."), Some(Format::Ztensor));
-        assert_eq!(Format::detect(b"\x89ZT2\r\n\x1a\n"), Some(Format::ZtensorV2));
+        assert_eq!(
+            Format::detect(b"\x89ZT2\r\n\x1a\n"),
+            Some(Format::ZtensorV2)
+        );
         assert_eq!(Format::detect(b"FOLDv1\0\0\0"), Some(Format::Fold));
         assert_eq!(Format::detect(b"AERO\x01\x00"), Some(Format::Aero));
         assert_eq!(Format::detect(b"GPTRSCHK"), Some(Format::GptrsCheckpoint));
         assert_eq!(Format::detect(b"GPTRSTEN"), Some(Format::GptrsArchive));
         assert_eq!(Format::detect(b"WTXT 1\nmeta"), Some(Format::Wtxt));
-        assert_eq!(Format::detect(b"WTXT-DELTA 2 base"), Some(Format::WtxtDelta));
+        assert_eq!(
+            Format::detect(b"WTXT-DELTA 2 base"),
+            Some(Format::WtxtDelta)
+        );
         assert_eq!(Format::detect(b"\x93NUMPY\x01\x00"), Some(Format::Npy));
         assert_eq!(Format::detect(b"PK\x03\x04"), Some(Format::Npz));
         assert_eq!(Format::detect(b"GGUF\x03\0\0\0"), Some(Format::Gguf));

@@ -40,7 +40,9 @@ impl Limits {
     /// Errors with `LimitExceeded` when `value > max`, naming `what`.
     pub fn check(what: &str, value: u64, max: u64) -> Result<()> {
         if value > max {
-            Err(Error::limit(format!("{what} is {value}, over the limit of {max}")))
+            Err(Error::limit(format!(
+                "{what} is {value}, over the limit of {max}"
+            )))
         } else {
             Ok(())
         }
@@ -76,9 +78,9 @@ pub fn to_usize(v: u64, what: &str) -> Result<usize> {
 /// Returns `&data[off..off+len]`, or a `Malformed` error naming `what` when the range
 /// overflows or runs past the end.
 pub fn slice<'a>(data: &'a [u8], off: u64, len: u64, what: &str) -> Result<&'a [u8]> {
-    let end = off
-        .checked_add(len)
-        .ok_or_else(|| Error::malformed(format!("{what}: offset {off} + length {len} overflows")))?;
+    let end = off.checked_add(len).ok_or_else(|| {
+        Error::malformed(format!("{what}: offset {off} + length {len} overflows"))
+    })?;
     if end > data.len() as u64 {
         return Err(Error::malformed(format!(
             "{what}: range {off}..{end} exceeds the file size {}",
@@ -100,7 +102,10 @@ mod tests {
         let d = [1u8, 2, 3, 4];
         assert_eq!(slice(&d, 1, 2, "x").unwrap(), &[2, 3]);
         assert_eq!(slice(&d, 4, 0, "x").unwrap(), &[] as &[u8]);
-        assert_eq!(slice(&d, 3, 2, "x").unwrap_err().kind(), ErrorKind::Malformed);
+        assert_eq!(
+            slice(&d, 3, 2, "x").unwrap_err().kind(),
+            ErrorKind::Malformed
+        );
         assert_eq!(
             slice(&d, u64::MAX, 2, "x").unwrap_err().kind(),
             ErrorKind::Malformed

@@ -160,7 +160,11 @@ impl Value {
                 J::Object(m)
             }
             Value::List(l) => J::Array(l.iter().map(Value::to_json).collect()),
-            Value::Map(m) => J::Object(m.iter().map(|(k, v)| (k.to_string(), v.to_json())).collect()),
+            Value::Map(m) => J::Object(
+                m.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_json()))
+                    .collect(),
+            ),
         }
     }
 

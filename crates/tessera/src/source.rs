@@ -21,8 +21,8 @@ pub enum FileData {
 impl FileData {
     /// Maps `path` read-only. Empty files (which cannot be mapped) become an empty buffer.
     pub fn open(path: &Path) -> Result<FileData> {
-        let file = File::open(path)
-            .map_err(|e| Error::from(e).at_subject(path.display().to_string()))?;
+        let file =
+            File::open(path).map_err(|e| Error::from(e).at_subject(path.display().to_string()))?;
         let len = file.metadata()?.len();
         if len == 0 {
             return Ok(FileData::Owned(Vec::new()));

@@ -67,7 +67,9 @@ pub fn check_csr(v: &TensorView<'_>) -> Result<()> {
         )));
     }
     if indptr.windows(2).any(|w| w[0] > w[1]) {
-        return Err(Error::malformed(format!("tensor {name:?}: indptr decreases")));
+        return Err(Error::malformed(format!(
+            "tensor {name:?}: indptr decreases"
+        )));
     }
     if let Some(bad) = indices.iter().find(|&&c| c >= cols) {
         return Err(Error::malformed(format!(

@@ -35,7 +35,9 @@ pub fn write_options(args: &ConvertArgs) -> anyhow::Result<WriteOptions> {
             "none" | "raw" => Compression::None,
             "zstd" => Compression::Zstd(3),
             s if s.starts_with("zstd:") => {
-                let level: i32 = s[5..].parse().with_context(|| format!("bad zstd level in {s:?}"))?;
+                let level: i32 = s[5..]
+                    .parse()
+                    .with_context(|| format!("bad zstd level in {s:?}"))?;
                 Compression::Zstd(level)
             }
             s => bail!("unknown compression {s:?} (none, zstd, zstd:LEVEL)"),
@@ -50,7 +52,8 @@ pub fn write_options(args: &ConvertArgs) -> anyhow::Result<WriteOptions> {
     }
     o.ecc = args.ecc;
     if let Some(p) = &args.hmac_key_file {
-        o.hmac_key = Some(std::fs::read(p).with_context(|| format!("reading HMAC key {}", p.display()))?);
+        o.hmac_key =
+            Some(std::fs::read(p).with_context(|| format!("reading HMAC key {}", p.display()))?);
     }
     if let Some(p) = &args.sign_key {
         o.sign_key = Some(crate::cmd::keys::load_secret_key(p)?);
@@ -64,7 +67,9 @@ pub fn write_options(args: &ConvertArgs) -> anyhow::Result<WriteOptions> {
     o.rows_per_chunk = args.rows_per_chunk;
     o.streaming = args.streaming;
     if let Some(s) = &args.salt {
-        let b = tessera::util::unhex(s).filter(|b| b.len() == 8).context("--salt needs 16 hex digits")?;
+        let b = tessera::util::unhex(s)
+            .filter(|b| b.len() == 8)
+            .context("--salt needs 16 hex digits")?;
         let mut salt = [0u8; 8];
         salt.copy_from_slice(&b);
         o.fixed_salt = Some(salt);
@@ -78,7 +83,9 @@ pub fn write_options(args: &ConvertArgs) -> anyhow::Result<WriteOptions> {
         o.page_hashes = Some(parse_size(p)?);
     }
     if let Some(u) = &args.uuid {
-        let b = tessera::util::unhex(u).filter(|b| b.len() == 16).context("--uuid needs 32 hex digits")?;
+        let b = tessera::util::unhex(u)
+            .filter(|b| b.len() == 16)
+            .context("--uuid needs 32 hex digits")?;
         let mut uuid = [0u8; 16];
         uuid.copy_from_slice(&b);
         o.uuid = Some(uuid);
@@ -102,7 +109,9 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         for n in &report.notes {
             writeln!(out, "note: {n}")?;
         }
-        let size = std::fs::metadata(&args.output).map(|m| m.len()).unwrap_or(0);
+        let size = std::fs::metadata(&args.output)
+            .map(|m| m.len())
+            .unwrap_or(0);
         writeln!(
             out,
             "{} ({}) -> {} ({}): {} tensors, {}",

@@ -62,7 +62,11 @@ fn compare(a: &dyn Container, b: &dyn Container, name: &str) -> anyhow::Result<O
         d.layout = Some((va.info.layout.to_string(), vb.info.layout.to_string()));
     }
     d.bytes_equal = va.parts.len() == vb.parts.len()
-        && va.parts.iter().zip(&vb.parts).all(|(x, y)| x.role == y.role && x.bytes == y.bytes);
+        && va
+            .parts
+            .iter()
+            .zip(&vb.parts)
+            .all(|(x, y)| x.role == y.role && x.bytes == y.bytes);
     if d.bytes_equal && d.dtype.is_none() && d.shape.is_none() && d.layout.is_none() {
         return Ok(None);
     }
@@ -97,8 +101,16 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         with_file(&args.b, &args.read, |b| {
             let names_a: Vec<&str> = a.tensor_infos().iter().map(|t| t.name.as_str()).collect();
             let names_b: Vec<&str> = b.tensor_infos().iter().map(|t| t.name.as_str()).collect();
-            let removed: Vec<&str> = names_a.iter().copied().filter(|n| !names_b.contains(n)).collect();
-            let added: Vec<&str> = names_b.iter().copied().filter(|n| !names_a.contains(n)).collect();
+            let removed: Vec<&str> = names_a
+                .iter()
+                .copied()
+                .filter(|n| !names_b.contains(n))
+                .collect();
+            let added: Vec<&str> = names_b
+                .iter()
+                .copied()
+                .filter(|n| !names_a.contains(n))
+                .collect();
             let mut changed = Vec::new();
             for n in names_a.iter().filter(|n| names_b.contains(n)) {
                 if let Some(d) = compare(a, b, n)? {
@@ -108,10 +120,14 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             let (ma, mb) = (a.metadata(), b.metadata());
             let meta_removed: Vec<&str> = ma.keys().filter(|k| !mb.contains_key(k)).collect();
             let meta_added: Vec<&str> = mb.keys().filter(|k| !ma.contains_key(k)).collect();
-            let meta_changed: Vec<&str> =
-                ma.iter().filter(|(k, v)| mb.get(k).is_some_and(|w| w != *v)).map(|(k, _)| k).collect();
+            let meta_changed: Vec<&str> = ma
+                .iter()
+                .filter(|(k, v)| mb.get(k).is_some_and(|w| w != *v))
+                .map(|(k, _)| k)
+                .collect();
             let tensors_same = removed.is_empty() && added.is_empty() && changed.is_empty();
-            let metadata_same = meta_removed.is_empty() && meta_added.is_empty() && meta_changed.is_empty();
+            let metadata_same =
+                meta_removed.is_empty() && meta_added.is_empty() && meta_changed.is_empty();
             let same = tensors_same && (metadata_same || a.format() != b.format());
             if args.json {
                 let doc = json!({

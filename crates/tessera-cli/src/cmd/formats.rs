@@ -70,7 +70,12 @@ pub fn markdown() -> String {
         let list = |k: &str| {
             row[k]
                 .as_array()
-                .map(|a| a.iter().filter_map(|v| v.as_str()).collect::<Vec<_>>().join(", "))
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
                 .unwrap_or_default()
         };
         let dtypes = row["dtypes"].as_array().map(|a| a.len()).unwrap_or(0);
@@ -80,10 +85,30 @@ pub fn markdown() -> String {
             list("extensions"),
             yes(row["read"].as_bool().unwrap_or(false)),
             yes(row["write"].as_bool().unwrap_or(false)),
-            if dtypes == 0 { "—".to_string() } else if dtypes >= tessera::DType::ALL.len() { "all".to_string() } else { list("dtypes") },
+            if dtypes == 0 {
+                "—".to_string()
+            } else if dtypes >= tessera::DType::ALL.len() {
+                "all".to_string()
+            } else {
+                list("dtypes")
+            },
             list("layouts"),
-            { let c = list("compression"); if c.is_empty() { "—".into() } else { c } },
-            { let c = list("integrity"); if c.is_empty() { "—".into() } else { c } },
+            {
+                let c = list("compression");
+                if c.is_empty() {
+                    "—".into()
+                } else {
+                    c
+                }
+            },
+            {
+                let c = list("integrity");
+                if c.is_empty() {
+                    "—".into()
+                } else {
+                    c
+                }
+            },
             yes(row["zero_copy"].as_bool().unwrap_or(false)),
             row["metadata"].as_str().unwrap_or(""),
             yes(row["chunks"].as_bool().unwrap_or(false)),
@@ -105,9 +130,24 @@ pub fn run(args: &FormatsArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                 "{:<12} {:<28} read {:<3} write {:<3} {}",
                 row["format"].as_str().unwrap_or(""),
                 row["title"].as_str().unwrap_or(""),
-                if row["read"].as_bool().unwrap_or(false) { "yes" } else { "no" },
-                if row["write"].as_bool().unwrap_or(false) { "yes" } else { "no" },
-                row["integrity"].as_array().map(|a| a.iter().filter_map(|v| v.as_str()).collect::<Vec<_>>().join(", ")).unwrap_or_default(),
+                if row["read"].as_bool().unwrap_or(false) {
+                    "yes"
+                } else {
+                    "no"
+                },
+                if row["write"].as_bool().unwrap_or(false) {
+                    "yes"
+                } else {
+                    "no"
+                },
+                row["integrity"]
+                    .as_array()
+                    .map(|a| a
+                        .iter()
+                        .filter_map(|v| v.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "))
+                    .unwrap_or_default(),
             )?;
         }
     }

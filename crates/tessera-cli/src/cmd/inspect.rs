@@ -74,7 +74,12 @@ pub fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             infos.len(),
             file.chunks().len()
         )?;
-        let width = infos.iter().map(|t| t.name.len()).max().unwrap_or(4).clamp(4, 48);
+        let width = infos
+            .iter()
+            .map(|t| t.name.len())
+            .max()
+            .unwrap_or(4)
+            .clamp(4, 48);
         for t in infos {
             let shape = format!("{:?}", t.shape);
             let mut line = format!(
@@ -101,7 +106,10 @@ pub fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             for (k, v) in file.metadata().iter() {
                 let mut s = v.display_short();
                 if s.len() > 120 {
-                    let cut = (0..=117).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+                    let cut = (0..=117)
+                        .rev()
+                        .find(|&i| s.is_char_boundary(i))
+                        .unwrap_or(0);
                     s.truncate(cut);
                     s.push_str("...");
                 }

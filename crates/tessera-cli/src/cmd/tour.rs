@@ -55,9 +55,18 @@ pub fn demo_model() -> tessera::Result<Model> {
     m.push(TensorView {
         info,
         parts: vec![
-            Part { role: "values".into(), bytes: Cow::Owned(le(&[1.0f32, 2.5, -3.0], |x: f32| x.to_le_bytes().to_vec())) },
-            Part { role: "indices".into(), bytes: Cow::Owned(u64s(&[0, 4, 2])) },
-            Part { role: "indptr".into(), bytes: Cow::Owned(u64s(&[0, 2, 2, 3, 3])) },
+            Part {
+                role: "values".into(),
+                bytes: Cow::Owned(le(&[1.0f32, 2.5, -3.0], |x: f32| x.to_le_bytes().to_vec())),
+            },
+            Part {
+                role: "indices".into(),
+                bytes: Cow::Owned(u64s(&[0, 4, 2])),
+            },
+            Part {
+                role: "indptr".into(),
+                bytes: Cow::Owned(u64s(&[0, 2, 2, 3, 3])),
+            },
         ],
     })?;
     Ok(m)
@@ -70,7 +79,9 @@ fn same_tensors(a: &dyn TensorSource, b: &dyn TensorSource) -> tessera::Result<(
     let mut total = 0;
     for info in a.tensor_infos() {
         total += 1;
-        let Ok(vb) = b.tensor(&info.name) else { continue };
+        let Ok(vb) = b.tensor(&info.name) else {
+            continue;
+        };
         let va = tessera::sparse::densify(a.tensor(&info.name)?)?;
         let vb = tessera::sparse::densify(vb)?;
         let same = if va.info.dtype == vb.info.dtype {
@@ -90,7 +101,11 @@ fn same_tensors(a: &dyn TensorSource, b: &dyn TensorSource) -> tessera::Result<(
 }
 
 fn write_one(model: &Model, format: Format, path: &Path) -> tessera::Result<Vec<String>> {
-    let conv = ConvertOptions { cast: true, densify: true, drop_metadata: true };
+    let conv = ConvertOptions {
+        cast: true,
+        densify: true,
+        drop_metadata: true,
+    };
     let opts = WriteOptions {
         compression: tessera::convert::Compression::Zstd(3),
         digests: vec![tessera::convert::Digest::Crc32c],
@@ -117,11 +132,23 @@ pub fn run(args: &TourArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         }
     };
     let model = demo_model()?;
-    writeln!(out, "tessera tour: a model of {} tensors", model.tensor_infos().len())?;
+    writeln!(
+        out,
+        "tessera tour: a model of {} tensors",
+        model.tensor_infos().len()
+    )?;
     for t in model.tensor_infos() {
-        writeln!(out, "  {:<16} {:<5} {:?} {}", t.name, t.dtype, t.shape, t.layout)?;
+        writeln!(
+            out,
+            "  {:<16} {:<5} {:?} {}",
+            t.name, t.dtype, t.shape, t.layout
+        )?;
     }
-    writeln!(out, "\nwrite, read back, verify, compare — in {}", dir.display())?;
+    writeln!(
+        out,
+        "\nwrite, read back, verify, compare — in {}",
+        dir.display()
+    )?;
     let mut written: Vec<(Format, PathBuf)> = Vec::new();
     let mut failures = 0;
     for &format in &crate::cmd::formats::LISTED {
@@ -142,8 +169,17 @@ pub fn run(args: &TourArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         };
         let size = std::fs::metadata(&path)?.len();
         let data = FileData::open(&path)?;
-        let file = tessera::open(&data, &ReadOptions { path: Some(path.clone()), ..Default::default() })?;
-        let report = file.verify(&VerifyOptions { path: Some(path.clone()), ..Default::default() });
+        let file = tessera::open(
+            &data,
+            &ReadOptions {
+                path: Some(path.clone()),
+                ..Default::default()
+            },
+        )?;
+        let report = file.verify(&VerifyOptions {
+            path: Some(path.clone()),
+            ..Default::default()
+        });
         let (equal, total) = same_tensors(&model, file.as_ref())?;
         let ok = report.is_ok() && file.tensor_infos().len() == total;
         if !ok {
@@ -156,24 +192,46 @@ pub fn run(args: &TourArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             size,
             if report.is_ok() { "ok" } else { "FAILED" },
             report.checks.len(),
-            if notes.is_empty() { String::new() } else { format!("  [{}]", notes.join("; ")) }
+            if notes.is_empty() {
+                String::new()
+            } else {
+                format!("  [{}]", notes.join("; "))
+            }
         )?;
         written.push((format, path));
     }
     if written.len() >= 2 {
-        writeln!(out, "\nconvert each file into the next format and compare with the original")?;
+        writeln!(
+            out,
+            "\nconvert each file into the next format and compare with the original"
+        )?;
         for pair in written.windows(2) {
             let ((fa, pa), (fb, _)) = (&pair[0], &pair[1]);
             let target = dir.join(format!("tour.{}-to.{}", fa.name(), fb.extensions()[0]));
             let data = FileData::open(pa)?;
             let file = tessera::open(&data, &ReadOptions::default())?;
-            let conv = ConvertOptions { cast: true, densify: true, drop_metadata: true };
-            match tessera::convert::convert_file(file.as_ref(), *fb, &target, conv, &WriteOptions::default()) {
+            let conv = ConvertOptions {
+                cast: true,
+                densify: true,
+                drop_metadata: true,
+            };
+            match tessera::convert::convert_file(
+                file.as_ref(),
+                *fb,
+                &target,
+                conv,
+                &WriteOptions::default(),
+            ) {
                 Ok(_) => {
                     let d2 = FileData::open(&target)?;
                     let f2 = tessera::open(&d2, &ReadOptions::default())?;
                     let (equal, total) = same_tensors(file.as_ref(), f2.as_ref())?;
-                    writeln!(out, "  {} -> {}: {equal}/{total} tensors equal", fa.name(), fb.name())?;
+                    writeln!(
+                        out,
+                        "  {} -> {}: {equal}/{total} tensors equal",
+                        fa.name(),
+                        fb.name()
+                    )?;
                 }
                 Err(e) => {
                     failures += 1;
@@ -186,7 +244,11 @@ pub fn run(args: &TourArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         out,
         "\n{} formats written and verified{}",
         written.len(),
-        if failures == 0 { String::new() } else { format!(", {failures} FAILED") }
+        if failures == 0 {
+            String::new()
+        } else {
+            format!(", {failures} FAILED")
+        }
     )?;
     Ok(if failures == 0 { 0 } else { 1 })
 }

@@ -73,7 +73,12 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                     file.format().title()
                 )?;
             } else {
-                writeln!(out, "{}: {failed} of {} checks FAILED", args.file.display(), report.checks.len())?;
+                writeln!(
+                    out,
+                    "{}: {failed} of {} checks FAILED",
+                    args.file.display(),
+                    report.checks.len()
+                )?;
             }
         }
         Ok(if ok { 0 } else { 1 })

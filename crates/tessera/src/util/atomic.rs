@@ -28,7 +28,9 @@ pub fn write_atomic<T>(
         .prefix(&format!(".{name}."))
         .suffix(".tmp")
         .tempfile_in(&dir)
-        .map_err(|e| Error::from(e).at_subject(format!("creating a temporary file in {}", dir.display())))?;
+        .map_err(|e| {
+            Error::from(e).at_subject(format!("creating a temporary file in {}", dir.display()))
+        })?;
     let (file, tmp_path) = tmp.into_parts();
     let mut w = BufWriter::with_capacity(1 << 20, file);
     let value = fill(&mut w)?; // on error, tmp_path's Drop removes the file

@@ -11,7 +11,8 @@ use ed25519_dalek::{SigningKey, VerifyingKey};
 use crate::error::{Error, Result};
 
 fn read32(path: &Path, what: &str) -> Result<[u8; 32]> {
-    let bytes = std::fs::read(path).map_err(|e| Error::from(e).at_subject(path.display().to_string()))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| Error::from(e).at_subject(path.display().to_string()))?;
     if bytes.len() == 32 {
         let mut k = [0u8; 32];
         k.copy_from_slice(&bytes);
@@ -19,9 +20,12 @@ fn read32(path: &Path, what: &str) -> Result<[u8; 32]> {
     }
     let text = String::from_utf8_lossy(&bytes);
     let hex = text.split_whitespace().last().unwrap_or("");
-    let v = super::unhex(hex)
-        .filter(|v| v.len() == 32)
-        .ok_or_else(|| Error::invalid_input(format!("{}: not an Ed25519 {what} (64 hex digits or 32 raw bytes)", path.display())))?;
+    let v = super::unhex(hex).filter(|v| v.len() == 32).ok_or_else(|| {
+        Error::invalid_input(format!(
+            "{}: not an Ed25519 {what} (64 hex digits or 32 raw bytes)",
+            path.display()
+        ))
+    })?;
     let mut k = [0u8; 32];
     k.copy_from_slice(&v);
     Ok(k)
@@ -35,8 +39,12 @@ pub fn load_secret_key(path: &Path) -> Result<[u8; 32]> {
 /// Reads a public key file and checks it is a valid curve point.
 pub fn load_public_key(path: &Path) -> Result<[u8; 32]> {
     let k = read32(path, "public key")?;
-    VerifyingKey::from_bytes(&k)
-        .map_err(|_| Error::invalid_input(format!("{}: not a valid Ed25519 public key", path.display())))?;
+    VerifyingKey::from_bytes(&k).map_err(|_| {
+        Error::invalid_input(format!(
+            "{}: not a valid Ed25519 public key",
+            path.display()
+        ))
+    })?;
     Ok(k)
 }
 
@@ -65,7 +73,8 @@ pub fn write_key_pair(path: &Path) -> Result<[u8; 32]> {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            w.get_ref().set_permissions(std::fs::Permissions::from_mode(0o600))?;
+            w.get_ref()
+                .set_permissions(std::fs::Permissions::from_mode(0o600))?;
         }
         writeln!(w, "{}", super::hex(&seed))?;
         Ok(())

@@ -15,7 +15,21 @@ pub const WRITE: Option<WriteFn> = None;
 pub fn capabilities() -> Capabilities {
     Capabilities {
         format: Format::Aero,
-        dtypes: &[DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::I16, DType::I32, DType::I64, DType::U8, DType::U16, DType::U32, DType::U64, DType::Bool],
+        dtypes: &[
+            DType::F32,
+            DType::F16,
+            DType::BF16,
+            DType::F64,
+            DType::I8,
+            DType::I16,
+            DType::I32,
+            DType::I64,
+            DType::U8,
+            DType::U16,
+            DType::U32,
+            DType::U64,
+            DType::Bool,
+        ],
         sparse: false,
         other_layouts: false,
         metadata: MetadataSupport::Tree,

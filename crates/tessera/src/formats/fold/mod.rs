@@ -21,7 +21,13 @@ pub fn capabilities() -> Capabilities {
         metadata: MetadataSupport::Tree,
         chunks: true,
         compression: &["zstd"],
-        integrity: &["crc32c", "sha256", "chunk_hashes", "manifest_hash", "reed-solomon"],
+        integrity: &[
+            "crc32c",
+            "sha256",
+            "chunk_hashes",
+            "manifest_hash",
+            "reed-solomon",
+        ],
         zero_copy: false,
     }
 }

@@ -15,7 +15,16 @@ pub const WRITE: Option<WriteFn> = None;
 pub fn capabilities() -> Capabilities {
     Capabilities {
         format: Format::Gguf,
-        dtypes: &[DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::I16, DType::I32, DType::I64],
+        dtypes: &[
+            DType::F32,
+            DType::F16,
+            DType::BF16,
+            DType::F64,
+            DType::I8,
+            DType::I16,
+            DType::I32,
+            DType::I64,
+        ],
         sparse: false,
         other_layouts: true,
         metadata: MetadataSupport::Tree,

@@ -20,7 +20,11 @@ pub fn capabilities(format: Format) -> Capabilities {
         dtypes: &[DType::F32, DType::F16, DType::BF16, DType::I32],
         sparse: false,
         other_layouts: false,
-        metadata: if format == Format::GptrsCheckpoint { MetadataSupport::Tree } else { MetadataSupport::None },
+        metadata: if format == Format::GptrsCheckpoint {
+            MetadataSupport::Tree
+        } else {
+            MetadataSupport::None
+        },
         chunks: false,
         compression: &[],
         integrity: &["base_id"],

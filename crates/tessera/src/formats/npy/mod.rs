@@ -22,8 +22,16 @@ pub fn capabilities(format: Format) -> Capabilities {
         other_layouts: false,
         metadata: MetadataSupport::None,
         chunks: false,
-        compression: if format == Format::Npz { &["deflate"] } else { &[] },
-        integrity: if format == Format::Npz { &["crc32"] } else { &[] },
+        compression: if format == Format::Npz {
+            &["deflate"]
+        } else {
+            &[]
+        },
+        integrity: if format == Format::Npz {
+            &["crc32"]
+        } else {
+            &[]
+        },
         zero_copy: format == Format::Npy,
     }
 }

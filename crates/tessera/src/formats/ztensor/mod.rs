@@ -15,7 +15,21 @@ pub const WRITE: Option<WriteFn> = None;
 pub fn capabilities() -> Capabilities {
     Capabilities {
         format: Format::Ztensor,
-        dtypes: &[DType::F32, DType::F16, DType::F64, DType::BF16, DType::I8, DType::I16, DType::I32, DType::I64, DType::U8, DType::U16, DType::U32, DType::U64, DType::Bool],
+        dtypes: &[
+            DType::F32,
+            DType::F16,
+            DType::F64,
+            DType::BF16,
+            DType::I8,
+            DType::I16,
+            DType::I32,
+            DType::I64,
+            DType::U8,
+            DType::U16,
+            DType::U32,
+            DType::U64,
+            DType::Bool,
+        ],
         sparse: true,
         other_layouts: true,
         metadata: MetadataSupport::Strings,

@@ -1,0 +1,25 @@
+//! `cargo run --release -p tessera-bench -- <suite> [--size-mib N]`
+//!
+//! Each suite prints throughput in MB/s for Tessera and, in the same run, for the bound
+//! or peer it is measured against, and the ratio. Timings are printed, never asserted.
+
+// Shared pieces are used by suites that land one format at a time.
+#[allow(dead_code)]
+mod common;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let suite = args.first().map(String::as_str).unwrap_or("help");
+    let opts = common::Opts::parse(&args[1.min(args.len())..]);
+    let result = match suite {
+        "baseline" => common::baseline(&opts),
+        _ => {
+            eprintln!("suites: baseline");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = result {
+        eprintln!("tessera-bench: {e}");
+        std::process::exit(1);
+    }
+}
