@@ -27,6 +27,8 @@ pub mod dtype;
 pub mod error;
 pub mod format;
 pub mod formats;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod limits;
 pub mod metadata;
 pub mod model;

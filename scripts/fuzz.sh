@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs every fuzz target for SECONDS each (default 60), seeded from the interop samples
+# and the test vectors. Crashes land in fuzz/artifacts/<target>/; minimize one with
+#   fuzz/target/<host-triple>/release/<target> -minimize_crash=1 -runs=10000 <crash-file>
+# and keep it as fuzz/regressions/<target>/<name> (replayed by `cargo test`).
+#
+# Works without cargo-fuzz: it passes the same coverage flags cargo-fuzz would, on the
+# stable toolchain, with debug assertions and overflow checks on.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_EACH="${1:-60}"
+TARGETS="${TARGETS:-detect ztensor safetensors fold aero gptrs wtxt npy gguf roundtrip}"
+
+export RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
+-Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
+-Cllvm-args=-sanitizer-coverage-trace-compares -Cdebug-assertions -Coverflow-checks"
+# An explicit --target keeps the coverage flags off build scripts and proc macros.
+HOST=$(rustc -vV | sed -n 's/^host: //p')
+cargo build --release --quiet --manifest-path fuzz/Cargo.toml --target-dir fuzz/target --target "$HOST"
+BIN="fuzz/target/$HOST/release"
+
+seed_dir() { # target -> directory of seeds
+  local t="$1" d="fuzz/corpus/$1"
+  mkdir -p "$d"
+  local src=(../shared/interop-samples crates/tessera/tests/data)
+  for s in "${src[@]}"; do
+    [ -d "$s" ] || continue
+    find "$s" -type f ! -name '*.md' ! -name '*.py' ! -name '*.txt' | while read -r f; do
+      cp -n "$f" "$d/$(basename "$f")" 2>/dev/null || true
+    done
+  done
+  echo "$d"
+}
+
+status=0
+for t in $TARGETS; do
+  corpus=$(seed_dir "$t")
+  mkdir -p "fuzz/artifacts/$t"
+  echo "== fuzz $t (${SECONDS_EACH}s)"
+  if ! "$BIN/$t" "$corpus" -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 \
+       -timeout=10 -max_len=65536 -artifact_prefix="fuzz/artifacts/$t/" -print_final_stats=0 \
+       2>"fuzz/artifacts/$t.log"; then
+    echo "fuzz $t: FAILED (see fuzz/artifacts/$t.log and fuzz/artifacts/$t/)"
+    tail -n 30 "fuzz/artifacts/$t.log"
+    status=1
+  else
+    grep -E "^#[0-9]+.*(DONE|cov:)" "fuzz/artifacts/$t.log" | tail -n 1 || true
+  fi
+done
+exit "$status"
