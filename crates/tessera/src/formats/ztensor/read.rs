@@ -86,7 +86,7 @@ impl std::fmt::Debug for ZtensorFile<'_> {
 
 /// Checks the `version` string against §6.1: `1.x` is read (a newer minor with a
 /// warning), any other major is `UnsupportedVersion`.
-fn check_version(v: &str, warnings: &mut Vec<String>) -> Result<()> {
+fn check_version(v: &str, footer_magic: bool, warnings: &mut Vec<String>) -> Result<()> {
     let mut it = v.split('.');
     let major = it.next().and_then(|s| s.parse::<u64>().ok());
     let minor = match it.next() {
@@ -96,6 +96,9 @@ fn check_version(v: &str, warnings: &mut Vec<String>) -> Result<()> {
     let rest_ok = it.all(|s| s.parse::<u64>().is_ok());
     match (major, minor, rest_ok) {
         (Some(1), Some(0), true) => Ok(()),
+        (Some(1), Some(_), true) if !footer_magic => Err(Error::malformed(format!(
+            "version {v} files end with the footer magic ZTEN1000, this one does not (truncated?)"
+        ))),
         (Some(1), Some(m), true) => {
             warnings.push(format!(
                 "file version {v} is newer than 1.0: read as 1.0, features of 1.{m} may be missed"
@@ -167,7 +170,7 @@ impl<'data> ZtensorFile<'data> {
             Error::malformed("manifest has no \"version\"").at_offset(manifest_start)
         })?;
         let mut warnings = Vec::new();
-        check_version(&version, &mut warnings)?;
+        check_version(&version, footer_magic, &mut warnings)?;
 
         let m: RawManifest =
             raw::decode_cbor(manifest, depth).map_err(|e| e.at_offset(manifest_start))?;
