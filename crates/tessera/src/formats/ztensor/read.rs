@@ -204,10 +204,16 @@ impl<'data> ZtensorFile<'data> {
                 .map_err(|e| e.at_subject(subject))?;
             parsed.push((info, comps));
         }
-        // File order: by the first byte each tensor occupies, then by name.
+        // File order: by the first byte each tensor occupies; an empty tensor shares its
+        // offset with the next one and was written before it; then by name.
         parsed.sort_by(|a, b| {
-            (a.0.storage.offset.unwrap_or(u64::MAX), &a.0.name)
-                .cmp(&(b.0.storage.offset.unwrap_or(u64::MAX), &b.0.name))
+            let key = |i: &TensorInfo| {
+                (
+                    i.storage.offset.unwrap_or(u64::MAX),
+                    i.storage.stored_bytes > 0,
+                )
+            };
+            (key(&a.0), &a.0.name).cmp(&(key(&b.0), &b.0.name))
         });
         let mut infos = Vec::with_capacity(parsed.len());
         let mut components = Vec::with_capacity(parsed.len());
