@@ -183,3 +183,33 @@ fn empty_and_unaligned_vectors() {
     assert_eq!(u.data().unwrap(), [1, 0, 0xff, 0xff]);
     assert_eq!(f.verify(&Default::default()).warnings, f.warnings());
 }
+
+#[test]
+fn pypi_ztensor_1_0_2_v11_file_reads() {
+    // Written by the real ztensor 1.0.2 (peer_v11.py): v1.1 layout.
+    let data = read("valid-pypi-ztensor-1.0.2-v11.zt");
+    let f = ZtensorFile::parse(&data, &ReadOptions::default()).unwrap();
+    assert!(f.has_footer_magic());
+    assert_eq!(f.version(), "1.1.0");
+    assert_eq!(f.generator(), None);
+    let names: Vec<&str> = f.tensor_infos().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["w", "z", "h", "csr", "coo"]);
+    assert_eq!(
+        f.tensor("w").unwrap().data().unwrap(),
+        f32s(&[0., 1., 2., 3., 4., 5.])
+    );
+    let want: Vec<u8> = (0..100i64).flat_map(|x| x.to_le_bytes()).collect();
+    assert_eq!(f.tensor("z").unwrap().data().unwrap(), want);
+    let h = f.tensor("h").unwrap();
+    assert_eq!(h.info.dtype, DType::F16);
+    assert_eq!(DType::F16.element_as_f64(h.data().unwrap(), 3), Some(3.0));
+    let csr = tessera::sparse::densify(f.tensor("csr").unwrap()).unwrap();
+    assert_eq!(csr.data().unwrap(), f32s(&[1., 0., 2., 0., 0., 3.]));
+    let coo = tessera::sparse::densify(f.tensor("coo").unwrap()).unwrap();
+    let want: Vec<u8> = [0i32, 0, 5, 6, 0, 0]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    assert_eq!(coo.data().unwrap(), want);
+    assert!(f.verify(&Default::default()).is_ok());
+}
