@@ -44,11 +44,11 @@ pub struct RawManifest {
 pub struct RawTensor {
     /// `dtype` (v1.0; in v1.1 it moved to the components).
     #[serde(default)]
-    pub dtype: Option<String>,
+    pub dtype: Option<DTypeName>,
     /// `shape`.
     pub shape: Vec<u64>,
     /// `format`: `dense`, `sparse_csr`, `sparse_coo` or another layout.
-    pub format: String,
+    pub format: LayoutName,
     /// `components`: role → location.
     pub components: Named<RawComponent>,
     /// `attributes` (v1.1 per-object attributes).
@@ -61,7 +61,7 @@ pub struct RawTensor {
 pub struct RawComponent {
     /// `dtype` (v1.1).
     #[serde(default)]
-    pub dtype: Option<String>,
+    pub dtype: Option<DTypeName>,
     /// `offset`: absolute file offset.
     pub offset: u64,
     /// `length`: stored (compressed) bytes.
@@ -72,6 +72,71 @@ pub struct RawComponent {
     /// `digest`: `algorithm:value`.
     #[serde(default)]
     pub digest: Option<String>,
+}
+
+/// A text string read through `deserialize_str`, so short strings come from the
+/// decoder's scratch buffer and are allocated once, at their exact size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Text(pub String);
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Text;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a text string")
+            }
+            fn visit_str<E>(self, v: &str) -> std::result::Result<Text, E> {
+                Ok(Text(v.to_string()))
+            }
+            fn visit_string<E>(self, v: String) -> std::result::Result<Text, E> {
+                Ok(Text(v))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// A `dtype` string: the dtype when known, else the name (for the error message).
+/// Matched without allocating.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DTypeName(pub std::result::Result<DType, String>);
+
+impl<'de> Deserialize<'de> for DTypeName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = DTypeName;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a dtype name")
+            }
+            fn visit_str<E>(self, v: &str) -> std::result::Result<DTypeName, E> {
+                Ok(DTypeName(dtype_from_name(v).ok_or_else(|| v.to_string())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// A `format` string as a [`Layout`], matched without allocating for the known ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayoutName(pub crate::tensor::Layout);
+
+impl<'de> Deserialize<'de> for LayoutName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = LayoutName;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a layout name")
+            }
+            fn visit_str<E>(self, v: &str) -> std::result::Result<LayoutName, E> {
+                Ok(LayoutName(crate::tensor::Layout::from_name(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
 }
 
 /// A CBOR map with text keys, kept as an ordered list (duplicates kept).
@@ -92,7 +157,7 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Named<T> {
             ) -> std::result::Result<Named<T>, A::Error> {
                 // No capacity from the file's size hint: grow as entries are read.
                 let mut out = Vec::new();
-                while let Some((k, v)) = m.next_entry::<String, T>()? {
+                while let Some((Text(k), v)) = m.next_entry::<Text, T>()? {
                     out.push((k, v));
                 }
                 Ok(Named(out))

@@ -163,17 +163,23 @@ impl<'data> ZtensorFile<'data> {
         let manifest = limits::slice(data, manifest_start, manifest_size, "manifest")?;
         let depth = limits.max_depth.saturating_add(8).min(512);
 
-        // Version first, so a v2 manifest is a version error, not a schema error.
-        let raw::VersionOnly(version) =
-            raw::decode_cbor(manifest, depth).map_err(|e| e.at_offset(manifest_start))?;
-        let version = version.ok_or_else(|| {
+        // One pass over the manifest. When it does not fit our schema, a second pass
+        // reads only its version, so a v2 manifest is reported as a version error.
+        let mut warnings = Vec::new();
+        let m: RawManifest = match raw::decode_cbor(manifest, depth) {
+            Ok(m) => m,
+            Err(e) => {
+                if let Ok(raw::VersionOnly(Some(v))) = raw::decode_cbor(manifest, depth) {
+                    check_version(&v, footer_magic, &mut warnings)?;
+                }
+                return Err(e.at_offset(manifest_start));
+            }
+        };
+        let version = m.version.clone().ok_or_else(|| {
             Error::malformed("manifest has no \"version\"").at_offset(manifest_start)
         })?;
-        let mut warnings = Vec::new();
         check_version(&version, footer_magic, &mut warnings)?;
 
-        let m: RawManifest =
-            raw::decode_cbor(manifest, depth).map_err(|e| e.at_offset(manifest_start))?;
         let tensors = m.tensors.ok_or_else(|| {
             Error::malformed("manifest has no \"tensors\" map").at_offset(manifest_start)
         })?;
@@ -197,9 +203,6 @@ impl<'data> ZtensorFile<'data> {
             limits
                 .check_name(name.len() as u64)
                 .map_err(|e| e.at_subject(subject.clone()))?;
-            if index.insert(name.clone(), usize::MAX).is_some() {
-                return Err(Error::malformed(format!("duplicate tensor name {name:?}")));
-            }
             let (info, comps) = tensor_entry(&name, t, manifest_start, limits, &mut warnings)
                 .map_err(|e| e.at_subject(subject))?;
             parsed.push((info, comps));
@@ -218,7 +221,12 @@ impl<'data> ZtensorFile<'data> {
         let mut infos = Vec::with_capacity(parsed.len());
         let mut components = Vec::with_capacity(parsed.len());
         for (i, (info, comps)) in parsed.into_iter().enumerate() {
-            index.insert(info.name.clone(), i);
+            if index.insert(info.name.clone(), i).is_some() {
+                return Err(Error::malformed(format!(
+                    "duplicate tensor name {:?}",
+                    info.name
+                )));
+            }
             infos.push(info);
             components.push(comps);
         }
@@ -389,8 +397,9 @@ fn check_depth(v: &crate::metadata::Value, max: usize, key: &str) -> Result<()> 
     )
 }
 
-fn parse_dtype(s: &str) -> Result<DType> {
-    raw::dtype_from_name(s).ok_or_else(|| Error::malformed(format!("unknown dtype {s:?}")))
+fn parse_dtype(d: &raw::DTypeName) -> Result<DType> {
+    d.0.clone()
+        .map_err(|s| Error::malformed(format!("unknown dtype {s:?}")))
 }
 
 /// Validates one tensor object against the file: layout, dtype, shape, components and
@@ -403,7 +412,7 @@ fn tensor_entry(
     warnings: &mut Vec<String>,
 ) -> Result<(TensorInfo, Vec<Component>)> {
     limits.check_rank(t.shape.len() as u64)?;
-    let layout = Layout::from_name(&t.format);
+    let layout = t.format.0;
     let Named(raw_comps) = t.components;
     limits.check_entries(raw_comps.len() as u64)?;
     let mut comps: Vec<Component> = Vec::with_capacity(raw_comps.len());
@@ -603,7 +612,7 @@ fn component(
     };
     let dtype = c
         .dtype
-        .as_deref()
+        .as_ref()
         .map(parse_dtype)
         .transpose()
         .map_err(|e| e.at_subject(what.clone()))?;
