@@ -7,6 +7,7 @@
 #[allow(dead_code)]
 mod common;
 mod foundation;
+mod ztensor;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -15,8 +16,9 @@ fn main() {
     let result = match suite {
         "baseline" => common::baseline(&opts),
         "foundation" => foundation::run(&opts),
+        "ztensor" => ztensor::run(&opts),
         _ => {
-            eprintln!("suites: baseline foundation");
+            eprintln!("suites: baseline foundation ztensor");
             std::process::exit(2);
         }
     };

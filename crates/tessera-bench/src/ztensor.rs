@@ -1,0 +1,228 @@
+//! `tessera-bench ztensor`: zTensor on a synthetic model (~1 GiB of ~200 f32 tensors by
+//! default), against the `safetensors` crate and plain-memory bounds in the same run.
+//!
+//! - open + index: `FileData::open` + `ZtensorFile::parse` vs the same mmap +
+//!   `safetensors::SafeTensors::deserialize` of the same tensors as a .safetensors file;
+//! - read every tensor zero-copy: a borrowed view of each (and one byte per page read,
+//!   so the mapping is touched), vs the safetensors crate's views, same touching;
+//! - load owned: every tensor copied into a fresh `Vec`, vs one memcpy of the same bytes
+//!   into a fresh `Vec` (page faults on fresh memory dominate both);
+//! - write: `convert::write_file` (temp file, fsync, rename) vs one `write_all` of the
+//!   same bytes plus fsync;
+//! - zstd (level 3) write and owned load, for information.
+
+use std::io::Write;
+use std::time::Instant;
+
+use tessera::convert::{Compression, WriteOptions};
+use tessera::formats::ztensor::ZtensorFile;
+use tessera::{FileData, Format, ReadOptions, TensorSource};
+
+use crate::common::{best_of, report, synthetic_model, Opts};
+
+fn touch(bytes: &[u8]) -> u64 {
+    bytes.iter().step_by(4096).map(|&b| b as u64).sum::<u64>() + bytes.len() as u64
+}
+
+/// Runs the suite.
+pub fn run(opts: &Opts) -> tessera::Result<()> {
+    let model = synthetic_model(opts)?;
+    let total: usize = model
+        .tensor_infos()
+        .iter()
+        .map(|t| t.dense_nbytes().unwrap_or(0) as usize)
+        .sum();
+    let dir = tempfile::tempdir()?;
+    let zt = dir.path().join("model.zt");
+    let st = dir.path().join("model.safetensors");
+    println!(
+        "zTensor: {} tensors, {:.0} MiB (best of {})",
+        opts.tensors,
+        total as f64 / (1 << 20) as f64,
+        opts.reps
+    );
+
+    // Write.
+    let wopts = WriteOptions::default();
+    let ours = best_of(opts.reps, || {
+        tessera::convert::write_file(Format::Ztensor, &model, &zt, &wopts).map(|_| ())
+    });
+    let flat: Vec<u8> = {
+        let mut v = Vec::with_capacity(total);
+        for info in model.tensor_infos() {
+            v.extend_from_slice(model.tensor(&info.name)?.data()?);
+        }
+        v
+    };
+    let raw_path = dir.path().join("raw.bin");
+    let base = best_of(opts.reps, || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&raw_path)?;
+        f.write_all(&flat)?;
+        f.sync_all()
+    });
+    drop(flat);
+    std::fs::remove_file(&raw_path)?;
+    report(
+        "write (temp + fsync + rename)",
+        total,
+        ours,
+        Some(("one write_all + fsync", base)),
+    );
+
+    // The same tensors as safetensors, written by the safetensors crate.
+    {
+        let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = model
+            .tensor_infos()
+            .iter()
+            .map(|info| {
+                let t = model.tensor(&info.name).expect("in-memory tensor");
+                let part = t.parts.into_iter().next().expect("dense part");
+                let data: &[u8] = match part.bytes {
+                    std::borrow::Cow::Borrowed(b) => b,
+                    std::borrow::Cow::Owned(_) => unreachable!("Model hands out borrowed parts"),
+                };
+                let shape = info.shape.iter().map(|&d| d as usize).collect();
+                (
+                    info.name.clone(),
+                    safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape, data)
+                        .expect("consistent view"),
+                )
+            })
+            .collect();
+        safetensors::serialize_to_file(views, None, &st)
+            .map_err(|e| tessera::Error::invalid_input(e.to_string()))?;
+    }
+
+    // Open + index.
+    let ro = ReadOptions::default();
+    let n = opts.reps.max(1) * 20;
+    let t = Instant::now();
+    for _ in 0..n {
+        let data = FileData::open(&zt)?;
+        let f = ZtensorFile::parse(&data, &ro)?;
+        std::hint::black_box(f.tensor_infos().len());
+    }
+    let ours = t.elapsed().as_secs_f64() / n as f64;
+    let t = Instant::now();
+    for _ in 0..n {
+        let data = FileData::open(&st)?;
+        let f = safetensors::SafeTensors::deserialize(&data)
+            .map_err(|e| tessera::Error::malformed(e.to_string()))?;
+        std::hint::black_box(f.len());
+    }
+    let theirs = t.elapsed().as_secs_f64() / n as f64;
+    {
+        let data = FileData::open(&zt)?;
+        let t = Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(ZtensorFile::parse(&data, &ro)?.tensor_infos().len());
+        }
+        let p = t.elapsed().as_secs_f64() / n as f64;
+        let sdata = FileData::open(&st)?;
+        let t = Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(
+                safetensors::SafeTensors::deserialize(&sdata)
+                    .map(|f| f.len())
+                    .unwrap_or(0),
+            );
+        }
+        let q = t.elapsed().as_secs_f64() / n as f64;
+        println!("  (parse only: {:.1} us vs {:.1} us)", p * 1e6, q * 1e6);
+    }
+    println!(
+        "{:<44} {:>9.1} us      {:.2}x safetensors crate ({:.1} us)",
+        "open + index (mmap + parse)",
+        ours * 1e6,
+        theirs / ours,
+        theirs * 1e6
+    );
+
+    // Zero-copy reads (touching one byte per page).
+    let zdata = FileData::open(&zt)?;
+    let zf = ZtensorFile::parse(&zdata, &ro)?;
+    let sdata = FileData::open(&st)?;
+    let sf = safetensors::SafeTensors::deserialize(&sdata)
+        .map_err(|e| tessera::Error::malformed(e.to_string()))?;
+    let ours = best_of(opts.reps, || {
+        let mut s = 0u64;
+        for info in zf.tensor_infos() {
+            let v = zf.tensor(&info.name).expect("tensor");
+            assert!(v.is_borrowed());
+            s += touch(v.data().expect("dense"));
+        }
+        s
+    });
+    let theirs = best_of(opts.reps, || {
+        let mut s = 0u64;
+        for name in sf.names() {
+            s += touch(sf.tensor(name).expect("tensor").data());
+        }
+        s
+    });
+    report(
+        "read every tensor zero-copy",
+        total,
+        ours,
+        Some(("safetensors crate", theirs)),
+    );
+
+    // Owned loads.
+    let ours = best_of(opts.reps, || {
+        let mut out = Vec::with_capacity(zf.tensor_infos().len());
+        for info in zf.tensor_infos() {
+            out.push(
+                zf.tensor(&info.name)
+                    .expect("tensor")
+                    .data()
+                    .expect("dense")
+                    .to_vec(),
+            );
+        }
+        out
+    });
+    let src = vec![1u8; total];
+    let memcpy = best_of(opts.reps, || src.to_vec());
+    drop(src);
+    report(
+        "load every tensor owned (to_vec)",
+        total,
+        ours,
+        Some(("memcpy into a fresh Vec", memcpy)),
+    );
+    drop(zf);
+    drop(zdata);
+
+    // zstd, for information.
+    let zst = dir.path().join("model.zstd.zt");
+    let zopts = WriteOptions {
+        compression: Compression::Zstd(3),
+        ..WriteOptions::default()
+    };
+    let w = best_of(1, || {
+        tessera::convert::write_file(Format::Ztensor, &model, &zst, &zopts).map(|_| ())
+    });
+    let zsize = std::fs::metadata(&zst)?.len();
+    report(
+        &format!("write zstd-3 (ratio {:.2})", zsize as f64 / total as f64),
+        total,
+        w,
+        None,
+    );
+    let data = FileData::open(&zst)?;
+    let f = ZtensorFile::parse(&data, &ro)?;
+    let secs = best_of(opts.reps, || {
+        let mut n = 0usize;
+        for info in f.tensor_infos() {
+            n += f.tensor(&info.name).expect("tensor").nbytes() as usize;
+        }
+        n
+    });
+    report(
+        "load every tensor owned (zstd-3 decode)",
+        total,
+        secs,
+        Some(("memcpy into a fresh Vec", memcpy)),
+    );
+    Ok(())
+}

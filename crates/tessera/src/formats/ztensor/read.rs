@@ -1,0 +1,733 @@
+//! [`ZtensorFile`]: parse and validate a zTensor file, hand out tensor views.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use super::raw::{
+    self, Named, ParsedDigest, RawComponent, RawManifest, RawTensor, ALIGNMENT, MAGIC,
+};
+use crate::any::ReadOptions;
+use crate::dtype::DType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::Format;
+use crate::limits::{self, Limits};
+use crate::metadata::{Map, Metadata};
+use crate::model::{Container, TensorSource};
+use crate::tensor::{self, Layout, Part, Storage, TensorInfo, TensorView};
+use crate::verify::{Status, VerifyOptions, VerifyReport};
+
+/// The largest output a zstd frame can produce per input byte: a 4-byte RLE block
+/// (3-byte header + 1 byte) expands to at most one 128 KiB block. Any decoded size above
+/// `stored_len * ZSTD_MAX_RATIO` is impossible, so it bounds components whose decoded
+/// size the manifest does not state.
+const ZSTD_MAX_RATIO: u64 = 32 * 1024;
+
+/// How a component is stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Encoding {
+    /// As is.
+    Raw,
+    /// A zstd stream (frames with or without a content size).
+    Zstd,
+    /// Something else: the tensor is listed but reading it is `Unsupported`.
+    Other(String),
+}
+
+impl Encoding {
+    /// `raw`, `zstd` or the other name.
+    pub fn name(&self) -> &str {
+        match self {
+            Encoding::Raw => "raw",
+            Encoding::Zstd => "zstd",
+            Encoding::Other(s) => s,
+        }
+    }
+}
+
+/// One component of a tensor, validated against the file.
+#[derive(Debug, Clone)]
+pub struct Component {
+    /// Its role (`data`, `values`, `indices`, …).
+    pub role: String,
+    /// Element type of the component (v1.1 states it per component).
+    pub dtype: Option<DType>,
+    /// Absolute offset.
+    pub offset: u64,
+    /// Stored bytes.
+    pub length: u64,
+    /// Encoding.
+    pub encoding: Encoding,
+    /// `digest` as written.
+    pub digest: Option<String>,
+}
+
+/// An opened zTensor v1.0 (or v1.1) file. See the module docs for what is checked.
+pub struct ZtensorFile<'data> {
+    data: &'data [u8],
+    version: String,
+    generator: Option<String>,
+    footer_magic: bool,
+    metadata: Metadata,
+    infos: Vec<TensorInfo>,
+    components: Vec<Vec<Component>>,
+    index: HashMap<String, usize>,
+    warnings: Vec<String>,
+    limits: Limits,
+}
+
+impl std::fmt::Debug for ZtensorFile<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZtensorFile")
+            .field("version", &self.version)
+            .field("tensors", &self.infos.len())
+            .finish()
+    }
+}
+
+/// Checks the `version` string against §6.1: `1.x` is read (a newer minor with a
+/// warning), any other major is `UnsupportedVersion`.
+fn check_version(v: &str, footer_magic: bool, warnings: &mut Vec<String>) -> Result<()> {
+    let mut it = v.split('.');
+    let major = it.next().and_then(|s| s.parse::<u64>().ok());
+    let minor = match it.next() {
+        None => Some(0),
+        Some(s) => s.parse::<u64>().ok(),
+    };
+    let rest_ok = it.all(|s| s.parse::<u64>().is_ok());
+    match (major, minor, rest_ok) {
+        (Some(1), Some(0), true) => Ok(()),
+        (Some(1), Some(_), true) if !footer_magic => Err(Error::malformed(format!(
+            "version {v} files end with the footer magic ZTEN1000, this one does not (truncated?)"
+        ))),
+        (Some(1), Some(m), true) => {
+            warnings.push(format!(
+                "file version {v} is newer than 1.0: read as 1.0, features of 1.{m} may be missed"
+            ));
+            Ok(())
+        }
+        (Some(2), _, _) => Err(Error::unsupported_version(format!(
+            "zTensor v2 is not supported (file version {v:?}; Tessera reads v1.x)"
+        ))),
+        (Some(maj), _, _) => Err(Error::unsupported_version(format!(
+            "zTensor version {v:?} (major {maj}) is not supported; Tessera reads v1.x"
+        ))),
+        (None, _, _) => Err(Error::malformed(format!(
+            "manifest: version {v:?} is not a version number"
+        ))),
+    }
+}
+
+impl<'data> ZtensorFile<'data> {
+    /// Parses and validates `data` (the whole file).
+    pub fn parse(data: &'data [u8], opts: &ReadOptions) -> Result<ZtensorFile<'data>> {
+        Self::parse_inner(data, &opts.limits).map_err(|e| e.in_format("ztensor"))
+    }
+
+    fn parse_inner(data: &'data [u8], limits: &Limits) -> Result<ZtensorFile<'data>> {
+        let len = data.len() as u64;
+        if !data.starts_with(MAGIC) {
+            return Err(if data.len() < MAGIC.len() && MAGIC.starts_with(data) {
+                Error::malformed(format!("truncated: {len} bytes, the magic alone needs 8"))
+            } else {
+                Error::malformed("not a zTensor file: no ZTEN1000 magic at byte 0").at_offset(0)
+            });
+        }
+        // v1.1 appends the magic after the size. A v1.0 size can never read as
+        // "ZTEN1000" (that is ~3.5e18 bytes, more than any file), so this is unambiguous.
+        let footer_magic = len >= 16 && data.ends_with(MAGIC);
+        let tail = if footer_magic { 16 } else { 8 };
+        if len < 8 + tail {
+            return Err(Error::malformed(format!(
+                "truncated: {len} bytes, too short for the magic and the manifest size"
+            )));
+        }
+        let size_at = len - tail;
+        let manifest_size = u64::from_le_bytes(
+            limits::slice(data, size_at, 8, "manifest size")?
+                .try_into()
+                .map_err(|_| Error::malformed("manifest size"))?,
+        );
+        // §7.1 says manifest_size < FILE_SIZE - 16; the original accepts ==, which is what
+        // a file with no components is (magic, manifest, size), so we accept it too.
+        let room = size_at - 8;
+        if manifest_size > room {
+            return Err(Error::malformed(format!(
+                "manifest size {manifest_size} exceeds the {room} bytes between the magic and the footer"
+            ))
+            .at_offset(size_at));
+        }
+        limits
+            .check_index(manifest_size)
+            .map_err(|e| e.at_offset(size_at))?;
+        let manifest_start = size_at - manifest_size;
+        let manifest = limits::slice(data, manifest_start, manifest_size, "manifest")?;
+        let depth = limits.max_depth.saturating_add(8).min(512);
+
+        // One pass over the manifest. When it does not fit our schema, a second pass
+        // reads only its version, so a v2 manifest is reported as a version error.
+        let mut warnings = Vec::new();
+        let m: RawManifest = match raw::decode_cbor(manifest, depth) {
+            Ok(m) => m,
+            Err(e) => {
+                if let Ok(raw::VersionOnly(Some(v))) = raw::decode_cbor(manifest, depth) {
+                    check_version(&v, footer_magic, &mut warnings)?;
+                }
+                return Err(e.at_offset(manifest_start));
+            }
+        };
+        let version = m.version.clone().ok_or_else(|| {
+            Error::malformed("manifest has no \"version\"").at_offset(manifest_start)
+        })?;
+        check_version(&version, footer_magic, &mut warnings)?;
+
+        let tensors = m.tensors.ok_or_else(|| {
+            Error::malformed("manifest has no \"tensors\" map").at_offset(manifest_start)
+        })?;
+        limits.check_entries(tensors.len() as u64)?;
+
+        let mut metadata = Map::new();
+        for (k, v) in m.attributes {
+            if metadata.contains_key(&k) {
+                return Err(Error::malformed(format!(
+                    "manifest: duplicate attribute {k:?}"
+                )));
+            }
+            check_depth(&v, limits.max_depth, &k)?;
+            metadata.insert(k, v);
+        }
+
+        let mut parsed = Vec::with_capacity(tensors.len());
+        let mut index = HashMap::with_capacity(tensors.len());
+        for (name, t) in tensors {
+            let subject = format!("tensor {name:?}");
+            limits
+                .check_name(name.len() as u64)
+                .map_err(|e| e.at_subject(subject.clone()))?;
+            let (info, comps) = tensor_entry(&name, t, manifest_start, limits, &mut warnings)
+                .map_err(|e| e.at_subject(subject))?;
+            parsed.push((info, comps));
+        }
+        // File order: by the first byte each tensor occupies; an empty tensor shares its
+        // offset with the next one and was written before it; then by name.
+        parsed.sort_by(|a, b| {
+            let key = |i: &TensorInfo| {
+                (
+                    i.storage.offset.unwrap_or(u64::MAX),
+                    i.storage.stored_bytes > 0,
+                )
+            };
+            (key(&a.0), &a.0.name).cmp(&(key(&b.0), &b.0.name))
+        });
+        let mut infos = Vec::with_capacity(parsed.len());
+        let mut components = Vec::with_capacity(parsed.len());
+        for (i, (info, comps)) in parsed.into_iter().enumerate() {
+            if index.insert(info.name.clone(), i).is_some() {
+                return Err(Error::malformed(format!(
+                    "duplicate tensor name {:?}",
+                    info.name
+                )));
+            }
+            infos.push(info);
+            components.push(comps);
+        }
+        Ok(ZtensorFile {
+            data,
+            version,
+            generator: m.generator,
+            footer_magic,
+            metadata,
+            infos,
+            components,
+            index,
+            warnings,
+            limits: limits.clone(),
+        })
+    }
+
+    /// The `version` the file states (`1.0`, `1.1.0`, …).
+    pub fn version_str(&self) -> &str {
+        &self.version
+    }
+    /// The `generator` the file states, if any.
+    pub fn generator(&self) -> Option<&str> {
+        self.generator.as_deref()
+    }
+    /// True when the file ends with the v1.1 footer magic.
+    pub fn has_footer_magic(&self) -> bool {
+        self.footer_magic
+    }
+    /// The components of tensor `name`, in part order.
+    pub fn components(&self, name: &str) -> Option<&[Component]> {
+        self.index.get(name).map(|&i| self.components[i].as_slice())
+    }
+
+    fn position(&self, name: &str) -> Result<usize> {
+        self.index
+            .get(name)
+            .copied()
+            .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))
+    }
+
+    /// The decoded bytes of one component. `bound`: the exact decoded size when the
+    /// manifest fixes it (dense data), else an upper bound.
+    fn component_bytes(&self, c: &Component, bound: u64, exact: bool) -> Result<Cow<'data, [u8]>> {
+        let stored = limits::slice(self.data, c.offset, c.length, "component")?;
+        match &c.encoding {
+            Encoding::Raw => Ok(Cow::Borrowed(stored)),
+            Encoding::Zstd => {
+                let cap = if exact {
+                    bound
+                } else {
+                    bound
+                        .min(self.limits.max_decoded_bytes)
+                        .min(c.length.saturating_add(64).saturating_mul(ZSTD_MAX_RATIO))
+                };
+                let out = crate::util::zstd_decode_bounded(stored, cap, exact)
+                    .map_err(|e| e.at_offset(c.offset))?;
+                Ok(Cow::Owned(out))
+            }
+            Encoding::Other(e) => Err(Error::unsupported(format!(
+                "component {:?}: encoding {e:?} is not supported (raw, zstd)",
+                c.role
+            ))),
+        }
+    }
+
+    fn read_view(&self, i: usize) -> Result<TensorView<'data>> {
+        let info = &self.infos[i];
+        let numel = info.numel()?;
+        let mut parts = Vec::with_capacity(self.components[i].len());
+        for c in &self.components[i] {
+            let (bound, exact) = decoded_bound(info, c, numel)?;
+            let mut bytes = self.component_bytes(c, bound, exact)?;
+            if is_index_role(&info.layout, &c.role) {
+                if let Some(d) = c.dtype.filter(|d| *d != DType::U64) {
+                    bytes = Cow::Owned(widen_to_u64(&bytes, d, &c.role)?);
+                }
+            }
+            parts.push(Part {
+                role: c.role.clone(),
+                bytes,
+            });
+        }
+        let view = TensorView {
+            info: info.clone(),
+            parts,
+        };
+        view.validate()?;
+        Ok(view)
+    }
+}
+
+/// The decoded-size bound of a component (see the module docs).
+fn decoded_bound(info: &TensorInfo, c: &Component, numel: u64) -> Result<(u64, bool)> {
+    let esize = info.dtype.size() as u64;
+    let ndim = info.shape.len() as u64;
+    let idx = c.dtype.map_or(8, |d| d.size() as u64);
+    let b = match (&info.layout, c.role.as_str()) {
+        (Layout::Dense, "data") => return Ok((info.dense_nbytes()?, true)),
+        (Layout::SparseCsr, "indptr") => {
+            return Ok((info.shape[0].saturating_add(1).saturating_mul(idx), true))
+        }
+        (Layout::SparseCsr | Layout::SparseCoo, "values") => numel.saturating_mul(esize),
+        (Layout::SparseCsr, "indices") => numel.saturating_mul(idx),
+        (Layout::SparseCoo, "coords") => numel.saturating_mul(ndim).saturating_mul(idx),
+        _ => u64::MAX,
+    };
+    Ok((b, false))
+}
+
+fn is_index_role(layout: &Layout, role: &str) -> bool {
+    matches!(
+        (layout, role),
+        (Layout::SparseCsr, "indices" | "indptr") | (Layout::SparseCoo, "coords")
+    )
+}
+
+/// Widens a v1.1 index component of another integer dtype to u64.
+fn widen_to_u64(bytes: &[u8], d: DType, role: &str) -> Result<Vec<u8>> {
+    let sz = d.size();
+    if bytes.len() % sz != 0 {
+        return Err(Error::malformed(format!(
+            "{role}: {} bytes is not a whole number of {d}",
+            bytes.len()
+        )));
+    }
+    let n = bytes.len() / sz;
+    let mut out = Vec::with_capacity(n * 8);
+    for i in 0..n {
+        let b = &bytes[i * sz..(i + 1) * sz];
+        let mut w = [0u8; 8];
+        w[..sz].copy_from_slice(b);
+        let v = match d {
+            DType::U8 | DType::U16 | DType::U32 => u64::from_le_bytes(w),
+            DType::I8 | DType::I16 | DType::I32 | DType::I64 => {
+                let shift = 64 - 8 * sz as u32;
+                let s = (i64::from_le_bytes(w) << shift) >> shift;
+                u64::try_from(s).map_err(|_| {
+                    Error::malformed(format!("{role}: negative index {s} at position {i}"))
+                })?
+            }
+            _ => {
+                return Err(Error::malformed(format!(
+                    "{role}: dtype {d} is not an integer"
+                )))
+            }
+        };
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    Ok(out)
+}
+
+fn check_depth(v: &crate::metadata::Value, max: usize, key: &str) -> Result<()> {
+    fn depth(v: &crate::metadata::Value) -> usize {
+        match v {
+            crate::metadata::Value::List(l) => 1 + l.iter().map(depth).max().unwrap_or(0),
+            crate::metadata::Value::Map(m) => {
+                1 + m.iter().map(|(_, v)| depth(v)).max().unwrap_or(0)
+            }
+            _ => 0,
+        }
+    }
+    let d = depth(v);
+    Limits::check(
+        &format!("nesting of attribute {key:?}"),
+        d as u64,
+        max as u64,
+    )
+}
+
+fn parse_dtype(d: &raw::DTypeName) -> Result<DType> {
+    d.0.clone()
+        .map_err(|s| Error::malformed(format!("unknown dtype {s:?}")))
+}
+
+/// Validates one tensor object against the file: layout, dtype, shape, components and
+/// their bounds and sizes.
+fn tensor_entry(
+    name: &str,
+    t: RawTensor,
+    manifest_start: u64,
+    limits: &Limits,
+    warnings: &mut Vec<String>,
+) -> Result<(TensorInfo, Vec<Component>)> {
+    limits.check_rank(t.shape.len() as u64)?;
+    let layout = t.format.0;
+    let Named(raw_comps) = t.components;
+    limits.check_entries(raw_comps.len() as u64)?;
+    let mut comps: Vec<Component> = Vec::with_capacity(raw_comps.len());
+    for (role, c) in raw_comps {
+        if comps.iter().any(|x| x.role == role) {
+            return Err(Error::malformed(format!("duplicate component {role:?}")));
+        }
+        limits.check_name(role.len() as u64)?;
+        comps.push(component(&role, c, manifest_start, warnings, name)?);
+    }
+    // dtype: the tensor's (v1.0), or the main component's (v1.1).
+    let main = match layout {
+        Layout::Dense => "data",
+        Layout::SparseCsr | Layout::SparseCoo => "values",
+        Layout::Other(_) => "data",
+    };
+    let main_dtype = comps.iter().find(|c| c.role == main).and_then(|c| c.dtype);
+    let dtype = match (&t.dtype, main_dtype) {
+        (Some(s), md) => {
+            let d = parse_dtype(s)?;
+            if let Some(md) = md.filter(|md| *md != d) {
+                return Err(Error::malformed(format!(
+                    "dtype {d} disagrees with component {main:?} dtype {md}"
+                )));
+            }
+            d
+        }
+        (None, Some(md)) => md,
+        (None, None) => match &layout {
+            Layout::Other(_) => comps.iter().find_map(|c| c.dtype).unwrap_or(DType::U8),
+            _ => return Err(Error::malformed("tensor has no dtype")),
+        },
+    };
+    let numel = tensor::numel(&t.shape)?;
+    let dense = tensor::dense_nbytes(dtype, &t.shape)?;
+    // Components in the layout's order, then any others by name.
+    comps.sort_by(|a, b| a.role.cmp(&b.role));
+    let required = layout.required_parts();
+    for role in required {
+        if !comps.iter().any(|c| c.role == *role) {
+            return Err(Error::malformed(format!(
+                "{} tensor lacks its {role:?} component",
+                layout
+            )));
+        }
+    }
+    let extras: Vec<&str> = comps
+        .iter()
+        .filter(|c| !required.is_empty() && !required.contains(&c.role.as_str()))
+        .map(|c| c.role.as_str())
+        .collect();
+    if !extras.is_empty() {
+        warnings.push(format!(
+            "tensor {name:?}: {layout} tensor has extra components {extras:?} (kept as parts)"
+        ));
+    }
+    comps.sort_by_key(|c| {
+        required
+            .iter()
+            .position(|r| *r == c.role)
+            .unwrap_or(usize::MAX)
+    });
+    for c in &comps {
+        let Some(d) = c.dtype else { continue };
+        if is_index_role(&layout, &c.role) && !d.is_int() {
+            return Err(Error::malformed(format!(
+                "component {:?}: index dtype {d} is not an integer",
+                c.role
+            )));
+        }
+    }
+    // Sizes that can be checked without decoding.
+    match &layout {
+        Layout::Dense => {
+            let c = &comps[0];
+            match c.encoding {
+                Encoding::Raw if c.length != dense => {
+                    return Err(Error::malformed(format!(
+                        "data has {} bytes, {dtype} {:?} needs {dense}",
+                        c.length, t.shape
+                    ))
+                    .at_offset(c.offset))
+                }
+                Encoding::Zstd => limits.check_decoded(dense)?,
+                _ => {}
+            }
+        }
+        Layout::SparseCsr | Layout::SparseCoo => {
+            if layout == Layout::SparseCsr && t.shape.len() != 2 {
+                return Err(Error::malformed(format!(
+                    "sparse_csr needs a 2-D shape, got {:?}",
+                    t.shape
+                )));
+            }
+            for c in &comps {
+                let unit = if c.role == "values" {
+                    dtype.size() as u64
+                } else {
+                    c.dtype.map_or(8, |d| d.size() as u64)
+                };
+                if c.encoding == Encoding::Raw && c.length % unit != 0 {
+                    return Err(Error::malformed(format!(
+                        "component {:?} has {} bytes, not a multiple of {unit}",
+                        c.role, c.length
+                    ))
+                    .at_offset(c.offset));
+                }
+            }
+            let _ = numel;
+        }
+        Layout::Other(_) => {}
+    }
+    let stored: u64 = comps
+        .iter()
+        .map(|c| c.length)
+        .fold(0u64, u64::saturating_add);
+    let mut encodings: Vec<&str> = Vec::new();
+    let mut digests: Vec<String> = Vec::new();
+    for c in &comps {
+        if !encodings.contains(&c.encoding.name()) {
+            encodings.push(c.encoding.name());
+        }
+        if let Some(d) = &c.digest {
+            let algo = d
+                .split_once(':')
+                .map_or(d.as_str(), |(a, _)| a)
+                .to_ascii_lowercase();
+            if !digests.contains(&algo) {
+                digests.push(algo);
+            }
+        }
+    }
+    let mut attrs = Map::new();
+    if let Some(Named(a)) = t.attributes {
+        for (k, v) in a {
+            check_depth(&v.0, limits.max_depth, &k)?;
+            attrs.insert(k, v.0);
+        }
+    }
+    let info = TensorInfo {
+        name: name.to_string(),
+        dtype,
+        shape: t.shape,
+        layout,
+        attrs,
+        storage: Storage {
+            offset: comps.iter().map(|c| c.offset).min(),
+            stored_bytes: stored,
+            encoding: if encodings.is_empty() {
+                "raw".into()
+            } else {
+                encodings.join("+")
+            },
+            digests,
+        },
+    };
+    Ok((info, comps))
+}
+
+fn component(
+    role: &str,
+    c: RawComponent,
+    manifest_start: u64,
+    warnings: &mut Vec<String>,
+    tensor: &str,
+) -> Result<Component> {
+    let what = format!("component {role:?}");
+    let end = c.offset.checked_add(c.length).ok_or_else(|| {
+        Error::malformed(format!(
+            "{what}: offset {} + length {} overflows",
+            c.offset, c.length
+        ))
+    })?;
+    if c.offset < MAGIC.len() as u64 {
+        return Err(
+            Error::malformed(format!("{what}: offset {} is inside the magic", c.offset))
+                .at_offset(c.offset),
+        );
+    }
+    if end > manifest_start {
+        return Err(Error::malformed(format!(
+            "{what}: range {}..{end} runs past the data area, which ends at {manifest_start} where the manifest starts",
+            c.offset
+        ))
+        .at_offset(c.offset));
+    }
+    if c.offset % ALIGNMENT != 0 {
+        warnings.push(format!(
+            "tensor {tensor:?}: component {role:?} at offset {} is not 64-byte aligned",
+            c.offset
+        ));
+    }
+    let encoding = match c.encoding.as_deref() {
+        None | Some("raw") => Encoding::Raw,
+        Some("zstd") => Encoding::Zstd,
+        Some(other) => Encoding::Other(other.to_string()),
+    };
+    let dtype = c
+        .dtype
+        .as_ref()
+        .map(parse_dtype)
+        .transpose()
+        .map_err(|e| e.at_subject(what.clone()))?;
+    Ok(Component {
+        role: role.to_string(),
+        dtype,
+        offset: c.offset,
+        length: c.length,
+        encoding,
+        digest: c.digest,
+    })
+}
+
+impl TensorSource for ZtensorFile<'_> {
+    fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+    fn tensor_infos(&self) -> &[TensorInfo] {
+        &self.infos
+    }
+    fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
+        let i = self.position(name)?;
+        self.read_view(i).map_err(|e| {
+            e.at_subject(format!("tensor {name:?}"))
+                .in_format("ztensor")
+        })
+    }
+    fn source_format(&self) -> Option<Format> {
+        Some(Format::Ztensor)
+    }
+}
+
+impl Container for ZtensorFile<'_> {
+    fn format(&self) -> Format {
+        Format::Ztensor
+    }
+    fn version(&self) -> String {
+        self.version.clone()
+    }
+    fn warnings(&self) -> Vec<String> {
+        self.warnings.clone()
+    }
+    fn verify(&self, _opts: &VerifyOptions) -> VerifyReport {
+        let mut report = VerifyReport {
+            warnings: self.warnings.clone(),
+            ..VerifyReport::default()
+        };
+        for (i, info) in self.infos.iter().enumerate() {
+            let comps = &self.components[i];
+            let tensor = format!("tensor {:?}", info.name);
+            let mut any_digest = false;
+            for c in comps {
+                let subject = if comps.len() == 1 {
+                    tensor.clone()
+                } else {
+                    format!("{tensor} component {:?}", c.role)
+                };
+                let Some(d) = &c.digest else { continue };
+                any_digest = true;
+                let stored = match limits::slice(self.data, c.offset, c.length, "component") {
+                    Ok(s) => s,
+                    Err(e) => {
+                        report.failed(subject, "digest", e.to_string());
+                        continue;
+                    }
+                };
+                match raw::parse_digest(d) {
+                    ParsedDigest::Crc32c(want) => report.compare(
+                        subject,
+                        "crc32c",
+                        &format!("0x{want:08X}"),
+                        &format!("0x{:08X}", crate::util::crc32c(stored)),
+                    ),
+                    ParsedDigest::Sha256(want) => report.compare(
+                        subject,
+                        "sha256",
+                        &crate::util::hex(&want),
+                        &crate::util::hex(&crate::util::sha256(stored)),
+                    ),
+                    ParsedDigest::Bad { algorithm, reason } => {
+                        report.failed(subject, algorithm, format!("malformed digest: {reason}"))
+                    }
+                    ParsedDigest::Unknown(algo) => report.push(
+                        subject,
+                        algo.clone(),
+                        Status::NotChecked,
+                        Some(format!(
+                            "digest algorithm {algo:?} is not one Tessera checks (crc32c, sha256)"
+                        )),
+                    ),
+                }
+            }
+            if !any_digest {
+                report.push(
+                    tensor.clone(),
+                    "digest",
+                    Status::NotChecked,
+                    Some("the file stores no digest for this tensor".into()),
+                );
+            }
+            let needs_decode = comps.iter().any(|c| c.encoding != Encoding::Raw)
+                || matches!(info.layout, Layout::SparseCsr | Layout::SparseCoo);
+            if needs_decode {
+                match self.read_view(i) {
+                    Ok(_) => report.ok(tensor, "structure"),
+                    Err(e) if e.kind() == ErrorKind::Unsupported => report.push(
+                        tensor,
+                        "structure",
+                        Status::NotChecked,
+                        Some(e.message().to_string()),
+                    ),
+                    Err(e) => report.failed(tensor, "structure", e.to_string()),
+                }
+            }
+        }
+        report
+    }
+}

@@ -1,0 +1,222 @@
+//! Bad zTensor input: the vectors in tests/data/ztensor (written by gen.py, not by our
+//! writer) named by the error they must raise; every prefix of every vector; flipped
+//! bytes. Never a panic, always a clear error of the right kind.
+
+use std::path::PathBuf;
+
+use tessera::formats::ztensor::ZtensorFile;
+use tessera::{Container, ErrorKind, Limits, ReadOptions, Status, TensorSource};
+
+fn dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ztensor"))
+}
+
+fn vectors(prefix: &str) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "zt"))
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
+        .filter(|(n, _)| n.starts_with(prefix))
+        .collect();
+    v.sort();
+    assert!(!v.is_empty(), "no vectors named {prefix}*");
+    v
+}
+
+fn open(data: &[u8]) -> tessera::Result<ZtensorFile<'_>> {
+    ZtensorFile::parse(data, &ReadOptions::default())
+}
+
+/// Opens, reads every tensor and verifies; returns the first error. Must never panic.
+fn exercise(data: &[u8]) -> tessera::Result<()> {
+    let f = open(data)?;
+    let _ = f.verify(&Default::default());
+    for info in f.tensor_infos() {
+        f.tensor(&info.name)?;
+    }
+    Ok(())
+}
+
+fn expect_open_error(prefix: &str, kind: ErrorKind) {
+    for (name, data) in vectors(prefix) {
+        let e = open(&data).expect_err(&name);
+        assert_eq!(e.kind(), kind, "{name}: {e}");
+        assert_eq!(e.format(), Some("ztensor"), "{name}: {e}");
+        assert!(e.to_string().starts_with("ztensor: "), "{name}: {e}");
+        // Through detection too.
+        let e2 = tessera::open(&data, &ReadOptions::default()).err().unwrap();
+        if name == "malformed-magic.zt" {
+            assert_eq!(e2.kind(), ErrorKind::UnknownFormat, "{name}: {e2}");
+        } else {
+            assert_eq!(e2.kind(), kind, "{name}: {e2}");
+        }
+    }
+}
+
+#[test]
+fn malformed_vectors_fail_to_open_as_malformed() {
+    expect_open_error("malformed-", ErrorKind::Malformed);
+}
+
+#[test]
+fn version_2_and_0_are_unsupported_versions() {
+    expect_open_error("unsupported_version-", ErrorKind::UnsupportedVersion);
+    let (_, data) = &vectors("unsupported_version-2.0")[0];
+    let e = open(data).unwrap_err();
+    assert!(e.to_string().contains("zTensor v2 is not supported"), "{e}");
+}
+
+#[test]
+fn limit_vectors_exceed_limits() {
+    expect_open_error("limit-", ErrorKind::LimitExceeded);
+}
+
+#[test]
+fn specific_messages_say_what_and_where() {
+    let get = |n: &str| vectors(n).remove(0).1;
+    let e = open(&get("malformed-offset-past-file")).unwrap_err();
+    assert!(e.to_string().contains("tensor \"t\""), "{e}");
+    assert_eq!(e.offset(), Some(1 << 40), "{e}");
+    let e = open(&get("malformed-duplicate-tensor")).unwrap_err();
+    assert!(e.to_string().contains("duplicate tensor name \"t\""), "{e}");
+    let e = open(&get("malformed-cbor-trailing")).unwrap_err();
+    assert!(e.to_string().contains("trailing"), "{e}");
+    let e = open(&get("malformed-dense-length")).unwrap_err();
+    assert!(e.to_string().contains("needs 8"), "{e}");
+    let e = open(&get("malformed-manifest-size-huge")).unwrap_err();
+    assert!(e.to_string().contains("manifest size"), "{e}");
+}
+
+#[test]
+fn read_malformed_vectors_open_but_fail_to_read_and_verify() {
+    for (name, data) in vectors("read_malformed-") {
+        let f = open(&data).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let e = f.tensor("t").expect_err(&name);
+        assert_eq!(e.kind(), ErrorKind::Malformed, "{name}: {e}");
+        assert!(e.to_string().contains("tensor \"t\""), "{name}: {e}");
+        let r = f.verify(&Default::default());
+        let failed: Vec<_> = r
+            .failures()
+            .map(|c| (c.subject.as_str(), c.layer.as_str()))
+            .collect();
+        assert_eq!(failed, [("tensor \"t\"", "structure")], "{name}");
+    }
+}
+
+#[test]
+fn digest_mismatch_is_reported_at_the_right_tensor() {
+    for (name, data) in vectors("integrity-") {
+        let bad = name
+            .trim_end_matches(".zt")
+            .rsplit('-')
+            .next()
+            .unwrap()
+            .to_string();
+        let f = open(&data).unwrap();
+        // The bytes still read: digests are checked by verify.
+        for info in f.tensor_infos() {
+            f.tensor(&info.name).unwrap();
+        }
+        let r = f.verify(&Default::default());
+        assert!(!r.is_ok(), "{name}");
+        let failed: Vec<&str> = r.failures().map(|c| c.subject.as_str()).collect();
+        assert_eq!(failed, [format!("tensor {bad:?}")], "{name}: {r:?}");
+        // The other tensors' digests pass.
+        let ok = r
+            .checks
+            .iter()
+            .filter(|c| c.status == Status::Ok && !c.subject.contains(&format!("{bad:?}")))
+            .count();
+        assert!(ok >= usize::from(name.contains("bad")) * 2, "{name}: {r:?}");
+    }
+}
+
+#[test]
+fn every_prefix_of_every_vector_is_an_error_never_a_panic() {
+    for (name, data) in vectors("") {
+        for n in 0..data.len() {
+            let r = exercise(&data[..n]);
+            assert!(r.is_err(), "{name}: prefix of {n} bytes was accepted");
+        }
+    }
+}
+
+#[test]
+fn flipped_bytes_never_panic() {
+    for (name, data) in vectors("valid-") {
+        for i in 0..data.len() {
+            for mask in [0x01u8, 0x80, 0xff] {
+                let mut d = data.clone();
+                d[i] ^= mask;
+                // Any outcome but a panic or a hang; errors must carry the format.
+                if let Err(e) = exercise(&d) {
+                    assert!(!e.to_string().is_empty(), "{name}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn flipped_data_bytes_under_a_digest_fail_verify_at_that_tensor() {
+    let (_, data) = vectors("valid-dense").remove(0);
+    let f = open(&data).unwrap();
+    let comps = f.components("w").unwrap().to_vec();
+    for k in 0..comps[0].length {
+        let mut d = data.clone();
+        d[(comps[0].offset + k) as usize] ^= 0x10;
+        let f = open(&d).unwrap();
+        let r = f.verify(&Default::default());
+        let failed: Vec<(&str, &str)> = r
+            .failures()
+            .map(|c| (c.subject.as_str(), c.layer.as_str()))
+            .collect();
+        assert_eq!(failed, [("tensor \"w\"", "crc32c")]);
+    }
+}
+
+#[test]
+fn tight_limits_are_enforced() {
+    let (_, data) = vectors("valid-dense").remove(0);
+    let mut opts = ReadOptions {
+        limits: Limits {
+            max_index_bytes: 16,
+            ..Limits::default()
+        },
+        ..ReadOptions::default()
+    };
+    let e = ZtensorFile::parse(&data, &opts).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LimitExceeded, "{e}");
+    opts.limits = Limits {
+        max_entries: 2,
+        ..Limits::default()
+    };
+    assert_eq!(
+        ZtensorFile::parse(&data, &opts).unwrap_err().kind(),
+        ErrorKind::LimitExceeded
+    );
+    opts.limits = Limits {
+        max_name_len: 2,
+        ..Limits::default()
+    };
+    assert_eq!(
+        ZtensorFile::parse(&data, &opts).unwrap_err().kind(),
+        ErrorKind::LimitExceeded
+    );
+    // A zstd component of an unknown layout is bounded by max_decoded_bytes.
+    let (_, data) = vectors("valid-other-layout").remove(0);
+    opts.limits = Limits {
+        max_decoded_bytes: 1,
+        ..Limits::default()
+    };
+    let f = ZtensorFile::parse(&data, &opts).unwrap();
+    let e = f.tensor("q").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Malformed, "{e}");
+    assert!(e.to_string().contains("more than"), "{e}");
+}
