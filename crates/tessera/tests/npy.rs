@@ -459,3 +459,74 @@ fn ambiguous_void_descrs_warn() {
     assert_eq!(f.tensor_infos()[0].dtype, DType::F8E5M2);
     assert!(f.warnings().is_empty());
 }
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn dtype() -> impl Strategy<Value = DType> {
+        prop::sample::select(vec![
+            DType::Bool,
+            DType::U8,
+            DType::I16,
+            DType::U32,
+            DType::I64,
+            DType::F16,
+            DType::BF16,
+            DType::F32,
+            DType::F64,
+            DType::C64,
+            DType::C128,
+            DType::F8E4M3FN,
+        ])
+    }
+
+    fn tensor() -> impl Strategy<Value = (DType, Vec<u64>, Vec<u8>)> {
+        (dtype(), prop::collection::vec(0u64..4, 0..4)).prop_flat_map(|(d, shape)| {
+            let n = shape.iter().product::<u64>() as usize * d.size();
+            (Just(d), Just(shape), prop::collection::vec(any::<u8>(), n))
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn npz_and_npy_round_trip(
+            tensors in prop::collection::btree_map("[a-z][a-z0-9_./]{0,8}[a-z]", tensor(), 0..5),
+            deflate in any::<bool>(),
+        ) {
+            let mut m = Model::new();
+            for (name, (d, shape, data)) in &tensors {
+                if name.contains("//") || name.contains("..") {
+                    continue;
+                }
+                m.push(TensorView::dense(
+                    TensorInfo::dense(name.clone(), *d, shape.clone()),
+                    Cow::Owned(data.clone()),
+                ).unwrap()).unwrap();
+            }
+            let opts = WriteOptions {
+                compression: if deflate { Compression::Zstd(3) } else { Compression::None },
+                ..Default::default()
+            };
+            let bytes = write(Format::Npz, &m, &opts);
+            let f = NpzFile::parse(&bytes, &ReadOptions::default()).unwrap();
+            prop_assert_eq!(f.tensor_infos().len(), m.tensor_infos().len());
+            for info in m.tensor_infos() {
+                let a = m.tensor(&info.name).unwrap();
+                let b = f.tensor(&info.name).unwrap();
+                prop_assert_eq!(&b.info.shape, &info.shape);
+                prop_assert_eq!(b.info.dtype, info.dtype);
+                prop_assert_eq!(a.data().unwrap(), b.data().unwrap());
+                // And alone as .npy.
+                let mut one = Model::new();
+                one.push(a.clone()).unwrap();
+                let npy = write(Format::Npy, &one, &Default::default());
+                let g = NpyFile::parse(&npy, &ReadOptions::default()).unwrap();
+                let c = g.tensor(NPY_TENSOR_NAME).unwrap();
+                prop_assert!(c.is_borrowed());
+                prop_assert_eq!(c.data().unwrap(), a.data().unwrap());
+            }
+        }
+    }
+}

@@ -394,3 +394,68 @@ fn open_dispatches_and_verify_reports_no_checksums() {
         .iter()
         .any(|c| c.status == tessera::Status::NotChecked));
 }
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn dtype() -> impl Strategy<Value = DType> {
+        prop::sample::select(vec![
+            DType::Bool,
+            DType::U8,
+            DType::I8,
+            DType::F8E5M2,
+            DType::F8E4M3FN,
+            DType::F8E8M0,
+            DType::I16,
+            DType::U16,
+            DType::F16,
+            DType::BF16,
+            DType::I32,
+            DType::U32,
+            DType::F32,
+            DType::C64,
+            DType::F64,
+            DType::I64,
+            DType::U64,
+        ])
+    }
+
+    fn tensor() -> impl Strategy<Value = (DType, Vec<u64>, Vec<u8>)> {
+        (dtype(), prop::collection::vec(0u64..4, 0..4)).prop_flat_map(|(d, shape)| {
+            let n = shape.iter().product::<u64>() as usize * d.size();
+            (Just(d), Just(shape), prop::collection::vec(any::<u8>(), n))
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn round_trip_and_rewrite_is_identical(
+            tensors in prop::collection::btree_map("\\PC{1,8}", tensor(), 0..6),
+            meta in prop::collection::btree_map("[a-z]{1,4}", "\\PC{0,6}", 0..3),
+        ) {
+            let mut m = Model::new();
+            for (name, (d, shape, data)) in &tensors {
+                if name == "__metadata__" {
+                    continue;
+                }
+                m.push(dense(name, *d, shape.clone(), data.clone())).unwrap();
+            }
+            for (k, v) in &meta {
+                m.metadata.insert(k.clone(), v.as_str());
+            }
+            let bytes = write(&m);
+            let f = open(&bytes).unwrap();
+            prop_assert_eq!(f.metadata(), &m.metadata);
+            for info in m.tensor_infos() {
+                let a = m.tensor(&info.name).unwrap();
+                let b = f.tensor(&info.name).unwrap();
+                prop_assert!(b.is_borrowed());
+                prop_assert_eq!(&b.info.shape, &info.shape);
+                prop_assert_eq!(a.data().unwrap(), b.data().unwrap());
+            }
+            prop_assert_eq!(write(&f), bytes);
+        }
+    }
+}

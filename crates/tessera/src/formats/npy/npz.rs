@@ -148,6 +148,7 @@ impl<'data> NpzFile<'data> {
         let mut index = HashMap::with_capacity(zip.len());
         let mut warnings = Vec::new();
         let mut seen_entries = HashSet::new();
+        let mut spans: Vec<(u64, u64, String)> = Vec::new();
         for i in 0..zip.len() {
             let f = zip.by_index_raw(i).map_err(zip_err)?;
             let entry = std::str::from_utf8(f.name_raw())
@@ -184,14 +185,20 @@ impl<'data> NpzFile<'data> {
                 )
                 .at_subject(subject));
             };
-            let (data_start, compressed, size, crc32) =
-                (f.data_start(), f.compressed_size(), f.size(), f.crc32());
+            let (header_start, data_start, compressed, size, crc32) = (
+                f.header_start(),
+                f.data_start(),
+                f.compressed_size(),
+                f.size(),
+                f.crc32(),
+            );
             drop(f);
             limits
                 .check_decoded(size)
                 .map_err(|e| e.at_subject(&subject))?;
             let stored = slice(data, data_start, compressed, "member data")
                 .map_err(|e| e.at_subject(&subject))?;
+            spans.push((header_start, data_start + compressed, entry.clone()));
             let layout = match method {
                 Method::Stored => {
                     if size != compressed {
@@ -249,6 +256,15 @@ impl<'data> NpzFile<'data> {
             return Err(Error::malformed(
                 "zip central directory repeats an entry name (duplicate arrays)",
             ));
+        }
+        // Members sharing bytes are how overlapping-entry zip bombs multiply one
+        // compressed stream; numpy never writes them.
+        spans.sort();
+        if let Some(w) = spans.windows(2).find(|w| w[1].0 < w[0].1) {
+            return Err(Error::malformed(format!(
+                "zip members {:?} and {:?} overlap",
+                w[0].2, w[1].2
+            )));
         }
         Ok(NpzFile {
             data,

@@ -99,51 +99,67 @@ def member(a):
     return b.getvalue()
 
 
+def zi(name, deflate=False):
+    """A ZipInfo with a fixed date, so the vectors regenerate identically."""
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED
+    return info
+
+
 def hostile():
     a = member(np.arange(4, dtype=np.float32))
     # Duplicate entry names.
     with zipfile.ZipFile(HERE / "hostile_duplicate.npz", "w") as z:
-        z.writestr("a.npy", a)
+        z.writestr(zi("a.npy"), a)
         import warnings
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            z.writestr("a.npy", a)
+            z.writestr(zi("a.npy"), a)
     # Path escapes.
     with zipfile.ZipFile(HERE / "hostile_dotdot.npz", "w") as z:
-        z.writestr("../evil.npy", a)
+        z.writestr(zi("../evil.npy"), a)
     with zipfile.ZipFile(HERE / "hostile_absolute.npz", "w") as z:
-        z.writestr(zipfile.ZipInfo("/etc/evil.npy"), a)
+        z.writestr(zi("/etc/evil.npy"), a)
     # Not an array.
     with zipfile.ZipFile(HERE / "hostile_not_npy.npz", "w") as z:
-        z.writestr("readme.txt", b"hello")
+        z.writestr(zi("readme.txt"), b"hello")
     # Zip bomb: 64 MiB of zeros deflated, sizes patched down to 200 bytes.
     big = member(np.zeros(16 << 20, np.float32))
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("bomb.npy", big)
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr(zi("bomb.npy", True), big)
     (HERE / "hostile_bomb.npz").write_bytes(patch_sizes(buf.getvalue(), 200))
     # Huge declared size (stored member claims 2^31 bytes but holds 144).
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("huge.npy", a)
+        z.writestr(zi("huge.npy"), a)
     (HERE / "hostile_huge_size.npz").write_bytes(patch_sizes(buf.getvalue(), 2**31))
     # CRC mismatch in a stored member (data byte flipped after the header).
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("a.npy", a)
+        z.writestr(zi("a.npy"), a)
     d = bytearray(buf.getvalue())
     i = d.index(b"\x93NUMPY") + len(a) - 1
     d[i] ^= 0x40
     (HERE / "corrupt_crc.npz").write_bytes(bytes(d))
     # Compressed member whose CRC is wrong.
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("a.npy", a)
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr(zi("a.npy", True), a)
     d = bytearray(buf.getvalue())
     for sig, off in [(b"PK\x03\x04", 14), (b"PK\x01\x02", 16)]:
         j = d.index(sig) + off
         d[j] ^= 0xFF
     (HERE / "corrupt_crc_deflate.npz").write_bytes(bytes(d))
+    # Overlapping members: a second central record pointing at the first local header.
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr(zi("a.npy"), a)
+        z.writestr(zi("b.npy"), a)
+    d = bytearray(buf.getvalue())
+    cd = [i for i in range(len(d)) if d[i:i + 4] == b"PK\x01\x02"]
+    struct.pack_into("<I", d, cd[1] + 42, 0)  # b's local header offset -> a's
+    (HERE / "hostile_overlap.npz").write_bytes(bytes(d))
 
 
 def patch_sizes(data, size):
