@@ -7,6 +7,7 @@
 #[allow(dead_code)]
 mod common;
 mod foundation;
+mod safetensors;
 mod ztensor;
 
 fn main() {
@@ -16,9 +17,10 @@ fn main() {
     let result = match suite {
         "baseline" => common::baseline(&opts),
         "foundation" => foundation::run(&opts),
+        "safetensors" => safetensors::run(&opts),
         "ztensor" => ztensor::run(&opts),
         _ => {
-            eprintln!("suites: baseline foundation ztensor");
+            eprintln!("suites: baseline foundation safetensors ztensor");
             std::process::exit(2);
         }
     };

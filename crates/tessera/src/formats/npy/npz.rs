@@ -1,0 +1,372 @@
+//! [`NpzFile`]: a zip of `NAME.npy` members (`np.savez`, `np.savez_compressed`).
+//!
+//! The zip central directory is parsed by the `zip` crate; member data is then taken
+//! straight from our byte slice: stored members are zero-copy, deflated ones are inflated
+//! with `flate2`, bounded by the size the directory declares.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::io::{Cursor, Read};
+
+use super::read::{self, ArrayLayout};
+use crate::any::ReadOptions;
+use crate::error::{Error, Result};
+use crate::format::Format;
+use crate::limits::{slice, Limits};
+use crate::metadata::Metadata;
+use crate::model::{Container, TensorSource};
+use crate::tensor::{TensorInfo, TensorView};
+use crate::verify::{VerifyOptions, VerifyReport};
+
+/// How a member is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Method {
+    Stored,
+    Deflated,
+}
+
+/// One `.npy` member.
+#[derive(Debug, Clone)]
+struct Member {
+    /// The zip entry name (`w.npy`).
+    entry: String,
+    method: Method,
+    /// Absolute offset and length of the stored (maybe compressed) bytes.
+    data_start: u64,
+    compressed: u64,
+    /// Declared uncompressed size and CRC-32.
+    size: u64,
+    crc32: u32,
+    layout: ArrayLayout,
+}
+
+/// An opened `.npz` file.
+#[derive(Debug)]
+pub struct NpzFile<'data> {
+    data: &'data [u8],
+    members: Vec<Member>,
+    infos: Vec<TensorInfo>,
+    index: HashMap<String, usize>,
+    metadata: Metadata,
+    warnings: Vec<String>,
+    limits: Limits,
+}
+
+fn zip_err(e: zip::result::ZipError) -> Error {
+    Error::malformed(format!("zip: {e}"))
+}
+
+/// Counts the central directory records by walking their signatures from the first one
+/// (the `zip` crate keeps one entry per name, so duplicates would vanish silently).
+fn count_central_records(data: &[u8], start: u64) -> usize {
+    let mut pos = start as usize;
+    let mut n = 0;
+    while let Some(h) = data.get(pos..pos.saturating_add(46)) {
+        if &h[..4] != b"PK\x01\x02" {
+            break;
+        }
+        let var = u16::from_le_bytes([h[28], h[29]]) as usize
+            + u16::from_le_bytes([h[30], h[31]]) as usize
+            + u16::from_le_bytes([h[32], h[33]]) as usize;
+        pos += 46 + var;
+        n += 1;
+    }
+    n
+}
+
+/// Refuses entry names a careless extractor would turn into a path escape.
+fn check_entry_name(name: &str) -> Result<()> {
+    let bad = name.starts_with('/')
+        || name.contains('\\')
+        || name.contains('\0')
+        || name.split('/').any(|c| c == ".." || c.is_empty())
+        || name.as_bytes().get(1) == Some(&b':');
+    if bad {
+        return Err(Error::malformed(format!(
+            "zip entry name {name:?} is an absolute or escaping path"
+        )));
+    }
+    Ok(())
+}
+
+/// Inflates a raw deflate stream, refusing to produce more than `max` bytes.
+fn inflate(input: &[u8], max: u64, want_exact: bool) -> Result<Vec<u8>> {
+    let cap = crate::limits::to_usize(max, "member size")?;
+    let mut out = Vec::with_capacity(cap.min(1 << 20));
+    flate2::read::DeflateDecoder::new(input)
+        .take(max.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(|e| Error::malformed(format!("deflate: corrupt compressed data: {e}")))?;
+    if out.len() as u64 > max {
+        return Err(Error::malformed(format!(
+            "deflate: inflates to more than the declared {max} bytes"
+        )));
+    }
+    if want_exact && out.len() as u64 != max {
+        return Err(Error::malformed(format!(
+            "deflate: inflates to {} bytes, {max} declared",
+            out.len()
+        )));
+    }
+    Ok(out)
+}
+
+/// Reads only the `.npy` header of a deflated member.
+fn inflate_header(input: &[u8], size: u64, limits: &Limits) -> Result<Vec<u8>> {
+    let mut dec = flate2::read::DeflateDecoder::new(input).take(size);
+    let mut pre = Vec::with_capacity(12);
+    (&mut dec)
+        .take(12)
+        .read_to_end(&mut pre)
+        .map_err(|e| Error::malformed(format!("deflate: corrupt compressed data: {e}")))?;
+    let total = match pre.get(6..8) {
+        Some([1, 0]) if pre.len() >= 10 => 10 + u16::from_le_bytes([pre[8], pre[9]]) as u64,
+        Some([2 | 3, 0]) if pre.len() >= 12 => {
+            let h = u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]) as u64;
+            limits.check_index(h)?;
+            12 + h
+        }
+        // Let the header parser name the problem.
+        _ => return Ok(pre),
+    };
+    let rest = total.saturating_sub(pre.len() as u64);
+    (&mut dec)
+        .take(rest)
+        .read_to_end(&mut pre)
+        .map_err(|e| Error::malformed(format!("deflate: corrupt compressed data: {e}")))?;
+    Ok(pre)
+}
+
+impl<'data> NpzFile<'data> {
+    /// Parses the zip directory and every member's `.npy` header.
+    pub fn parse(data: &'data [u8], opts: &ReadOptions) -> Result<NpzFile<'data>> {
+        let limits = &opts.limits;
+        let mut zip = zip::ZipArchive::new(Cursor::new(data)).map_err(zip_err)?;
+        limits.check_entries(zip.len() as u64)?;
+        let mut members = Vec::with_capacity(zip.len());
+        let mut infos = Vec::with_capacity(zip.len());
+        let mut index = HashMap::with_capacity(zip.len());
+        let mut warnings = Vec::new();
+        let mut seen_entries = HashSet::new();
+        let mut spans: Vec<(u64, u64, String)> = Vec::new();
+        for i in 0..zip.len() {
+            let f = zip.by_index_raw(i).map_err(zip_err)?;
+            let entry = std::str::from_utf8(f.name_raw())
+                .map_err(|_| Error::malformed("zip entry name is not UTF-8"))?
+                .to_string();
+            let subject = format!("member {entry:?}");
+            limits.check_name(entry.len() as u64)?;
+            check_entry_name(&entry)?;
+            if !seen_entries.insert(entry.clone()) {
+                return Err(Error::malformed("duplicate zip entry").at_subject(subject));
+            }
+            if f.is_dir() {
+                continue;
+            }
+            if f.encrypted() {
+                return Err(
+                    Error::unsupported("encrypted zip entries are not supported")
+                        .at_subject(subject),
+                );
+            }
+            let method = match f.compression() {
+                zip::CompressionMethod::Stored => Method::Stored,
+                zip::CompressionMethod::Deflated => Method::Deflated,
+                m => {
+                    return Err(Error::unsupported(format!(
+                        "zip compression {m} is not supported (stored and deflate are)"
+                    ))
+                    .at_subject(subject))
+                }
+            };
+            let Some(name) = entry.strip_suffix(".npy") else {
+                return Err(Error::unsupported(
+                    "not a .npy member (an .npz holds NAME.npy arrays only)",
+                )
+                .at_subject(subject));
+            };
+            let (header_start, data_start, compressed, size, crc32) = (
+                f.header_start(),
+                f.data_start(),
+                f.compressed_size(),
+                f.size(),
+                f.crc32(),
+            );
+            drop(f);
+            limits
+                .check_decoded(size)
+                .map_err(|e| e.at_subject(&subject))?;
+            let stored = slice(data, data_start, compressed, "member data")
+                .map_err(|e| e.at_subject(&subject))?;
+            spans.push((header_start, data_start + compressed, entry.clone()));
+            let layout = match method {
+                Method::Stored => {
+                    if size != compressed {
+                        return Err(Error::malformed(format!(
+                            "stored member declares {size} bytes but holds {compressed}"
+                        ))
+                        .at_subject(subject));
+                    }
+                    read::layout(stored, limits)
+                }
+                Method::Deflated => {
+                    let head = inflate_header(stored, size, limits)?;
+                    read::layout_of_header(&head, size, limits)
+                }
+            }
+            .map_err(|e| e.at_subject(&subject))?;
+            if let Some(a) = &layout.header.ambiguity {
+                warnings.push(format!("{subject}: {a}"));
+            }
+            if layout.trailing > 0 {
+                warnings.push(format!(
+                    "{subject}: {} bytes after the array data are ignored",
+                    layout.trailing
+                ));
+            }
+            let h = &layout.header;
+            let mut info = TensorInfo::dense(name, h.dtype, h.shape.clone());
+            let container = match method {
+                Method::Stored => "npz-stored",
+                Method::Deflated => "npz-deflate",
+            };
+            let offset = match method {
+                Method::Stored => Some(data_start + h.data_offset as u64),
+                Method::Deflated => Some(data_start),
+            };
+            info.storage = read::storage(&layout, offset, compressed, container);
+            info.storage.digests.push("crc32".into());
+            index.insert(name.to_string(), infos.len());
+            infos.push(info);
+            members.push(Member {
+                entry,
+                method,
+                data_start,
+                compressed,
+                size,
+                crc32,
+                layout,
+            });
+        }
+        if count_central_records(
+            data,
+            zip.offset().saturating_add(zip.central_directory_start()),
+        ) > zip.len()
+        {
+            return Err(Error::malformed(
+                "zip central directory repeats an entry name (duplicate arrays)",
+            ));
+        }
+        // Members sharing bytes are how overlapping-entry zip bombs multiply one
+        // compressed stream; numpy never writes them.
+        spans.sort();
+        if let Some(w) = spans.windows(2).find(|w| w[1].0 < w[0].1) {
+            return Err(Error::malformed(format!(
+                "zip members {:?} and {:?} overlap",
+                w[0].2, w[1].2
+            )));
+        }
+        Ok(NpzFile {
+            data,
+            members,
+            infos,
+            index,
+            metadata: Metadata::new(),
+            warnings,
+            limits: limits.clone(),
+        })
+    }
+
+    fn stored(&self, m: &Member) -> &'data [u8] {
+        // In bounds: checked in parse().
+        &self.data[m.data_start as usize..(m.data_start + m.compressed) as usize]
+    }
+
+    /// The member's whole uncompressed `.npy` image.
+    fn image(&self, m: &Member) -> Result<Cow<'data, [u8]>> {
+        Ok(match m.method {
+            Method::Stored => Cow::Borrowed(self.stored(m)),
+            Method::Deflated => Cow::Owned(inflate(self.stored(m), m.size, true)?),
+        })
+    }
+}
+
+impl TensorSource for NpzFile<'_> {
+    fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+    fn tensor_infos(&self) -> &[TensorInfo] {
+        &self.infos
+    }
+    fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
+        let i = *self
+            .index
+            .get(name)
+            .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))?;
+        let m = &self.members[i];
+        let subject = || format!("member {:?}", m.entry);
+        let h = &m.layout.header;
+        let (off, n) = (h.data_offset, m.layout.nbytes as usize);
+        let stored = match self.image(m).map_err(|e| e.at_subject(subject()))? {
+            Cow::Borrowed(b) => Cow::Borrowed(&b[off..off + n]),
+            Cow::Owned(mut v) => {
+                let crc = crc32fast::hash(&v);
+                if crc != m.crc32 {
+                    return Err(Error::integrity(format!(
+                        "crc32 mismatch: directory says {:08x}, data gives {crc:08x}",
+                        m.crc32
+                    ))
+                    .at_subject(subject()));
+                }
+                // The header inflated at open must still be the header now.
+                let again = read::layout(&v, &self.limits).map_err(|e| e.at_subject(subject()))?;
+                if again.header != m.layout.header {
+                    return Err(
+                        Error::malformed("header changed between reads").at_subject(subject())
+                    );
+                }
+                v.truncate(off + n);
+                v.drain(..off);
+                Cow::Owned(v)
+            }
+        };
+        TensorView::dense(self.infos[i].clone(), read::decode(h, stored))
+    }
+    fn source_format(&self) -> Option<Format> {
+        Some(Format::Npz)
+    }
+}
+
+impl Container for NpzFile<'_> {
+    fn format(&self) -> Format {
+        Format::Npz
+    }
+    fn version(&self) -> String {
+        "zip".into()
+    }
+    fn verify(&self, _opts: &VerifyOptions) -> VerifyReport {
+        let mut r = VerifyReport {
+            warnings: self.warnings.clone(),
+            ..Default::default()
+        };
+        for (m, info) in self.members.iter().zip(&self.infos) {
+            let subject = format!("tensor {:?}", info.name);
+            match self.image(m) {
+                Ok(img) => {
+                    let crc = crc32fast::hash(&img);
+                    r.compare(
+                        subject,
+                        "crc32",
+                        &format!("{:08x}", m.crc32),
+                        &format!("{crc:08x}"),
+                    );
+                }
+                Err(e) => r.failed(subject, "crc32", format!("cannot decompress: {e}")),
+            }
+        }
+        r
+    }
+    fn warnings(&self) -> Vec<String> {
+        self.warnings.clone()
+    }
+}

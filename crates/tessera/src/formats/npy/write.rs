@@ -1,0 +1,171 @@
+//! Writers: one `.npy` (exactly what `np.save` writes for the same C-order array), and
+//! `.npz` (a zip of `NAME.npy` members, stored or deflated), streamed one tensor at a
+//! time.
+
+use std::io::{Seek, Write};
+
+use super::header;
+use crate::convert::{Compression, WriteOptions, WriteReport, WriteSeek};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::model::TensorSource;
+use crate::tensor::{Layout, TensorInfo};
+
+fn check_dense(info: &TensorInfo) -> Result<()> {
+    if info.layout != Layout::Dense {
+        return Err(Error::unsupported(format!(
+            "tensor {:?} is {}; NumPy arrays are dense (use --densify)",
+            info.name, info.layout
+        )));
+    }
+    Ok(())
+}
+
+fn notes(src: &dyn TensorSource) -> Vec<String> {
+    let mut notes = Vec::new();
+    let fp8 = src
+        .tensor_infos()
+        .iter()
+        .filter(|i| {
+            matches!(
+                i.dtype,
+                DType::F8E5M2 | DType::F8E4M3FNUZ | DType::F8E5M2FNUZ | DType::F8E8M0
+            )
+        })
+        .count();
+    if fp8 > 0 {
+        notes.push(format!(
+            "{fp8} fp8 tensors written as '<V1' (NumPy has no fp8; reads back as f8_e4m3fn)"
+        ));
+    }
+    let attrs = src
+        .tensor_infos()
+        .iter()
+        .filter(|i| !i.attrs.is_empty())
+        .count();
+    if attrs > 0 {
+        notes.push(format!(
+            "NumPy files have no per-tensor attributes: dropped those of {attrs} tensors"
+        ));
+    }
+    notes
+}
+
+/// Writes one array: the `np.save` header, then the bytes.
+fn write_array(src: &dyn TensorSource, info: &TensorInfo, out: &mut dyn Write) -> Result<()> {
+    check_dense(info)?;
+    let view = src.tensor(&info.name)?;
+    let data = view.data()?;
+    out.write_all(&header::write(info.dtype, &info.shape))?;
+    out.write_all(data)?;
+    Ok(())
+}
+
+/// The `WRITE_NPY` entry point: the source must hold exactly one tensor.
+pub fn write_npy(
+    src: &dyn TensorSource,
+    out: &mut dyn WriteSeek,
+    _opts: &WriteOptions,
+) -> Result<WriteReport> {
+    let infos = src.tensor_infos();
+    let [info] = infos else {
+        return Err(Error::invalid_input(format!(
+            "a .npy file holds exactly one array; the source has {} tensors (write .npz, or \
+             `tessera extract FILE NAME -o OUT.npy`)",
+            infos.len()
+        )));
+    };
+    write_array(src, info, out)?;
+    out.flush()?;
+    Ok(WriteReport {
+        notes: notes(src),
+        ..Default::default()
+    })
+}
+
+/// Refuses tensor names that would make a hostile zip entry.
+fn check_member_name(name: &str) -> Result<()> {
+    let bad = name.is_empty()
+        || name.starts_with('/')
+        || name.contains('\\')
+        || name.contains('\0')
+        || name.split('/').any(|c| c == ".." || c.is_empty());
+    if bad {
+        return Err(Error::invalid_input(format!(
+            "tensor name {name:?} cannot be an .npz member name (empty, absolute or '..' path)"
+        )));
+    }
+    Ok(())
+}
+
+/// A streaming `.npz` writer over any `Write + Seek`.
+pub struct NpzWriter<W: Write + Seek> {
+    zip: zip::ZipWriter<W>,
+    options: zip::write::SimpleFileOptions,
+}
+
+impl<W: Write + Seek> NpzWriter<W> {
+    /// Starts an archive; `deflate` compresses every member (as `np.savez_compressed`).
+    pub fn new(out: W, deflate: bool) -> NpzWriter<W> {
+        let method = if deflate {
+            zip::CompressionMethod::Deflated
+        } else {
+            zip::CompressionMethod::Stored
+        };
+        let options = zip::write::SimpleFileOptions::default()
+            .compression_method(method)
+            .last_modified_time(zip::DateTime::default())
+            .unix_permissions(0o644);
+        NpzWriter {
+            zip: zip::ZipWriter::new(out),
+            options,
+        }
+    }
+
+    /// Adds `NAME.npy` with the header and `data` (little-endian, C order).
+    pub fn add(&mut self, name: &str, dtype: DType, shape: &[u64], data: &[u8]) -> Result<()> {
+        check_member_name(name)?;
+        let head = header::write(dtype, shape);
+        let total = head.len() as u64 + data.len() as u64;
+        let opts = self.options.large_file(total >= u32::MAX as u64);
+        self.zip
+            .start_file(format!("{name}.npy"), opts)
+            .map_err(|e| Error::invalid_input(format!("zip: {e}")).at_subject(name))?;
+        self.zip.write_all(&head)?;
+        self.zip.write_all(data)?;
+        Ok(())
+    }
+
+    /// Writes the central directory and returns the sink.
+    pub fn finish(self) -> Result<W> {
+        self.zip
+            .finish()
+            .map_err(|e| Error::from(std::io::Error::other(e)))
+    }
+}
+
+/// The `WRITE_NPZ` entry point: stored members, or deflated when any compression is
+/// asked for (`--compress zstd` → deflate: zip members of an .npz that NumPy reads can
+/// only be stored or deflated).
+pub fn write_npz(
+    src: &dyn TensorSource,
+    out: &mut dyn WriteSeek,
+    opts: &WriteOptions,
+) -> Result<WriteReport> {
+    let deflate = opts.compression != Compression::None;
+    let mut w = NpzWriter::new(&mut *out, deflate);
+    for info in src.tensor_infos() {
+        check_dense(info)?;
+        let view = src.tensor(&info.name)?;
+        w.add(&info.name, info.dtype, &info.shape, view.data()?)?;
+    }
+    w.finish()?.flush()?;
+    let mut notes = notes(src);
+    if let Compression::Zstd(_) = opts.compression {
+        notes.push("npz members compressed with deflate (NumPy reads no zstd)".into());
+    }
+    Ok(WriteReport {
+        notes,
+        ..Default::default()
+    })
+}
