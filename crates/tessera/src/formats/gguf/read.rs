@@ -1,0 +1,363 @@
+//! [`GgufFile`]: parse and validate a GGUF file, serve its tensors zero-copy.
+
+use std::borrow::Cow;
+
+use crate::any::ReadOptions;
+use crate::error::{Error, Result};
+use crate::format::Format;
+use crate::limits::{slice, Limits};
+use crate::metadata::{Map, Metadata, Value};
+use crate::model::{Container, TensorSource};
+use crate::tensor::{Layout, Part, Storage, TensorInfo, TensorView};
+use crate::util::bytes::ByteReader;
+use crate::verify::{Status, VerifyOptions, VerifyReport};
+
+use super::meta::{ValueReader, TYPES_KEY};
+use super::raw::{
+    align_up, GgmlType, GgufType, ATTR_GGML_TYPE, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, KEY_ALIGNMENT,
+};
+
+/// The fewest bytes a KV pair occupies: key length, type, a one-byte value.
+const MIN_KV: u64 = 8 + 4 + 1;
+/// The fewest bytes a tensor info occupies: name length, n_dims, type, offset.
+const MIN_TENSOR_INFO: u64 = 8 + 4 + 4 + 8;
+/// ggml's `GGML_MAX_DIMS` and `GGML_MAX_NAME`: llama.cpp refuses files beyond them.
+const GGML_MAX_DIMS: usize = 4;
+const GGML_MAX_NAME: usize = 64;
+
+/// An opened GGUF file.
+#[derive(Debug)]
+pub struct GgufFile<'d> {
+    data: &'d [u8],
+    version: u32,
+    metadata: Metadata,
+    infos: Vec<TensorInfo>,
+    /// Absolute byte range of each tensor's data.
+    ranges: Vec<(u64, u64)>,
+    alignment: u64,
+    data_offset: u64,
+    warnings: Vec<String>,
+}
+
+impl<'d> GgufFile<'d> {
+    /// Parses and validates `data`.
+    pub fn parse(data: &'d [u8], limits: &Limits) -> Result<GgufFile<'d>> {
+        let mut r = ByteReader::new(data);
+        let magic = r.take(4, "magic")?;
+        if magic != GGUF_MAGIC {
+            return Err(Error::malformed("not a GGUF file (bad magic)").at_offset(0));
+        }
+        let version = r.u32_le("version")?;
+        match version {
+            2 | 3 => {}
+            1 => {
+                return Err(Error::unsupported_version(
+                    "GGUF v1 (32-bit counts) is not supported; v2 and v3 are",
+                ))
+            }
+            v if v & 0xffff == 0 && v.swap_bytes() <= 3 => {
+                return Err(Error::unsupported(format!(
+                    "big-endian GGUF (version {}) is not supported",
+                    v.swap_bytes()
+                )))
+            }
+            v => {
+                return Err(Error::unsupported_version(format!(
+                    "GGUF version {v} is not supported (2 and 3 are)"
+                )))
+            }
+        }
+        let tensor_count = r.u64_le("tensor_count")?;
+        let kv_count = r.u64_le("metadata_kv_count")?;
+        limits.check_entries(tensor_count)?;
+        limits.check_entries(kv_count)?;
+        let room = r.remaining() as u64;
+        let need = kv_count
+            .checked_mul(MIN_KV)
+            .and_then(|a| a.checked_add(tensor_count.checked_mul(MIN_TENSOR_INFO)?));
+        if need.map_or(true, |n| n > room) {
+            return Err(Error::malformed(format!(
+                "{tensor_count} tensors and {kv_count} metadata keys cannot fit in the {room} bytes left"
+            ))
+            .at_offset(8));
+        }
+
+        let mut warnings = Vec::new();
+        let mut vr = ValueReader {
+            item_budget: limits.max_entries,
+            max_depth: limits.max_depth,
+            saw_non_utf8: false,
+        };
+        let mut metadata = Metadata::new();
+        let mut types = Map::new();
+        let mut alignment = GGUF_DEFAULT_ALIGNMENT;
+        for i in 0..kv_count {
+            let at = r.pos() as u64;
+            let key = read_name(&mut r, limits, "metadata key")
+                .map_err(|e| e.at_subject(format!("metadata key {i}")))?;
+            let subject = || format!("metadata {key:?}");
+            if metadata.contains_key(&key) {
+                return Err(Error::malformed("duplicate key")
+                    .at_subject(subject())
+                    .at_offset(at));
+            }
+            if key == TYPES_KEY {
+                return Err(Error::unsupported(format!(
+                    "the key {TYPES_KEY:?} is reserved by Tessera for GGUF value types"
+                ))
+                .at_offset(at));
+            }
+            let tpos = r.pos() as u64;
+            let tag = r
+                .u32_le("value type")
+                .map_err(|e| e.at_subject(subject()))?;
+            let ty = GgufType::from_u32(tag).ok_or_else(|| {
+                Error::malformed(format!("unknown value type {tag}"))
+                    .at_subject(subject())
+                    .at_offset(tpos)
+            })?;
+            let (value, ann) = vr
+                .read(&mut r, ty, 0)
+                .map_err(|e| e.at_subject(subject()))?;
+            if key == KEY_ALIGNMENT {
+                alignment = check_alignment(ty, &value).map_err(|e| e.at_offset(at))?;
+            }
+            limits.check_index(r.pos() as u64)?;
+            types.insert(key.clone(), ann);
+            metadata.insert(key, value);
+        }
+        if vr.saw_non_utf8 {
+            warnings.push("some string values are not UTF-8; they are kept as bytes".into());
+        }
+
+        let mut raw = Vec::new();
+        let mut names = std::collections::HashSet::new();
+        for i in 0..tensor_count {
+            let at = r.pos() as u64;
+            let info = read_tensor_info(&mut r, limits, &mut warnings)
+                .map_err(|e| e.at_subject(format!("tensor info {i}")).at_offset(at))?;
+            if !names.insert(info.0.name.clone()) {
+                return Err(Error::malformed("duplicate tensor name")
+                    .at_subject(format!("tensor {:?}", info.0.name))
+                    .at_offset(at));
+            }
+            limits.check_index(r.pos() as u64)?;
+            raw.push(info);
+        }
+        let data_offset = align_up(r.pos() as u64, alignment)
+            .ok_or_else(|| Error::malformed("data section offset overflows"))?;
+
+        let mut infos = Vec::with_capacity(raw.len());
+        let mut ranges = Vec::with_capacity(raw.len());
+        let mut expected = 0u64;
+        let mut canonical = true;
+        for (mut info, rel, nbytes) in raw {
+            let subject = format!("tensor {:?}", info.name);
+            if rel % alignment != 0 {
+                return Err(Error::malformed(format!(
+                    "data offset {rel} is not a multiple of the alignment {alignment}"
+                ))
+                .at_subject(subject));
+            }
+            let abs = data_offset
+                .checked_add(rel)
+                .ok_or_else(|| Error::malformed("data offset overflows").at_subject(&subject))?;
+            slice(data, abs, nbytes, "tensor data").map_err(|e| e.at_subject(&subject))?;
+            canonical &= rel == expected;
+            expected = align_up(rel.saturating_add(nbytes), alignment).unwrap_or(u64::MAX);
+            info.storage = Storage {
+                offset: Some(abs),
+                stored_bytes: nbytes,
+                encoding: "raw".into(),
+                digests: Vec::new(),
+            };
+            infos.push(info);
+            ranges.push((abs, nbytes));
+        }
+        if !canonical {
+            warnings.push(
+                "tensor data is not packed in tensor-info order (llama.cpp refuses such files)"
+                    .into(),
+            );
+        } else if expected > 0 && data_offset.saturating_add(expected) > data.len() as u64 {
+            warnings.push(
+                "the file ends before the padding after the last tensor (llama.cpp refuses such files)"
+                    .into(),
+            );
+        }
+        metadata.insert(TYPES_KEY, Value::Map(types));
+        Ok(GgufFile {
+            data,
+            version,
+            metadata,
+            infos,
+            ranges,
+            alignment,
+            data_offset,
+            warnings,
+        })
+    }
+
+    /// The data alignment (`general.alignment`, default 32).
+    pub fn alignment(&self) -> u64 {
+        self.alignment
+    }
+    /// Absolute offset of the data section.
+    pub fn data_offset(&self) -> u64 {
+        self.data_offset
+    }
+}
+
+fn check_alignment(ty: GgufType, value: &Value) -> Result<u64> {
+    let a = value.as_int().unwrap_or(0);
+    if ty != GgufType::Uint32 {
+        return Err(Error::malformed(format!(
+            "{KEY_ALIGNMENT} is {}, not u32",
+            ty.short_name()
+        )));
+    }
+    if a <= 0 || a & (a - 1) != 0 {
+        return Err(Error::malformed(format!(
+            "{KEY_ALIGNMENT} is {a}, not a power of two"
+        )));
+    }
+    Ok(a as u64)
+}
+
+fn read_name(r: &mut ByteReader<'_>, limits: &Limits, what: &str) -> Result<String> {
+    let at = r.pos() as u64;
+    let len = r.u64_le(what)?;
+    limits.check_name(len).map_err(|e| e.at_offset(at))?;
+    let b = r.take_u64(len, what)?;
+    std::str::from_utf8(b)
+        .map(str::to_string)
+        .map_err(|_| Error::malformed(format!("{what} is not UTF-8")).at_offset(at))
+}
+
+/// One tensor info: the description (storage unset), the relative offset, the size.
+fn read_tensor_info(
+    r: &mut ByteReader<'_>,
+    limits: &Limits,
+    warnings: &mut Vec<String>,
+) -> Result<(TensorInfo, u64, u64)> {
+    let name = read_name(r, limits, "tensor name")?;
+    let subject = format!("tensor {name:?}");
+    let mut inner = || -> Result<(TensorInfo, u64, u64)> {
+        let n_dims = r.u32_le("n_dims")?;
+        limits.check_rank(n_dims as u64)?;
+        let mut dims = Vec::with_capacity(n_dims as usize);
+        for _ in 0..n_dims {
+            let at = r.pos() as u64;
+            let d = r.u64_le("dimension")?;
+            if d > i64::MAX as u64 {
+                return Err(Error::malformed(format!("dimension {d} exceeds i64")).at_offset(at));
+            }
+            dims.push(d);
+        }
+        let at = r.pos() as u64;
+        let id = r.u32_le("ggml type")?;
+        let ty = GgmlType::from_id(id)
+            .ok_or_else(|| Error::unsupported(format!("unknown ggml type {id}")).at_offset(at))?;
+        let rel = r.u64_le("offset")?;
+        // GGUF lists dimensions innermost first; our shapes are row-major.
+        let shape: Vec<u64> = dims.iter().rev().copied().collect();
+        let numel = crate::tensor::numel(&shape)?;
+        let ne0 = dims.first().copied().unwrap_or(1);
+        let nbytes = ty.nbytes(ne0, numel).ok_or_else(|| {
+            Error::malformed(format!(
+                "{} needs the innermost dimension ({ne0}) to be a multiple of {}",
+                ty.name, ty.block_size
+            ))
+        })?;
+        let info = match ty.dtype {
+            Some(dtype) => TensorInfo::dense(name.clone(), dtype, shape),
+            None => {
+                let mut attrs = Map::new();
+                attrs.insert(ATTR_GGML_TYPE, Value::Int(id as i128));
+                TensorInfo {
+                    name: name.clone(),
+                    dtype: crate::dtype::DType::U8,
+                    shape,
+                    layout: Layout::Other(ty.layout_name()),
+                    attrs,
+                    storage: Storage::default(),
+                }
+            }
+        };
+        if n_dims as usize > GGML_MAX_DIMS {
+            warnings.push(format!(
+                "tensor {name:?} has {n_dims} dimensions; ggml handles at most {GGML_MAX_DIMS}"
+            ));
+        }
+        if name.len() > GGML_MAX_NAME {
+            warnings.push(format!(
+                "tensor {name:?} has a name longer than ggml's {GGML_MAX_NAME} bytes"
+            ));
+        }
+        Ok((info, rel, nbytes))
+    };
+    inner().map_err(|e| e.at_subject(subject))
+}
+
+impl TensorSource for GgufFile<'_> {
+    fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+    fn tensor_infos(&self) -> &[TensorInfo] {
+        &self.infos
+    }
+    fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
+        let i = self
+            .infos
+            .iter()
+            .position(|t| t.name == name)
+            .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))?;
+        let (off, len) = self.ranges[i];
+        let bytes = slice(self.data, off, len, "tensor data")?;
+        let info = self.infos[i].clone();
+        match info.layout {
+            Layout::Dense => TensorView::dense(info, Cow::Borrowed(bytes)),
+            _ => Ok(TensorView {
+                info,
+                parts: vec![Part {
+                    role: "data".into(),
+                    bytes: Cow::Borrowed(bytes),
+                }],
+            }),
+        }
+    }
+    fn source_format(&self) -> Option<Format> {
+        Some(Format::Gguf)
+    }
+}
+
+impl Container for GgufFile<'_> {
+    fn format(&self) -> Format {
+        Format::Gguf
+    }
+    fn version(&self) -> String {
+        self.version.to_string()
+    }
+    fn verify(&self, _opts: &VerifyOptions) -> VerifyReport {
+        let mut rep = VerifyReport {
+            warnings: self.warnings.clone(),
+            ..Default::default()
+        };
+        rep.ok("file", "structure");
+        rep.push(
+            "file",
+            "checksum",
+            Status::NotChecked,
+            Some("GGUF stores no checksums; only the structure was validated".into()),
+        );
+        rep
+    }
+    fn warnings(&self) -> Vec<String> {
+        self.warnings.clone()
+    }
+}
+
+/// The [`crate::any::OpenFn`] for GGUF.
+pub fn open<'d>(data: &'d [u8], opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
+    Ok(Box::new(GgufFile::parse(data, &opts.limits)?))
+}
