@@ -263,11 +263,14 @@ fn read_tensor_info(
         let shape: Vec<u64> = dims.iter().rev().copied().collect();
         let numel = crate::tensor::numel(&shape)?;
         let ne0 = dims.first().copied().unwrap_or(1);
-        let nbytes = ty.nbytes(ne0, numel).ok_or_else(|| {
-            Error::malformed(format!(
+        if ne0 % ty.block_size != 0 {
+            return Err(Error::malformed(format!(
                 "{} needs the innermost dimension ({ne0}) to be a multiple of {}",
                 ty.name, ty.block_size
-            ))
+            )));
+        }
+        let nbytes = ty.nbytes(ne0, numel).ok_or_else(|| {
+            Error::malformed(format!("{} {shape:?} overflows u64 bytes", ty.name))
         })?;
         let info = match ty.dtype {
             Some(dtype) => TensorInfo::dense(name.clone(), dtype, shape),
