@@ -1,6 +1,7 @@
 //! [`GgufFile`]: parse and validate a GGUF file, serve its tensors zero-copy.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use crate::any::ReadOptions;
 use crate::error::{Error, Result};
@@ -34,6 +35,8 @@ pub struct GgufFile<'d> {
     infos: Vec<TensorInfo>,
     /// Absolute byte range of each tensor's data.
     ranges: Vec<(u64, u64)>,
+    /// Tensor name → index, so lookups stay O(1) on models with many tensors.
+    index: HashMap<String, usize>,
     alignment: u64,
     data_offset: u64,
     warnings: Vec<String>,
@@ -131,12 +134,12 @@ impl<'d> GgufFile<'d> {
         }
 
         let mut raw = Vec::new();
-        let mut names = std::collections::HashSet::new();
+        let mut index = HashMap::new();
         for i in 0..tensor_count {
             let at = r.pos() as u64;
             let info = read_tensor_info(&mut r, limits, &mut warnings)
                 .map_err(|e| e.at_subject(format!("tensor info {i}")).at_offset(at))?;
-            if !names.insert(info.0.name.clone()) {
+            if index.insert(info.0.name.clone(), raw.len()).is_some() {
                 return Err(Error::malformed("duplicate tensor name")
                     .at_subject(format!("tensor {:?}", info.0.name))
                     .at_offset(at));
@@ -192,6 +195,7 @@ impl<'d> GgufFile<'d> {
             metadata,
             infos,
             ranges,
+            index,
             alignment,
             data_offset,
             warnings,
@@ -310,10 +314,9 @@ impl TensorSource for GgufFile<'_> {
         &self.infos
     }
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
-        let i = self
-            .infos
-            .iter()
-            .position(|t| t.name == name)
+        let i = *self
+            .index
+            .get(name)
             .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))?;
         let (off, len) = self.ranges[i];
         let bytes = slice(self.data, off, len, "tensor data")?;
