@@ -345,3 +345,4 @@ fn non_utf8_strings_are_kept_as_bytes_and_round_trip() {
     assert_eq!(arr[0], Value::Bytes(vec![0xff]));
     assert!(write_gguf(&f) == data);
 }
+

@@ -49,7 +49,12 @@
 //!   `general.alignment` is always written as u32 and sets the writer's alignment.
 //! - **Layout.** The writer lays files out exactly as `GGUFWriter` does (KVs, tensor
 //!   infos, zero padding, each tensor padded including the last), so the same inputs
-//!   give byte-identical files.
+//!   give byte-identical files: rewriting any gguf-py file reproduces it byte for byte
+//!   (tested). Differences from gguf-py for inputs *without* type annotations: we add
+//!   no `general.architecture` (gguf-py always does), floats default to f64 (gguf-py's
+//!   inference picks f32, which would lose precision), and we write empty arrays and
+//!   empty strings (gguf-py's `add_array`/`add_string` skip them; its reader reads
+//!   them).
 //!
 //! # Deviations and choices
 //!
