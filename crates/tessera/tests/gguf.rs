@@ -15,8 +15,9 @@ use tessera::{
 };
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/gguf/");
-const VECTORS: [&str; 5] = [
+const VECTORS: [&str; 6] = [
     "peer_all.gguf",
+    "peer_be.gguf",
     "peer_align64.gguf",
     "peer_small.gguf",
     "peer_notensors.gguf",
@@ -102,13 +103,27 @@ fn peer_vectors_read_with_the_manifest_values() {
                 }
             }
             let v = f.tensor(&info.name).unwrap();
-            assert!(v.is_borrowed(), "{} is zero-copy", info.name);
+            // Zero-copy unless a big-endian file's elements had to be swapped.
+            assert_eq!(
+                v.is_borrowed(),
+                info.storage.encoding == "raw",
+                "{}",
+                info.name
+            );
+            if name != "peer_be.gguf" {
+                assert!(v.is_borrowed(), "{} is zero-copy", info.name);
+            }
             assert_eq!(
                 sha256_hex(v.parts[0].bytes.as_ref()),
                 w["sha256"].as_str().unwrap()
             );
         }
-        assert!(f.warnings().is_empty(), "{name}: {:?}", f.warnings());
+        if name == "peer_be.gguf" {
+            assert!(f.warnings()[0].contains("big-endian"));
+            assert_eq!(f.tensor_infos()[0].storage.encoding, "raw-big-endian");
+        } else {
+            assert!(f.warnings().is_empty(), "{name}: {:?}", f.warnings());
+        }
     }
 }
 
@@ -118,7 +133,10 @@ fn rewriting_a_peer_file_is_byte_identical() {
         let data = load(name);
         let f = GgufFile::parse(&data, &Limits::default()).unwrap();
         let out = write_gguf(&f);
-        if name == "peer_v2.gguf" {
+        if name == "peer_be.gguf" {
+            // We write little-endian: the same file gguf-py writes from the same inputs.
+            assert!(out == load("peer_be_as_le.gguf"));
+        } else if name == "peer_v2.gguf" {
             // We write v3; the layouts are the same.
             assert_eq!(&out[4..8], &3u32.to_le_bytes());
             assert_eq!(out[8..], data[8..]);
@@ -345,4 +363,3 @@ fn non_utf8_strings_are_kept_as_bytes_and_round_trip() {
     assert_eq!(arr[0], Value::Bytes(vec![0xff]));
     assert!(write_gguf(&f) == data);
 }
-

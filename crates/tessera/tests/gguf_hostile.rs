@@ -187,8 +187,23 @@ fn versions_and_endianness() {
     assert_eq!(kind(b.bytes()), ErrorKind::UnsupportedVersion);
     let b = B::header(4, 0, 0);
     assert_eq!(kind(b.bytes()), ErrorKind::UnsupportedVersion);
-    let b = B::header(3u32.swap_bytes(), 0, 0);
-    assert_eq!(kind(b.bytes()), ErrorKind::Unsupported);
+    // Big-endian: v1 refused, v3 with big-endian counts read as such.
+    let b = B::header(1u32.swap_bytes(), 0, 0);
+    assert_eq!(kind(b.bytes()), ErrorKind::UnsupportedVersion);
+    let mut b = B::header(3u32.swap_bytes(), 0, 0);
+    b.0[16..24].copy_from_slice(&1u64.to_be_bytes());
+    assert_eq!(
+        kind(b.bytes()),
+        ErrorKind::Malformed,
+        "one KV announced, none present"
+    );
+    b.0.extend_from_slice(&1u64.to_be_bytes());
+    b.0.push(b'k');
+    b.0.extend_from_slice(&7u32.to_be_bytes());
+    b.0.push(1);
+    let f = GgufFile::parse(b.bytes(), &Limits::default()).unwrap();
+    use tessera::TensorSource;
+    assert_eq!(f.metadata().get("k"), Some(&tessera::Value::Bool(true)));
     assert!(GgufFile::parse(B::header(3, 0, 0).bytes(), &Limits::default()).is_ok());
 }
 

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::metadata::{Map, Value};
 use crate::util::bytes::ByteReader;
 
-use super::raw::GgufType;
+use super::raw::{Endian, GgufType};
 
 /// The reserved metadata key that carries the GGUF value type of every other key.
 pub const TYPES_KEY: &str = "tessera.gguf_types";
@@ -33,6 +33,8 @@ pub(crate) struct ValueReader {
     pub max_depth: usize,
     /// Set when a string was not UTF-8 (kept as bytes).
     pub saw_non_utf8: bool,
+    /// The file's byte order.
+    pub endian: Endian,
 }
 
 impl ValueReader {
@@ -43,17 +45,18 @@ impl ValueReader {
         ty: GgufType,
         depth: usize,
     ) -> Result<(Value, Value)> {
+        let e = self.endian;
         let v = match ty {
             GgufType::Uint8 => Value::Int(r.u8("u8 value")? as i128),
             GgufType::Int8 => Value::Int(r.u8("i8 value")? as i8 as i128),
-            GgufType::Uint16 => Value::Int(r.u16_le("u16 value")? as i128),
-            GgufType::Int16 => Value::Int(r.u16_le("i16 value")? as i16 as i128),
-            GgufType::Uint32 => Value::Int(r.u32_le("u32 value")? as i128),
-            GgufType::Int32 => Value::Int(r.i32_le("i32 value")? as i128),
-            GgufType::Uint64 => Value::Int(r.u64_le("u64 value")? as i128),
-            GgufType::Int64 => Value::Int(r.i64_le("i64 value")? as i128),
-            GgufType::Float32 => Value::Float(f32::from_bits(r.u32_le("f32 value")?) as f64),
-            GgufType::Float64 => Value::Float(f64::from_bits(r.u64_le("f64 value")?)),
+            GgufType::Uint16 => Value::Int(e.u16(r, "u16 value")? as i128),
+            GgufType::Int16 => Value::Int(e.u16(r, "i16 value")? as i16 as i128),
+            GgufType::Uint32 => Value::Int(e.u32(r, "u32 value")? as i128),
+            GgufType::Int32 => Value::Int(e.i32(r, "i32 value")? as i128),
+            GgufType::Uint64 => Value::Int(e.u64(r, "u64 value")? as i128),
+            GgufType::Int64 => Value::Int(e.i64(r, "i64 value")? as i128),
+            GgufType::Float32 => Value::Float(f32::from_bits(e.u32(r, "f32 value")?) as f64),
+            GgufType::Float64 => Value::Float(f64::from_bits(e.u64(r, "f64 value")?)),
             GgufType::Bool => {
                 let at = r.pos() as u64;
                 match r.u8("bool value")? {
@@ -72,7 +75,7 @@ impl ValueReader {
     }
 
     fn string(&mut self, r: &mut ByteReader<'_>) -> Result<Value> {
-        let len = r.u64_le("string length")?;
+        let len = self.endian.u64(r, "string length")?;
         let b = r.take_u64(len, "string bytes")?;
         Ok(match std::str::from_utf8(b) {
             Ok(s) => Value::Str(s.to_string()),
@@ -90,11 +93,11 @@ impl ValueReader {
                 Error::limit(format!("arrays nested deeper than {}", self.max_depth)).at_offset(at),
             );
         }
-        let tag = r.u32_le("array item type")?;
+        let tag = self.endian.u32(r, "array item type")?;
         let item = GgufType::from_u32(tag).ok_or_else(|| {
             Error::malformed(format!("unknown array item type {tag}")).at_offset(at)
         })?;
-        let n = r.u64_le("array length")?;
+        let n = self.endian.u64(r, "array length")?;
         let need = n.checked_mul(item.min_size());
         if need.map_or(true, |need| need > r.remaining() as u64) {
             return Err(Error::malformed(format!(
@@ -456,6 +459,7 @@ mod tests {
             item_budget: 1000,
             max_depth: 8,
             saw_non_utf8: false,
+            endian: Endian { big: false },
         };
         let mut r = ByteReader::new(bytes);
         let (v, a) = vr.read(&mut r, ty_tag, 0).unwrap();

@@ -3,12 +3,12 @@
 //! The spec is ggml's `docs/gguf.md`; the reference peer is the `gguf` PyPI package
 //! (gguf-py 0.19: `GGUFReader`, `GGUFWriter`, `constants.py`).
 //!
-//! # Byte layout (all little-endian)
+//! # Byte layout (little-endian; v3 also allows big-endian files, which we read)
 //!
 //! | field | type | notes |
 //! | --- | --- | --- |
 //! | magic | `GGUF` | |
-//! | version | u32 | 3 (2 is read too; 1 and big-endian files are refused) |
+//! | version | u32 | 3 (2 is read too; 1 is refused) |
 //! | tensor_count | u64 | checked against `Limits::max_entries` and the bytes left |
 //! | metadata_kv_count | u64 | likewise |
 //! | metadata_kv × n | key: string, value_type: u32, value | string = u64 length + UTF-8 bytes |
@@ -70,7 +70,14 @@
 //! - More than 4 dimensions or names over 64 bytes: accepted with a warning (ggml
 //!   limits, not the format's); the writer notes them.
 //! - A file that itself has a `tessera.gguf_types` key is refused (`Unsupported`).
-//! - Big-endian GGUF and GGUF v1 are refused (`Unsupported`/`UnsupportedVersion`).
+//! - Big-endian files (v3; the version field reads as `0x03000000`, gguf-py's test) are
+//!   read: every header number in big-endian order; F16/F32/F64/I16/I32/I64 tensors are
+//!   byte-swapped into our little-endian form (owned, not zero-copy, encoding
+//!   `raw-big-endian`); BF16 and quantized blocks are kept as stored, because gguf-py
+//!   (which writes every big-endian GGUF in practice) stores them as bytes, unswapped.
+//!   Rewriting a big-endian file gives the little-endian file gguf-py writes from the
+//!   same inputs (tested). We write little-endian only. GGUF v1 is refused
+//!   (`UnsupportedVersion`).
 //! - GGUF has no checksums: `verify` validates the structure and reports the checksum
 //!   layer as not checked.
 //!

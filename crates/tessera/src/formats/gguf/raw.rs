@@ -3,6 +3,8 @@
 //! gguf-py's `constants.py` name them.
 
 use crate::dtype::DType;
+use crate::error::Result;
+use crate::util::bytes::ByteReader;
 
 /// `GGUF` read as a little-endian u32.
 pub const GGUF_MAGIC: &[u8; 4] = b"GGUF";
@@ -233,6 +235,32 @@ impl GgmlType {
         }
         (numel / self.block_size).checked_mul(self.type_size)
     }
+}
+
+/// Reads GGUF integers in a file's byte order (GGUF v3 allows big-endian files).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endian {
+    /// True for a big-endian file.
+    pub big: bool,
+}
+
+macro_rules! endian_readers {
+    ($($name:ident $le:ident $be:ident $t:ty;)*) => {
+        impl Endian {$(
+            /// Reads one integer in this byte order.
+            pub fn $name(self, r: &mut ByteReader<'_>, what: &str) -> Result<$t> {
+                if self.big { r.$be(what) } else { r.$le(what) }
+            }
+        )*}
+    };
+}
+
+endian_readers! {
+    u16 u16_le u16_be u16;
+    u32 u32_le u32_be u32;
+    u64 u64_le u64_be u64;
+    i32 i32_le i32_be i32;
+    i64 i64_le i64_be i64;
 }
 
 /// Rounds `x` up to a multiple of `align` (a power of two), checked.

@@ -15,7 +15,8 @@ use crate::verify::{Status, VerifyOptions, VerifyReport};
 
 use super::meta::{ValueReader, TYPES_KEY};
 use super::raw::{
-    align_up, GgmlType, GgufType, ATTR_GGML_TYPE, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, KEY_ALIGNMENT,
+    align_up, Endian, GgmlType, GgufType, ATTR_GGML_TYPE, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC,
+    KEY_ALIGNMENT,
 };
 
 /// The fewest bytes a KV pair occupies: key length, type, a one-byte value.
@@ -39,6 +40,7 @@ pub struct GgufFile<'d> {
     index: HashMap<String, usize>,
     alignment: u64,
     data_offset: u64,
+    endian: Endian,
     warnings: Vec<String>,
 }
 
@@ -50,7 +52,16 @@ impl<'d> GgufFile<'d> {
         if magic != GGUF_MAGIC {
             return Err(Error::malformed("not a GGUF file (bad magic)").at_offset(0));
         }
-        let version = r.u32_le("version")?;
+        let raw_version = r.u32_le("version")?;
+        // A big-endian file's version reads as 0x0?000000 here (gguf-py's test too).
+        let endian = Endian {
+            big: raw_version & 0xffff == 0 && raw_version != 0,
+        };
+        let version = if endian.big {
+            raw_version.swap_bytes()
+        } else {
+            raw_version
+        };
         match version {
             2 | 3 => {}
             1 => {
@@ -58,20 +69,14 @@ impl<'d> GgufFile<'d> {
                     "GGUF v1 (32-bit counts) is not supported; v2 and v3 are",
                 ))
             }
-            v if v & 0xffff == 0 && v.swap_bytes() <= 3 => {
-                return Err(Error::unsupported(format!(
-                    "big-endian GGUF (version {}) is not supported",
-                    v.swap_bytes()
-                )))
-            }
             v => {
                 return Err(Error::unsupported_version(format!(
                     "GGUF version {v} is not supported (2 and 3 are)"
                 )))
             }
         }
-        let tensor_count = r.u64_le("tensor_count")?;
-        let kv_count = r.u64_le("metadata_kv_count")?;
+        let tensor_count = endian.u64(&mut r, "tensor_count")?;
+        let kv_count = endian.u64(&mut r, "metadata_kv_count")?;
         limits.check_entries(tensor_count)?;
         limits.check_entries(kv_count)?;
         let room = r.remaining() as u64;
@@ -90,13 +95,14 @@ impl<'d> GgufFile<'d> {
             item_budget: limits.max_entries,
             max_depth: limits.max_depth,
             saw_non_utf8: false,
+            endian,
         };
         let mut metadata = Metadata::new();
         let mut types = Map::new();
         let mut alignment = GGUF_DEFAULT_ALIGNMENT;
         for i in 0..kv_count {
             let at = r.pos() as u64;
-            let key = read_name(&mut r, limits, "metadata key")
+            let key = read_name(&mut r, endian, limits, "metadata key")
                 .map_err(|e| e.at_subject(format!("metadata key {i}")))?;
             let subject = || format!("metadata {key:?}");
             if metadata.contains_key(&key) {
@@ -111,8 +117,8 @@ impl<'d> GgufFile<'d> {
                 .at_offset(at));
             }
             let tpos = r.pos() as u64;
-            let tag = r
-                .u32_le("value type")
+            let tag = endian
+                .u32(&mut r, "value type")
                 .map_err(|e| e.at_subject(subject()))?;
             let ty = GgufType::from_u32(tag).ok_or_else(|| {
                 Error::malformed(format!("unknown value type {tag}"))
@@ -137,7 +143,7 @@ impl<'d> GgufFile<'d> {
         let mut index = HashMap::new();
         for i in 0..tensor_count {
             let at = r.pos() as u64;
-            let info = read_tensor_info(&mut r, limits, &mut warnings)
+            let info = read_tensor_info(&mut r, endian, limits, &mut warnings)
                 .map_err(|e| e.at_subject(format!("tensor info {i}")).at_offset(at))?;
             if index.insert(info.0.name.clone(), raw.len()).is_some() {
                 return Err(Error::malformed("duplicate tensor name")
@@ -168,10 +174,15 @@ impl<'d> GgufFile<'d> {
             slice(data, abs, nbytes, "tensor data").map_err(|e| e.at_subject(&subject))?;
             canonical &= rel == expected;
             expected = align_up(rel.saturating_add(nbytes), alignment).unwrap_or(u64::MAX);
+            let encoding = if swaps(endian, &info) {
+                "raw-big-endian"
+            } else {
+                "raw"
+            };
             info.storage = Storage {
                 offset: Some(abs),
                 stored_bytes: nbytes,
-                encoding: "raw".into(),
+                encoding: encoding.into(),
                 digests: Vec::new(),
             };
             infos.push(info);
@@ -188,6 +199,13 @@ impl<'d> GgufFile<'d> {
                     .into(),
             );
         }
+        if endian.big {
+            warnings.push(
+                "big-endian file: plain tensors are byte-swapped on reading (not zero-copy); \
+                 BF16 and quantized blocks are kept as stored, as gguf-py writes them"
+                    .into(),
+            );
+        }
         metadata.insert(TYPES_KEY, Value::Map(types));
         Ok(GgufFile {
             data,
@@ -198,6 +216,7 @@ impl<'d> GgufFile<'d> {
             index,
             alignment,
             data_offset,
+            endian,
             warnings,
         })
     }
@@ -210,6 +229,15 @@ impl<'d> GgufFile<'d> {
     pub fn data_offset(&self) -> u64 {
         self.data_offset
     }
+}
+
+/// True when a tensor's stored bytes are big-endian elements: plain multi-byte types
+/// in a big-endian file, except BF16 (gguf-py stores it as bytes, unswapped).
+fn swaps(endian: Endian, info: &TensorInfo) -> bool {
+    endian.big
+        && info.layout == Layout::Dense
+        && info.dtype.size() > 1
+        && info.dtype != crate::dtype::DType::BF16
 }
 
 fn check_alignment(ty: GgufType, value: &Value) -> Result<u64> {
@@ -228,9 +256,9 @@ fn check_alignment(ty: GgufType, value: &Value) -> Result<u64> {
     Ok(a as u64)
 }
 
-fn read_name(r: &mut ByteReader<'_>, limits: &Limits, what: &str) -> Result<String> {
+fn read_name(r: &mut ByteReader<'_>, e: Endian, limits: &Limits, what: &str) -> Result<String> {
     let at = r.pos() as u64;
-    let len = r.u64_le(what)?;
+    let len = e.u64(r, what)?;
     limits.check_name(len).map_err(|e| e.at_offset(at))?;
     let b = r.take_u64(len, what)?;
     std::str::from_utf8(b)
@@ -241,28 +269,29 @@ fn read_name(r: &mut ByteReader<'_>, limits: &Limits, what: &str) -> Result<Stri
 /// One tensor info: the description (storage unset), the relative offset, the size.
 fn read_tensor_info(
     r: &mut ByteReader<'_>,
+    e: Endian,
     limits: &Limits,
     warnings: &mut Vec<String>,
 ) -> Result<(TensorInfo, u64, u64)> {
-    let name = read_name(r, limits, "tensor name")?;
+    let name = read_name(r, e, limits, "tensor name")?;
     let subject = format!("tensor {name:?}");
     let mut inner = || -> Result<(TensorInfo, u64, u64)> {
-        let n_dims = r.u32_le("n_dims")?;
+        let n_dims = e.u32(r, "n_dims")?;
         limits.check_rank(n_dims as u64)?;
         let mut dims = Vec::with_capacity(n_dims as usize);
         for _ in 0..n_dims {
             let at = r.pos() as u64;
-            let d = r.u64_le("dimension")?;
+            let d = e.u64(r, "dimension")?;
             if d > i64::MAX as u64 {
                 return Err(Error::malformed(format!("dimension {d} exceeds i64")).at_offset(at));
             }
             dims.push(d);
         }
         let at = r.pos() as u64;
-        let id = r.u32_le("ggml type")?;
+        let id = e.u32(r, "ggml type")?;
         let ty = GgmlType::from_id(id)
             .ok_or_else(|| Error::unsupported(format!("unknown ggml type {id}")).at_offset(at))?;
-        let rel = r.u64_le("offset")?;
+        let rel = e.u64(r, "offset")?;
         // GGUF lists dimensions innermost first; our shapes are row-major.
         let shape: Vec<u64> = dims.iter().rev().copied().collect();
         let numel = crate::tensor::numel(&shape)?;
@@ -322,6 +351,14 @@ impl TensorSource for GgufFile<'_> {
         let bytes = slice(self.data, off, len, "tensor data")?;
         let info = self.infos[i].clone();
         match info.layout {
+            Layout::Dense if swaps(self.endian, &info) => {
+                let size = info.dtype.size();
+                let mut owned = bytes.to_vec();
+                for el in owned.chunks_exact_mut(size) {
+                    el.reverse();
+                }
+                TensorView::dense(info, Cow::Owned(owned))
+            }
             Layout::Dense => TensorView::dense(info, Cow::Borrowed(bytes)),
             _ => Ok(TensorView {
                 info,

@@ -13,6 +13,9 @@ the version field patched to 2 — v2 and v3 share the layout):
 - peer_align64.gguf: general.alignment = 64.
 - peer_small.gguf / peer_v2.gguf: two tensors, a few keys (for the every-prefix test).
 - peer_notensors.gguf: metadata only.
+- peer_be.gguf: a big-endian file (GGUFWriter(endianess=BIG)) with plain, BF16 and
+  Q8_0 tensors and numeric keys; peer_be_as_le.gguf: the same inputs, little-endian
+  (what rewriting peer_be.gguf must give).
 
 manifest.json lists, per file, each key with the GGUF type we expect Tessera to
 annotate (written by hand from the types passed below) and its value as JSON (u8
@@ -82,8 +85,9 @@ def packed(qtype, shape):
         return rng.integers(0, 256, size=byte_shape, dtype=np.uint8)
 
 
-def write(path, kvs, tensors, alignment=None, record=True):
-    w = gguf.GGUFWriter(path, "tessera-test")
+def write(path, kvs, tensors, alignment=None, record=True, big=False):
+    endian = gguf.GGUFEndian.BIG if big else gguf.GGUFEndian.LITTLE
+    w = gguf.GGUFWriter(path, "tessera-test", endianess=endian)
     if alignment is not None:
         w.add_custom_alignment(alignment)
     for key, value, vtype, sub, _, _ in kvs:
@@ -105,6 +109,9 @@ def write(path, kvs, tensors, alignment=None, record=True):
     for t in r.tensors:
         start = t.data_offset
         raw_bytes = bytes(r.data[start:start + t.n_bytes])
+        if big and t.data.dtype.itemsize > 1:
+            # Our canonical bytes are little-endian.
+            raw_bytes = t.data.astype(t.data.dtype.newbyteorder("<")).tobytes()
         ts.append({
             "name": t.name,
             "ggml_type": t.tensor_type.name,
@@ -148,6 +155,30 @@ def main():
     write("peer_align64.gguf", small_kvs, small_tensors, alignment=64)
     write("peer_small.gguf", small_kvs, small_tensors)
     write("peer_notensors.gguf", small_kvs, [])
+
+    be_kvs = [
+        ("test.u16", 0x1234, T.UINT16, None, "u16", 0x1234),
+        ("test.i32", -5, T.INT32, None, "i32", -5),
+        ("test.f32", 1.5, T.FLOAT32, None, "f32", 1.5),
+        ("test.u64", 2**40 + 1, T.UINT64, None, "u64", 2**40 + 1),
+        ("test.f64", -0.1, T.FLOAT64, None, "f64", -0.1),
+        ("test.str", "big", T.STRING, None, "str", "big"),
+        ("test.arr_u32", [1, 2], T.ARRAY, T.UINT32, "[u32]", [1, 2]),
+        ("test.nested", [[1], [2, 3]], T.ARRAY, None, "[[i32]]", [[1], [2, 3]]),
+    ]
+    be_tensors = [
+        ("f32", np.array([[1.0, -2.0, 3.5]], dtype=np.float32), None),
+        ("f16", np.array([0.5, -1.0], dtype=np.float16), None),
+        ("f64", np.array([1e-300], dtype=np.float64), None),
+        ("i8", np.array([-1, 2], dtype=np.int8), None),
+        ("i16", np.array([0x0102], dtype=np.int16), None),
+        ("i32", np.array([0x01020304], dtype=np.int32), None),
+        ("i64", np.array([0x0102030405060708], dtype=np.int64), None),
+        ("bf16", packed(Q.BF16, (1, 4)), Q.BF16),
+        ("q8", packed(Q.Q8_0, (1, 32)), Q.Q8_0),
+    ]
+    write("peer_be.gguf", be_kvs, be_tensors, big=True)
+    write("peer_be_as_le.gguf", be_kvs, be_tensors, record=False)
 
     data = bytearray(open("peer_small.gguf", "rb").read())
     data[4:8] = (2).to_bytes(4, "little")
