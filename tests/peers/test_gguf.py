@@ -14,7 +14,6 @@ from gguf.constants import GGML_QUANT_SIZES  # noqa: E402
 
 from conftest import TESSERA, run, run_json  # noqa: E402
 
-RNG = np.random.default_rng(7)
 
 KVS = [
     # key, value, type, sub type, our annotation
@@ -37,9 +36,11 @@ KVS = [
 ]
 
 
-def make_peer_file(path, alignment=None):
+def make_peer_file(path, alignment=None, big=False, seed=7):
     """A GGUF written by gguf-py; returns {name: (ggml type, row-major shape, bytes)}."""
-    w = gguf.GGUFWriter(str(path), "llama")
+    rng = np.random.default_rng(seed)
+    endian = gguf.GGUFEndian.BIG if big else gguf.GGUFEndian.LITTLE
+    w = gguf.GGUFWriter(str(path), "llama", endianess=endian)
     if alignment:
         w.add_custom_alignment(alignment)
     for k, v, t, s, _ in KVS:
@@ -50,17 +51,17 @@ def make_peer_file(path, alignment=None):
         w.add_tensor(name, arr, raw_dtype=raw)
         tensors[name] = (raw.name if raw else None, shape or list(arr.shape), arr.tobytes())
 
-    add("tok_embd", RNG.standard_normal((8, 16)).astype(np.float32))
-    add("norm", RNG.standard_normal(16).astype(np.float16))
+    add("tok_embd", rng.standard_normal((8, 16)).astype(np.float32))
+    add("norm", rng.standard_normal(16).astype(np.float16))
     add("pos", np.arange(-4, 4, dtype=np.int32))
     add("big", np.array([2**62, -5], dtype=np.int64))
     add("d", np.array([[0.5], [-0.25]], dtype=np.float64))
-    x = RNG.standard_normal((4, 64)).astype(np.float32)
+    x = rng.standard_normal((4, 64)).astype(np.float32)
     add("q8", gguf.quants.quantize(x, Q.Q8_0), Q.Q8_0, [4, 64])
     add("q4", gguf.quants.quantize(x, Q.Q4_0), Q.Q4_0, [4, 64])
     add("bf", gguf.quants.quantize(x, Q.BF16), Q.BF16, [4, 64])
     _, tsize = GGML_QUANT_SIZES[Q.Q4_K]
-    add("q4k", RNG.integers(0, 256, (2, tsize), dtype=np.uint8), Q.Q4_K, [2, 256])
+    add("q4k", rng.integers(0, 256, (2, tsize), dtype=np.uint8), Q.Q4_K, [2, 256])
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -142,6 +143,16 @@ def test_rewrite_is_byte_identical_and_reads_equal(tmp_path, alignment):
     assert fields(a) == fields(b)
     assert [(t.name, t.tensor_type, t.shape.tolist(), t.data.tobytes()) for t in a.tensors] == \
         [(t.name, t.tensor_type, t.shape.tolist(), t.data.tobytes()) for t in b.tensors]
+
+
+def test_big_endian_peer_file_rewrites_as_the_little_endian_one(tmp_path):
+    be, le, ours = tmp_path / "be.gguf", tmp_path / "le.gguf", tmp_path / "ours.gguf"
+    make_peer_file(be, big=True)
+    make_peer_file(le)
+    doc = run_json("inspect", be)
+    assert any("big-endian" in w for w in doc["warnings"])
+    run("convert", be, ours)
+    assert ours.read_bytes() == le.read_bytes()
 
 
 def test_our_file_from_another_source_reads_in_gguf_py(tmp_path):
