@@ -124,6 +124,18 @@ fn huge_arrays_and_nesting_bombs() {
     }
     b.u32(0).u64(0);
     assert_eq!(kind(b.bytes()), ErrorKind::LimitExceeded);
+    // 100,000 deep with the depth limit lifted: still refused, no stack overflow.
+    let mut b = B::header(3, 0, 1);
+    b.str(b"k").u32(9);
+    for _ in 0..100_000 {
+        b.u32(9).u64(1);
+    }
+    b.u32(0).u64(0);
+    let lifted = Limits {
+        max_depth: usize::MAX,
+        ..Limits::default()
+    };
+    assert_eq!(kind_with(b.bytes(), &lifted), ErrorKind::LimitExceeded);
     // Many array items in all: over a lowered item budget.
     let mut b = B::header(3, 0, 2);
     b.str(b"a").u32(9).u32(4).u64(3).u32(1).u32(2).u32(3);

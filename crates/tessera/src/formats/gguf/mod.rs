@@ -89,7 +89,8 @@
 //! length against the bytes left (keys and tensor names also against
 //! `Limits::max_name_len`); every array length times its item's minimum size against
 //! the bytes left, and all array items of a file together against
-//! `Limits::max_entries`; array nesting against `Limits::max_depth`; the header size
+//! `Limits::max_entries`; array nesting against `Limits::max_depth` (and never beyond 256, so a raised
+//! limit cannot overflow the stack); the header size
 //! against `Limits::max_index_bytes`; `n_dims` against `Limits::max_rank`; dimensions
 //! against i64 and their product against u64 overflow; tensor ranges against the file.
 

@@ -26,6 +26,8 @@ const MIN_TENSOR_INFO: u64 = 8 + 4 + 4 + 8;
 /// ggml's `GGML_MAX_DIMS` and `GGML_MAX_NAME`: llama.cpp refuses files beyond them.
 const GGML_MAX_DIMS: usize = 4;
 const GGML_MAX_NAME: usize = 64;
+/// The deepest array nesting we recurse into, even when `Limits::max_depth` is higher.
+const MAX_NESTING: usize = 256;
 
 /// An opened GGUF file.
 #[derive(Debug)]
@@ -93,7 +95,8 @@ impl<'d> GgufFile<'d> {
         let mut warnings = Vec::new();
         let mut vr = ValueReader {
             item_budget: limits.max_entries,
-            max_depth: limits.max_depth,
+            // Capped: each level is a stack frame, whatever the caller allows.
+            max_depth: limits.max_depth.min(MAX_NESTING),
             saw_non_utf8: false,
             endian,
         };
