@@ -179,6 +179,26 @@ fn unknown_and_invalid_values() {
     let mut b = B::header(3, 0, 1);
     b.str(b"tessera.gguf_types").u32(7).u8(1);
     assert_eq!(kind(b.bytes()), ErrorKind::Unsupported);
+    // Our json_keys KV with the wrong type; and listing a key that is not JSON text.
+    let mut b = B::header(3, 0, 1);
+    b.str(b"tessera.json_keys").u32(7).u8(1);
+    assert_eq!(kind(b.bytes()), ErrorKind::Unsupported);
+    let mut b = B::header(3, 0, 2);
+    b.str(b"k").u32(8).str(b"{not json");
+    b.str(b"tessera.json_keys")
+        .u32(9)
+        .u32(8)
+        .u64(2)
+        .str(b"k")
+        .str(b"missing");
+    use tessera::{Container, TensorSource};
+    let f = GgufFile::parse(b.bytes(), &Limits::default()).unwrap();
+    assert_eq!(
+        f.metadata().get("k"),
+        Some(&tessera::Value::Str("{not json".into()))
+    );
+    assert!(!f.metadata().contains_key("tessera.json_keys"));
+    assert_eq!(f.warnings().len(), 2, "{:?}", f.warnings());
 }
 
 #[test]

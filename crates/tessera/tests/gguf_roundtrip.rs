@@ -51,8 +51,24 @@ fn value_strategy() -> impl Strategy<Value = Value> {
         "[a-z ]{0,8}".prop_map(Value::Str),
         prop::collection::vec(any::<u8>(), 0..6).prop_map(Value::Bytes),
     ];
+    // Values GGUF has no type for (maps, null, mixed lists) go as JSON text and come back.
+    let json_leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|i| Value::Int(i as i128)),
+        (-1e300f64..1e300).prop_map(Value::Float),
+        "[a-z]{0,4}".prop_map(Value::Str),
+    ];
+    let json_value = prop_oneof![
+        Just(Value::Null),
+        prop::collection::vec(("[a-z]{1,4}", json_leaf.clone()), 0..4)
+            .prop_map(|kv| Value::Map(kv.into_iter().collect())),
+        (any::<i32>(), "[a-z]{0,3}")
+            .prop_map(|(i, s)| Value::List(vec![Value::Int(i as i128), Value::Str(s)])),
+    ];
     prop_oneof![
         leaf,
+        json_value,
         prop::collection::vec(any::<i32>().prop_map(|i| Value::Int(i as i128)), 0..4)
             .prop_map(Value::List),
         prop::collection::vec("[a-z]{0,3}".prop_map(Value::Str), 1..4).prop_map(Value::List),

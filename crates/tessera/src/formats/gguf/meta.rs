@@ -13,7 +13,9 @@
 //! formats that store metadata as strings), and otherwise infers a type: string → `str`,
 //! bool → `bool`, integer → the first of `i32`/`i64`/`u64` that holds it, float → `f64`,
 //! bytes → `[u8]`, homogeneous lists → arrays. Values GGUF cannot hold (maps, null,
-//! mixed lists, integers beyond u64) are written as their JSON text, with a note.
+//! mixed lists, integers beyond u64) are written as their JSON text, and their keys
+//! listed in one extra KV, [`JSON_KEYS_KEY`], from which our reader restores them
+//! (annotation `json`); other GGUF readers see the JSON text.
 
 use crate::error::{Error, Result};
 use crate::metadata::{Map, Value};
@@ -23,6 +25,12 @@ use super::raw::{Endian, GgufType};
 
 /// The reserved metadata key that carries the GGUF value type of every other key.
 pub const TYPES_KEY: &str = "tessera.gguf_types";
+/// The GGUF key (an array of strings) our writer adds when it had to store values GGUF
+/// has no type for (maps, null, mixed lists) as JSON text: it lists those keys, so our
+/// reader restores the values (annotated `json`). Only written when needed.
+pub const JSON_KEYS_KEY: &str = "tessera.json_keys";
+/// The annotation of a value stored as JSON text.
+pub const JSON_ANNOTATION: &str = "json";
 
 /// State shared while reading all values of one file.
 pub(crate) struct ValueReader {
@@ -228,10 +236,9 @@ fn infer_list(items: &[Value]) -> Option<Ty> {
             .all(|v| v.as_int().is_some_and(|i| lo <= i && i <= hi));
         return if fits { scalar(widest) } else { None };
     }
-    if items
-        .iter()
-        .all(|v| matches!(v, Value::Int(_) | Value::Float(_)))
-    {
+    // Ints mixed with floats are not made floats: that would change the values' type
+    // (they go as JSON text, which our reader restores exactly).
+    if items.iter().all(|v| matches!(v, Value::Float(_))) {
         return scalar(GgufType::Float64);
     }
     if items.iter().all(|v| matches!(v, Value::Str(_))) {
@@ -417,14 +424,14 @@ pub(crate) fn annotations(meta: &Map) -> Map {
     }
 }
 
-/// Encodes one KV (key, type, value). `forced` overrides the annotation (alignment).
-/// Returns a note when the value had to be stored as JSON text.
+/// Encodes one KV (key, type, value). Returns true when the value had to be stored as
+/// JSON text (GGUF has no type for it, or its annotation says `json`).
 pub(crate) fn encode_kv(
     out: &mut Vec<u8>,
     key: &str,
     value: &Value,
     ann: Option<&Value>,
-) -> Result<Option<String>> {
+) -> Result<bool> {
     if key.len() > u16::MAX as usize {
         return Err(Error::invalid_input(format!(
             "metadata key of {} bytes: GGUF keys are at most 65535 bytes",
@@ -433,21 +440,22 @@ pub(crate) fn encode_kv(
     }
     out.extend_from_slice(&(key.len() as u64).to_le_bytes());
     out.extend_from_slice(key.as_bytes());
-    if let Some(ty) = ann.and_then(|a| Ty::parse(a, 0)) {
-        if encode(out, &ty, value, true).is_some() {
-            return Ok(None);
+    let as_json = ann.and_then(Value::as_str) == Some(JSON_ANNOTATION);
+    if !as_json {
+        if let Some(ty) = ann.and_then(|a| Ty::parse(a, 0)) {
+            if encode(out, &ty, value, true).is_some() {
+                return Ok(false);
+            }
         }
-    }
-    if let Some(ty) = Ty::infer(value) {
-        if encode(out, &ty, value, true).is_some() {
-            return Ok(None);
+        if let Some(ty) = Ty::infer(value) {
+            if encode(out, &ty, value, true).is_some() {
+                return Ok(false);
+            }
         }
     }
     let text = value.to_json().to_string();
     encode(out, &Ty::Scalar(GgufType::String), &Value::Str(text), true);
-    Ok(Some(format!(
-        "metadata {key:?}: GGUF has no type for this value; stored as JSON text"
-    )))
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -44,8 +44,14 @@
 //!   GGUF → GGUF rewrites the metadata byte-exact; because it also parses annotated values
 //!   that went through string-only formats (zTensor, safetensors), GGUF → zTensor → GGUF
 //!   keeps the types too. Keys without an annotation (metadata from other formats) get
-//!   an inferred type: strings stay GGUF strings, ints `i32`/`i64`/`u64`, floats `f64`;
-//!   maps, nulls and mixed lists are written as JSON text, with a note in the report.
+//!   an inferred type: strings stay GGUF strings, ints `i32`/`i64`/`u64`, floats `f64`,
+//!   bytes `[u8]`, homogeneous lists arrays. Maps, nulls and mixed lists (ints with
+//!   floats included), which GGUF has no type for, are written as GGUF strings holding
+//!   their JSON text, with a note in the report, and their keys are listed in one extra
+//!   KV, `tessera.json_keys` (array of strings, written last and only when needed): our
+//!   reader consumes it and restores those values (annotated `json`), so a model's
+//!   metadata survives A → GGUF → A; other GGUF readers see the JSON text. (Bytes nested
+//!   inside such a map come back as `{"$bytes": hex}`.)
 //!   `general.alignment` is always written as u32 and sets the writer's alignment.
 //! - **Layout.** The writer lays files out exactly as `GGUFWriter` does (KVs, tensor
 //!   infos, zero padding, each tensor padded including the last), so the same inputs
@@ -69,7 +75,9 @@
 //!   gguf-py does not).
 //! - More than 4 dimensions or names over 64 bytes: accepted with a warning (ggml
 //!   limits, not the format's); the writer notes them.
-//! - A file that itself has a `tessera.gguf_types` key is refused (`Unsupported`).
+//! - A file that itself has a `tessera.gguf_types` key, or a `tessera.json_keys` key
+//!   that is not an array of strings, is refused (`Unsupported`); a listed key whose
+//!   value is not JSON text is kept as a string, with a warning.
 //! - Big-endian files (v3; the version field reads as `0x03000000`, gguf-py's test) are
 //!   read: every header number in big-endian order; F16/F32/F64/I16/I32/I64 tensors are
 //!   byte-swapped into our little-endian form (owned, not zero-copy, encoding

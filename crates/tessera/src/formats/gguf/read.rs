@@ -13,7 +13,7 @@ use crate::tensor::{Layout, Part, Storage, TensorInfo, TensorView};
 use crate::util::bytes::ByteReader;
 use crate::verify::{Status, VerifyOptions, VerifyReport};
 
-use super::meta::{ValueReader, TYPES_KEY};
+use super::meta::{ValueReader, JSON_ANNOTATION, JSON_KEYS_KEY, TYPES_KEY};
 use super::raw::{
     align_up, Endian, GgmlType, GgufType, ATTR_GGML_TYPE, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC,
     KEY_ALIGNMENT,
@@ -209,6 +209,7 @@ impl<'d> GgufFile<'d> {
                     .into(),
             );
         }
+        restore_json(&mut metadata, &mut types, &mut warnings)?;
         metadata.insert(TYPES_KEY, Value::Map(types));
         Ok(GgufFile {
             data,
@@ -232,6 +233,43 @@ impl<'d> GgufFile<'d> {
     pub fn data_offset(&self) -> u64 {
         self.data_offset
     }
+}
+
+/// Consumes our `tessera.json_keys` KV: the values of the keys it lists go back from
+/// JSON text to the values they were (annotated `json`).
+fn restore_json(
+    metadata: &mut Metadata,
+    types: &mut Map,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    let Some(list) = metadata.remove(JSON_KEYS_KEY) else {
+        return Ok(());
+    };
+    let ann = types.remove(JSON_KEYS_KEY);
+    let keys = match (&list, ann.as_ref().and_then(Value::as_str)) {
+        (Value::List(keys), Some("[str]")) => keys,
+        _ => {
+            return Err(Error::unsupported(format!(
+            "the key {JSON_KEYS_KEY:?} is reserved by Tessera and is not an array of strings here"
+        )))
+        }
+    };
+    for key in keys.iter().filter_map(Value::as_str) {
+        let parsed = match metadata.get(key) {
+            Some(Value::Str(text)) => serde_json::from_str::<serde_json::Value>(text).ok(),
+            _ => None,
+        };
+        match parsed {
+            Some(j) => {
+                metadata.insert(key, Value::from_json(&j));
+                types.insert(key, Value::Str(JSON_ANNOTATION.into()));
+            }
+            None => warnings.push(format!(
+                "metadata {key:?} is listed in {JSON_KEYS_KEY:?} but is not JSON text; kept as is"
+            )),
+        }
+    }
+    Ok(())
 }
 
 /// True when a tensor's stored bytes are big-endian elements: plain multi-byte types

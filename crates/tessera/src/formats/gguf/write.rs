@@ -10,7 +10,7 @@ use crate::metadata::Value;
 use crate::model::TensorSource;
 use crate::tensor::{Layout, TensorInfo};
 
-use super::meta::{annotations, encode_kv, TYPES_KEY};
+use super::meta::{annotations, encode_kv, JSON_ANNOTATION, JSON_KEYS_KEY, TYPES_KEY};
 use super::raw::{
     align_up, GgmlType, GgufType, ATTR_GGML_TYPE, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_VERSION,
     KEY_ALIGNMENT,
@@ -111,8 +111,9 @@ fn encode_metadata(src: &dyn TensorSource, notes: &mut Vec<String>) -> Result<(V
     let mut out = Vec::new();
     let mut count = 0u64;
     let mut alignment = GGUF_DEFAULT_ALIGNMENT;
+    let mut json_keys = Vec::new();
     for (key, value) in meta.iter() {
-        if key == TYPES_KEY {
+        if key == TYPES_KEY || key == JSON_KEYS_KEY {
             continue;
         }
         if key == KEY_ALIGNMENT {
@@ -124,9 +125,21 @@ fn encode_metadata(src: &dyn TensorSource, notes: &mut Vec<String>) -> Result<(V
                 &Value::Int(alignment as i128),
                 Some(&u32_ann),
             )?;
-        } else if let Some(note) = encode_kv(&mut out, key, value, anns.get(key))? {
-            notes.push(note);
+        } else if encode_kv(&mut out, key, value, anns.get(key))? {
+            let ann = anns.get(key).and_then(Value::as_str);
+            if ann != Some(JSON_ANNOTATION) {
+                notes.push(format!(
+                    "metadata {key:?}: GGUF has no type for this value; stored as JSON text \
+                     (listed in {JSON_KEYS_KEY:?}, which Tessera reads back)"
+                ));
+            }
+            json_keys.push(Value::Str(key.to_string()));
         }
+        count += 1;
+    }
+    if !json_keys.is_empty() {
+        let ann = Value::Str("[str]".into());
+        encode_kv(&mut out, JSON_KEYS_KEY, &Value::List(json_keys), Some(&ann))?;
         count += 1;
     }
     Ok((out, count, alignment))
