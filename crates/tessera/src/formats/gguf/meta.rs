@@ -117,8 +117,9 @@ impl ValueReader {
         }
         if n > self.item_budget {
             return Err(Error::limit(format!(
-                "metadata arrays hold more than the limit of {} items in all",
-                self.item_budget.saturating_add(n)
+                "an array of {n} items exceeds what is left ({}) of the limit on metadata \
+                 array items per file (Limits::max_entries)",
+                self.item_budget
             ))
             .at_offset(at));
         }
