@@ -189,6 +189,13 @@ pub fn write(
         .iter()
         .map(|i| plan_tensor(i, &mut notes))
         .collect::<Result<Vec<_>>>()?;
+    let mut seen = std::collections::HashSet::new();
+    if let Some(p) = plans.iter().find(|p| !seen.insert(p.name.as_str())) {
+        return Err(Error::invalid_input(format!(
+            "duplicate tensor name {:?}: GGUF readers refuse it",
+            p.name
+        )));
+    }
 
     let mut head = Vec::with_capacity(24 + kv.len());
     head.extend_from_slice(GGUF_MAGIC);
