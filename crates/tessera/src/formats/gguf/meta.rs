@@ -6,7 +6,10 @@
 //! such as `u32`, `f32`, `str`, `[i32]`, `[[u8]]`, `[array]` (an empty array of arrays)
 //! or, for an array of arrays whose items differ in type, a list with one annotation per
 //! item. The annotations of a file live in one reserved metadata key,
-//! [`TYPES_KEY`], a map `key → annotation`.
+//! [`TYPES_KEY`], a map `key → annotation` covering every key — added only when some
+//! key's type differs from what the writer would infer from its value (always the case
+//! for real GGUF files, with their u32 and f32 keys; never for files we wrote from
+//! another format's metadata, so A → GGUF → A adds no key).
 //!
 //! Writing uses a key's annotation when the value fits it (an integer in range, a float,
 //! a string that parses as the annotated type — which is how values come back from
@@ -407,6 +410,26 @@ fn parse_float(s: &str) -> Option<f64> {
         "-Infinity" => Some(f64::NEG_INFINITY),
         t => t.parse().ok(),
     }
+}
+
+/// True when the writer, given `value` without an annotation, would store exactly what
+/// `ann` says (so the annotation carries nothing).
+pub(crate) fn is_default(ann: &Value, value: &Value) -> bool {
+    let inferred = Ty::infer(value);
+    if ann.as_str() == Some(JSON_ANNOTATION) {
+        let mut scratch = Vec::new();
+        return inferred.map_or(true, |t| encode(&mut scratch, &t, value, true).is_none());
+    }
+    let (Some(annotated), Some(inferred)) = (Ty::parse(ann, 0), inferred) else {
+        return false;
+    };
+    if annotated == inferred {
+        return true;
+    }
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    encode(&mut a, &annotated, value, true).is_some()
+        && encode(&mut b, &inferred, value, true).is_some()
+        && a == b
 }
 
 /// The annotations map of a source's metadata (a map, or its JSON text when the

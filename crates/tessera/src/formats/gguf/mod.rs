@@ -39,7 +39,10 @@
 //!   floats → `Float`, bool, string (`Bytes` if not UTF-8, with a warning), arrays →
 //!   `List`, arrays of u8 → `Bytes`, nested arrays → nested lists. The GGUF type of every
 //!   key is kept in one reserved entry, `tessera.gguf_types` (a map key → `u32`, `f32`,
-//!   `[str]`, `[[u8]]`, …; see [`meta`]), added last. The writer consumes it (it is never
+//!   `[str]`, `[[u8]]`, …; see [`meta`]), added last — only when some key's type is not
+//!   the one our writer would infer from its value (real GGUF files always have such
+//!   keys; files we wrote from another format's metadata never do, so A → GGUF → A
+//!   gives back exactly A's metadata). The writer consumes it (it is never
 //!   written as a KV) and uses each key's annotation when the value fits it, so
 //!   GGUF → GGUF rewrites the metadata byte-exact; because it also parses annotated values
 //!   that went through string-only formats (zTensor, safetensors), GGUF → zTensor → GGUF

@@ -13,7 +13,7 @@ use crate::tensor::{Layout, Part, Storage, TensorInfo, TensorView};
 use crate::util::bytes::ByteReader;
 use crate::verify::{Status, VerifyOptions, VerifyReport};
 
-use super::meta::{ValueReader, JSON_ANNOTATION, JSON_KEYS_KEY, TYPES_KEY};
+use super::meta::{is_default, ValueReader, JSON_ANNOTATION, JSON_KEYS_KEY, TYPES_KEY};
 use super::raw::{
     align_up, Endian, GgmlType, GgufType, ATTR_GGML_TYPE, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC,
     KEY_ALIGNMENT,
@@ -210,7 +210,12 @@ impl<'d> GgufFile<'d> {
             );
         }
         restore_json(&mut metadata, &mut types, &mut warnings)?;
-        metadata.insert(TYPES_KEY, Value::Map(types));
+        let carries_types = types
+            .iter()
+            .any(|(k, ann)| !metadata.get(k).is_some_and(|v| is_default(ann, v)));
+        if carries_types {
+            metadata.insert(TYPES_KEY, Value::Map(types));
+        }
         Ok(GgufFile {
             data,
             version,

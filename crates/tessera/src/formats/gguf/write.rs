@@ -126,8 +126,10 @@ fn encode_metadata(src: &dyn TensorSource, notes: &mut Vec<String>) -> Result<(V
                 Some(&u32_ann),
             )?;
         } else if encode_kv(&mut out, key, value, anns.get(key))? {
+            // Nothing to report when the value already was JSON text in a GGUF source.
             let ann = anns.get(key).and_then(Value::as_str);
-            if ann != Some(JSON_ANNOTATION) {
+            let from_gguf = src.source_format() == Some(crate::format::Format::Gguf);
+            if ann != Some(JSON_ANNOTATION) && !from_gguf {
                 notes.push(format!(
                     "metadata {key:?}: GGUF has no type for this value; stored as JSON text \
                      (listed in {JSON_KEYS_KEY:?}, which Tessera reads back)"
