@@ -7,6 +7,7 @@
 #[allow(dead_code)]
 mod common;
 mod foundation;
+mod gguf;
 mod safetensors;
 mod ztensor;
 
@@ -17,10 +18,11 @@ fn main() {
     let result = match suite {
         "baseline" => common::baseline(&opts),
         "foundation" => foundation::run(&opts),
+        "gguf" => gguf::run(&opts),
         "safetensors" => safetensors::run(&opts),
         "ztensor" => ztensor::run(&opts),
         _ => {
-            eprintln!("suites: baseline foundation safetensors ztensor");
+            eprintln!("suites: baseline foundation gguf safetensors ztensor");
             std::process::exit(2);
         }
     };

@@ -241,7 +241,9 @@ pub fn prepare<'s>(
                 )))
             }
         };
-        let cast = if caps.dtypes.contains(&info.dtype) {
+        // For `Other` layouts the dtype is a storage type (GGUF's packed ggml blocks are
+        // u8); whether the target can hold the layout is the writer's call.
+        let cast = if caps.dtypes.contains(&info.dtype) || matches!(info.layout, Layout::Other(_)) {
             None
         } else if !opts.cast {
             return Err(Error::unsupported(format!(

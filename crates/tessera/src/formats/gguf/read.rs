@@ -1,0 +1,452 @@
+//! [`GgufFile`]: parse and validate a GGUF file, serve its tensors zero-copy.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use crate::any::ReadOptions;
+use crate::error::{Error, Result};
+use crate::format::Format;
+use crate::limits::{slice, Limits};
+use crate::metadata::{Map, Metadata, Value};
+use crate::model::{Container, TensorSource};
+use crate::tensor::{Layout, Part, Storage, TensorInfo, TensorView};
+use crate::util::bytes::ByteReader;
+use crate::verify::{Status, VerifyOptions, VerifyReport};
+
+use super::meta::{is_default, ValueReader, JSON_ANNOTATION, JSON_KEYS_KEY, TYPES_KEY};
+use super::raw::{
+    align_up, Endian, GgmlType, GgufType, ATTR_GGML_TYPE, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC,
+    KEY_ALIGNMENT,
+};
+
+/// The fewest bytes a KV pair occupies: key length, type, a one-byte value.
+const MIN_KV: u64 = 8 + 4 + 1;
+/// The fewest bytes a tensor info occupies: name length, n_dims, type, offset.
+const MIN_TENSOR_INFO: u64 = 8 + 4 + 4 + 8;
+/// ggml's `GGML_MAX_DIMS` and `GGML_MAX_NAME`: llama.cpp refuses files beyond them.
+const GGML_MAX_DIMS: usize = 4;
+const GGML_MAX_NAME: usize = 64;
+/// The deepest array nesting we recurse into, even when `Limits::max_depth` is higher.
+const MAX_NESTING: usize = 256;
+
+/// An opened GGUF file.
+#[derive(Debug)]
+pub struct GgufFile<'d> {
+    data: &'d [u8],
+    version: u32,
+    metadata: Metadata,
+    infos: Vec<TensorInfo>,
+    /// Absolute byte range of each tensor's data.
+    ranges: Vec<(u64, u64)>,
+    /// Tensor name → index, so lookups stay O(1) on models with many tensors.
+    index: HashMap<String, usize>,
+    alignment: u64,
+    data_offset: u64,
+    endian: Endian,
+    warnings: Vec<String>,
+}
+
+impl<'d> GgufFile<'d> {
+    /// Parses and validates `data`.
+    pub fn parse(data: &'d [u8], limits: &Limits) -> Result<GgufFile<'d>> {
+        let mut r = ByteReader::new(data);
+        let magic = r.take(4, "magic")?;
+        if magic != GGUF_MAGIC {
+            return Err(Error::malformed("not a GGUF file (bad magic)").at_offset(0));
+        }
+        let raw_version = r.u32_le("version")?;
+        // A big-endian file's version reads as 0x0?000000 here (gguf-py's test too).
+        let endian = Endian {
+            big: raw_version & 0xffff == 0 && raw_version != 0,
+        };
+        let version = if endian.big {
+            raw_version.swap_bytes()
+        } else {
+            raw_version
+        };
+        match version {
+            2 | 3 => {}
+            1 => {
+                return Err(Error::unsupported_version(
+                    "GGUF v1 (32-bit counts) is not supported; v2 and v3 are",
+                ))
+            }
+            v => {
+                return Err(Error::unsupported_version(format!(
+                    "GGUF version {v} is not supported (2 and 3 are)"
+                )))
+            }
+        }
+        let tensor_count = endian.u64(&mut r, "tensor_count")?;
+        let kv_count = endian.u64(&mut r, "metadata_kv_count")?;
+        limits.check_entries(tensor_count)?;
+        limits.check_entries(kv_count)?;
+        let room = r.remaining() as u64;
+        let need = kv_count
+            .checked_mul(MIN_KV)
+            .and_then(|a| a.checked_add(tensor_count.checked_mul(MIN_TENSOR_INFO)?));
+        if need.map_or(true, |n| n > room) {
+            return Err(Error::malformed(format!(
+                "{tensor_count} tensors and {kv_count} metadata keys cannot fit in the {room} bytes left"
+            ))
+            .at_offset(8));
+        }
+
+        let mut warnings = Vec::new();
+        let mut vr = ValueReader {
+            item_budget: limits.max_entries,
+            // Capped: each level is a stack frame, whatever the caller allows.
+            max_depth: limits.max_depth.min(MAX_NESTING),
+            saw_non_utf8: false,
+            endian,
+        };
+        let mut metadata = Metadata::new();
+        let mut types = Map::new();
+        let mut alignment = GGUF_DEFAULT_ALIGNMENT;
+        for i in 0..kv_count {
+            let at = r.pos() as u64;
+            let key = read_name(&mut r, endian, limits, "metadata key")
+                .map_err(|e| e.at_subject(format!("metadata key {i}")))?;
+            let subject = || format!("metadata {key:?}");
+            if metadata.contains_key(&key) {
+                return Err(Error::malformed("duplicate key")
+                    .at_subject(subject())
+                    .at_offset(at));
+            }
+            if key == TYPES_KEY {
+                return Err(Error::unsupported(format!(
+                    "the key {TYPES_KEY:?} is reserved by Tessera for GGUF value types"
+                ))
+                .at_offset(at));
+            }
+            let tpos = r.pos() as u64;
+            let tag = endian
+                .u32(&mut r, "value type")
+                .map_err(|e| e.at_subject(subject()))?;
+            let ty = GgufType::from_u32(tag).ok_or_else(|| {
+                Error::malformed(format!("unknown value type {tag}"))
+                    .at_subject(subject())
+                    .at_offset(tpos)
+            })?;
+            let (value, ann) = vr
+                .read(&mut r, ty, 0)
+                .map_err(|e| e.at_subject(subject()))?;
+            if key == KEY_ALIGNMENT {
+                alignment = check_alignment(ty, &value).map_err(|e| e.at_offset(at))?;
+            }
+            limits.check_index(r.pos() as u64)?;
+            types.insert(key.clone(), ann);
+            metadata.insert(key, value);
+        }
+        if vr.saw_non_utf8 {
+            warnings.push("some string values are not UTF-8; they are kept as bytes".into());
+        }
+
+        let mut raw = Vec::new();
+        let mut index = HashMap::new();
+        for i in 0..tensor_count {
+            let at = r.pos() as u64;
+            let info = read_tensor_info(&mut r, endian, limits, &mut warnings)
+                .map_err(|e| e.at_subject(format!("tensor info {i}")).at_offset(at))?;
+            if index.insert(info.0.name.clone(), raw.len()).is_some() {
+                return Err(Error::malformed("duplicate tensor name")
+                    .at_subject(format!("tensor {:?}", info.0.name))
+                    .at_offset(at));
+            }
+            limits.check_index(r.pos() as u64)?;
+            raw.push(info);
+        }
+        let data_offset = align_up(r.pos() as u64, alignment)
+            .ok_or_else(|| Error::malformed("data section offset overflows"))?;
+
+        let mut infos = Vec::with_capacity(raw.len());
+        let mut ranges = Vec::with_capacity(raw.len());
+        let mut expected = 0u64;
+        let mut canonical = true;
+        for (mut info, rel, nbytes) in raw {
+            let subject = format!("tensor {:?}", info.name);
+            if rel % alignment != 0 {
+                return Err(Error::malformed(format!(
+                    "data offset {rel} is not a multiple of the alignment {alignment}"
+                ))
+                .at_subject(subject));
+            }
+            let abs = data_offset
+                .checked_add(rel)
+                .ok_or_else(|| Error::malformed("data offset overflows").at_subject(&subject))?;
+            slice(data, abs, nbytes, "tensor data").map_err(|e| e.at_subject(&subject))?;
+            canonical &= rel == expected;
+            expected = align_up(rel.saturating_add(nbytes), alignment).unwrap_or(u64::MAX);
+            let encoding = if swaps(endian, &info) {
+                "raw-big-endian"
+            } else {
+                "raw"
+            };
+            info.storage = Storage {
+                offset: Some(abs),
+                stored_bytes: nbytes,
+                encoding: encoding.into(),
+                digests: Vec::new(),
+            };
+            infos.push(info);
+            ranges.push((abs, nbytes));
+        }
+        if !canonical {
+            warnings.push(
+                "tensor data is not packed in tensor-info order (llama.cpp refuses such files)"
+                    .into(),
+            );
+        } else if expected > 0 && data_offset.saturating_add(expected) > data.len() as u64 {
+            warnings.push(
+                "the file ends before the padding after the last tensor (llama.cpp refuses such files)"
+                    .into(),
+            );
+        }
+        if endian.big {
+            warnings.push(
+                "big-endian file: plain tensors are byte-swapped on reading (not zero-copy); \
+                 BF16 and quantized blocks are kept as stored, as gguf-py writes them"
+                    .into(),
+            );
+        }
+        restore_json(&mut metadata, &mut types, &mut warnings)?;
+        let carries_types = types
+            .iter()
+            .any(|(k, ann)| !metadata.get(k).is_some_and(|v| is_default(ann, v)));
+        if carries_types {
+            metadata.insert(TYPES_KEY, Value::Map(types));
+        }
+        Ok(GgufFile {
+            data,
+            version,
+            metadata,
+            infos,
+            ranges,
+            index,
+            alignment,
+            data_offset,
+            endian,
+            warnings,
+        })
+    }
+
+    /// The data alignment (`general.alignment`, default 32).
+    pub fn alignment(&self) -> u64 {
+        self.alignment
+    }
+    /// Absolute offset of the data section.
+    pub fn data_offset(&self) -> u64 {
+        self.data_offset
+    }
+}
+
+/// Consumes our `tessera.json_keys` KV: the values of the keys it lists go back from
+/// JSON text to the values they were (annotated `json`).
+fn restore_json(
+    metadata: &mut Metadata,
+    types: &mut Map,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    let Some(list) = metadata.remove(JSON_KEYS_KEY) else {
+        return Ok(());
+    };
+    let ann = types.remove(JSON_KEYS_KEY);
+    let keys = match (&list, ann.as_ref().and_then(Value::as_str)) {
+        (Value::List(keys), Some("[str]")) => keys,
+        _ => {
+            return Err(Error::unsupported(format!(
+            "the key {JSON_KEYS_KEY:?} is reserved by Tessera and is not an array of strings here"
+        )))
+        }
+    };
+    for key in keys.iter().filter_map(Value::as_str) {
+        let parsed = match metadata.get(key) {
+            Some(Value::Str(text)) => serde_json::from_str::<serde_json::Value>(text).ok(),
+            _ => None,
+        };
+        match parsed {
+            Some(j) => {
+                metadata.insert(key, Value::from_json(&j));
+                types.insert(key, Value::Str(JSON_ANNOTATION.into()));
+            }
+            None => warnings.push(format!(
+                "metadata {key:?} is listed in {JSON_KEYS_KEY:?} but is not JSON text; kept as is"
+            )),
+        }
+    }
+    Ok(())
+}
+
+/// True when a tensor's stored bytes are big-endian elements: plain multi-byte types
+/// in a big-endian file, except BF16 (gguf-py stores it as bytes, unswapped).
+fn swaps(endian: Endian, info: &TensorInfo) -> bool {
+    endian.big
+        && info.layout == Layout::Dense
+        && info.dtype.size() > 1
+        && info.dtype != crate::dtype::DType::BF16
+}
+
+fn check_alignment(ty: GgufType, value: &Value) -> Result<u64> {
+    let a = value.as_int().unwrap_or(0);
+    if ty != GgufType::Uint32 {
+        return Err(Error::malformed(format!(
+            "{KEY_ALIGNMENT} is {}, not u32",
+            ty.short_name()
+        )));
+    }
+    if a <= 0 || a & (a - 1) != 0 {
+        return Err(Error::malformed(format!(
+            "{KEY_ALIGNMENT} is {a}, not a power of two"
+        )));
+    }
+    Ok(a as u64)
+}
+
+fn read_name(r: &mut ByteReader<'_>, e: Endian, limits: &Limits, what: &str) -> Result<String> {
+    let at = r.pos() as u64;
+    let len = e.u64(r, what)?;
+    limits.check_name(len).map_err(|e| e.at_offset(at))?;
+    let b = r.take_u64(len, what)?;
+    std::str::from_utf8(b)
+        .map(str::to_string)
+        .map_err(|_| Error::malformed(format!("{what} is not UTF-8")).at_offset(at))
+}
+
+/// One tensor info: the description (storage unset), the relative offset, the size.
+fn read_tensor_info(
+    r: &mut ByteReader<'_>,
+    e: Endian,
+    limits: &Limits,
+    warnings: &mut Vec<String>,
+) -> Result<(TensorInfo, u64, u64)> {
+    let name = read_name(r, e, limits, "tensor name")?;
+    let subject = format!("tensor {name:?}");
+    let mut inner = || -> Result<(TensorInfo, u64, u64)> {
+        let n_dims = e.u32(r, "n_dims")?;
+        limits.check_rank(n_dims as u64)?;
+        let mut dims = Vec::with_capacity(n_dims as usize);
+        for _ in 0..n_dims {
+            let at = r.pos() as u64;
+            let d = e.u64(r, "dimension")?;
+            if d > i64::MAX as u64 {
+                return Err(Error::malformed(format!("dimension {d} exceeds i64")).at_offset(at));
+            }
+            dims.push(d);
+        }
+        let at = r.pos() as u64;
+        let id = e.u32(r, "ggml type")?;
+        let ty = GgmlType::from_id(id)
+            .ok_or_else(|| Error::unsupported(format!("unknown ggml type {id}")).at_offset(at))?;
+        let rel = e.u64(r, "offset")?;
+        // GGUF lists dimensions innermost first; our shapes are row-major.
+        let shape: Vec<u64> = dims.iter().rev().copied().collect();
+        let numel = crate::tensor::numel(&shape)?;
+        let ne0 = dims.first().copied().unwrap_or(1);
+        if ne0 % ty.block_size != 0 {
+            return Err(Error::malformed(format!(
+                "{} needs the innermost dimension ({ne0}) to be a multiple of {}",
+                ty.name, ty.block_size
+            )));
+        }
+        let nbytes = ty.nbytes(ne0, numel).ok_or_else(|| {
+            Error::malformed(format!("{} {shape:?} overflows u64 bytes", ty.name))
+        })?;
+        let info = match ty.dtype {
+            Some(dtype) => TensorInfo::dense(name.clone(), dtype, shape),
+            None => {
+                let mut attrs = Map::new();
+                attrs.insert(ATTR_GGML_TYPE, Value::Int(id as i128));
+                TensorInfo {
+                    name: name.clone(),
+                    dtype: crate::dtype::DType::U8,
+                    shape,
+                    layout: Layout::Other(ty.layout_name()),
+                    attrs,
+                    storage: Storage::default(),
+                }
+            }
+        };
+        if n_dims as usize > GGML_MAX_DIMS {
+            warnings.push(format!(
+                "tensor {name:?} has {n_dims} dimensions; ggml handles at most {GGML_MAX_DIMS}"
+            ));
+        }
+        if name.len() > GGML_MAX_NAME {
+            warnings.push(format!(
+                "tensor {name:?} has a name longer than ggml's {GGML_MAX_NAME} bytes"
+            ));
+        }
+        Ok((info, rel, nbytes))
+    };
+    inner().map_err(|e| e.at_subject(subject))
+}
+
+impl TensorSource for GgufFile<'_> {
+    fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+    fn tensor_infos(&self) -> &[TensorInfo] {
+        &self.infos
+    }
+    fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
+        let i = *self
+            .index
+            .get(name)
+            .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))?;
+        let (off, len) = self.ranges[i];
+        let bytes = slice(self.data, off, len, "tensor data")?;
+        let info = self.infos[i].clone();
+        match info.layout {
+            Layout::Dense if swaps(self.endian, &info) => {
+                let size = info.dtype.size();
+                let mut owned = bytes.to_vec();
+                for el in owned.chunks_exact_mut(size) {
+                    el.reverse();
+                }
+                TensorView::dense(info, Cow::Owned(owned))
+            }
+            Layout::Dense => TensorView::dense(info, Cow::Borrowed(bytes)),
+            _ => Ok(TensorView {
+                info,
+                parts: vec![Part {
+                    role: "data".into(),
+                    bytes: Cow::Borrowed(bytes),
+                }],
+            }),
+        }
+    }
+    fn source_format(&self) -> Option<Format> {
+        Some(Format::Gguf)
+    }
+}
+
+impl Container for GgufFile<'_> {
+    fn format(&self) -> Format {
+        Format::Gguf
+    }
+    fn version(&self) -> String {
+        self.version.to_string()
+    }
+    fn verify(&self, _opts: &VerifyOptions) -> VerifyReport {
+        let mut rep = VerifyReport {
+            warnings: self.warnings.clone(),
+            ..Default::default()
+        };
+        rep.ok("file", "structure");
+        rep.push(
+            "file",
+            "checksum",
+            Status::NotChecked,
+            Some("GGUF stores no checksums; only the structure was validated".into()),
+        );
+        rep
+    }
+    fn warnings(&self) -> Vec<String> {
+        self.warnings.clone()
+    }
+}
+
+/// The [`crate::any::OpenFn`] for GGUF.
+pub fn open<'d>(data: &'d [u8], opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
+    Ok(Box::new(GgufFile::parse(data, &opts.limits)?))
+}
