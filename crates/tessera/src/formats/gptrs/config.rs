@@ -150,11 +150,15 @@ pub fn serialize(meta: &Metadata, foreign: bool) -> Result<(Vec<u8>, Vec<String>
         let mut doc = Map::new();
         doc.insert("kind", FALLBACK_KIND);
         doc.insert("config", Value::Map(meta.clone()));
+        let kept = if meta.is_empty() {
+            "an empty \"config\"".to_string()
+        } else {
+            format!("the source's {} metadata keys as \"config\"", meta.len())
+        };
         notes.push(format!(
             "the source has no GPTRS model config (no string \"kind\"); wrote kind \
-             {FALLBACK_KIND:?} with the source's {} metadata keys as \"config\" \
-             (gpt.rs can read the tensors but builds no model from it)",
-            meta.len()
+             {FALLBACK_KIND:?} with {kept} (gpt.rs reads the tensors but builds no model \
+             from it)"
         ));
         doc
     };
