@@ -130,6 +130,7 @@ fn error_messages_say_what_and_where() {
         ("limit-config-depth.gptrs", "nests 101 deep"),
         ("version-1.gptrs", "version 1 (v1"),
         ("version-3.gptrsten", "version 3 is not supported"),
+        ("version-bincode-index.gptrs", "bincode variant of v2"),
     ];
     for (name, want) in cases {
         let data = std::fs::read(PathBuf::from(VECTORS).join(name)).unwrap();

@@ -115,8 +115,17 @@ impl<'d> GptrsFile<'d> {
         let mut by_name = HashMap::with_capacity(count);
         for i in 0..count {
             let start = ir.pos() as u64;
-            let e = read_entry(&mut ir, kind, limits, data.len() as u64, data_start)
-                .map_err(|e| e.at_subject(format!("index entry {i}")).at_offset(start))?;
+            let e =
+                read_entry(&mut ir, kind, limits, data.len() as u64, data_start).map_err(|e| {
+                    if looks_like_bincode(index) {
+                        return Error::unsupported_version(
+                            "the index is the one-day bincode variant of v2 (gpt.rs 2f8370f, \
+                             2025-12-27), not the v2 of the spec; it is not supported",
+                        )
+                        .at_offset(index_start as u64);
+                    }
+                    e.at_subject(format!("index entry {i}")).at_offset(start)
+                })?;
             if by_name.insert(e.name.clone(), i).is_some() {
                 return Err(
                     Error::malformed(format!("duplicate tensor name {:?}", e.name))
@@ -204,6 +213,24 @@ impl<'d> GptrsFile<'d> {
         }
         Ok(())
     }
+}
+
+/// The short-lived "v2 bincode" index starts with a u64 entry count and a u64 name
+/// length, then the name. Read as the spec's index, the first entry then has name_len
+/// 0; this tells the two apart when parsing the spec's way has failed.
+fn looks_like_bincode(index: &[u8]) -> bool {
+    let u64_at = |o: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(index.get(o..o + 8)?.try_into().ok()?))
+    };
+    let (Some(count), Some(name_len)) = (u64_at(0), u64_at(8)) else {
+        return false;
+    };
+    if count == 0 || count > u32::MAX as u64 || !(1..=4096).contains(&name_len) {
+        return false;
+    }
+    index
+        .get(16..16 + name_len as usize)
+        .is_some_and(|n| n.iter().all(|b| b.is_ascii_graphic()))
 }
 
 fn read_entry(

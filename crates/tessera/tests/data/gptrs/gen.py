@@ -233,6 +233,21 @@ def main():
     k, ts, _ = basic("ten")
     write("version-3.gptrsten", build(k, ts, version=3))
 
+    # The one-day "v2 bincode" index of gpt.rs 2f8370f (bincode 1: u64 lengths).
+    cfg = b'{"kind":"gpt","config":{}}'
+    data = f32(1.0, 2.0)
+
+    def bincode_index(data_start):
+        name = b"wte.weight"
+        return (struct.pack("<QQ", 1, len(name)) + name + base_id("wte.weight")
+                + struct.pack("<QQ", 1, 2) + struct.pack("<IB", 0, 0)
+                + struct.pack("<QQ", data_start, len(data)))
+
+    head = b"GPTRSCHK" + struct.pack("<II", 2, len(cfg)) + cfg
+    n = len(bincode_index(0))
+    f = head + struct.pack("<I", n) + bincode_index(len(head) + 4 + n) + data
+    write("version-bincode-index.gptrs", f)
+
 
 if __name__ == "__main__":
     main()
