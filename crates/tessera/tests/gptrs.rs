@@ -541,3 +541,109 @@ fn files_written_through_write_file_open_from_disk_zero_copy() {
     }
     assert!(f.verify(&Default::default()).is_ok());
 }
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn tensor() -> impl Strategy<Value = (String, u32, Vec<u64>, bool, u64)> {
+        (
+            "[a-z][a-z0-9._]{0,12}",
+            0u32..4,
+            proptest::collection::vec(0u64..4, 0..4),
+            any::<bool>(),
+            any::<u64>(),
+        )
+    }
+
+    fn model(ts: &[(String, u32, Vec<u64>, bool, u64)], with_meta: bool) -> Model {
+        let mut m = Model::new();
+        for (name, tag, shape, rg, seed) in ts {
+            if m.tensor_infos().iter().any(|i| &i.name == name) {
+                continue;
+            }
+            let dtype = [DType::F32, DType::F16, DType::BF16, DType::I32][*tag as usize];
+            let mut info = TensorInfo::dense(name.clone(), dtype, shape.clone());
+            info.attrs.insert("requires_grad", *rg);
+            let n = info.dense_nbytes().unwrap() as usize;
+            let bytes: Vec<u8> = (0..n)
+                .map(|i| (seed.wrapping_mul(i as u64 + 1) >> 7) as u8)
+                .collect();
+            m.push(TensorView::dense(info, Cow::Owned(bytes)).unwrap())
+                .unwrap();
+        }
+        if with_meta {
+            m.metadata.insert("kind", "gpt");
+            m.metadata.insert("config", Map::new());
+        }
+        m
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn write_then_read_gives_the_same_tensors(
+            ts in proptest::collection::vec(tensor(), 0..8),
+            checkpoint in any::<bool>(),
+            zero in any::<bool>(),
+        ) {
+            let m = model(&ts, checkpoint);
+            let format = if checkpoint { Format::GptrsCheckpoint } else { Format::GptrsArchive };
+            let opts = WriteOptions { zero_base_id: zero, ..Default::default() };
+            let bytes = write(format, &m, &opts);
+            prop_assert_eq!(&bytes, &write(format, &m, &opts));
+            let f = GptrsFile::parse(&bytes, &Limits::default()).unwrap();
+            prop_assert!(f.warnings().is_empty());
+            prop_assert_eq!(f.tensor_infos().len(), m.tensor_infos().len());
+            prop_assert_eq!(f.metadata(), m.metadata());
+            for info in m.tensor_infos() {
+                let a = m.tensor(&info.name).unwrap();
+                let b = f.tensor(&info.name).unwrap();
+                prop_assert!(b.is_borrowed());
+                prop_assert_eq!(&b.info.dtype, &info.dtype);
+                prop_assert_eq!(&b.info.shape, &info.shape);
+                prop_assert_eq!(rg(&b.info), rg(info));
+                prop_assert_eq!(a.data().unwrap(), b.data().unwrap());
+            }
+            prop_assert!(f.verify(&Default::default()).is_ok());
+        }
+
+        #[test]
+        fn arbitrary_bytes_after_a_magic_never_panic(
+            chk in any::<bool>(),
+            body in proptest::collection::vec(any::<u8>(), 0..300),
+        ) {
+            let mut d = if chk { b"GPTRSCHK".to_vec() } else { b"GPTRSTEN".to_vec() };
+            d.extend_from_slice(&2u32.to_le_bytes());
+            d.extend_from_slice(&body);
+            if let Ok(f) = GptrsFile::parse(&d, &Limits::default()) {
+                for info in f.tensor_infos() {
+                    f.tensor(&info.name).unwrap().validate().unwrap();
+                }
+            }
+        }
+
+        #[test]
+        fn random_overwrites_of_valid_files_never_panic(
+            which in any::<bool>(),
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..5),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut d = vector(if which { "ok-all-dtypes.gptrs" } else { "ok-all-dtypes.gptrsten" });
+            for (i, v) in edits {
+                let i = i.index(d.len());
+                d[i] = v;
+            }
+            let n = cut.index(d.len() + 1);
+            for data in [&d[..], &d[..n]] {
+                if let Ok(f) = GptrsFile::parse(data, &Limits::default()) {
+                    for info in f.tensor_infos() {
+                        f.tensor(&info.name).unwrap().validate().unwrap();
+                    }
+                    let _ = f.verify(&Default::default());
+                }
+            }
+        }
+    }
+}
