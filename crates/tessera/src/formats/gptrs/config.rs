@@ -9,12 +9,14 @@
 //! `{kind: "gpt", config: <object>}`, as gpt.rs at the spec commit does. Anything else is
 //! `Malformed` (gpt.rs: "invalid ModelConfig").
 //!
-//! Writing: the metadata map as compact JSON in its own key order — what gpt.rs's
-//! `serde_json::to_vec` and the Python exporter's `json.dumps(separators=(",", ":"))`
-//! both produce for ASCII keys and integer values, so the Python samples are reproduced
-//! byte for byte. A rewrite of a GPTRS checkpoint whose metadata is unchanged copies the
-//! original JSON bytes verbatim (see [`RAW_CONFIG_CHUNK`]), so float spellings and
-//! escapes survive too.
+//! Writing: the metadata map as compact JSON in its own key order, spelled as gpt.rs's
+//! Rust saver spells it (`serde_json::to_vec`: shortest round-trip floats such as
+//! `0.00001`, non-ASCII as UTF-8). The Python exporter's `json.dumps(separators=(",",
+//! ":"))` gives the same bytes for strings, integers and most floats; it differs only in
+//! exponent forms (`1e-05`) and in escaping non-ASCII (`\u00e9`). So the Python samples
+//! are reproduced byte for byte from their values, and a rewrite of a GPTRS checkpoint
+//! whose metadata is unchanged copies the original JSON bytes verbatim (see
+//! [`RAW_CONFIG_CHUNK`]), whichever writer made them.
 
 use crate::error::{Error, Result};
 use crate::limits::Limits;
