@@ -123,6 +123,12 @@ fn checkpoint_sample_reads_with_manifest_values() {
 
     let g = GptrsFile::parse(&data, &Limits::default()).unwrap();
     assert_eq!(g.data_start(), 263);
+    // Lookup by BaseParamId (ORIGINALS.md §4.3: u128 0x455e0fce…d310 is "wte.weight").
+    assert_eq!(
+        g.name_for_base_id(0x455e0fceaa263f358b3b1a3b1c77d310),
+        Some("wte.weight")
+    );
+    assert_eq!(g.name_for_base_id(1), None);
     assert!(g.entries().iter().all(|e| e.stored_base_id == [0; 16]));
     assert!(g.warnings().is_empty(), "{:?}", g.warnings());
 

@@ -194,6 +194,16 @@ impl<'d> GptrsFile<'d> {
     pub fn is_legacy_config(&self) -> bool {
         self.legacy_config
     }
+    /// The tensor whose `BaseParamId` (BLAKE3(name)[..16] as a little-endian u128, what
+    /// gpt.rs's streaming loader asks for) is `id`, computed from the names as gpt.rs
+    /// does (stored ids are not trusted).
+    pub fn name_for_base_id(&self, id: u128) -> Option<&str> {
+        let want = id.to_le_bytes();
+        self.entries
+            .iter()
+            .find(|e| raw::base_id(&e.name) == want)
+            .map(|e| e.name.as_str())
+    }
     /// The first stored non-zero base_id that differs from BLAKE3(name), as an
     /// `Integrity` error (what gpt.rs's loader refuses); `Ok` otherwise.
     pub fn check_base_ids(&self) -> Result<()> {
