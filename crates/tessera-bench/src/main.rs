@@ -8,6 +8,7 @@
 mod common;
 mod foundation;
 mod gguf;
+mod gptrs;
 mod safetensors;
 mod ztensor;
 
@@ -19,10 +20,11 @@ fn main() {
         "baseline" => common::baseline(&opts),
         "foundation" => foundation::run(&opts),
         "gguf" => gguf::run(&opts),
+        "gptrs" => gptrs::run(&opts),
         "safetensors" => safetensors::run(&opts),
         "ztensor" => ztensor::run(&opts),
         _ => {
-            eprintln!("suites: baseline foundation gguf safetensors ztensor");
+            eprintln!("suites: baseline foundation gguf gptrs safetensors ztensor");
             std::process::exit(2);
         }
     };
