@@ -1,0 +1,542 @@
+//! The AERO writer: plans every offset from the tensor list, writes the control region
+//! and the metadata chunks, streams the shards one tensor at a time (hashing as it goes),
+//! then patches the TOC hashes of the shards and page-hash chunks.
+
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+
+use super::codec::{self, map_of};
+use super::raw::*;
+use super::read::{MMSG_EXACT_METADATA, STANDARD};
+use crate::convert::{WriteOptions, WriteReport, WriteSeek};
+use crate::error::{Error, Result};
+use crate::metadata::{Map, Metadata, Value};
+use crate::model::TensorSource;
+use crate::tensor::{Layout, TensorView};
+
+/// zstd level of the original writer.
+const ZSTD_LEVEL: i32 = 6;
+
+struct TensorPlan {
+    name: String,
+    code: u16,
+    shape: Vec<u64>,
+    len: u64,
+    shard: usize,
+    off: u64,
+    quant_id: Option<Value>,
+    quant_params: Option<Value>,
+    flags: u64,
+    hash: Option<[u8; 32]>,
+}
+
+enum Payload {
+    Bytes(Vec<u8>),
+    Shard(usize),
+    Phsh(usize),
+    Opaque(String),
+}
+
+struct ChunkPlan {
+    fourcc: [u8; 4],
+    flags: u32,
+    name: String,
+    payload: Payload,
+    length: u64,
+    ulen: u64,
+    /// Bytes reserved in the layout (PHSH reserves more than it uses, as the original).
+    reserve: u64,
+    offset: u64,
+    hash: [u8; 32],
+}
+
+impl ChunkPlan {
+    fn new(fourcc: &[u8; 4], flags: u32, name: &str, payload: Payload, length: u64, ulen: u64) -> ChunkPlan {
+        ChunkPlan {
+            fourcc: *fourcc,
+            flags,
+            name: name.to_string(),
+            payload,
+            length,
+            ulen,
+            reserve: length,
+            offset: 0,
+            hash: [0; 32],
+        }
+    }
+    fn bytes(fourcc: &[u8; 4], flags: u32, name: &str, raw: Vec<u8>, zstd: bool) -> Result<ChunkPlan> {
+        let hash = *blake3::hash(&raw).as_bytes();
+        let ulen = raw.len() as u64;
+        let stored = if zstd {
+            zstd::bulk::compress(&raw, ZSTD_LEVEL)
+                .map_err(|e| Error::new(crate::ErrorKind::Io, "zstd compression failed").with_source(e))?
+        } else {
+            raw
+        };
+        let mut c = ChunkPlan::new(fourcc, flags, name, Payload::Bytes(Vec::new()), stored.len() as u64, ulen);
+        c.payload = Payload::Bytes(stored);
+        c.hash = hash;
+        Ok(c)
+    }
+}
+
+/// The bytes of a tensor as AERO stores them: the `data` part of a dense tensor, the one
+/// part of a packed (`Layout::Other`) tensor.
+fn tensor_bytes<'a>(v: &'a TensorView<'_>) -> Result<&'a [u8]> {
+    match &v.info.layout {
+        Layout::Dense => v.data(),
+        Layout::Other(l) if v.parts.len() == 1 => Ok(&v.parts[0].bytes),
+        Layout::Other(l) => Err(Error::unsupported(format!(
+            "tensor {:?}: AERO stores a packed tensor as one byte string; layout {l:?} has {} parts",
+            v.info.name,
+            v.parts.len()
+        ))),
+        l => Err(Error::unsupported(format!(
+            "tensor {:?} is {l}; AERO stores dense or packed tensors only (use --densify)",
+            v.info.name
+        ))),
+    }
+}
+
+fn plan_tensors(src: &dyn TensorSource, opts: &WriteOptions) -> Result<Vec<TensorPlan>> {
+    let mut plans = Vec::new();
+    for info in src.tensor_infos() {
+        let mut attrs = info.attrs.clone();
+        let quant_id = attrs.remove("quant_id");
+        let flags = match attrs.remove("aero_flags") {
+            Some(Value::Int(i)) => u64::try_from(i).unwrap_or(0),
+            _ => 0,
+        };
+        let (code, len, quant_params) = match &info.layout {
+            Layout::Dense => {
+                let code = dtype_to_u16(info.dtype).ok_or_else(|| {
+                    Error::unsupported(format!(
+                        "tensor {:?} is {}; AERO cannot store it (use --cast)",
+                        info.name, info.dtype
+                    ))
+                })?;
+                (code, info.dense_nbytes()?, attrs.remove("quant_params"))
+            }
+            Layout::Other(l) => {
+                let v = src.tensor(&info.name)?;
+                let len = tensor_bytes(&v)?.len() as u64;
+                // Every other attribute is a codec parameter; `layout` names the layout.
+                let mut q = match attrs.remove("quant_params") {
+                    Some(Value::Map(m)) => m,
+                    _ => Map::new(),
+                };
+                for (k, v) in attrs {
+                    q.insert(k, v);
+                }
+                if l != "packed" {
+                    q.insert("layout", l.as_str());
+                }
+                let q = (!q.is_empty()).then_some(Value::Map(q));
+                (DTYPE_PACKED, len, q)
+            }
+            l => {
+                return Err(Error::unsupported(format!(
+                    "tensor {:?} is {l}; AERO stores dense or packed tensors only (use --densify)",
+                    info.name
+                )))
+            }
+        };
+        let hash = if opts.tensor_hashes {
+            let v = src.tensor(&info.name)?;
+            Some(crate::formats::aero::verify::blake3_of(tensor_bytes(&v)?))
+        } else {
+            None
+        };
+        plans.push(TensorPlan {
+            name: info.name.clone(),
+            code,
+            shape: info.shape.clone(),
+            len,
+            shard: 0,
+            off: 0,
+            quant_id,
+            quant_params,
+            flags,
+            hash,
+        });
+    }
+    // Shards: caller order, a tensor goes to the current shard unless it would exceed the
+    // maximum; an empty shard always accepts. Tensors packed back to back, as the original.
+    let max = opts.shard_size.unwrap_or(DEFAULT_MAX_SHARD);
+    if max == 0 {
+        return Err(Error::invalid_input("shard size must be positive"));
+    }
+    let (mut shard, mut used, mut count) = (0usize, 0u64, 0usize);
+    for p in &mut plans {
+        if count > 0 && used.saturating_add(p.len) > max {
+            shard += 1;
+            used = 0;
+            count = 0;
+        }
+        p.shard = shard;
+        p.off = used;
+        used += p.len;
+        count += 1;
+    }
+    Ok(plans)
+}
+
+fn tidx(plans: &[TensorPlan]) -> Value {
+    let list = plans
+        .iter()
+        .map(|p| {
+            let mut e = vec![
+                ("name", Value::Str(p.name.clone())),
+                ("dtype", Value::Int(p.code as i128)),
+                ("shape", Value::List(p.shape.iter().map(|&d| Value::Int(d as i128)).collect())),
+                ("shard_id", Value::Int(p.shard as i128)),
+                ("data_off", Value::Int(p.off as i128)),
+                ("data_len", Value::Int(p.len as i128)),
+                ("flags", Value::Int(p.flags as i128)),
+            ];
+            if let Some(q) = &p.quant_id {
+                e.push(("quant_id", q.clone()));
+            }
+            if let Some(q) = &p.quant_params {
+                e.push(("quant_params", q.clone()));
+            }
+            if let Some(h) = &p.hash {
+                e.push(("hash_b3", Value::Str(crate::util::hex(h))));
+            }
+            map_of(e)
+        })
+        .collect();
+    map_of(vec![("tensors", Value::List(list))])
+}
+
+/// `meta.json` text (Python's `json.dumps(sort_keys=True, separators=(",", ":"))`), and
+/// whether it holds the metadata exactly (else MMSG carries the exact tree).
+fn meta_json(meta: &Metadata) -> (String, bool) {
+    let text = codec::python_json(&Value::Map(meta.clone()).to_json());
+    let exact = serde_json::from_str::<serde_json::Value>(&text)
+        .map(|j| Value::from_json(&j) == Value::Map(meta.clone()))
+        .unwrap_or(false);
+    (text, exact)
+}
+
+fn msgpack(v: &Value) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    codec::encode(v, &mut out)?;
+    Ok(out)
+}
+
+fn phsh_payload(shard: usize, page: u64, digests: &[[u8; 32]]) -> Result<Vec<u8>> {
+    msgpack(&map_of(vec![
+        ("shard_name", Value::Str(format!("weights.shard{shard}"))),
+        ("page_size", Value::Int(page as i128)),
+        ("digests", Value::List(digests.iter().map(|d| Value::Bytes(d.to_vec())).collect())),
+    ]))
+}
+
+fn ihsh_payload(end: u64, digest: &[u8; 32]) -> Result<Vec<u8>> {
+    let mut b = msgpack(&map_of(vec![
+        ("algo", Value::Str("blake3-256".into())),
+        ("covered_ranges", Value::List(vec![Value::List(vec![Value::Int(0), Value::Int(end as i128)])])),
+        ("digest", Value::Bytes(digest.to_vec())),
+    ]))?;
+    b.resize(IHSH_PAYLOAD_SIZE, 0);
+    Ok(b)
+}
+
+fn opaque_fourcc(kind: &str) -> [u8; 4] {
+    let b = kind.as_bytes();
+    if b.len() == 4 && b.iter().all(|c| c.is_ascii_alphanumeric()) {
+        let f = [b[0], b[1], b[2], b[3]];
+        if !STANDARD.contains(&&f) {
+            return f;
+        }
+    }
+    *b"BLOB"
+}
+
+/// Writes `src` as AERO v0.1.
+pub fn write(src: &dyn TensorSource, out: &mut dyn WriteSeek, opts: &WriteOptions) -> Result<WriteReport> {
+    let plans = plan_tensors(src, opts)?;
+    let n_shards = plans.iter().map(|p| p.shard + 1).max().unwrap_or(0);
+    let mut shard_len = vec![0u64; n_shards];
+    let mut shard_count = vec![0u64; n_shards];
+    for p in &plans {
+        shard_len[p.shard] += p.len;
+        shard_count[p.shard] += 1;
+    }
+    let page = match opts.page_hashes {
+        Some(0) => return Err(Error::invalid_input("page size must be positive")),
+        p => p,
+    };
+
+    // The chunk list, in the original's order.
+    let mut chunks: Vec<ChunkPlan> = Vec::new();
+    if opts.control_integrity {
+        let n = IHSH_PAYLOAD_SIZE as u64;
+        chunks.push(ChunkPlan::new(b"IHSH", CHUNK_IS_OPTIONAL, "control.integrity", Payload::Bytes(Vec::new()), n, n));
+    }
+    let meta = src.metadata();
+    let (mjsn, exact) = meta_json(meta);
+    chunks.push(ChunkPlan::bytes(b"MJSN", 0, "meta.json", mjsn.into_bytes(), false)?);
+    let mmsg_at = chunks.len();
+    chunks.push(ChunkPlan::new(b"MMSG", COMPRESSED_ZSTD, "manifest", Payload::Bytes(Vec::new()), 0, 0));
+    chunks.push(ChunkPlan::bytes(b"TIDX", CHUNK_IS_INDEX | COMPRESSED_ZSTD, "tensors", msgpack(&tidx(&plans))?, true)?);
+    let mut shard_toc = Vec::new();
+    for (s, &len) in shard_len.iter().enumerate() {
+        shard_toc.push(chunks.len());
+        chunks.push(ChunkPlan::new(b"WTSH", CHUNK_IS_MMAP_CRITICAL, &format!("weights.shard{s}"), Payload::Shard(s), len, len));
+        if let Some(ps) = page.filter(|_| len > 0) {
+            let n_pages = len.div_ceil(ps);
+            let actual = phsh_payload(s, ps, &vec![[0u8; 32]; crate::limits::to_usize(n_pages, "pages")?])?.len() as u64;
+            let name = format!("weights.shard{s}.phsh");
+            let mut c = ChunkPlan::new(b"PHSH", CHUNK_IS_OPTIONAL, &name, Payload::Phsh(s), actual, actual);
+            c.reserve = 80 + format!("weights.shard{s}").len() as u64 + 32 * n_pages;
+            chunks.push(c);
+        }
+    }
+    for c in src.chunks().iter().filter(|c| !c.holds_tensors) {
+        if chunks.iter().any(|x| x.name == c.name) {
+            return Err(Error::invalid_input(format!("chunk name {:?} is reserved by AERO", c.name)));
+        }
+        let bytes = src.chunk(&c.name)?;
+        let mut p = ChunkPlan::new(&opaque_fourcc(&c.kind), CHUNK_IS_OPTIONAL, &c.name, Payload::Opaque(c.name.clone()), bytes.len() as u64, bytes.len() as u64);
+        p.hash = *blake3::hash(&bytes).as_bytes();
+        chunks.push(p);
+    }
+
+    // MMSG: needs the TOC indices, known now.
+    let role = |f: &[u8; 4]| match f {
+        b"IHSH" => "control_integrity",
+        b"MJSN" => "json",
+        b"MMSG" => "manifest",
+        b"TIDX" => "tensors",
+        b"WTSH" => "weights",
+        b"PHSH" => "page_hashes",
+        _ => "opaque",
+    };
+    let shard_of = |c: &ChunkPlan| match c.payload {
+        Payload::Shard(s) | Payload::Phsh(s) => Some(s),
+        _ => None,
+    };
+    let chunk_list = chunks
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut e = vec![
+                ("role", Value::Str(role(&c.fourcc).into())),
+                ("fourcc", Value::Str(fourcc_text(&c.fourcc))),
+                ("toc_index", Value::Int(i as i128)),
+            ];
+            if let Some(s) = shard_of(c) {
+                e.push(("shard_id", Value::Int(s as i128)));
+            }
+            map_of(e)
+        })
+        .collect();
+    let shards = (0..n_shards)
+        .map(|s| {
+            map_of(vec![
+                ("shard_id", Value::Int(s as i128)),
+                ("toc_index", Value::Int(shard_toc[s] as i128)),
+                ("size_bytes", Value::Int(shard_len[s] as i128)),
+                ("tensor_count", Value::Int(shard_count[s] as i128)),
+                ("mmap_critical", Value::Bool(true)),
+            ])
+        })
+        .collect();
+    let text = |k: &str| match meta.get(k) {
+        Some(Value::Str(s)) => Value::Str(s.clone()),
+        Some(v) => Value::Str(v.to_string()),
+        None => Value::Str(String::new()),
+    };
+    let mut mmsg = vec![
+        ("format", map_of(vec![("name", "AERO".into()), ("version", Value::List(vec![Value::Int(0), Value::Int(1)]))])),
+        ("model", map_of(vec![("name", text("model_name")), ("architecture", text("architecture"))])),
+        ("chunks", Value::List(chunk_list)),
+        ("shards", Value::List(shards)),
+    ];
+    if !exact {
+        mmsg.push((MMSG_EXACT_METADATA, Value::Map(meta.clone())));
+    }
+    chunks[mmsg_at] = ChunkPlan::bytes(b"MMSG", COMPRESSED_ZSTD, "manifest", msgpack(&map_of(mmsg))?, true)?;
+
+    // Layout.
+    let mut st = Vec::new();
+    let mut names = Vec::new();
+    for c in &chunks {
+        let off = u32::try_from(st.len()).map_err(|_| Error::invalid_input("string table too large"))?;
+        let len = u32::try_from(c.name.len()).map_err(|_| Error::invalid_input("chunk name too long"))?;
+        names.push((off, len));
+        st.extend_from_slice(c.name.as_bytes());
+        st.push(0);
+    }
+    st.resize(st.len().div_ceil(8) * 8, 0);
+    let n = chunks.len() as u64;
+    if n > MAX_ENTRY_COUNT || st.len() as u64 > MAX_STRING_TABLE {
+        return Err(Error::invalid_input("too many chunks for AERO"));
+    }
+    let toc_length = TOC_HEADER_SIZE + TOC_ENTRY_SIZE * n;
+    let st_off = HEADER_SIZE + toc_length;
+    let payloads_start = align_up(st_off + st.len() as u64, 16)?;
+    let mut pos = payloads_start;
+    for c in &mut chunks {
+        c.offset = align_up(pos, 16)?;
+        pos = c.offset.checked_add(c.reserve).ok_or_else(|| Error::invalid_input("file too large"))?;
+    }
+    let uuid = opts.uuid.unwrap_or_else(|| {
+        let mut u: [u8; 16] = rand::random();
+        u[6] = (u[6] & 0x0f) | 0x40;
+        u[8] = (u[8] & 0x3f) | 0x80;
+        u
+    });
+    let header = FileHeader {
+        version_major: 0,
+        version_minor: 1,
+        header_size: HEADER_SIZE as u32,
+        toc_offset: HEADER_SIZE,
+        toc_length,
+        string_table_offset: st_off,
+        string_table_length: st.len() as u64,
+        file_flags: 0,
+        uuid,
+        reserved: [0; 28],
+    };
+    let control = |chunks: &[ChunkPlan], zero_hashes: bool| -> Vec<u8> {
+        let mut b = header.to_bytes();
+        b.extend(TocHeader { entry_count: n as u32, reserved0: 0, reserved1: 0 }.to_bytes());
+        for (c, &(name_off, name_len)) in chunks.iter().zip(&names) {
+            b.extend(
+                TocEntry {
+                    fourcc: c.fourcc,
+                    chunk_flags: c.flags,
+                    chunk_offset: c.offset,
+                    chunk_length: c.length,
+                    chunk_ulen: c.ulen,
+                    name_off,
+                    name_len,
+                    reserved0: 0,
+                    blake3_256: if zero_hashes { [0; 32] } else { c.hash },
+                }
+                .to_bytes(),
+            );
+        }
+        b.extend_from_slice(&st);
+        b.resize(payloads_start as usize, 0);
+        b
+    };
+    if opts.control_integrity {
+        let digest = *blake3::hash(&control(&chunks, true)).as_bytes();
+        chunks[0] = ChunkPlan::bytes(b"IHSH", CHUNK_IS_OPTIONAL, "control.integrity", ihsh_payload(payloads_start, &digest)?, false)?;
+        chunks[0].offset = payloads_start;
+    }
+
+    // Stream.
+    let mut w = BufWriter::with_capacity(1 << 20, out);
+    w.write_all(&control(&chunks, false))?;
+    let mut at = payloads_start;
+    let mut shard_pages: Vec<Vec<[u8; 32]>> = vec![Vec::new(); n_shards];
+    let mut patched: Vec<(usize, [u8; 32])> = Vec::new();
+    for ci in 0..chunks.len() {
+        let gap = chunks[ci].offset - at;
+        std::io::copy(&mut std::io::repeat(0).take(gap), &mut w)?;
+        at = chunks[ci].offset;
+        let written = match &chunks[ci].payload {
+            Payload::Bytes(b) => {
+                w.write_all(b)?;
+                b.len() as u64
+            }
+            Payload::Opaque(name) => {
+                let b = src.chunk(name)?;
+                if b.len() as u64 != chunks[ci].length {
+                    return Err(Error::invalid_input(format!("chunk {name:?} changed size while writing")));
+                }
+                w.write_all(&b)?;
+                b.len() as u64
+            }
+            Payload::Shard(s) => {
+                let (hash, pages, len) = write_shard(src, &plans, *s, page, &mut w)?;
+                patched.push((ci, hash));
+                shard_pages[*s] = pages;
+                len
+            }
+            Payload::Phsh(s) => {
+                let b = phsh_payload(*s, page.unwrap_or(PHSH_PAGE_SIZE_DEFAULT), &shard_pages[*s])?;
+                if b.len() as u64 != chunks[ci].length {
+                    return Err(Error::invalid_input("PHSH payload size changed"));
+                }
+                patched.push((ci, *blake3::hash(&b).as_bytes()));
+                w.write_all(&b)?;
+                b.len() as u64
+            }
+        };
+        at += written;
+    }
+    // Patch the TOC with the hashes known only now.
+    for (ci, h) in patched {
+        chunks[ci].hash = h;
+    }
+    w.seek(SeekFrom::Start(0))?;
+    w.write_all(&control(&chunks, false)[..(HEADER_SIZE + toc_length) as usize])?;
+    w.seek(SeekFrom::Start(at))?;
+    w.flush()?;
+    let mut report = WriteReport::default();
+    if !exact {
+        report.notes.push(format!(
+            "metadata kept exactly under MMSG key {MMSG_EXACT_METADATA:?} (meta.json holds its JSON form)"
+        ));
+    }
+    Ok(report)
+}
+
+use std::io::Read as _;
+
+/// Streams shard `s`, one tensor at a time; returns its BLAKE3, page digests and length.
+fn write_shard(
+    src: &dyn TensorSource,
+    plans: &[TensorPlan],
+    s: usize,
+    page: Option<u64>,
+    w: &mut impl Write,
+) -> Result<([u8; 32], Vec<[u8; 32]>, u64)> {
+    let mut h = blake3::Hasher::new();
+    let mut pages = Vec::new();
+    let mut ph = blake3::Hasher::new();
+    let mut fill = 0u64;
+    let mut len = 0u64;
+    for p in plans.iter().filter(|p| p.shard == s) {
+        let v = src.tensor(&p.name)?;
+        let b = tensor_bytes(&v)?;
+        if b.len() as u64 != p.len {
+            return Err(Error::invalid_input(format!(
+                "tensor {:?}: {} bytes, {} planned",
+                p.name,
+                b.len(),
+                p.len
+            )));
+        }
+        w.write_all(b)?;
+        if b.len() >= 1 << 20 {
+            h.update_rayon(b);
+        } else {
+            h.update(b);
+        }
+        if let Some(ps) = page {
+            let mut rest = b;
+            while !rest.is_empty() {
+                let take = ((ps - fill) as usize).min(rest.len());
+                ph.update(&rest[..take]);
+                rest = &rest[take..];
+                fill += take as u64;
+                if fill == ps {
+                    pages.push(*ph.finalize().as_bytes());
+                    ph.reset();
+                    fill = 0;
+                }
+            }
+        }
+        len += p.len;
+    }
+    if fill > 0 {
+        pages.push(*ph.finalize().as_bytes());
+    }
+    Ok((*h.finalize().as_bytes(), pages, len))
+}
