@@ -97,7 +97,7 @@ fn decode_value(r: &mut ByteReader<'_>, depth: usize) -> Result<Value> {
         }
         _ => {
             return Err(
-                Error::malformed("msgpack: extension types are not supported").at_offset(at)
+                Error::malformed("msgpack: extension types are not supported").at_offset(at),
             )
         }
     })
@@ -135,7 +135,9 @@ fn map(r: &mut ByteReader<'_>, n: u64, depth: usize) -> Result<Value> {
             _ => return Err(Error::malformed("msgpack: map key is not a string").at_offset(at)),
         };
         if m.contains_key(&k) {
-            return Err(Error::malformed(format!("msgpack: duplicate map key {k:?}")).at_offset(at));
+            return Err(
+                Error::malformed(format!("msgpack: duplicate map key {k:?}")).at_offset(at),
+            );
         }
         let v = decode_value(r, depth - 1)?;
         m.insert(k, v);
@@ -288,7 +290,11 @@ pub fn python_float(f: f64) -> String {
             if n <= int_len {
                 format!("{digits}{}.0", "0".repeat((int_len - n) as usize))
             } else {
-                format!("{}.{}", &digits[..int_len as usize], &digits[int_len as usize..])
+                format!(
+                    "{}.{}",
+                    &digits[..int_len as usize],
+                    &digits[int_len as usize..]
+                )
             }
         } else {
             format!("0.{}{digits}", "0".repeat((-exp - 1) as usize))
@@ -330,7 +336,10 @@ mod tests {
     fn msgpack_round_trip_and_bounds() {
         let v = map_of(vec![
             ("a", Value::Int(-200)),
-            ("b", Value::List(vec![Value::Bytes(vec![1, 2]), Value::Float(1.5)])),
+            (
+                "b",
+                Value::List(vec![Value::Bytes(vec![1, 2]), Value::Float(1.5)]),
+            ),
             ("c", Value::Str("x".repeat(40))),
         ]);
         let mut out = Vec::new();
@@ -346,7 +355,8 @@ mod tests {
 
     #[test]
     fn python_json_sorts_and_escapes() {
-        let j: serde_json::Value = serde_json::from_str(r#"{"b":1,"a":"é\n","c":[1.0,2]}"#).unwrap();
+        let j: serde_json::Value =
+            serde_json::from_str(r#"{"b":1,"a":"é\n","c":[1.0,2]}"#).unwrap();
         assert_eq!(python_json(&j), r#"{"a":"\u00e9\n","b":1,"c":[1.0,2]}"#);
     }
 }

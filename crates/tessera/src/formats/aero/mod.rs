@@ -52,11 +52,14 @@
 //! separators=(",", ":"))` exactly as Python prints it, and MMSG `model` is
 //! `{name: metadata["model_name"], architecture: metadata["architecture"]}` ("" when
 //! absent), so a file from the original (keys `architecture`, `model_name`, …) comes
-//! back byte for byte. When JSON cannot hold the metadata exactly — bytes, non-finite
-//! floats, integers beyond 64 bits, or keys not in sorted order (GGUF, safetensors
-//! keep insertion order) — MJSN still gets its JSON form (bytes as `{"$bytes": hex}`)
-//! and MMSG gets one extra key, `tessera_metadata`, holding the exact tree as msgpack;
-//! readers prefer it. The original readers ignore unknown MMSG keys.
+//! back byte for byte. Key order is not kept: like the original, MJSN is a JSON object
+//! with sorted keys, and that is the order a reader sees. When JSON cannot hold the
+//! metadata exactly — bytes, non-finite floats, integers beyond 64 bits — MJSN still
+//! gets its JSON form (bytes as `{"$bytes": hex}`, non-finite floats as strings) and
+//! MMSG gets one extra key after `shards`, `tessera_metadata`, holding the exact tree as
+//! msgpack; our reader prefers it, the original readers ignore unknown MMSG keys. Other
+//! formats' metadata thus lands in `meta.json` as is (GGUF's `general.architecture`
+//! stays a key of that name; only `model_name`/`architecture` feed MMSG `model`).
 //!
 //! # Tensor attributes
 //!
@@ -156,7 +159,11 @@ impl Container for AeroFile<'_> {
         Format::Aero
     }
     fn version(&self) -> String {
-        format!("{}.{}", self.header().version_major, self.header().version_minor)
+        format!(
+            "{}.{}",
+            self.header().version_major,
+            self.header().version_minor
+        )
     }
     fn verify(&self, opts: &VerifyOptions) -> VerifyReport {
         verify::verify(self, opts)

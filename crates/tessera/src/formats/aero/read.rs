@@ -107,7 +107,11 @@ impl<'d> AeroFile<'d> {
             .at_offset(8));
         }
         zero(header.file_flags == 0, "file_flags", 44)?;
-        zero(header.reserved.iter().all(|&b| b == 0), "header reserved bytes", 68)?;
+        zero(
+            header.reserved.iter().all(|&b| b == 0),
+            "header reserved bytes",
+            68,
+        )?;
 
         // TOC.
         if header.toc_offset < HEADER_SIZE {
@@ -134,8 +138,14 @@ impl<'d> AeroFile<'d> {
             ))
             .at_offset(header.toc_offset));
         }
-        limits.check_entries(n).map_err(|e| e.at_offset(header.toc_offset))?;
-        zero(th.reserved0 == 0 && th.reserved1 == 0, "TOC reserved fields", header.toc_offset + 4)?;
+        limits
+            .check_entries(n)
+            .map_err(|e| e.at_offset(header.toc_offset))?;
+        zero(
+            th.reserved0 == 0 && th.reserved1 == 0,
+            "TOC reserved fields",
+            header.toc_offset + 4,
+        )?;
         let need = TOC_HEADER_SIZE + n * TOC_ENTRY_SIZE; // n <= 1e6: no overflow
         if header.toc_length < need {
             return Err(Error::malformed(format!(
@@ -168,7 +178,11 @@ impl<'d> AeroFile<'d> {
         for i in 0..n {
             let entry_pos = header.toc_offset + TOC_HEADER_SIZE + i * TOC_ENTRY_SIZE;
             let e = TocEntry::parse(&mut r)?;
-            let at = |m: String| Error::malformed(m).at_subject(format!("TOC entry {i}")).at_offset(entry_pos);
+            let at = |m: String| {
+                Error::malformed(m)
+                    .at_subject(format!("TOC entry {i}"))
+                    .at_offset(entry_pos)
+            };
             if e.reserved0 != 0 {
                 return Err(at("reserved0 must be zero".into()));
             }
@@ -179,7 +193,9 @@ impl<'d> AeroFile<'d> {
                     e.name_off, e.name_len, header.string_table_length
                 )));
             }
-            limits.check_name(e.name_len as u64).map_err(|x| x.at_offset(entry_pos))?;
+            limits
+                .check_name(e.name_len as u64)
+                .map_err(|x| x.at_offset(entry_pos))?;
             let name = std::str::from_utf8(&st[e.name_off as usize..name_end as usize])
                 .map_err(|_| at("chunk name is not valid UTF-8".into()))?
                 .to_string();
@@ -255,7 +271,11 @@ impl<'d> AeroFile<'d> {
 
     /// The index of the only chunk of a standard metadata fourcc, if any.
     fn single(&self, fourcc: &[u8; 4]) -> Result<Option<usize>> {
-        let mut it = self.chunks.iter().enumerate().filter(|(_, c)| &c.entry.fourcc == fourcc);
+        let mut it = self
+            .chunks
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| &c.entry.fourcc == fourcc);
         let first = it.next().map(|(i, _)| i);
         if let Some((_, c)) = it.next() {
             return Err(Error::malformed(format!(
@@ -295,7 +315,12 @@ impl<'d> AeroFile<'d> {
             .chunks
             .get(i)
             .ok_or_else(|| Error::not_found(format!("no chunk {i}")))?;
-        let stored = slice(self.data, c.entry.chunk_offset, c.entry.chunk_length, "chunk")?;
+        let stored = slice(
+            self.data,
+            c.entry.chunk_offset,
+            c.entry.chunk_length,
+            "chunk",
+        )?;
         if !c.entry.is_zstd() {
             return Ok(Cow::Borrowed(stored));
         }
@@ -313,8 +338,8 @@ impl<'d> AeroFile<'d> {
     fn decode_msgpack(&self, i: usize) -> Result<Value> {
         let c = &self.chunks[i];
         let bytes = self.metadata_chunk(i)?;
-        let (v, used) = codec::decode(&bytes, self.limits.max_depth)
-            .map_err(|e| e.at_subject(c.subject()))?;
+        let (v, used) =
+            codec::decode(&bytes, self.limits.max_depth).map_err(|e| e.at_subject(c.subject()))?;
         if bytes[used..].iter().any(|&b| b != 0) {
             return Err(Error::malformed("trailing bytes after the msgpack value")
                 .at_subject(c.subject())
@@ -392,7 +417,11 @@ impl<'d> AeroFile<'d> {
             let (info, loc) = self
                 .tidx_entry(t, &mut shard_of)
                 .map_err(|e| e.at_subject(format!("TIDX tensor {i}")))?;
-            if self.by_name.insert(info.name.clone(), self.infos.len()).is_some() {
+            if self
+                .by_name
+                .insert(info.name.clone(), self.infos.len())
+                .is_some()
+            {
                 return Err(bad(format!("duplicate tensor name {:?}", info.name)));
             }
             self.infos.push(info);
@@ -435,7 +464,10 @@ impl<'d> AeroFile<'d> {
             .and_then(Value::as_list)
             .ok_or_else(|| ctx(Error::malformed("missing or non-array \"shape\"")))?;
         if dims.len() > MAX_RANK.min(self.limits.max_rank) {
-            return Err(ctx(Error::limit(format!("rank {} is over {MAX_RANK}", dims.len()))));
+            return Err(ctx(Error::limit(format!(
+                "rank {} is over {MAX_RANK}",
+                dims.len()
+            ))));
         }
         let shape = dims
             .iter()
@@ -475,7 +507,9 @@ impl<'d> AeroFile<'d> {
                     .iter()
                     .position(|c| &c.entry.fourcc == b"WTSH" && c.name == want)
                     .ok_or_else(|| {
-                        ctx(Error::malformed(format!("shard_id {shard_id}: no WTSH chunk {want:?}")))
+                        ctx(Error::malformed(format!(
+                            "shard_id {shard_id}: no WTSH chunk {want:?}"
+                        )))
                     })?;
                 shard_of.insert(shard_id, c);
                 c
@@ -546,7 +580,10 @@ impl<'d> AeroFile<'d> {
                 offset: Some(shard.chunk_offset.saturating_add(data_off)),
                 stored_bytes: data_len,
                 encoding: if shard.is_zstd() { "zstd" } else { "raw" }.into(),
-                digests: hash_b3.iter().map(|h| format!("blake3:{}", hex(h))).collect(),
+                digests: hash_b3
+                    .iter()
+                    .map(|h| format!("blake3:{}", hex(h)))
+                    .collect(),
             },
         };
         let loc = TensorLoc {

@@ -16,7 +16,10 @@ const PARALLEL_HASH: usize = 128 << 10;
 /// BLAKE3-256 of `bytes`, multi-threaded when large.
 pub fn blake3_of(bytes: &[u8]) -> [u8; 32] {
     if bytes.len() >= PARALLEL_HASH {
-        *blake3::Hasher::new().update_rayon(bytes).finalize().as_bytes()
+        *blake3::Hasher::new()
+            .update_rayon(bytes)
+            .finalize()
+            .as_bytes()
     } else {
         *blake3::hash(bytes).as_bytes()
     }
@@ -64,9 +67,15 @@ pub fn verify(f: &AeroFile<'_>, opts: &VerifyOptions) -> VerifyReport {
     for c in &f.chunks {
         if &c.entry.fourcc == b"PHSH" {
             let shard = c.name.strip_suffix(".phsh").unwrap_or("");
-            if !f.chunks.iter().any(|s| &s.entry.fourcc == b"WTSH" && s.name == shard) {
-                r.warnings
-                    .push(format!("PHSH chunk {:?} has no matching WTSH shard", c.name));
+            if !f
+                .chunks
+                .iter()
+                .any(|s| &s.entry.fourcc == b"WTSH" && s.name == shard)
+            {
+                r.warnings.push(format!(
+                    "PHSH chunk {:?} has no matching WTSH shard",
+                    c.name
+                ));
             }
         }
     }
@@ -76,7 +85,7 @@ pub fn verify(f: &AeroFile<'_>, opts: &VerifyOptions) -> VerifyReport {
         .par_iter()
         .enumerate()
         .filter(|(_, l)| l.hash_b3.is_some())
-        .map(|(i, _)| (i, tensor_bytes(f, i).map(|b| blake3_of(b))))
+        .map(|(i, _)| (i, tensor_bytes(f, i).map(blake3_of)))
         .collect();
     for (i, h) in tensor_hashes {
         let subject = format!("tensor {:?}", f.infos[i].name);
@@ -93,7 +102,10 @@ pub fn verify(f: &AeroFile<'_>, opts: &VerifyOptions) -> VerifyReport {
 fn tensor_bytes<'a>(f: &'a AeroFile<'_>, i: usize) -> Result<&'a [u8]> {
     let loc = &f.locs[i];
     let shard = f.chunk_payload(loc.chunk)?;
-    let (s, e) = (loc.data_off as usize, (loc.data_off + loc.data_len) as usize);
+    let (s, e) = (
+        loc.data_off as usize,
+        (loc.data_off + loc.data_len) as usize,
+    );
     match shard {
         std::borrow::Cow::Borrowed(b) => b
             .get(s..e)
@@ -115,7 +127,12 @@ fn control(f: &AeroFile<'_>, r: &mut VerifyReport) {
     };
     let subject = f.chunks[ci].subject();
     match control_digest(f, ci) {
-        Ok((want, got, desc)) => r.compare(format!("control region {desc}"), "ihsh", &hex(&want), &hex(&got)),
+        Ok((want, got, desc)) => r.compare(
+            format!("control region {desc}"),
+            "ihsh",
+            &hex(&want),
+            &hex(&got),
+        ),
         Err(e) => r.failed(subject, "ihsh", e.to_string()),
     }
 }
@@ -123,7 +140,9 @@ fn control(f: &AeroFile<'_>, r: &mut VerifyReport) {
 fn control_digest(f: &AeroFile<'_>, ci: usize) -> Result<([u8; 32], [u8; 32], String)> {
     let payload = f.chunk_payload(ci)?;
     let (v, _) = codec::decode(&payload, 8)?; // trailing zero padding ignored
-    let m = v.as_map().ok_or_else(|| Error::malformed("IHSH payload is not a map"))?;
+    let m = v
+        .as_map()
+        .ok_or_else(|| Error::malformed("IHSH payload is not a map"))?;
     match m.get("algo").and_then(Value::as_str) {
         Some("blake3-256") => {}
         Some(a) => return Err(Error::unsupported(format!("IHSH algo {a:?}"))),
@@ -193,7 +212,11 @@ fn control_digest(f: &AeroFile<'_>, ci: usize) -> Result<([u8; 32], [u8; 32], St
         .join(" ");
     if spans != [(0, f.payloads_start)] {
         // Not an error by itself, but the control region is not what the spec covers.
-        return Ok((want, *h.finalize().as_bytes(), format!("{desc} (expected [0, {}))", f.payloads_start)));
+        return Ok((
+            want,
+            *h.finalize().as_bytes(),
+            format!("{desc} (expected [0, {}))", f.payloads_start),
+        ));
     }
     Ok((want, *h.finalize().as_bytes(), desc))
 }
@@ -207,16 +230,25 @@ fn phsh_for(f: &AeroFile<'_>, ci: usize) -> Option<usize> {
 }
 
 /// Parses a PHSH chunk (after checking its own BLAKE3) for a shard of `shard_len` bytes.
-fn parse_phsh(f: &AeroFile<'_>, pi: usize, shard: &str, shard_len: u64) -> Result<(u64, Vec<[u8; 32]>)> {
+fn parse_phsh(
+    f: &AeroFile<'_>,
+    pi: usize,
+    shard: &str,
+    shard_len: u64,
+) -> Result<(u64, Vec<[u8; 32]>)> {
     let c = &f.chunks[pi];
     let payload = f.chunk_payload(pi)?;
     if blake3_of(&payload) != c.entry.blake3_256 {
         return Err(Error::integrity("the PHSH chunk fails its own BLAKE3"));
     }
     let (v, _) = codec::decode(&payload, 8)?;
-    let m = v.as_map().ok_or_else(|| Error::malformed("PHSH payload is not a map"))?;
+    let m = v
+        .as_map()
+        .ok_or_else(|| Error::malformed("PHSH payload is not a map"))?;
     if m.get("shard_name").and_then(Value::as_str) != Some(shard) {
-        return Err(Error::malformed(format!("PHSH shard_name is not {shard:?}")));
+        return Err(Error::malformed(format!(
+            "PHSH shard_name is not {shard:?}"
+        )));
     }
     let ps = m
         .get("page_size")
@@ -276,7 +308,11 @@ fn pages(f: &AeroFile<'_>, ci: usize, pi: usize, range: Option<(u64, u64)>, r: &
             (h != digests[p as usize]).then(|| {
                 (
                     p,
-                    format!("expected {}, computed {}", hex(&digests[p as usize]), hex(&h)),
+                    format!(
+                        "expected {}, computed {}",
+                        hex(&digests[p as usize]),
+                        hex(&h)
+                    ),
                 )
             })
         })
@@ -310,7 +346,12 @@ pub fn verify_tensor(f: &AeroFile<'_>, i: usize, r: &mut VerifyReport) {
     } else if loc.hash_b3.is_none() {
         let c = &f.chunks[loc.chunk];
         match f.chunk_payload(loc.chunk) {
-            Ok(b) => r.compare(c.subject(), "blake3", &hex(&c.entry.blake3_256), &hex(&blake3_of(&b))),
+            Ok(b) => r.compare(
+                c.subject(),
+                "blake3",
+                &hex(&c.entry.blake3_256),
+                &hex(&blake3_of(&b)),
+            ),
             Err(e) => r.failed(c.subject(), "blake3", e.to_string()),
         }
     }
@@ -322,13 +363,19 @@ fn padding(f: &AeroFile<'_>, r: &mut VerifyReport) {
     let mut spans: Vec<(u64, u64)> = f
         .chunks
         .iter()
-        .map(|c| (c.entry.chunk_offset, c.entry.chunk_offset + c.entry.chunk_length))
+        .map(|c| {
+            (
+                c.entry.chunk_offset,
+                c.entry.chunk_offset + c.entry.chunk_length,
+            )
+        })
         .collect();
     spans.sort_unstable();
     let mut cur = f.payloads_start.min(f.data.len() as u64);
     for (s, e) in spans {
         if s > cur && f.data[cur as usize..s as usize].iter().any(|&b| b != 0) {
-            r.warnings.push(format!("non-zero padding bytes in {cur}..{s}"));
+            r.warnings
+                .push(format!("non-zero padding bytes in {cur}..{s}"));
         }
         cur = cur.max(e);
     }

@@ -50,7 +50,14 @@ struct ChunkPlan {
 }
 
 impl ChunkPlan {
-    fn new(fourcc: &[u8; 4], flags: u32, name: &str, payload: Payload, length: u64, ulen: u64) -> ChunkPlan {
+    fn new(
+        fourcc: &[u8; 4],
+        flags: u32,
+        name: &str,
+        payload: Payload,
+        length: u64,
+        ulen: u64,
+    ) -> ChunkPlan {
         ChunkPlan {
             fourcc: *fourcc,
             flags,
@@ -63,16 +70,30 @@ impl ChunkPlan {
             hash: [0; 32],
         }
     }
-    fn bytes(fourcc: &[u8; 4], flags: u32, name: &str, raw: Vec<u8>, zstd: bool) -> Result<ChunkPlan> {
+    fn bytes(
+        fourcc: &[u8; 4],
+        flags: u32,
+        name: &str,
+        raw: Vec<u8>,
+        zstd: bool,
+    ) -> Result<ChunkPlan> {
         let hash = *blake3::hash(&raw).as_bytes();
         let ulen = raw.len() as u64;
         let stored = if zstd {
-            zstd::bulk::compress(&raw, ZSTD_LEVEL)
-                .map_err(|e| Error::new(crate::ErrorKind::Io, "zstd compression failed").with_source(e))?
+            zstd::bulk::compress(&raw, ZSTD_LEVEL).map_err(|e| {
+                Error::new(crate::ErrorKind::Io, "zstd compression failed").with_source(e)
+            })?
         } else {
             raw
         };
-        let mut c = ChunkPlan::new(fourcc, flags, name, Payload::Bytes(Vec::new()), stored.len() as u64, ulen);
+        let mut c = ChunkPlan::new(
+            fourcc,
+            flags,
+            name,
+            Payload::Bytes(Vec::new()),
+            stored.len() as u64,
+            ulen,
+        );
         c.payload = Payload::Bytes(stored);
         c.hash = hash;
         Ok(c)
@@ -187,7 +208,10 @@ fn tidx(plans: &[TensorPlan]) -> Value {
             let mut e = vec![
                 ("name", Value::Str(p.name.clone())),
                 ("dtype", Value::Int(p.code as i128)),
-                ("shape", Value::List(p.shape.iter().map(|&d| Value::Int(d as i128)).collect())),
+                (
+                    "shape",
+                    Value::List(p.shape.iter().map(|&d| Value::Int(d as i128)).collect()),
+                ),
                 ("shard_id", Value::Int(p.shard as i128)),
                 ("data_off", Value::Int(p.off as i128)),
                 ("data_len", Value::Int(p.len as i128)),
@@ -209,13 +233,28 @@ fn tidx(plans: &[TensorPlan]) -> Value {
 }
 
 /// `meta.json` text (Python's `json.dumps(sort_keys=True, separators=(",", ":"))`), and
-/// whether it holds the metadata exactly (else MMSG carries the exact tree).
+/// whether it holds the metadata exactly, key order aside (a JSON object is unordered and
+/// the original sorts it); when not, MMSG carries the exact tree.
 fn meta_json(meta: &Metadata) -> (String, bool) {
     let text = codec::python_json(&Value::Map(meta.clone()).to_json());
     let exact = serde_json::from_str::<serde_json::Value>(&text)
-        .map(|j| Value::from_json(&j) == Value::Map(meta.clone()))
+        .map(|j| sorted(&Value::from_json(&j)) == sorted(&Value::Map(meta.clone())))
         .unwrap_or(false);
     (text, exact)
+}
+
+/// `v` with every map's keys sorted, recursively.
+fn sorted(v: &Value) -> Value {
+    match v {
+        Value::Map(m) => {
+            let mut e: Vec<(String, Value)> =
+                m.iter().map(|(k, x)| (k.to_string(), sorted(x))).collect();
+            e.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Map(e.into_iter().collect())
+        }
+        Value::List(l) => Value::List(l.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
 }
 
 fn msgpack(v: &Value) -> Result<Vec<u8>> {
@@ -228,14 +267,23 @@ fn phsh_payload(shard: usize, page: u64, digests: &[[u8; 32]]) -> Result<Vec<u8>
     msgpack(&map_of(vec![
         ("shard_name", Value::Str(format!("weights.shard{shard}"))),
         ("page_size", Value::Int(page as i128)),
-        ("digests", Value::List(digests.iter().map(|d| Value::Bytes(d.to_vec())).collect())),
+        (
+            "digests",
+            Value::List(digests.iter().map(|d| Value::Bytes(d.to_vec())).collect()),
+        ),
     ]))
 }
 
 fn ihsh_payload(end: u64, digest: &[u8; 32]) -> Result<Vec<u8>> {
     let mut b = msgpack(&map_of(vec![
         ("algo", Value::Str("blake3-256".into())),
-        ("covered_ranges", Value::List(vec![Value::List(vec![Value::Int(0), Value::Int(end as i128)])])),
+        (
+            "covered_ranges",
+            Value::List(vec![Value::List(vec![
+                Value::Int(0),
+                Value::Int(end as i128),
+            ])]),
+        ),
         ("digest", Value::Bytes(digest.to_vec())),
     ]))?;
     b.resize(IHSH_PAYLOAD_SIZE, 0);
@@ -254,7 +302,11 @@ fn opaque_fourcc(kind: &str) -> [u8; 4] {
 }
 
 /// Writes `src` as AERO v0.1.
-pub fn write(src: &dyn TensorSource, out: &mut dyn WriteSeek, opts: &WriteOptions) -> Result<WriteReport> {
+pub fn write(
+    src: &dyn TensorSource,
+    out: &mut dyn WriteSeek,
+    opts: &WriteOptions,
+) -> Result<WriteReport> {
     let plans = plan_tensors(src, opts)?;
     let n_shards = plans.iter().map(|p| p.shard + 1).max().unwrap_or(0);
     let mut shard_len = vec![0u64; n_shards];
@@ -272,33 +324,88 @@ pub fn write(src: &dyn TensorSource, out: &mut dyn WriteSeek, opts: &WriteOption
     let mut chunks: Vec<ChunkPlan> = Vec::new();
     if opts.control_integrity {
         let n = IHSH_PAYLOAD_SIZE as u64;
-        chunks.push(ChunkPlan::new(b"IHSH", CHUNK_IS_OPTIONAL, "control.integrity", Payload::Bytes(Vec::new()), n, n));
+        chunks.push(ChunkPlan::new(
+            b"IHSH",
+            CHUNK_IS_OPTIONAL,
+            "control.integrity",
+            Payload::Bytes(Vec::new()),
+            n,
+            n,
+        ));
     }
     let meta = src.metadata();
     let (mjsn, exact) = meta_json(meta);
-    chunks.push(ChunkPlan::bytes(b"MJSN", 0, "meta.json", mjsn.into_bytes(), false)?);
+    chunks.push(ChunkPlan::bytes(
+        b"MJSN",
+        0,
+        "meta.json",
+        mjsn.into_bytes(),
+        false,
+    )?);
     let mmsg_at = chunks.len();
-    chunks.push(ChunkPlan::new(b"MMSG", COMPRESSED_ZSTD, "manifest", Payload::Bytes(Vec::new()), 0, 0));
-    chunks.push(ChunkPlan::bytes(b"TIDX", CHUNK_IS_INDEX | COMPRESSED_ZSTD, "tensors", msgpack(&tidx(&plans))?, true)?);
+    chunks.push(ChunkPlan::new(
+        b"MMSG",
+        COMPRESSED_ZSTD,
+        "manifest",
+        Payload::Bytes(Vec::new()),
+        0,
+        0,
+    ));
+    chunks.push(ChunkPlan::bytes(
+        b"TIDX",
+        CHUNK_IS_INDEX | COMPRESSED_ZSTD,
+        "tensors",
+        msgpack(&tidx(&plans))?,
+        true,
+    )?);
     let mut shard_toc = Vec::new();
     for (s, &len) in shard_len.iter().enumerate() {
         shard_toc.push(chunks.len());
-        chunks.push(ChunkPlan::new(b"WTSH", CHUNK_IS_MMAP_CRITICAL, &format!("weights.shard{s}"), Payload::Shard(s), len, len));
+        chunks.push(ChunkPlan::new(
+            b"WTSH",
+            CHUNK_IS_MMAP_CRITICAL,
+            &format!("weights.shard{s}"),
+            Payload::Shard(s),
+            len,
+            len,
+        ));
         if let Some(ps) = page.filter(|_| len > 0) {
             let n_pages = len.div_ceil(ps);
-            let actual = phsh_payload(s, ps, &vec![[0u8; 32]; crate::limits::to_usize(n_pages, "pages")?])?.len() as u64;
+            let actual = phsh_payload(
+                s,
+                ps,
+                &vec![[0u8; 32]; crate::limits::to_usize(n_pages, "pages")?],
+            )?
+            .len() as u64;
             let name = format!("weights.shard{s}.phsh");
-            let mut c = ChunkPlan::new(b"PHSH", CHUNK_IS_OPTIONAL, &name, Payload::Phsh(s), actual, actual);
+            let mut c = ChunkPlan::new(
+                b"PHSH",
+                CHUNK_IS_OPTIONAL,
+                &name,
+                Payload::Phsh(s),
+                actual,
+                actual,
+            );
             c.reserve = 80 + format!("weights.shard{s}").len() as u64 + 32 * n_pages;
             chunks.push(c);
         }
     }
     for c in src.chunks().iter().filter(|c| !c.holds_tensors) {
         if chunks.iter().any(|x| x.name == c.name) {
-            return Err(Error::invalid_input(format!("chunk name {:?} is reserved by AERO", c.name)));
+            return Err(Error::invalid_input(format!(
+                "chunk name {:?} is reserved by AERO",
+                c.name
+            )));
         }
         let bytes = src.chunk(&c.name)?;
-        let mut p = ChunkPlan::new(&opaque_fourcc(&c.kind), CHUNK_IS_OPTIONAL, &c.name, Payload::Opaque(c.name.clone()), bytes.len() as u64, bytes.len() as u64);
+        let mut p = ChunkPlan::new(
+            &opaque_fourcc(&c.kind),
+            CHUNK_IS_OPTIONAL,
+            &c.name,
+            Payload::Opaque(c.name.clone()),
+            bytes.len() as u64,
+            bytes.len() as u64,
+        );
         p.hash = *blake3::hash(&bytes).as_bytes();
         chunks.push(p);
     }
@@ -349,22 +456,42 @@ pub fn write(src: &dyn TensorSource, out: &mut dyn WriteSeek, opts: &WriteOption
         None => Value::Str(String::new()),
     };
     let mut mmsg = vec![
-        ("format", map_of(vec![("name", "AERO".into()), ("version", Value::List(vec![Value::Int(0), Value::Int(1)]))])),
-        ("model", map_of(vec![("name", text("model_name")), ("architecture", text("architecture"))])),
+        (
+            "format",
+            map_of(vec![
+                ("name", "AERO".into()),
+                ("version", Value::List(vec![Value::Int(0), Value::Int(1)])),
+            ]),
+        ),
+        (
+            "model",
+            map_of(vec![
+                ("name", text("model_name")),
+                ("architecture", text("architecture")),
+            ]),
+        ),
         ("chunks", Value::List(chunk_list)),
         ("shards", Value::List(shards)),
     ];
     if !exact {
         mmsg.push((MMSG_EXACT_METADATA, Value::Map(meta.clone())));
     }
-    chunks[mmsg_at] = ChunkPlan::bytes(b"MMSG", COMPRESSED_ZSTD, "manifest", msgpack(&map_of(mmsg))?, true)?;
+    chunks[mmsg_at] = ChunkPlan::bytes(
+        b"MMSG",
+        COMPRESSED_ZSTD,
+        "manifest",
+        msgpack(&map_of(mmsg))?,
+        true,
+    )?;
 
     // Layout.
     let mut st = Vec::new();
     let mut names = Vec::new();
     for c in &chunks {
-        let off = u32::try_from(st.len()).map_err(|_| Error::invalid_input("string table too large"))?;
-        let len = u32::try_from(c.name.len()).map_err(|_| Error::invalid_input("chunk name too long"))?;
+        let off =
+            u32::try_from(st.len()).map_err(|_| Error::invalid_input("string table too large"))?;
+        let len =
+            u32::try_from(c.name.len()).map_err(|_| Error::invalid_input("chunk name too long"))?;
         names.push((off, len));
         st.extend_from_slice(c.name.as_bytes());
         st.push(0);
@@ -380,7 +507,10 @@ pub fn write(src: &dyn TensorSource, out: &mut dyn WriteSeek, opts: &WriteOption
     let mut pos = payloads_start;
     for c in &mut chunks {
         c.offset = align_up(pos, 16)?;
-        pos = c.offset.checked_add(c.reserve).ok_or_else(|| Error::invalid_input("file too large"))?;
+        pos = c
+            .offset
+            .checked_add(c.reserve)
+            .ok_or_else(|| Error::invalid_input("file too large"))?;
     }
     let uuid = opts.uuid.unwrap_or_else(|| {
         let mut u: [u8; 16] = rand::random();
@@ -402,7 +532,14 @@ pub fn write(src: &dyn TensorSource, out: &mut dyn WriteSeek, opts: &WriteOption
     };
     let control = |chunks: &[ChunkPlan], zero_hashes: bool| -> Vec<u8> {
         let mut b = header.to_bytes();
-        b.extend(TocHeader { entry_count: n as u32, reserved0: 0, reserved1: 0 }.to_bytes());
+        b.extend(
+            TocHeader {
+                entry_count: n as u32,
+                reserved0: 0,
+                reserved1: 0,
+            }
+            .to_bytes(),
+        );
         for (c, &(name_off, name_len)) in chunks.iter().zip(&names) {
             b.extend(
                 TocEntry {
@@ -425,7 +562,13 @@ pub fn write(src: &dyn TensorSource, out: &mut dyn WriteSeek, opts: &WriteOption
     };
     if opts.control_integrity {
         let digest = *blake3::hash(&control(&chunks, true)).as_bytes();
-        chunks[0] = ChunkPlan::bytes(b"IHSH", CHUNK_IS_OPTIONAL, "control.integrity", ihsh_payload(payloads_start, &digest)?, false)?;
+        chunks[0] = ChunkPlan::bytes(
+            b"IHSH",
+            CHUNK_IS_OPTIONAL,
+            "control.integrity",
+            ihsh_payload(payloads_start, &digest)?,
+            false,
+        )?;
         chunks[0].offset = payloads_start;
     }
 
@@ -435,19 +578,21 @@ pub fn write(src: &dyn TensorSource, out: &mut dyn WriteSeek, opts: &WriteOption
     let mut at = payloads_start;
     let mut shard_pages: Vec<Vec<[u8; 32]>> = vec![Vec::new(); n_shards];
     let mut patched: Vec<(usize, [u8; 32])> = Vec::new();
-    for ci in 0..chunks.len() {
-        let gap = chunks[ci].offset - at;
+    for (ci, chunk) in chunks.iter().enumerate() {
+        let gap = chunk.offset - at;
         std::io::copy(&mut std::io::repeat(0).take(gap), &mut w)?;
-        at = chunks[ci].offset;
-        let written = match &chunks[ci].payload {
+        at = chunk.offset;
+        let written = match &chunk.payload {
             Payload::Bytes(b) => {
                 w.write_all(b)?;
                 b.len() as u64
             }
             Payload::Opaque(name) => {
                 let b = src.chunk(name)?;
-                if b.len() as u64 != chunks[ci].length {
-                    return Err(Error::invalid_input(format!("chunk {name:?} changed size while writing")));
+                if b.len() as u64 != chunk.length {
+                    return Err(Error::invalid_input(format!(
+                        "chunk {name:?} changed size while writing"
+                    )));
                 }
                 w.write_all(&b)?;
                 b.len() as u64
@@ -460,7 +605,7 @@ pub fn write(src: &dyn TensorSource, out: &mut dyn WriteSeek, opts: &WriteOption
             }
             Payload::Phsh(s) => {
                 let b = phsh_payload(*s, page.unwrap_or(PHSH_PAGE_SIZE_DEFAULT), &shard_pages[*s])?;
-                if b.len() as u64 != chunks[ci].length {
+                if b.len() as u64 != chunk.length {
                     return Err(Error::invalid_input("PHSH payload size changed"));
                 }
                 patched.push((ci, *blake3::hash(&b).as_bytes()));
