@@ -364,6 +364,7 @@ impl<'d> AeroFile<'d> {
                 meta = Some(exact.clone());
             }
             model = m.get("model").and_then(Value::as_map).cloned();
+            self.check_manifest(&m);
         }
         if let Some(i) = self.single(b"MJSN")? {
             let bytes = self.metadata_chunk(i)?;
@@ -397,6 +398,53 @@ impl<'d> AeroFile<'d> {
             (None, None) => Map::new(),
         };
         Ok(())
+    }
+
+    /// The MMSG `chunks` and `shards` lists must agree with the TOC (the original readers
+    /// do not look; a disagreement is a warning, since no hash may cover a changed fourcc).
+    fn check_manifest(&mut self, m: &Map) {
+        let int = |v: Option<&Value>| {
+            v.and_then(Value::as_int)
+                .and_then(|i| usize::try_from(i).ok())
+        };
+        let mut bad = Vec::new();
+        for e in m.get("chunks").and_then(Value::as_list).unwrap_or(&[]) {
+            let Some(e) = e.as_map() else { continue };
+            let (Some(i), Some(f)) = (
+                int(e.get("toc_index")),
+                e.get("fourcc").and_then(Value::as_str),
+            ) else {
+                continue;
+            };
+            match self.chunks.get(i) {
+                Some(c) if c.fourcc() == f => {}
+                Some(c) => bad.push(format!(
+                    "TOC entry {i} is {} ({:?}), MMSG says {f}",
+                    c.fourcc(),
+                    c.name
+                )),
+                None => bad.push(format!(
+                    "MMSG lists TOC entry {i} ({f}), the TOC has {}",
+                    self.chunks.len()
+                )),
+            }
+        }
+        for s in m.get("shards").and_then(Value::as_list).unwrap_or(&[]) {
+            let Some(s) = s.as_map() else { continue };
+            let (Some(i), Some(size)) = (int(s.get("toc_index")), int(s.get("size_bytes"))) else {
+                continue;
+            };
+            match self.chunks.get(i) {
+                Some(c) if &c.entry.fourcc == b"WTSH" && c.entry.chunk_ulen == size as u64 => {}
+                _ => bad.push(format!(
+                    "MMSG shard at TOC entry {i} of {size} bytes does not match the TOC"
+                )),
+            }
+        }
+        for b in bad {
+            self.warnings
+                .push(format!("manifest disagrees with the TOC: {b}"));
+        }
     }
 
     fn load_tidx(&mut self) -> Result<()> {
