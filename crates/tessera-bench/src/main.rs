@@ -4,6 +4,7 @@
 //! or peer it is measured against, and the ratio. Timings are printed, never asserted.
 
 // Shared pieces are used by suites that land one format at a time.
+mod aero;
 #[allow(dead_code)]
 mod common;
 
@@ -13,6 +14,7 @@ fn main() {
     let opts = common::Opts::parse(&args[1.min(args.len())..]);
     let result = match suite {
         "baseline" => common::baseline(&opts),
+        "aero" => aero::run(&opts),
         _ => {
             eprintln!("suites: baseline");
             std::process::exit(2);
