@@ -99,6 +99,8 @@
 //!   capped, extension types are refused.
 
 pub mod codec;
+mod index;
+mod plan;
 pub mod raw;
 pub mod read;
 pub mod verify;
