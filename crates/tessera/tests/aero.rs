@@ -359,6 +359,9 @@ fn rich_model() -> Model {
             })
             .collect();
         let mut info = TensorInfo::dense(format!("t{i}.{dt}"), dt, shape);
+        if i == 1 {
+            info.attrs.insert("requires_grad", Value::Bool(true));
+        }
         if i == 2 {
             info.attrs.insert("quant_id", Value::Int(0));
             let mut q = Map::new();
@@ -532,4 +535,62 @@ fn hash_b3_mismatch_is_reported_per_tensor() {
         ..Default::default()
     });
     assert!(one.is_ok(), "{one:?}");
+}
+
+#[test]
+fn an_empty_model_writes_and_reads() {
+    let m = Model::new();
+    let data = write(
+        &m,
+        &WriteOptions {
+            control_integrity: true,
+            page_hashes: Some(16),
+            ..Default::default()
+        },
+    );
+    let f = AeroFile::open(&data, &Limits::default()).unwrap();
+    assert!(f.tensor_infos().is_empty() && f.metadata().is_empty());
+    let kinds: Vec<_> = f.chunks().iter().map(|c| c.kind.as_str()).collect();
+    assert_eq!(kinds, ["IHSH", "MJSN", "MMSG", "TIDX"]);
+    assert!(f.verify(&VerifyOptions::default()).is_ok());
+}
+
+#[test]
+fn the_writer_refuses_what_aero_readers_reject() {
+    let mut m = Model::new();
+    m.push(
+        TensorView::dense(
+            TensorInfo::dense("x".repeat(5000), DType::U8, vec![1]),
+            Cow::Owned(vec![1]),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut out = Cursor::new(Vec::new());
+    let e =
+        tessera::convert::write_to(Format::Aero, &m, &mut out, &Default::default()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    let mut m = Model::new();
+    m.push(
+        TensorView::dense(
+            TensorInfo::dense("c", DType::C64, vec![1]),
+            Cow::Owned(vec![0; 8]),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let e =
+        tessera::convert::write_to(Format::Aero, &m, &mut out, &Default::default()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
+    assert!(e.to_string().contains("--cast"), "{e}");
+    // Through prepare(), the cast is explicit and reported.
+    let p = tessera::convert::prepare(
+        &m,
+        Format::Aero,
+        tessera::ConvertOptions {
+            cast: true,
+            ..Default::default()
+        },
+    );
+    assert!(p.is_err() || !p.unwrap().notes().is_empty());
 }

@@ -171,6 +171,27 @@ fn independent_multishard_file_reads_with_packed_tensor_and_unknown_chunks() {
     assert!(g.verify(&VerifyOptions::default()).is_ok());
 }
 
+#[test]
+fn a_compressed_shard_reads_decoded_not_borrowed() {
+    let data = std::fs::read(format!("{DATA}valid-wtsh-zstd.aero")).unwrap();
+    let f = AeroFile::open(&data, &Limits::default()).unwrap();
+    let a = f.tensor("a").unwrap();
+    assert!(!a.is_borrowed(), "decoded bytes are owned");
+    assert_eq!(
+        a.data().unwrap(),
+        [1.5f32.to_le_bytes(), (-2f32).to_le_bytes()].concat()
+    );
+    assert_eq!(
+        f.tensor("b").unwrap().data().unwrap(),
+        (-7i64).to_le_bytes()
+    );
+    assert_eq!(f.tensor_infos()[0].storage.encoding, "zstd");
+    assert!(Container::warnings(&f)
+        .iter()
+        .any(|w| w.contains("compressed; the spec says never")));
+    assert!(f.verify(&VerifyOptions::default()).is_ok());
+}
+
 trait CloneInfo {
     fn clone_info_only(self, g: &AeroFile<'_>) -> tessera::TensorView<'static>;
 }

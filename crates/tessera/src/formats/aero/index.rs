@@ -297,6 +297,15 @@ impl AeroFile<'_> {
         if flags != 0 {
             attrs.insert("aero_flags", Value::Int(flags as i128));
         }
+        match m.get(TIDX_ATTRS) {
+            None => {}
+            Some(Value::Map(extra)) => {
+                for (k, v) in extra.iter() {
+                    attrs.insert(k, v.clone());
+                }
+            }
+            Some(_) => return Err(ctx(Error::malformed(format!("{TIDX_ATTRS} is not a map")))),
+        }
         let info = TensorInfo {
             name,
             dtype,

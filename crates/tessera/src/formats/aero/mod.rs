@@ -35,7 +35,8 @@
 //!
 //! Tensors are zero-copy: [`read::AeroFile::tensor`] returns `Cow::Borrowed` slices of the
 //! mapped WTSH payload (a compressed WTSH — legal for readers, never written — is decoded
-//! once and cached). Opening hashes nothing big; `verify` does:
+//! once, cached, and its tensors returned as owned copies). Opening hashes nothing big;
+//! `verify` does:
 //!
 //! - full: IHSH, BLAKE3 of every chunk (chunks in parallel, large ones with
 //!   `update_rayon`), every PHSH page, every `hash_b3`;
@@ -65,6 +66,9 @@
 //!
 //! - `quant_id` and `quant_params` of a dense tensor are kept as attributes of those names
 //!   and written back; a non-zero TIDX `flags` is kept as `aero_flags`.
+//! - Other attributes of a dense tensor (GPTRS `requires_grad`, …) are written under an
+//!   extra TIDX key after the spec's, `tessera_attrs` (a map), and read back from it;
+//!   the original readers ignore unknown TIDX keys.
 //! - A packed tensor (dtype 0x8000) reads as `Layout::Other(name)`, dtype `u8`, one part
 //!   `data`, with `quant_params` flattened into the attributes (`{"ggml_type": 2}`) and
 //!   `quant_id` kept. `name` is `quant_params["layout"]` when present, else `packed`.
@@ -92,6 +96,8 @@
 //!
 //! - Our writer fixes the original's two known bugs (`tensor_hash=True` overwriting the
 //!   shard; f1d395d leaving entry 0's hash zero without IHSH).
+//! - Our writer refuses tensor names over 4096 bytes and ranks over 32 (the C++ reader's
+//!   caps), so what it writes the originals can read.
 //! - The original's low-level `write(add_control_integrity=True)` files fail IHSH
 //!   validation (digest over the un-zeroed region); they fail ours too, as they should.
 //! - msgpack is decoded by a small bounded decoder over `rmp`'s markers into our own

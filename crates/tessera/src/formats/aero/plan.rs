@@ -22,6 +22,7 @@ pub(super) struct TensorPlan {
     pub(super) quant_params: Option<Value>,
     pub(super) flags: u64,
     pub(super) hash: Option<[u8; 32]>,
+    pub(super) attrs: Option<Value>,
 }
 
 /// The bytes of a tensor as AERO stores them: the `data` part of a dense tensor, the one
@@ -45,13 +46,19 @@ pub(super) fn tensor_bytes<'a>(v: &'a TensorView<'_>) -> Result<&'a [u8]> {
 pub(super) fn plan_tensors(src: &dyn TensorSource, opts: &WriteOptions) -> Result<Vec<TensorPlan>> {
     let mut plans = Vec::new();
     for info in src.tensor_infos() {
+        if info.name.len() > MAX_TENSOR_NAME || info.shape.len() > MAX_RANK {
+            return Err(Error::invalid_input(format!(
+                "tensor {:?}: AERO readers accept names up to {MAX_TENSOR_NAME} bytes and rank up to {MAX_RANK}",
+                info.name
+            )));
+        }
         let mut attrs = info.attrs.clone();
         let quant_id = attrs.remove("quant_id");
         let flags = match attrs.remove("aero_flags") {
             Some(Value::Int(i)) => u64::try_from(i).unwrap_or(0),
             _ => 0,
         };
-        let (code, len, quant_params) = match &info.layout {
+        let (code, len, quant_params, extra) = match &info.layout {
             Layout::Dense => {
                 let code = dtype_to_u16(info.dtype).ok_or_else(|| {
                     Error::unsupported(format!(
@@ -59,7 +66,10 @@ pub(super) fn plan_tensors(src: &dyn TensorSource, opts: &WriteOptions) -> Resul
                         info.name, info.dtype
                     ))
                 })?;
-                (code, info.dense_nbytes()?, attrs.remove("quant_params"))
+                let q = attrs.remove("quant_params");
+                // Attributes AERO has no field for (`requires_grad`, …) ride in TIDX.
+                let extra = (!attrs.is_empty()).then_some(Value::Map(attrs));
+                (code, info.dense_nbytes()?, q, extra)
             }
             Layout::Other(l) => {
                 let v = src.tensor(&info.name)?;
@@ -76,7 +86,7 @@ pub(super) fn plan_tensors(src: &dyn TensorSource, opts: &WriteOptions) -> Resul
                     q.insert("layout", l.as_str());
                 }
                 let q = (!q.is_empty()).then_some(Value::Map(q));
-                (DTYPE_PACKED, len, q)
+                (DTYPE_PACKED, len, q, None)
             }
             l => {
                 return Err(Error::unsupported(format!(
@@ -102,6 +112,7 @@ pub(super) fn plan_tensors(src: &dyn TensorSource, opts: &WriteOptions) -> Resul
             quant_params,
             flags,
             hash,
+            attrs: extra,
         });
     }
     // Shards: caller order, a tensor goes to the current shard unless it would exceed the
@@ -149,6 +160,9 @@ pub(super) fn tidx(plans: &[TensorPlan]) -> Value {
             }
             if let Some(h) = &p.hash {
                 e.push(("hash_b3", Value::Str(crate::util::hex(h))));
+            }
+            if let Some(a) = &p.attrs {
+                e.push((TIDX_ATTRS, a.clone()));
             }
             map_of(e)
         })

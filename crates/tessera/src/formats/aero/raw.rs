@@ -249,6 +249,10 @@ pub fn dtype_from_u16(code: u16) -> Option<crate::DType> {
     })
 }
 
+/// TIDX key (after the spec's) under which Tessera keeps tensor attributes AERO has no
+/// field for; readers ignore unknown TIDX keys.
+pub const TIDX_ATTRS: &str = "tessera_attrs";
+
 /// The packed dtype code (quantized / codec data).
 pub const DTYPE_PACKED: u16 = 0x8000;
 

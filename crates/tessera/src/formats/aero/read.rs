@@ -378,20 +378,26 @@ impl<'d> AeroFile<'d> {
         let i = self.tensor_index(name)?;
         let loc = &self.locs[i];
         let shard = self.chunk_payload(loc.chunk)?;
-        let bytes = match shard {
-            Cow::Borrowed(s) => {
-                let start = to_usize(loc.data_off, "data_off")?;
-                let end = to_usize(loc.data_off + loc.data_len, "data_len")?;
-                s.get(start..end)
-                    .ok_or_else(|| Error::malformed("tensor outside its shard"))?
-            }
-            Cow::Owned(_) => return Err(Error::malformed("shard not cached")),
+        let start = to_usize(loc.data_off, "data_off")?;
+        let end = to_usize(loc.data_off + loc.data_len, "data_len")?;
+        let Cow::Borrowed(s) = shard else {
+            return Err(Error::malformed("shard not cached"));
+        };
+        let bytes = s
+            .get(start..end)
+            .ok_or_else(|| Error::malformed("tensor outside its shard"))?;
+        // Zero-copy from the map when the shard is stored raw; a compressed shard (legal
+        // for readers, never written) is decoded once and each tensor copied out of it.
+        let bytes = if self.chunks[loc.chunk].entry.is_zstd() {
+            Cow::Owned(bytes.to_vec())
+        } else {
+            Cow::Borrowed(bytes)
         };
         Ok(TensorView {
             info: self.infos[i].clone(),
             parts: vec![Part {
                 role: "data".into(),
-                bytes: Cow::Borrowed(bytes),
+                bytes,
             }],
         })
     }

@@ -134,6 +134,9 @@ def phsh_file(digests, page=8):
 def main():
     files = {}
     files["valid-multishard-packed-unknown-chunks.aero"] = valid_multishard()
+    files["valid-wtsh-zstd.aero"] = build(
+        standard([tidx_entry("a", 1, [2], 0, 0, 8), tidx_entry("b", 10, [1], 0, 8, 8)], [])
+        + [chunk(b"WTSH", "weights.shard0", A + B, MMAP | ZSTD)])
     good_pages = [blake3.blake3(A).digest(), blake3.blake3(B).digest()]
     files["valid-ihsh-phsh-page8.aero"] = phsh_file(good_pages)
     files["verify-fail-phsh-digest-count.aero"] = phsh_file(good_pages[:1])
