@@ -13,12 +13,17 @@ use crate::tensor::{Layout, Storage, TensorInfo};
 use crate::util::hex;
 use crate::DType;
 
+/// Most msgpack values built for one manifest-like chunk (MMSG, PHSH, an unknown TIDX key).
+pub(super) const MAX_MANIFEST_VALUES: u64 = 8 << 20;
+/// Most msgpack values in one TIDX tensor entry.
+const MAX_ENTRY_VALUES: u64 = 1 << 16;
+
 impl AeroFile<'_> {
     fn decode_msgpack(&self, i: usize) -> Result<Value> {
         let c = &self.chunks[i];
         let bytes = self.metadata_chunk(i)?;
-        let (v, used) =
-            codec::decode(&bytes, self.limits.max_depth).map_err(|e| e.at_subject(c.subject()))?;
+        let (v, used) = codec::decode(&bytes, self.limits.max_depth, MAX_MANIFEST_VALUES)
+            .map_err(|e| e.at_subject(c.subject()))?;
         if bytes[used..].iter().any(|&b| b != 0) {
             return Err(Error::malformed("trailing bytes after the msgpack value")
                 .at_subject(c.subject())
@@ -126,34 +131,57 @@ impl AeroFile<'_> {
         }
     }
 
+    /// Decodes the TIDX one tensor entry at a time, so memory follows the tensors, not
+    /// whatever a hostile index claims.
     pub(super) fn load_tidx(&mut self) -> Result<()> {
         let Some(ti) = self.single(b"TIDX")? else {
             return Ok(());
         };
-        let subject = self.chunks[ti].subject();
-        let root = self.decode_msgpack(ti)?;
-        let bad = |m: String| Error::malformed(m).at_subject(subject.clone());
-        let list = root
-            .as_map()
-            .and_then(|m| m.get("tensors"))
-            .and_then(Value::as_list)
-            .ok_or_else(|| bad("TIDX has no \"tensors\" array".into()))?;
-        self.limits.check_entries(list.len() as u64)?;
+        let c = &self.chunks[ti];
+        let (subject, base) = (c.subject(), c.entry.chunk_offset);
+        let bytes = self.metadata_chunk(ti)?;
+        let at = |e: Error| e.at_subject(subject.clone());
+        let mut d = codec::Decoder::new(&bytes, self.limits.max_depth, u64::MAX);
+        let (mut infos, mut locs, mut by_name) = (Vec::new(), Vec::new(), HashMap::new());
         let mut shard_of: HashMap<u64, usize> = HashMap::new();
-        for (i, t) in list.iter().enumerate() {
-            let (info, loc) = self
-                .tidx_entry(t, &mut shard_of)
-                .map_err(|e| e.at_subject(format!("TIDX tensor {i}")))?;
-            if self
-                .by_name
-                .insert(info.name.clone(), self.infos.len())
-                .is_some()
-            {
-                return Err(bad(format!("duplicate tensor name {:?}", info.name)));
+        let mut found = false;
+        for _ in 0..d.map_len().map_err(at)? {
+            if d.key().map_err(at)? != "tensors" {
+                d.value_bounded(MAX_MANIFEST_VALUES).map_err(at)?; // unknown key: ignored
+                continue;
             }
-            self.infos.push(info);
-            self.locs.push(loc);
+            if found {
+                return Err(at(Error::malformed("TIDX has two \"tensors\" keys")));
+            }
+            found = true;
+            let n = d.array_len().map_err(at)?;
+            self.limits.check_entries(n as u64).map_err(at)?;
+            for i in 0..n {
+                let entry = d.value_bounded(MAX_ENTRY_VALUES).map_err(at)?;
+                let (info, loc) = self
+                    .tidx_entry(&entry, &mut shard_of)
+                    .map_err(|e| e.at_subject(format!("TIDX tensor {i}")))?;
+                if by_name.insert(info.name.clone(), infos.len()).is_some() {
+                    return Err(at(Error::malformed(format!(
+                        "duplicate tensor name {:?}",
+                        info.name
+                    ))));
+                }
+                infos.push(info);
+                locs.push(loc);
+            }
         }
+        if !found {
+            return Err(at(Error::malformed("TIDX has no \"tensors\" array")));
+        }
+        if bytes[d.pos()..].iter().any(|&b| b != 0) {
+            return Err(
+                at(Error::malformed("trailing bytes after the msgpack value"))
+                    .at_offset(base + d.pos() as u64),
+            );
+        }
+        drop(bytes);
+        (self.infos, self.locs, self.by_name) = (infos, locs, by_name);
         Ok(())
     }
 

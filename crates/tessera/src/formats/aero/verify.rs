@@ -139,7 +139,7 @@ fn control(f: &AeroFile<'_>, r: &mut VerifyReport) {
 
 fn control_digest(f: &AeroFile<'_>, ci: usize) -> Result<([u8; 32], [u8; 32], String)> {
     let payload = f.chunk_payload(ci)?;
-    let (v, _) = codec::decode(&payload, 8)?; // trailing zero padding ignored
+    let (v, _) = codec::decode(&payload, 8, 64)?; // trailing zero padding ignored
     let m = v
         .as_map()
         .ok_or_else(|| Error::malformed("IHSH payload is not a map"))?;
@@ -241,7 +241,7 @@ fn parse_phsh(
     if blake3_of(&payload) != c.entry.blake3_256 {
         return Err(Error::integrity("the PHSH chunk fails its own BLAKE3"));
     }
-    let (v, _) = codec::decode(&payload, 8)?;
+    let (v, _) = codec::decode(&payload, 8, super::index::MAX_MANIFEST_VALUES)?;
     let m = v
         .as_map()
         .ok_or_else(|| Error::malformed("PHSH payload is not a map"))?;

@@ -168,6 +168,9 @@ def main():
     bad_tidx("malformed-tidx-negative-dim.aero", [tidx_entry("a", 1, [-2], 0, 0, 8)])
     bad_tidx("malformed-tidx-missing-name.aero", [{"dtype": 1, "shape": [2], "shard_id": 0,
                                                    "data_off": 0, "data_len": 8}])
+    # One entry of ~70 KB that would build 70,000 values: refused, not materialized.
+    bad_tidx("limit-tidx-entry-value-bomb.aero",
+             [tidx_entry("a", 1, [2], 0, 0, 8, junk=[0] * 70000)])
     files["malformed-tidx-map32-bomb.aero"] = build(standard(
         [], [A], tidx_flags=INDEX, tidx_raw=b"\xdf\xff\xff\xff\xff"))
     files["malformed-tidx-not-a-map.aero"] = build(standard(
