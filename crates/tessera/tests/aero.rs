@@ -594,3 +594,107 @@ fn the_writer_refuses_what_aero_readers_reject() {
     );
     assert!(p.is_err() || !p.unwrap().notes().is_empty());
 }
+
+mod random {
+    use super::*;
+    use proptest::prelude::*;
+
+    const DTYPES: [DType; 13] = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::F64,
+        DType::I8,
+        DType::U8,
+        DType::I16,
+        DType::U16,
+        DType::I32,
+        DType::U32,
+        DType::I64,
+        DType::U64,
+        DType::Bool,
+    ];
+
+    fn tensor() -> impl Strategy<Value = (usize, Vec<u64>, u8)> {
+        (
+            0..DTYPES.len(),
+            proptest::collection::vec(0u64..5, 0..4),
+            any::<u8>(),
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// write → read gives the same tensors for any dtypes, shapes and options.
+        #[test]
+        fn write_read_round_trip(
+            ts in proptest::collection::vec(tensor(), 0..8),
+            shard in 1u64..200,
+            page in proptest::option::of(1u64..64),
+            hashes in any::<bool>(),
+            ihsh in any::<bool>(),
+        ) {
+            let mut m = Model::new();
+            for (i, (d, shape, seed)) in ts.into_iter().enumerate() {
+                let dt = DTYPES[d];
+                let n = shape.iter().product::<u64>() as usize * dt.size();
+                let bytes: Vec<u8> = (0..n)
+                    .map(|j| if dt == DType::Bool { ((j as u8) ^ seed) & 1 } else { (j as u8).wrapping_mul(31) ^ seed })
+                    .collect();
+                m.push(TensorView::dense(TensorInfo::dense(format!("t{i}"), dt, shape), Cow::Owned(bytes)).unwrap()).unwrap();
+            }
+            let opts = WriteOptions {
+                shard_size: Some(shard),
+                page_hashes: page,
+                tensor_hashes: hashes,
+                control_integrity: ihsh,
+                uuid: Some([7; 16]),
+                ..Default::default()
+            };
+            let data = write(&m, &opts);
+            let f = AeroFile::open(&data, &Limits::default()).unwrap();
+            assert_same(&m, &f);
+            let r = f.verify(&VerifyOptions::default());
+            prop_assert!(r.is_ok() && r.warnings.is_empty(), "{:?}", r);
+            prop_assert_eq!(write(&f, &opts), data);
+        }
+    }
+}
+
+#[test]
+fn many_pages_per_shard_stay_inside_their_reserve() {
+    // 2 shards of 1 KiB with 16-byte pages: 64 digests each, more than the original's
+    // reserve holds; the next shard must not be overwritten.
+    let mut m = Model::new();
+    for i in 0..2 {
+        let bytes: Vec<u8> = (0..1024u32).map(|j| (j * 7 + i) as u8).collect();
+        m.push(
+            TensorView::dense(
+                TensorInfo::dense(format!("w{i}"), DType::U8, vec![1024]),
+                Cow::Owned(bytes),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    }
+    let data = write(
+        &m,
+        &WriteOptions {
+            shard_size: Some(1024),
+            page_hashes: Some(16),
+            ..Default::default()
+        },
+    );
+    let f = AeroFile::open(&data, &Limits::default()).unwrap();
+    assert_eq!(
+        f.toc()
+            .iter()
+            .filter(|c| &c.entry.fourcc == b"PHSH")
+            .count(),
+        2
+    );
+    let r = f.verify(&VerifyOptions::default());
+    assert!(r.is_ok() && r.warnings.is_empty(), "{r:?}");
+    assert_same(&m, &f);
+}

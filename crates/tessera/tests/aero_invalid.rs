@@ -409,3 +409,55 @@ fn every_flipped_byte_is_caught_when_ihsh_covers_the_control_region() {
         assert!(caught || i < payloads, "byte {i}");
     }
 }
+
+mod random {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn exercise(data: &[u8]) {
+        if let Ok(f) = AeroFile::open(data, &Limits::default()) {
+            for t in f.tensor_infos() {
+                let _ = f.tensor(&t.name);
+                let _ = f.tensor_checked(&t.name);
+            }
+            for i in 0..f.toc().len() {
+                let _ = f.chunk_payload(i);
+            }
+            let _ = f.verify(&VerifyOptions::default());
+            let _ = f.verify(&VerifyOptions {
+                control_only: true,
+                ..Default::default()
+            });
+            let names = f.tensor_infos().iter().map(|t| t.name.clone()).collect();
+            let _ = f.verify(&VerifyOptions {
+                tensors: names,
+                ..Default::default()
+            });
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+        /// Random byte mutations of every sample and generated vector never panic.
+        #[test]
+        fn mutations_never_panic(
+            which in 0usize..64,
+            muts in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+            cut in any::<prop::sample::Index>(),
+            truncate in any::<bool>(),
+        ) {
+            let mut all: Vec<Vec<u8>> = [PLAIN, IHSH, PHSH].iter().map(|n| sample(n)).collect();
+            all.extend(vectors().into_iter().map(|(_, d)| d));
+            let mut d = all[which % all.len()].clone();
+            for (at, b) in muts {
+                let i = at.index(d.len());
+                d[i] = b;
+            }
+            if truncate {
+                d.truncate(cut.index(d.len()));
+            }
+            exercise(&d);
+        }
+    }
+}

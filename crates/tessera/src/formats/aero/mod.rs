@@ -96,6 +96,11 @@
 //!
 //! - Our writer fixes the original's two known bugs (`tensor_hash=True` overwriting the
 //!   shard; f1d395d leaving entry 0's hash zero without IHSH).
+//! - PHSH reserve: the original reserves `80 + len(shard name) + 32·pages` bytes for a
+//!   PHSH payload that takes about `59 + 34·pages`; from 18 pages on (a 2 GiB shard has
+//!   512 pages of 4 MiB) the payload outgrows the reserve and, when another chunk
+//!   follows, overlaps it. We reserve `max(that, the payload)`: identical layout up to
+//!   17 pages, a valid file beyond.
 //! - Our writer refuses tensor names over 4096 bytes and ranks over 32 (the C++ reader's
 //!   caps), so what it writes the originals can read.
 //! - The original's low-level `write(add_control_integrity=True)` files fail IHSH

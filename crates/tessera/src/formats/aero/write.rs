@@ -172,7 +172,11 @@ pub fn write(
                 actual,
                 actual,
             );
-            c.reserve = 80 + format!("weights.shard{s}").len() as u64 + 32 * n_pages;
+            // The original reserves 80 + len(name) + 32 per page; from 18 pages on the real
+            // payload (34 bytes per digest) outgrows that and would run into the next
+            // chunk, so we reserve at least what the payload needs.
+            let original = 80 + format!("weights.shard{s}").len() as u64 + 32 * n_pages;
+            c.reserve = original.max(actual);
             chunks.push(c);
         }
     }
@@ -365,7 +369,9 @@ pub fn write(
     let mut shard_pages: Vec<Vec<[u8; 32]>> = vec![Vec::new(); n_shards];
     let mut patched: Vec<(usize, [u8; 32])> = Vec::new();
     for (ci, chunk) in chunks.iter().enumerate() {
-        let gap = chunk.offset - at;
+        let gap = chunk.offset.checked_sub(at).ok_or_else(|| {
+            Error::invalid_input(format!("chunk {:?} overlaps the previous one", chunk.name))
+        })?;
         std::io::copy(&mut std::io::repeat(0).take(gap), &mut w)?;
         at = chunk.offset;
         let written = match &chunk.payload {
