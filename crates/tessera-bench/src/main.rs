@@ -6,6 +6,7 @@
 // Shared pieces are used by suites that land one format at a time.
 #[allow(dead_code)]
 mod common;
+mod aero;
 mod foundation;
 mod gguf;
 mod gptrs;
@@ -18,13 +19,14 @@ fn main() {
     let opts = common::Opts::parse(&args[1.min(args.len())..]);
     let result = match suite {
         "baseline" => common::baseline(&opts),
+        "aero" => aero::run(&opts),
         "foundation" => foundation::run(&opts),
         "gguf" => gguf::run(&opts),
         "gptrs" => gptrs::run(&opts),
         "safetensors" => safetensors::run(&opts),
         "ztensor" => ztensor::run(&opts),
         _ => {
-            eprintln!("suites: baseline foundation gguf gptrs safetensors ztensor");
+            eprintln!("suites: baseline aero foundation gguf gptrs safetensors ztensor");
             std::process::exit(2);
         }
     };

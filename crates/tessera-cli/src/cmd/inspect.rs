@@ -118,15 +118,36 @@ pub fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         }
         if !file.chunks().is_empty() {
             writeln!(out, "chunks:")?;
-            for c in file.chunks() {
+            // Tensors stored inside each chunk's byte range (an AERO shard, …), when the
+            // format gives tensor offsets.
+            let inside: Vec<usize> = file
+                .chunks()
+                .iter()
+                .map(|c| {
+                    c.storage.offset.map_or(0, |o| {
+                        let end = o.saturating_add(c.storage.stored_bytes);
+                        infos
+                            .iter()
+                            .filter(|t| t.storage.offset.is_some_and(|t| t >= o && t < end))
+                            .count()
+                    })
+                })
+                .collect();
+            let located = inside.iter().any(|&n| n > 0);
+            for (c, &inside) in file.chunks().iter().zip(&inside) {
+                let label = match inside {
+                    0 if c.holds_tensors && !located => "  (tensors)".to_string(),
+                    0 => String::new(),
+                    1 => "  (1 tensor)".to_string(),
+                    n => format!("  ({n} tensors)"),
+                };
                 writeln!(
                     out,
-                    "  {:<24} {:<6} {:>10}  {}{}",
+                    "  {:<24} {:<6} {:>10}  {}{label}",
                     c.name,
                     c.kind,
                     human_bytes(c.len.unwrap_or(c.storage.stored_bytes)),
                     c.storage.encoding,
-                    if c.holds_tensors { "  (tensors)" } else { "" }
                 )?;
             }
         }

@@ -1,15 +1,190 @@
-//! AERO v0.1 — not implemented yet.
+//! AERO v0.1 (`aero-v0.1.md`), with IHSH (AIP-0001) and PHSH (AIP-0002), byte-compatible
+//! with the original `aerotensor` writer (`write_model`).
+//!
+//! # Layout (all little-endian)
+//!
+//! | offset | size | what |
+//! | --- | --- | --- |
+//! | 0 | 96 | header: `AERO`, major 0, minor 1, header_size 96, toc_offset, toc_length, string_table_offset, string_table_length, file_flags (0), uuid\[16\], reserved\[28\] (0) |
+//! | 96 | 16 | TOC header: entry_count, reserved0, reserved1 (0) |
+//! | 112 | 80·n | TOC entries: fourcc, chunk_flags, chunk_offset, chunk_length, chunk_ulen, name_off, name_len, reserved0 (0), blake3_256 of the uncompressed payload |
+//! | 112+80n | … | string table: names NUL-terminated, padded with zeros to 8 |
+//! | align16 | … | payloads in TOC order, each 16-byte aligned, zero padding between |
+//!
+//! Chunks written, in this order (as `write_model` does): `IHSH control.integrity`
+//! (flags 0x8, only with `--control-integrity`), `MJSN meta.json` (0x0), `MMSG manifest`
+//! (0x1, zstd level 6), `TIDX tensors` (0x5, zstd level 6), then per shard
+//! `WTSH weights.shard{N}` (0x2) followed by `PHSH weights.shard{N}.phsh` (0x8, only with
+//! `--page-hashes`), then any opaque chunk carried from the source (flag 0x8, its own
+//! fourcc when it is four ASCII letters/digits, else `BLOB`). msgpack maps keep the
+//! original's key order; integers take their smallest encoding.
+//!
+//! # What we read
+//!
+//! Everything the spec and the two original readers check, plus what they leave out:
+//! header `reserved` bytes, TOC `reserved0/1` and entry `reserved0` must be zero; version
+//! exactly 0.1; `MAX_ENTRY_COUNT`, `MAX_STRING_TABLE`, `MAX_METADATA_ULEN` and our
+//! [`crate::Limits`]; every offset and length checked against the file size with checked
+//! arithmetic; zstd decoded with `chunk_ulen` as the exact output bound; the BLAKE3 of
+//! MJSN, MMSG and TIDX checked at open (mandatory for metadata, as the original);
+//! tensor names ≤ 4096 bytes, rank ≤ 32, no duplicates, `data_off + data_len` inside the
+//! shard, `data_len` equal to the dense size. Unknown fourccs are listed as chunks and
+//! skipped (a warning when not marked optional); unknown flag bits and unknown TIDX/MMSG
+//! keys are ignored. Unaligned payloads, compressed WTSH/IHSH/PHSH and non-zero padding
+//! are warnings, not errors (the originals accept them).
+//!
+//! Tensors are zero-copy: [`read::AeroFile::tensor`] returns `Cow::Borrowed` slices of the
+//! mapped WTSH payload (a compressed WTSH — legal for readers, never written — is decoded
+//! once, cached, and its tensors returned as owned copies). Opening hashes nothing big;
+//! `verify` does:
+//!
+//! - full: IHSH, BLAKE3 of every chunk (chunks in parallel, large ones with
+//!   `update_rayon`), every PHSH page, every `hash_b3`;
+//! - `--control` ([`crate::VerifyOptions::control_only`]): only IHSH — BLAKE3 of
+//!   `[0, payloads_start)` with every TOC entry's hash field read as zeros;
+//! - `--tensor NAME` ([`crate::VerifyOptions::tensors`]): IHSH, then for each tensor its
+//!   `hash_b3`, the PHSH pages it overlaps (not the rest of the shard) or, with neither,
+//!   its shard's BLAKE3. [`read::AeroFile::tensor_checked`] does the same on read.
+//!
+//! # Metadata mapping
+//!
+//! `meta.json` (MJSN) is the file metadata: reading it gives our [`crate::Metadata`]
+//! (keys in file order). Writing, MJSN is `json.dumps(metadata, sort_keys=True,
+//! separators=(",", ":"))` exactly as Python prints it, and MMSG `model` is
+//! `{name: metadata["model_name"], architecture: metadata["architecture"]}` ("" when
+//! absent), so a file from the original (keys `architecture`, `model_name`, …) comes
+//! back byte for byte. Key order is not kept: like the original, MJSN is a JSON object
+//! with sorted keys, and that is the order a reader sees. When JSON cannot hold the
+//! metadata exactly — bytes, non-finite floats, integers beyond 64 bits — MJSN still
+//! gets its JSON form (bytes as `{"$bytes": hex}`, non-finite floats as strings) and
+//! MMSG gets one extra key after `shards`, `tessera_metadata`, holding the exact tree as
+//! msgpack; our reader prefers it, the original readers ignore unknown MMSG keys. Other
+//! formats' metadata thus lands in `meta.json` as is (GGUF's `general.architecture`
+//! stays a key of that name; only `model_name`/`architecture` feed MMSG `model`).
+//!
+//! # Tensor attributes
+//!
+//! - `quant_id` and `quant_params` of a dense tensor are kept as attributes of those names
+//!   and written back; a non-zero TIDX `flags` is kept as `aero_flags`.
+//! - Other attributes of a dense tensor (GPTRS `requires_grad`, …) are written under an
+//!   extra TIDX key after the spec's, `tessera_attrs` (a map), and read back from it;
+//!   the original readers ignore unknown TIDX keys.
+//! - A packed tensor (dtype 0x8000) reads as `Layout::Other(name)`, dtype `u8`, one part
+//!   `data`, with `quant_params` flattened into the attributes (`{"ggml_type": 2}`) and
+//!   `quant_id` kept. `name` is `quant_params["layout"]` when present, else `packed`.
+//!   Writing, any one-part `Layout::Other` tensor (GGUF's `ggml_q4_0` …) becomes dtype
+//!   0x8000 with its attributes (minus `quant_id`) as `quant_params` plus `layout` when
+//!   the name is not `packed`: it comes back byte-exact with the same layout name and
+//!   attributes.
+//!
+//! # Writer
+//!
+//! Offsets are planned from the tensor list (`shape` × dtype for dense tensors; packed
+//! tensors are asked for once for their length), the control region and metadata chunks
+//! written, then each shard streamed one tensor at a time while its BLAKE3 and page
+//! digests are computed; the TOC is patched with those hashes at the end (`Write + Seek`).
+//! Options: `shard_size` (default 2 GiB; tensors in order, a shard takes a tensor unless
+//! it would exceed the size, an empty shard always accepts), `tensor_hashes` (`hash_b3`,
+//! computed in a first pass so the TIDX is final before the shards — the original's
+//! in-place rewrite corrupts its own shard), `control_integrity` (IHSH, 256-byte
+//! zero-padded payload), `page_hashes` (PHSH page size; the layout reserves `80 +
+//! len(shard name) + 32·pages` bytes as the original does; empty shards get none), `uuid`
+//! (random v4 otherwise). Tensors are packed back to back inside a shard, as the original.
+//! `WriteOptions::compression` is not used: MMSG and TIDX are always zstd level 6.
+//!
+//! # Deviations
+//!
+//! - Our writer fixes the original's two known bugs (`tensor_hash=True` overwriting the
+//!   shard; f1d395d leaving entry 0's hash zero without IHSH).
+//! - PHSH reserve: the original reserves `80 + len(shard name) + 32·pages` bytes for a
+//!   PHSH payload that takes about `59 + 34·pages`; from 18 pages on (a 2 GiB shard has
+//!   512 pages of 4 MiB) the payload outgrows the reserve and, when another chunk
+//!   follows, overlaps it. We reserve `max(that, the payload)`: identical layout up to
+//!   17 pages, a valid file beyond.
+//! - Our writer refuses tensor names over 4096 bytes and ranks over 32 (the C++ reader's
+//!   caps), so what it writes the originals can read.
+//! - The original's low-level `write(add_control_integrity=True)` files fail IHSH
+//!   validation (digest over the un-zeroed region); they fail ours too, as they should.
+//! - msgpack is decoded by a small bounded decoder over `rmp`'s markers into our own
+//!   [`crate::Value`] (no `rmpv`): lengths are checked against the bytes left, depth is
+//!   capped, extension types are refused.
 
-use crate::any::OpenFn;
+pub mod codec;
+mod index;
+mod plan;
+pub mod raw;
+pub mod read;
+pub mod verify;
+pub mod write;
+
+use std::borrow::Cow;
+
+use crate::any::{OpenFn, ReadOptions};
 use crate::convert::{Capabilities, MetadataSupport, WriteFn};
-#[allow(unused_imports)]
 use crate::dtype::DType;
+use crate::error::Result;
 use crate::format::Format;
+use crate::metadata::Metadata;
+use crate::model::{Container, TensorSource};
+use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
+use crate::verify::{VerifyOptions, VerifyReport};
 
-/// Reader entry point (not implemented yet).
-pub const OPEN: Option<OpenFn> = None;
-/// Writer entry point (not implemented yet).
-pub const WRITE: Option<WriteFn> = None;
+pub use raw::{dtype_from_u16, dtype_to_u16};
+pub use read::AeroFile;
+
+fn open<'d>(data: &'d [u8], opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
+    Ok(Box::new(AeroFile::open(data, &opts.limits)?))
+}
+
+/// Reader entry point.
+pub const OPEN: Option<OpenFn> = Some(open);
+/// Writer entry point.
+pub const WRITE: Option<WriteFn> = Some(write::write);
+
+impl TensorSource for AeroFile<'_> {
+    fn metadata(&self) -> &Metadata {
+        AeroFile::metadata(self)
+    }
+    fn tensor_infos(&self) -> &[TensorInfo] {
+        AeroFile::tensor_infos(self)
+    }
+    fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
+        AeroFile::tensor(self, name)
+    }
+    fn chunks(&self) -> &[ChunkInfo] {
+        self.chunk_infos()
+    }
+    fn chunk(&self, name: &str) -> Result<Cow<'_, [u8]>> {
+        let i = self
+            .toc()
+            .iter()
+            .position(|c| c.name == name)
+            .ok_or_else(|| crate::Error::not_found(format!("no chunk named {name:?}")))?;
+        self.chunk_payload(i)
+    }
+    fn source_format(&self) -> Option<Format> {
+        Some(Format::Aero)
+    }
+}
+
+impl Container for AeroFile<'_> {
+    fn format(&self) -> Format {
+        Format::Aero
+    }
+    fn version(&self) -> String {
+        format!(
+            "{}.{}",
+            self.header().version_major,
+            self.header().version_minor
+        )
+    }
+    fn verify(&self, opts: &VerifyOptions) -> VerifyReport {
+        verify::verify(self, opts)
+    }
+    fn warnings(&self) -> Vec<String> {
+        self.warnings.clone()
+    }
+}
 
 /// What AERO v0.1 can hold.
 pub fn capabilities() -> Capabilities {
@@ -31,7 +206,7 @@ pub fn capabilities() -> Capabilities {
             DType::Bool,
         ],
         sparse: false,
-        other_layouts: false,
+        other_layouts: true,
         metadata: MetadataSupport::Tree,
         chunks: true,
         compression: &["zstd"],

@@ -1,0 +1,240 @@
+//! Planning an AERO file: the tensor list (dtype codes, lengths, shards, offsets,
+//! optional `hash_b3`) and the metadata payloads (TIDX, `meta.json`, IHSH, PHSH), laid
+//! out exactly as the original writer does.
+
+use super::codec::{self, map_of};
+use super::raw::*;
+use super::read::STANDARD;
+use crate::convert::WriteOptions;
+use crate::error::{Error, Result};
+use crate::metadata::{Map, Metadata, Value};
+use crate::model::TensorSource;
+use crate::tensor::{Layout, TensorView};
+
+pub(super) struct TensorPlan {
+    pub(super) name: String,
+    pub(super) code: u16,
+    pub(super) shape: Vec<u64>,
+    pub(super) len: u64,
+    pub(super) shard: usize,
+    pub(super) off: u64,
+    pub(super) quant_id: Option<Value>,
+    pub(super) quant_params: Option<Value>,
+    pub(super) flags: u64,
+    pub(super) hash: Option<[u8; 32]>,
+    pub(super) attrs: Option<Value>,
+}
+
+/// The bytes of a tensor as AERO stores them: the `data` part of a dense tensor, the one
+/// part of a packed (`Layout::Other`) tensor.
+pub(super) fn tensor_bytes<'a>(v: &'a TensorView<'_>) -> Result<&'a [u8]> {
+    match &v.info.layout {
+        Layout::Dense => v.data(),
+        Layout::Other(l) if v.parts.len() == 1 => Ok(&v.parts[0].bytes),
+        Layout::Other(l) => Err(Error::unsupported(format!(
+            "tensor {:?}: AERO stores a packed tensor as one byte string; layout {l:?} has {} parts",
+            v.info.name,
+            v.parts.len()
+        ))),
+        l => Err(Error::unsupported(format!(
+            "tensor {:?} is {l}; AERO stores dense or packed tensors only (use --densify)",
+            v.info.name
+        ))),
+    }
+}
+
+pub(super) fn plan_tensors(src: &dyn TensorSource, opts: &WriteOptions) -> Result<Vec<TensorPlan>> {
+    let mut plans = Vec::new();
+    for info in src.tensor_infos() {
+        if info.name.len() > MAX_TENSOR_NAME || info.shape.len() > MAX_RANK {
+            return Err(Error::invalid_input(format!(
+                "tensor {:?}: AERO readers accept names up to {MAX_TENSOR_NAME} bytes and rank up to {MAX_RANK}",
+                info.name
+            )));
+        }
+        let mut attrs = info.attrs.clone();
+        let quant_id = attrs.remove("quant_id");
+        let flags = match attrs.remove("aero_flags") {
+            Some(Value::Int(i)) => u64::try_from(i).unwrap_or(0),
+            _ => 0,
+        };
+        let (code, len, quant_params, extra) = match &info.layout {
+            Layout::Dense => {
+                let code = dtype_to_u16(info.dtype).ok_or_else(|| {
+                    Error::unsupported(format!(
+                        "tensor {:?} is {}; AERO cannot store it (use --cast)",
+                        info.name, info.dtype
+                    ))
+                })?;
+                let q = attrs.remove("quant_params");
+                // Attributes AERO has no field for (`requires_grad`, …) ride in TIDX.
+                let extra = (!attrs.is_empty()).then_some(Value::Map(attrs));
+                (code, info.dense_nbytes()?, q, extra)
+            }
+            Layout::Other(l) => {
+                let v = src.tensor(&info.name)?;
+                let len = tensor_bytes(&v)?.len() as u64;
+                // Every other attribute is a codec parameter; `layout` names the layout.
+                let mut q = match attrs.remove("quant_params") {
+                    Some(Value::Map(m)) => m,
+                    _ => Map::new(),
+                };
+                for (k, v) in attrs {
+                    q.insert(k, v);
+                }
+                if l != "packed" {
+                    q.insert("layout", l.as_str());
+                }
+                let q = (!q.is_empty()).then_some(Value::Map(q));
+                (DTYPE_PACKED, len, q, None)
+            }
+            l => {
+                return Err(Error::unsupported(format!(
+                    "tensor {:?} is {l}; AERO stores dense or packed tensors only (use --densify)",
+                    info.name
+                )))
+            }
+        };
+        let hash = if opts.tensor_hashes {
+            let v = src.tensor(&info.name)?;
+            Some(crate::formats::aero::verify::blake3_of(tensor_bytes(&v)?))
+        } else {
+            None
+        };
+        plans.push(TensorPlan {
+            name: info.name.clone(),
+            code,
+            shape: info.shape.clone(),
+            len,
+            shard: 0,
+            off: 0,
+            quant_id,
+            quant_params,
+            flags,
+            hash,
+            attrs: extra,
+        });
+    }
+    // Shards: caller order, a tensor goes to the current shard unless it would exceed the
+    // maximum; an empty shard always accepts. Tensors packed back to back, as the original.
+    let max = opts.shard_size.unwrap_or(DEFAULT_MAX_SHARD);
+    if max == 0 {
+        return Err(Error::invalid_input("shard size must be positive"));
+    }
+    let (mut shard, mut used, mut count) = (0usize, 0u64, 0usize);
+    for p in &mut plans {
+        if count > 0 && used.saturating_add(p.len) > max {
+            shard += 1;
+            used = 0;
+            count = 0;
+        }
+        p.shard = shard;
+        p.off = used;
+        used += p.len;
+        count += 1;
+    }
+    Ok(plans)
+}
+
+pub(super) fn tidx(plans: &[TensorPlan]) -> Value {
+    let list = plans
+        .iter()
+        .map(|p| {
+            let mut e = vec![
+                ("name", Value::Str(p.name.clone())),
+                ("dtype", Value::Int(p.code as i128)),
+                (
+                    "shape",
+                    Value::List(p.shape.iter().map(|&d| Value::Int(d as i128)).collect()),
+                ),
+                ("shard_id", Value::Int(p.shard as i128)),
+                ("data_off", Value::Int(p.off as i128)),
+                ("data_len", Value::Int(p.len as i128)),
+                ("flags", Value::Int(p.flags as i128)),
+            ];
+            if let Some(q) = &p.quant_id {
+                e.push(("quant_id", q.clone()));
+            }
+            if let Some(q) = &p.quant_params {
+                e.push(("quant_params", q.clone()));
+            }
+            if let Some(h) = &p.hash {
+                e.push(("hash_b3", Value::Str(crate::util::hex(h))));
+            }
+            if let Some(a) = &p.attrs {
+                e.push((TIDX_ATTRS, a.clone()));
+            }
+            map_of(e)
+        })
+        .collect();
+    map_of(vec![("tensors", Value::List(list))])
+}
+
+/// `meta.json` text (Python's `json.dumps(sort_keys=True, separators=(",", ":"))`), and
+/// whether it holds the metadata exactly, key order aside (a JSON object is unordered and
+/// the original sorts it); when not, MMSG carries the exact tree.
+pub(super) fn meta_json(meta: &Metadata) -> (String, bool) {
+    let text = codec::python_json(&Value::Map(meta.clone()).to_json());
+    let exact = serde_json::from_str::<serde_json::Value>(&text)
+        .map(|j| sorted(&Value::from_json(&j)) == sorted(&Value::Map(meta.clone())))
+        .unwrap_or(false);
+    (text, exact)
+}
+
+/// `v` with every map's keys sorted, recursively.
+fn sorted(v: &Value) -> Value {
+    match v {
+        Value::Map(m) => {
+            let mut e: Vec<(String, Value)> =
+                m.iter().map(|(k, x)| (k.to_string(), sorted(x))).collect();
+            e.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Map(e.into_iter().collect())
+        }
+        Value::List(l) => Value::List(l.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
+pub(super) fn msgpack(v: &Value) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    codec::encode(v, &mut out)?;
+    Ok(out)
+}
+
+pub(super) fn phsh_payload(shard: usize, page: u64, digests: &[[u8; 32]]) -> Result<Vec<u8>> {
+    msgpack(&map_of(vec![
+        ("shard_name", Value::Str(format!("weights.shard{shard}"))),
+        ("page_size", Value::Int(page as i128)),
+        (
+            "digests",
+            Value::List(digests.iter().map(|d| Value::Bytes(d.to_vec())).collect()),
+        ),
+    ]))
+}
+
+pub(super) fn ihsh_payload(end: u64, digest: &[u8; 32]) -> Result<Vec<u8>> {
+    let mut b = msgpack(&map_of(vec![
+        ("algo", Value::Str("blake3-256".into())),
+        (
+            "covered_ranges",
+            Value::List(vec![Value::List(vec![
+                Value::Int(0),
+                Value::Int(end as i128),
+            ])]),
+        ),
+        ("digest", Value::Bytes(digest.to_vec())),
+    ]))?;
+    b.resize(IHSH_PAYLOAD_SIZE, 0);
+    Ok(b)
+}
+
+pub(super) fn opaque_fourcc(kind: &str) -> [u8; 4] {
+    let b = kind.as_bytes();
+    if b.len() == 4 && b.iter().all(|c| c.is_ascii_alphanumeric()) {
+        let f = [b[0], b[1], b[2], b[3]];
+        if !STANDARD.contains(&&f) {
+            return f;
+        }
+    }
+    *b"BLOB"
+}

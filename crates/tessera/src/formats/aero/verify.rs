@@ -1,0 +1,386 @@
+//! `verify` for AERO: IHSH (control region), BLAKE3 of every chunk, PHSH pages and
+//! per-tensor `hash_b3`; and the narrow checks behind `--control` and `--tensor`.
+
+use rayon::prelude::*;
+
+use super::codec;
+use super::read::AeroFile;
+use crate::error::{Error, Result};
+use crate::metadata::Value;
+use crate::util::hex;
+use crate::verify::{Status, VerifyOptions, VerifyReport};
+
+/// Above this, a buffer is hashed with BLAKE3's multi-threaded `update_rayon`.
+const PARALLEL_HASH: usize = 128 << 10;
+
+/// BLAKE3-256 of `bytes`, multi-threaded when large.
+pub fn blake3_of(bytes: &[u8]) -> [u8; 32] {
+    if bytes.len() >= PARALLEL_HASH {
+        *blake3::Hasher::new()
+            .update_rayon(bytes)
+            .finalize()
+            .as_bytes()
+    } else {
+        *blake3::hash(bytes).as_bytes()
+    }
+}
+
+/// Runs the checks `opts` asks for.
+pub fn verify(f: &AeroFile<'_>, opts: &VerifyOptions) -> VerifyReport {
+    let mut r = VerifyReport {
+        warnings: f.warnings.clone(),
+        ..VerifyReport::default()
+    };
+    control(f, &mut r);
+    if opts.control_only {
+        return r;
+    }
+    if !opts.tensors.is_empty() {
+        for name in &opts.tensors {
+            match f.tensor_index(name) {
+                Ok(i) => verify_tensor(f, i, &mut r),
+                Err(e) => r.failed(format!("tensor {name:?}"), "lookup", e.to_string()),
+            }
+        }
+        return r;
+    }
+    // Every chunk, in parallel (each large one is itself hashed in parallel).
+    let hashes: Vec<Result<[u8; 32]>> = (0..f.chunks.len())
+        .into_par_iter()
+        .map(|i| f.chunk_payload(i).map(|b| blake3_of(&b)))
+        .collect();
+    for (c, h) in f.chunks.iter().zip(hashes) {
+        match h {
+            Ok(h) => r.compare(c.subject(), "blake3", &hex(&c.entry.blake3_256), &hex(&h)),
+            Err(e) => r.failed(c.subject(), "blake3", e.to_string()),
+        }
+    }
+    // Page hashes of every shard that has them.
+    for (ci, c) in f.chunks.iter().enumerate() {
+        if &c.entry.fourcc != b"WTSH" {
+            continue;
+        }
+        if let Some(pi) = phsh_for(f, ci) {
+            pages(f, ci, pi, None, &mut r);
+        }
+    }
+    for c in &f.chunks {
+        if &c.entry.fourcc == b"PHSH" {
+            let shard = c.name.strip_suffix(".phsh").unwrap_or("");
+            if !f
+                .chunks
+                .iter()
+                .any(|s| &s.entry.fourcc == b"WTSH" && s.name == shard)
+            {
+                r.warnings.push(format!(
+                    "PHSH chunk {:?} has no matching WTSH shard",
+                    c.name
+                ));
+            }
+        }
+    }
+    // Per-tensor hash_b3.
+    let tensor_hashes: Vec<(usize, Result<[u8; 32]>)> = f
+        .locs
+        .par_iter()
+        .enumerate()
+        .filter(|(_, l)| l.hash_b3.is_some())
+        .map(|(i, _)| (i, tensor_bytes(f, i).map(blake3_of)))
+        .collect();
+    for (i, h) in tensor_hashes {
+        let subject = format!("tensor {:?}", f.infos[i].name);
+        let want = f.locs[i].hash_b3.map(|h| hex(&h)).unwrap_or_default();
+        match h {
+            Ok(h) => r.compare(subject, "hash_b3", &want, &hex(&h)),
+            Err(e) => r.failed(subject, "hash_b3", e.to_string()),
+        }
+    }
+    padding(f, &mut r);
+    r
+}
+
+fn tensor_bytes<'a>(f: &'a AeroFile<'_>, i: usize) -> Result<&'a [u8]> {
+    let loc = &f.locs[i];
+    let shard = f.chunk_payload(loc.chunk)?;
+    let (s, e) = (
+        loc.data_off as usize,
+        (loc.data_off + loc.data_len) as usize,
+    );
+    match shard {
+        std::borrow::Cow::Borrowed(b) => b
+            .get(s..e)
+            .ok_or_else(|| Error::malformed("tensor outside its shard")),
+        std::borrow::Cow::Owned(_) => Err(Error::malformed("shard not cached")),
+    }
+}
+
+/// IHSH: BLAKE3 over the covered control region with every TOC hash field zeroed.
+fn control(f: &AeroFile<'_>, r: &mut VerifyReport) {
+    let Some(ci) = f.chunks.iter().position(|c| &c.entry.fourcc == b"IHSH") else {
+        r.push(
+            "control region",
+            "ihsh",
+            Status::NotChecked,
+            Some("the file has no IHSH chunk".into()),
+        );
+        return;
+    };
+    let subject = f.chunks[ci].subject();
+    match control_digest(f, ci) {
+        Ok((want, got, desc)) => r.compare(
+            format!("control region {desc}"),
+            "ihsh",
+            &hex(&want),
+            &hex(&got),
+        ),
+        Err(e) => r.failed(subject, "ihsh", e.to_string()),
+    }
+}
+
+fn control_digest(f: &AeroFile<'_>, ci: usize) -> Result<([u8; 32], [u8; 32], String)> {
+    let payload = f.chunk_payload(ci)?;
+    let (v, _) = codec::decode(&payload, 8, 64)?; // trailing zero padding ignored
+    let m = v
+        .as_map()
+        .ok_or_else(|| Error::malformed("IHSH payload is not a map"))?;
+    match m.get("algo").and_then(Value::as_str) {
+        Some("blake3-256") => {}
+        Some(a) => return Err(Error::unsupported(format!("IHSH algo {a:?}"))),
+        None => return Err(Error::malformed("IHSH has no algo")),
+    }
+    let want: [u8; 32] = match m.get("digest") {
+        Some(Value::Bytes(b)) if b.len() == 32 => {
+            let mut d = [0u8; 32];
+            d.copy_from_slice(b);
+            d
+        }
+        _ => return Err(Error::malformed("IHSH digest is not 32 bytes")),
+    };
+    let ranges = m
+        .get("covered_ranges")
+        .and_then(Value::as_list)
+        .filter(|l| !l.is_empty() && l.len() <= 64)
+        .ok_or_else(|| Error::malformed("IHSH covered_ranges is not a non-empty list"))?;
+    let size = f.data.len() as u64;
+    let mut spans = Vec::new();
+    for rg in ranges {
+        let pair = rg.as_list().filter(|p| p.len() == 2);
+        let nums: Option<Vec<u64>> = pair.map(|p| {
+            p.iter()
+                .filter_map(|x| x.as_int().and_then(|i| u64::try_from(i).ok()))
+                .collect()
+        });
+        match nums.as_deref() {
+            Some([s, e]) if s <= e && *e <= size => spans.push((*s, *e)),
+            _ => {
+                return Err(Error::malformed(format!(
+                    "IHSH covered range {rg} is not [start, end] within the file ({size} bytes)"
+                )))
+            }
+        }
+    }
+    // The hash fields of every TOC entry read as zeros.
+    let zeros: Vec<(u64, u64)> = f
+        .chunks
+        .iter()
+        .map(|c| {
+            let s = c.entry_pos + super::raw::TOC_HASH_FIELD;
+            (s, s + 32)
+        })
+        .collect();
+    let mut h = blake3::Hasher::new();
+    for &(s, e) in &spans {
+        let mut cur = s;
+        for &(zs, ze) in &zeros {
+            if ze <= cur || zs >= e {
+                continue;
+            }
+            if zs > cur {
+                h.update(&f.data[cur as usize..zs as usize]);
+            }
+            let zend = ze.min(e);
+            let zstart = zs.max(cur);
+            h.update(&[0u8; 32][..(zend - zstart) as usize]);
+            cur = zend;
+        }
+        h.update(&f.data[cur as usize..e as usize]);
+    }
+    let desc = spans
+        .iter()
+        .map(|(s, e)| format!("[{s}, {e})"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    if spans != [(0, f.payloads_start)] {
+        // Not an error by itself, but the control region is not what the spec covers.
+        return Ok((
+            want,
+            *h.finalize().as_bytes(),
+            format!("{desc} (expected [0, {}))", f.payloads_start),
+        ));
+    }
+    Ok((want, *h.finalize().as_bytes(), desc))
+}
+
+/// The PHSH chunk of WTSH chunk `ci`, found by name `<shard>.phsh`.
+fn phsh_for(f: &AeroFile<'_>, ci: usize) -> Option<usize> {
+    let want = format!("{}.phsh", f.chunks[ci].name);
+    f.chunks
+        .iter()
+        .position(|c| &c.entry.fourcc == b"PHSH" && c.name == want)
+}
+
+/// Parses a PHSH chunk (after checking its own BLAKE3) for a shard of `shard_len` bytes.
+fn parse_phsh(
+    f: &AeroFile<'_>,
+    pi: usize,
+    shard: &str,
+    shard_len: u64,
+) -> Result<(u64, Vec<[u8; 32]>)> {
+    let c = &f.chunks[pi];
+    let payload = f.chunk_payload(pi)?;
+    if blake3_of(&payload) != c.entry.blake3_256 {
+        return Err(Error::integrity("the PHSH chunk fails its own BLAKE3"));
+    }
+    let (v, _) = codec::decode(&payload, 8, super::index::MAX_MANIFEST_VALUES)?;
+    let m = v
+        .as_map()
+        .ok_or_else(|| Error::malformed("PHSH payload is not a map"))?;
+    if m.get("shard_name").and_then(Value::as_str) != Some(shard) {
+        return Err(Error::malformed(format!(
+            "PHSH shard_name is not {shard:?}"
+        )));
+    }
+    let ps = m
+        .get("page_size")
+        .and_then(Value::as_int)
+        .and_then(|i| u64::try_from(i).ok())
+        .filter(|&p| p > 0)
+        .ok_or_else(|| Error::malformed("PHSH page_size is not a positive integer"))?;
+    let list = m
+        .get("digests")
+        .and_then(Value::as_list)
+        .ok_or_else(|| Error::malformed("PHSH digests is not a list"))?;
+    let want = shard_len.div_ceil(ps);
+    if list.is_empty() || list.len() as u64 != want {
+        return Err(Error::malformed(format!(
+            "PHSH has {} digests, a {shard_len}-byte shard in {ps}-byte pages needs {want}",
+            list.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(list.len());
+    for d in list {
+        match d {
+            Value::Bytes(b) if b.len() == 32 => {
+                let mut a = [0u8; 32];
+                a.copy_from_slice(b);
+                out.push(a);
+            }
+            _ => return Err(Error::malformed("PHSH digest is not 32 bytes")),
+        }
+    }
+    Ok((ps, out))
+}
+
+/// Checks the pages of shard `ci` (all, or those overlapping `range`).
+fn pages(f: &AeroFile<'_>, ci: usize, pi: usize, range: Option<(u64, u64)>, r: &mut VerifyReport) {
+    let c = &f.chunks[ci];
+    let subject = format!("pages of {:?}", c.name);
+    let shard = match f.chunk_payload(ci) {
+        Ok(s) => s,
+        Err(e) => return r.failed(subject, "phsh", e.to_string()),
+    };
+    let (ps, digests) = match parse_phsh(f, pi, &c.name, shard.len() as u64) {
+        Ok(x) => x,
+        Err(e) => return r.failed(subject, "phsh", e.to_string()),
+    };
+    let n = digests.len() as u64;
+    let (first, last) = match range {
+        None => (0, n),
+        Some((_, 0)) => return,
+        Some((off, len)) => (off / ps, ((off + len - 1) / ps + 1).min(n)),
+    };
+    let bad: Vec<(u64, String)> = (first..last)
+        .into_par_iter()
+        .filter_map(|p| {
+            let s = (p * ps) as usize;
+            let e = ((p + 1) * ps).min(shard.len() as u64) as usize;
+            let h = blake3_of(&shard[s..e]);
+            (h != digests[p as usize]).then(|| {
+                (
+                    p,
+                    format!(
+                        "expected {}, computed {}",
+                        hex(&digests[p as usize]),
+                        hex(&h)
+                    ),
+                )
+            })
+        })
+        .collect();
+    if bad.is_empty() {
+        r.push(
+            subject,
+            "phsh",
+            Status::Ok,
+            Some(format!("pages {first}..{last} of {n} ({ps}-byte pages)")),
+        );
+    }
+    for (p, d) in bad {
+        r.failed(format!("page {p} of {:?}", c.name), "phsh", d);
+    }
+}
+
+/// What reading tensor `i` touches: its `hash_b3`, the PHSH pages it overlaps, or (with
+/// neither) its whole shard's BLAKE3.
+pub fn verify_tensor(f: &AeroFile<'_>, i: usize, r: &mut VerifyReport) {
+    let loc = &f.locs[i];
+    let subject = format!("tensor {:?}", f.infos[i].name);
+    if let Some(want) = loc.hash_b3 {
+        match tensor_bytes(f, i) {
+            Ok(b) => r.compare(subject.clone(), "hash_b3", &hex(&want), &hex(&blake3_of(b))),
+            Err(e) => r.failed(subject.clone(), "hash_b3", e.to_string()),
+        }
+    }
+    if let Some(pi) = phsh_for(f, loc.chunk) {
+        pages(f, loc.chunk, pi, Some((loc.data_off, loc.data_len)), r);
+    } else if loc.hash_b3.is_none() {
+        let c = &f.chunks[loc.chunk];
+        match f.chunk_payload(loc.chunk) {
+            Ok(b) => r.compare(
+                c.subject(),
+                "blake3",
+                &hex(&c.entry.blake3_256),
+                &hex(&blake3_of(&b)),
+            ),
+            Err(e) => r.failed(c.subject(), "blake3", e.to_string()),
+        }
+    }
+}
+
+/// Padding between payloads should be zeros; anything else is reported as a warning
+/// (no hash covers those bytes).
+fn padding(f: &AeroFile<'_>, r: &mut VerifyReport) {
+    let mut spans: Vec<(u64, u64)> = f
+        .chunks
+        .iter()
+        .map(|c| {
+            (
+                c.entry.chunk_offset,
+                c.entry.chunk_offset + c.entry.chunk_length,
+            )
+        })
+        .collect();
+    spans.sort_unstable();
+    let mut cur = f.payloads_start.min(f.data.len() as u64);
+    for (s, e) in spans {
+        if s > cur && f.data[cur as usize..s as usize].iter().any(|&b| b != 0) {
+            r.warnings
+                .push(format!("non-zero padding bytes in {cur}..{s}"));
+        }
+        cur = cur.max(e);
+    }
+    if (cur as usize) < f.data.len() && f.data[cur as usize..].iter().any(|&b| b != 0) {
+        r.warnings
+            .push(format!("non-zero bytes after the last payload, at {cur}.."));
+    }
+}

@@ -1,0 +1,700 @@
+//! AERO v0.1: the original's samples read with the values MANIFEST.md states, our writer
+//! rebuilds them byte for byte, IHSH/PHSH verification, round trips and determinism.
+
+use std::borrow::Cow;
+use std::io::Cursor;
+
+use tessera::convert::WriteOptions;
+use tessera::formats::aero::AeroFile;
+use tessera::{
+    Container, DType, ErrorKind, Format, Layout, Limits, Map, Model, Status, TensorInfo,
+    TensorSource, TensorView, Value, VerifyOptions,
+};
+
+const SAMPLES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/interop-samples/aero/"
+);
+const PLAIN: &str = "aerotensor_HEAD630e8a4_write_model_plain.aero";
+const IHSH: &str = "aerotensor_f1d395d_write_model_ihsh.aero";
+const PHSH: &str = "aerotensor_f1d395d_write_model_ihsh_phsh_page16.aero";
+
+fn sample(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{SAMPLES}{name}")).unwrap()
+}
+
+fn f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+fn write(src: &dyn TensorSource, opts: &WriteOptions) -> Vec<u8> {
+    let mut out = Cursor::new(Vec::new());
+    tessera::convert::write_to(Format::Aero, src, &mut out, opts).unwrap();
+    out.into_inner()
+}
+
+fn fixed(o: WriteOptions) -> WriteOptions {
+    WriteOptions {
+        uuid: Some([0x11; 16]),
+        ..o
+    }
+}
+
+/// The manifest's model: `linear.weight` f32 [2,3] = 0..5, `linear.bias` f32 [2] = [0.5, -0.5].
+fn manifest_model() -> Model {
+    let mut m = Model::new();
+    m.metadata.insert("model_name", "m");
+    m.metadata.insert("architecture", "linear");
+    let w: Vec<u8> = (0..6).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let b: Vec<u8> = [0.5f32, -0.5]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    m.push(
+        TensorView::dense(
+            TensorInfo::dense("linear.weight", DType::F32, vec![2, 3]),
+            Cow::Owned(w),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    m.push(
+        TensorView::dense(
+            TensorInfo::dense("linear.bias", DType::F32, vec![2]),
+            Cow::Owned(b),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    m
+}
+
+fn layer_status(r: &tessera::VerifyReport, layer: &str) -> Vec<Status> {
+    r.checks
+        .iter()
+        .filter(|c| c.layer == layer)
+        .map(|c| c.status)
+        .collect()
+}
+
+#[test]
+fn samples_read_with_the_manifest_values() {
+    for (name, kinds) in [
+        (PLAIN, vec!["MJSN", "MMSG", "TIDX", "WTSH"]),
+        (IHSH, vec!["IHSH", "MJSN", "MMSG", "TIDX", "WTSH"]),
+        (PHSH, vec!["IHSH", "MJSN", "MMSG", "TIDX", "WTSH", "PHSH"]),
+    ] {
+        let data = sample(name);
+        let f = tessera::open(&data, &Default::default()).unwrap();
+        assert_eq!(f.format(), Format::Aero);
+        assert_eq!(f.version(), "0.1");
+        assert_eq!(
+            f.chunks()
+                .iter()
+                .map(|c| c.kind.as_str())
+                .collect::<Vec<_>>(),
+            kinds,
+            "{name}"
+        );
+        let meta: Vec<(&str, String)> = f
+            .metadata()
+            .iter()
+            .map(|(k, v)| (k, v.display_short()))
+            .collect();
+        assert_eq!(
+            meta,
+            [
+                ("architecture", "linear".to_string()),
+                ("model_name", "m".to_string())
+            ]
+        );
+        let infos = f.tensor_infos();
+        assert_eq!(infos.len(), 2);
+        assert_eq!(
+            (
+                infos[0].name.as_str(),
+                infos[0].dtype,
+                infos[0].shape.clone()
+            ),
+            ("linear.weight", DType::F32, vec![2, 3])
+        );
+        assert_eq!(
+            (
+                infos[1].name.as_str(),
+                infos[1].dtype,
+                infos[1].shape.clone()
+            ),
+            ("linear.bias", DType::F32, vec![2])
+        );
+        let w = f.tensor("linear.weight").unwrap();
+        assert!(w.is_borrowed(), "zero-copy view");
+        assert_eq!(f32s(w.data().unwrap()), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        let b = f.tensor("linear.bias").unwrap();
+        assert!(b.is_borrowed());
+        assert_eq!(f32s(b.data().unwrap()), [0.5, -0.5]);
+        // The view points straight into the file bytes.
+        let off = infos[0].storage.offset.unwrap() as usize;
+        assert_eq!(w.data().unwrap().as_ptr(), data[off..].as_ptr());
+
+        let r = f.verify(&VerifyOptions::default());
+        assert!(r.is_ok(), "{name}: {r:?}");
+        assert_eq!(layer_status(&r, "blake3").len(), kinds.len());
+        assert!(r.warnings.is_empty(), "{name}: {:?}", r.warnings);
+        let control = f.verify(&VerifyOptions {
+            control_only: true,
+            ..Default::default()
+        });
+        let want = if name == PLAIN {
+            Status::NotChecked
+        } else {
+            Status::Ok
+        };
+        assert_eq!(layer_status(&control, "ihsh"), [want], "{name}");
+        assert_eq!(control.checks.len(), 1);
+        if name == PHSH {
+            assert_eq!(layer_status(&r, "phsh"), [Status::Ok]);
+        }
+    }
+}
+
+#[test]
+fn our_writer_rebuilds_every_sample_byte_for_byte() {
+    let m = manifest_model();
+    let plain = write(&m, &fixed(WriteOptions::default()));
+    assert_eq!(plain, sample(PLAIN));
+    let ihsh = write(
+        &m,
+        &fixed(WriteOptions {
+            control_integrity: true,
+            ..Default::default()
+        }),
+    );
+    assert_eq!(ihsh, sample(IHSH));
+    let phsh = write(
+        &m,
+        &fixed(WriteOptions {
+            control_integrity: true,
+            page_hashes: Some(16),
+            ..Default::default()
+        }),
+    );
+    assert_eq!(phsh, sample(PHSH));
+}
+
+#[test]
+fn aero_to_aero_is_byte_exact_for_every_sample() {
+    for (name, opts) in [
+        (PLAIN, WriteOptions::default()),
+        (
+            IHSH,
+            WriteOptions {
+                control_integrity: true,
+                ..Default::default()
+            },
+        ),
+        (
+            PHSH,
+            WriteOptions {
+                control_integrity: true,
+                page_hashes: Some(16),
+                ..Default::default()
+            },
+        ),
+    ] {
+        let data = sample(name);
+        let f = AeroFile::open(&data, &Limits::default()).unwrap();
+        let p = tessera::convert::prepare(&f, Format::Aero, Default::default()).unwrap();
+        assert_eq!(write(&p, &fixed(opts)), data, "{name}");
+    }
+}
+
+#[test]
+fn a_flipped_byte_in_one_page_is_caught_only_by_tensors_on_that_page() {
+    // Sample pages are 16 bytes: linear.weight = shard bytes 0..24 (pages 0, 1),
+    // linear.bias = 24..32 (page 1 only). Flip a byte of page 0.
+    let mut data = sample(PHSH);
+    let f = AeroFile::open(&data, &Limits::default()).unwrap();
+    let shard = f
+        .toc()
+        .iter()
+        .find(|c| c.name == "weights.shard0")
+        .unwrap()
+        .entry
+        .chunk_offset as usize;
+    drop(f);
+    data[shard + 3] ^= 0x40;
+    let f = tessera::open(&data, &Default::default()).unwrap();
+    let only = |n: &str| VerifyOptions {
+        tensors: vec![n.into()],
+        ..Default::default()
+    };
+    let w = f.verify(&only("linear.weight"));
+    assert!(!w.is_ok());
+    let failed: Vec<_> = w
+        .failures()
+        .map(|c| (c.subject.clone(), c.layer.clone()))
+        .collect();
+    assert_eq!(
+        failed,
+        [(
+            "page 0 of \"weights.shard0\"".to_string(),
+            "phsh".to_string()
+        )]
+    );
+    let b = f.verify(&only("linear.bias"));
+    assert!(b.is_ok(), "{b:?}");
+    assert_eq!(layer_status(&b, "phsh"), [Status::Ok]);
+    assert!(b
+        .checks
+        .iter()
+        .any(|c| c.detail.as_deref() == Some("pages 1..2 of 2 (16-byte pages)")));
+    // The full verification catches it twice: the shard's BLAKE3 and page 0.
+    let full = f.verify(&VerifyOptions::default());
+    assert_eq!(full.failures().count(), 2);
+    // And the control region is intact.
+    assert!(f
+        .verify(&VerifyOptions {
+            control_only: true,
+            ..Default::default()
+        })
+        .is_ok());
+}
+
+#[test]
+fn tensor_checked_reads_through_the_pages_it_touches() {
+    let m = manifest_model();
+    let mut data = write(
+        &m,
+        &WriteOptions {
+            page_hashes: Some(16),
+            ..Default::default()
+        },
+    );
+    let f = AeroFile::open(&data, &Limits::default()).unwrap();
+    let shard = f
+        .toc()
+        .iter()
+        .find(|c| c.name == "weights.shard0")
+        .unwrap()
+        .entry
+        .chunk_offset as usize;
+    assert!(f.tensor_checked("linear.bias").is_ok());
+    drop(f);
+    data[shard + 30] ^= 1; // page 1: both tensors touch it
+    let f = AeroFile::open(&data, &Limits::default()).unwrap();
+    let e = f.tensor_checked("linear.bias").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Integrity);
+    assert!(e.to_string().contains("page 1"), "{e}");
+    assert!(f.tensor_checked("linear.weight").is_err());
+    assert!(
+        f.tensor("linear.weight").is_ok(),
+        "plain reads hash nothing"
+    );
+}
+
+#[test]
+fn control_verification_catches_a_toc_change_that_keeps_the_file_valid() {
+    let mut data = sample(IHSH);
+    // TOC entry 1 (MJSN) chunk_flags: set CHUNK_IS_MMAP_CRITICAL. Still a valid file.
+    data[112 + 80 + 4] |= 0x2;
+    let f = tessera::open(&data, &Default::default()).unwrap();
+    let r = f.verify(&VerifyOptions {
+        control_only: true,
+        ..Default::default()
+    });
+    assert_eq!(layer_status(&r, "ihsh"), [Status::Failed]);
+    // Changing only a hash field does not touch the control digest (it is zeroed)...
+    let mut data = sample(IHSH);
+    data[112 + 80 + 48] ^= 1; // MJSN's hash
+    assert_eq!(
+        tessera::open(&data, &Default::default())
+            .err()
+            .map(|e| e.kind()),
+        Some(ErrorKind::Integrity),
+        "...but the metadata hash is checked at open"
+    );
+}
+
+fn rich_model() -> Model {
+    let mut m = Model::new();
+    m.metadata.insert("zeta", "last key first");
+    m.metadata.insert("model_name", "tiny");
+    m.metadata.insert("blob", Value::Bytes(vec![0, 1, 255]));
+    m.metadata.insert("inf", Value::Float(f64::INFINITY));
+    m.metadata.insert(
+        "nested",
+        Value::List(vec![Value::Int(-3), Value::Float(0.25), Value::Null]),
+    );
+    let mut x = 7u32;
+    for (i, dt) in [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::F64,
+        DType::I8,
+        DType::U8,
+        DType::I16,
+        DType::U16,
+        DType::I32,
+        DType::U32,
+        DType::I64,
+        DType::U64,
+        DType::Bool,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let shape = vec![3, (i % 4 + 1) as u64];
+        let n = 3 * (i % 4 + 1) * dt.size();
+        let bytes: Vec<u8> = (0..n)
+            .map(|_| {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                if dt == DType::Bool {
+                    ((x >> 16) & 1) as u8
+                } else {
+                    (x >> 16) as u8
+                }
+            })
+            .collect();
+        let mut info = TensorInfo::dense(format!("t{i}.{dt}"), dt, shape);
+        if i == 1 {
+            info.attrs.insert("requires_grad", Value::Bool(true));
+        }
+        if i == 2 {
+            info.attrs.insert("quant_id", Value::Int(0));
+            let mut q = Map::new();
+            q.insert("scale", Value::Float(0.5));
+            info.attrs.insert("quant_params", Value::Map(q));
+        }
+        m.push(TensorView::dense(info, Cow::Owned(bytes)).unwrap())
+            .unwrap();
+    }
+    m.push(
+        TensorView::dense(
+            TensorInfo::dense("scalar", DType::F32, vec![]),
+            Cow::Owned(1.5f32.to_le_bytes().to_vec()),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    m.push(
+        TensorView::dense(
+            TensorInfo::dense("empty", DType::I32, vec![0, 4]),
+            Cow::Owned(vec![]),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    // A GGUF-style quantized tensor: 2 blocks of q4_0 (18 bytes each).
+    let mut q = TensorInfo::dense("blk.q4", DType::U8, vec![64]);
+    q.layout = Layout::Other("ggml_q4_0".into());
+    q.attrs.insert("ggml_type", Value::Int(2));
+    m.push(TensorView {
+        info: q,
+        parts: vec![tessera::Part {
+            role: "data".into(),
+            bytes: Cow::Owned((0..36).collect()),
+        }],
+    })
+    .unwrap();
+    m.push_chunk(
+        tessera::ChunkInfo {
+            name: "notes.txt".into(),
+            kind: "NOTE".into(),
+            len: None,
+            storage: Default::default(),
+            holds_tensors: false,
+        },
+        b"hello".to_vec(),
+    )
+    .unwrap();
+    m
+}
+
+fn assert_same(a: &dyn TensorSource, b: &dyn TensorSource) {
+    assert_eq!(a.metadata(), b.metadata());
+    assert_eq!(a.tensor_infos().len(), b.tensor_infos().len());
+    for (x, y) in a.tensor_infos().iter().zip(b.tensor_infos()) {
+        assert_eq!(
+            (&x.name, x.dtype, &x.shape, &x.layout, &x.attrs),
+            (&y.name, y.dtype, &y.shape, &y.layout, &y.attrs)
+        );
+        assert_eq!(
+            a.tensor(&x.name).unwrap().parts[0].bytes,
+            b.tensor(&y.name).unwrap().parts[0].bytes
+        );
+    }
+}
+
+#[test]
+fn round_trip_with_every_option_multi_shard_packed_and_opaque() {
+    let m = rich_model();
+    let opts = WriteOptions {
+        shard_size: Some(40),
+        tensor_hashes: true,
+        control_integrity: true,
+        page_hashes: Some(32),
+        ..Default::default()
+    };
+    let data = write(&m, &opts);
+    let f = AeroFile::open(&data, &Limits::default()).unwrap();
+    assert_same(&m, &f);
+    let shards = f
+        .toc()
+        .iter()
+        .filter(|c| &c.entry.fourcc == b"WTSH")
+        .count();
+    assert!(shards > 3, "{shards} shards");
+    for c in f.toc() {
+        assert_eq!(c.entry.chunk_offset % 16, 0);
+        if c.entry.fourcc == *b"WTSH" {
+            assert!(
+                c.entry.chunk_length <= 40
+                    || f.locations()
+                        .iter()
+                        .filter(|l| f.toc()[l.chunk].name == c.name)
+                        .count()
+                        == 1
+            );
+        }
+    }
+    assert!(
+        f.tensor_infos()
+            .iter()
+            .all(|t| t.storage.digests.len() == 1),
+        "hash_b3 on every tensor"
+    );
+    let r = f.verify(&VerifyOptions::default());
+    assert!(r.is_ok() && r.warnings.is_empty(), "{r:?}");
+    assert!(layer_status(&r, "hash_b3").len() == m.tensor_infos().len());
+    assert!(layer_status(&r, "phsh").len() >= shards - 1); // the empty tensor's shard may be empty
+    assert_eq!(f.chunk("notes.txt").unwrap().as_ref(), b"hello");
+    assert_eq!(
+        f.chunks()
+            .iter()
+            .find(|c| c.name == "notes.txt")
+            .unwrap()
+            .kind,
+        "NOTE"
+    );
+    // The exact metadata rides in MMSG; meta.json holds its sorted JSON form.
+    let mjsn = f.chunk("meta.json").unwrap();
+    assert!(std::str::from_utf8(&mjsn)
+        .unwrap()
+        .starts_with("{\"blob\":{\"$bytes\":\"0001ff\"}"));
+    // Packed tensor: same layout name and attrs back.
+    let q = f.tensor("blk.q4").unwrap();
+    assert_eq!(q.info.layout, Layout::Other("ggml_q4_0".into()));
+    assert_eq!(q.info.attrs.get("ggml_type"), Some(&Value::Int(2)));
+
+    // Same-format rewrite is byte-exact, and writing twice gives the same bytes.
+    let again = write(&f, &opts);
+    let f2 = AeroFile::open(&again, &Limits::default()).unwrap();
+    assert_same(&f, &f2);
+    let fixed_opts = fixed(opts.clone());
+    assert_eq!(write(&m, &fixed_opts), write(&m, &fixed_opts));
+    assert_eq!(write(&f, &fixed_opts), write(&m, &fixed_opts));
+    assert_ne!(
+        write(&m, &opts)[52..68],
+        write(&m, &opts)[52..68],
+        "random UUIDs"
+    );
+}
+
+#[test]
+fn hash_b3_mismatch_is_reported_per_tensor() {
+    let m = manifest_model();
+    let mut data = write(
+        &m,
+        &WriteOptions {
+            tensor_hashes: true,
+            ..Default::default()
+        },
+    );
+    let f = AeroFile::open(&data, &Limits::default()).unwrap();
+    let off = f.tensor_infos()[1].storage.offset.unwrap() as usize;
+    drop(f);
+    data[off] ^= 0x80;
+    let f = AeroFile::open(&data, &Limits::default()).unwrap();
+    let r = f.verify(&VerifyOptions::default());
+    let failed: Vec<_> = r
+        .failures()
+        .map(|c| (c.subject.as_str(), c.layer.as_str()))
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            ("chunk \"weights.shard0\" (WTSH)", "blake3"),
+            ("tensor \"linear.bias\"", "hash_b3")
+        ]
+    );
+    let one = f.verify(&VerifyOptions {
+        tensors: vec!["linear.weight".into()],
+        ..Default::default()
+    });
+    assert!(one.is_ok(), "{one:?}");
+}
+
+#[test]
+fn an_empty_model_writes_and_reads() {
+    let m = Model::new();
+    let data = write(
+        &m,
+        &WriteOptions {
+            control_integrity: true,
+            page_hashes: Some(16),
+            ..Default::default()
+        },
+    );
+    let f = AeroFile::open(&data, &Limits::default()).unwrap();
+    assert!(f.tensor_infos().is_empty() && f.metadata().is_empty());
+    let kinds: Vec<_> = f.chunks().iter().map(|c| c.kind.as_str()).collect();
+    assert_eq!(kinds, ["IHSH", "MJSN", "MMSG", "TIDX"]);
+    assert!(f.verify(&VerifyOptions::default()).is_ok());
+}
+
+#[test]
+fn the_writer_refuses_what_aero_readers_reject() {
+    let mut m = Model::new();
+    m.push(
+        TensorView::dense(
+            TensorInfo::dense("x".repeat(5000), DType::U8, vec![1]),
+            Cow::Owned(vec![1]),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut out = Cursor::new(Vec::new());
+    let e =
+        tessera::convert::write_to(Format::Aero, &m, &mut out, &Default::default()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    let mut m = Model::new();
+    m.push(
+        TensorView::dense(
+            TensorInfo::dense("c", DType::C64, vec![1]),
+            Cow::Owned(vec![0; 8]),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let e =
+        tessera::convert::write_to(Format::Aero, &m, &mut out, &Default::default()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
+    assert!(e.to_string().contains("--cast"), "{e}");
+    // Through prepare(), the cast is explicit and reported.
+    let p = tessera::convert::prepare(
+        &m,
+        Format::Aero,
+        tessera::ConvertOptions {
+            cast: true,
+            ..Default::default()
+        },
+    );
+    assert!(p.is_err() || !p.unwrap().notes().is_empty());
+}
+
+mod random {
+    use super::*;
+    use proptest::prelude::*;
+
+    const DTYPES: [DType; 13] = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::F64,
+        DType::I8,
+        DType::U8,
+        DType::I16,
+        DType::U16,
+        DType::I32,
+        DType::U32,
+        DType::I64,
+        DType::U64,
+        DType::Bool,
+    ];
+
+    fn tensor() -> impl Strategy<Value = (usize, Vec<u64>, u8)> {
+        (
+            0..DTYPES.len(),
+            proptest::collection::vec(0u64..5, 0..4),
+            any::<u8>(),
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// write → read gives the same tensors for any dtypes, shapes and options.
+        #[test]
+        fn write_read_round_trip(
+            ts in proptest::collection::vec(tensor(), 0..8),
+            shard in 1u64..200,
+            page in proptest::option::of(1u64..64),
+            hashes in any::<bool>(),
+            ihsh in any::<bool>(),
+        ) {
+            let mut m = Model::new();
+            for (i, (d, shape, seed)) in ts.into_iter().enumerate() {
+                let dt = DTYPES[d];
+                let n = shape.iter().product::<u64>() as usize * dt.size();
+                let bytes: Vec<u8> = (0..n)
+                    .map(|j| if dt == DType::Bool { ((j as u8) ^ seed) & 1 } else { (j as u8).wrapping_mul(31) ^ seed })
+                    .collect();
+                m.push(TensorView::dense(TensorInfo::dense(format!("t{i}"), dt, shape), Cow::Owned(bytes)).unwrap()).unwrap();
+            }
+            let opts = WriteOptions {
+                shard_size: Some(shard),
+                page_hashes: page,
+                tensor_hashes: hashes,
+                control_integrity: ihsh,
+                uuid: Some([7; 16]),
+                ..Default::default()
+            };
+            let data = write(&m, &opts);
+            let f = AeroFile::open(&data, &Limits::default()).unwrap();
+            assert_same(&m, &f);
+            let r = f.verify(&VerifyOptions::default());
+            prop_assert!(r.is_ok() && r.warnings.is_empty(), "{:?}", r);
+            prop_assert_eq!(write(&f, &opts), data);
+        }
+    }
+}
+
+#[test]
+fn many_pages_per_shard_stay_inside_their_reserve() {
+    // 2 shards of 1 KiB with 16-byte pages: 64 digests each, more than the original's
+    // reserve holds; the next shard must not be overwritten.
+    let mut m = Model::new();
+    for i in 0..2 {
+        let bytes: Vec<u8> = (0..1024u32).map(|j| (j * 7 + i) as u8).collect();
+        m.push(
+            TensorView::dense(
+                TensorInfo::dense(format!("w{i}"), DType::U8, vec![1024]),
+                Cow::Owned(bytes),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    }
+    let data = write(
+        &m,
+        &WriteOptions {
+            shard_size: Some(1024),
+            page_hashes: Some(16),
+            ..Default::default()
+        },
+    );
+    let f = AeroFile::open(&data, &Limits::default()).unwrap();
+    assert_eq!(
+        f.toc()
+            .iter()
+            .filter(|c| &c.entry.fourcc == b"PHSH")
+            .count(),
+        2
+    );
+    let r = f.verify(&VerifyOptions::default());
+    assert!(r.is_ok() && r.warnings.is_empty(), "{r:?}");
+    assert_same(&m, &f);
+}
