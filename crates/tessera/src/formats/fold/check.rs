@@ -199,9 +199,10 @@ impl FoldFile<'_> {
         r
     }
 
-    /// Repairs every chunk its parity can restore, and rewrites parity that no longer
-    /// matches an intact payload. Fails with `Integrity` when a chunk cannot be
-    /// restored (nothing is written then).
+    /// Plans the repair of every chunk its parity can restore, and the rewrite of
+    /// parity that no longer matches an intact payload (damaged, or pyfolds 1.0.2's
+    /// multi-block layout). Chunks that cannot be restored are listed as
+    /// `unrecoverable`; [`RepairPlan::is_complete`] is false then.
     pub fn plan_repair(&self) -> Result<RepairPlan> {
         let mut plan = RepairPlan::default();
         for (i, e) in self.entries.iter().enumerate() {
@@ -211,25 +212,31 @@ impl FoldFile<'_> {
                 status: "intact",
                 bytes_fixed: 0,
                 blocks_fixed: 0,
+                detail: None,
             };
-            let c = self
-                .checked(i, true)
-                .map_err(|err| err.at_subject(format!("chunk {:?}", e.name)))?;
-            if let Some(fix) = &c.repair {
-                action.status = "repaired";
-                action.bytes_fixed = fix.bytes_fixed;
-                action.blocks_fixed = fix.blocks_fixed;
-                let off = e.payload_off();
-                plan.patches.push((off, c.bytes.to_vec()));
-                plan.patches
-                    .push((off + comp.len() as u64, fix.parity.clone()));
-            } else if let EccState::Rs(n) = e.ecc {
-                let p = ecc::encode(comp, n)?;
-                if p != parity {
-                    action.status = "parity rewritten";
-                    action.bytes_fixed =
-                        p.iter().zip(parity).filter(|(a, b)| a != b).count() as u64;
-                    plan.patches.push((e.payload_off() + comp.len() as u64, p));
+            match self.checked(i, true) {
+                Err(err) => {
+                    action.status = "unrecoverable";
+                    action.detail = Some(err.message().to_string());
+                }
+                Ok(c) => {
+                    if let Some(fix) = &c.repair {
+                        action.status = "repaired";
+                        action.bytes_fixed = fix.bytes_fixed;
+                        action.blocks_fixed = fix.blocks_fixed;
+                        let off = e.payload_off();
+                        plan.patches.push((off, c.bytes.to_vec()));
+                        plan.patches
+                            .push((off + comp.len() as u64, fix.parity.clone()));
+                    } else if let EccState::Rs(n) = e.ecc {
+                        let p = ecc::encode(comp, n)?;
+                        if p != parity {
+                            action.status = "parity rewritten";
+                            action.bytes_fixed =
+                                p.iter().zip(parity).filter(|(a, b)| a != b).count() as u64;
+                            plan.patches.push((e.payload_off() + comp.len() as u64, p));
+                        }
+                    }
                 }
             }
             plan.chunks.push(action);
@@ -244,12 +251,14 @@ impl FoldFile<'_> {
 pub struct ChunkRepair {
     /// The chunk.
     pub name: String,
-    /// `intact`, `repaired` or `parity rewritten`.
+    /// `intact`, `repaired`, `parity rewritten` or `unrecoverable`.
     pub status: &'static str,
     /// Bytes changed.
     pub bytes_fixed: u64,
     /// Blocks changed (repairs only).
     pub blocks_fixed: u64,
+    /// Why a chunk is unrecoverable.
+    pub detail: Option<String>,
 }
 
 /// The byte changes that repair a file.
@@ -264,7 +273,12 @@ pub struct RepairPlan {
 impl RepairPlan {
     /// True when nothing needs changing.
     pub fn is_clean(&self) -> bool {
-        self.patches.is_empty()
+        self.patches.is_empty() && self.is_complete()
+    }
+
+    /// True when every chunk is intact or restored.
+    pub fn is_complete(&self) -> bool {
+        self.chunks.iter().all(|c| c.status != "unrecoverable")
     }
 
     /// Writes `data` with the patches applied.
