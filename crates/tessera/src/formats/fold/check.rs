@@ -146,22 +146,34 @@ impl FoldFile<'_> {
                     Some(why.clone()),
                 );
             }
-            if let Some(want) = hashes.and_then(|h| h.get(&e.name)) {
-                let want = want.as_str().map(strip_sha).unwrap_or("");
-                let have = match &e.sha256 {
-                    HashField::Sha256(h) => crate::util::hex(h),
-                    HashField::Other(s) => strip_sha(s).to_string(),
-                };
-                r.compare(&subject, "chunk_hashes", want, &have);
+            match hashes.map(|h| h.get(&e.name)) {
+                Some(Some(want)) => {
+                    let want = want.as_str().map(strip_sha).unwrap_or("");
+                    let have = match &e.sha256 {
+                        HashField::Sha256(h) => crate::util::hex(h),
+                        HashField::Other(s) => strip_sha(s).to_string(),
+                    };
+                    r.compare(&subject, "chunk_hashes", want, &have);
+                }
+                // The hierarchy covers every chunk: one it does not list was added or
+                // renamed after the manifest was computed.
+                Some(None) => r.failed(
+                    &subject,
+                    "chunk_hashes",
+                    "not listed in metadata.chunk_hashes",
+                ),
+                None => {}
             }
             intact[i] = data_ok;
         }
         if let Some(h) = hashes {
             for k in h.keys() {
                 if !self.entries.iter().any(|e| e.name == k) {
-                    r.warnings.push(format!(
-                        "chunk_hashes names {k:?}, which is not in the index"
-                    ));
+                    r.failed(
+                        "metadata",
+                        "chunk_hashes",
+                        format!("lists chunk {k:?}, which is not in the index"),
+                    );
                 }
             }
         }

@@ -202,7 +202,8 @@ pub fn capabilities() -> Capabilities {
     }
 }
 
-/// Repairs `data` (a FOLD file) into `out`: see [`FoldFile::plan_repair`].
+/// Repairs `data` (a FOLD file) into `out` (see [`FoldFile::plan_repair`]). An
+/// `Integrity` error, with nothing written, when a chunk cannot be restored.
 pub fn repair(
     data: &[u8],
     opts: &ReadOptions,
@@ -210,6 +211,13 @@ pub fn repair(
 ) -> Result<Vec<ChunkRepair>> {
     let f = FoldFile::parse(data, &opts.limits)?;
     let plan = f.plan_repair()?;
+    if let Some(c) = plan.chunks.iter().find(|c| c.status == "unrecoverable") {
+        return Err(Error::integrity(format!(
+            "cannot repair: {}",
+            c.detail.as_deref().unwrap_or("unrecoverable")
+        ))
+        .at_subject(format!("chunk {:?}", c.name)));
+    }
     plan.write_repaired(data, out)?;
     Ok(plan.chunks)
 }

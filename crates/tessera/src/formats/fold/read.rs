@@ -119,6 +119,7 @@ pub struct FoldFile<'d> {
     pub(super) warnings: Vec<String>,
     /// Chunks whose tensors could not be listed, and why (reported by verify).
     pub(super) damaged: Vec<(usize, String)>,
+    damaged_kind: Vec<crate::error::ErrorKind>,
 }
 
 fn field_u64(o: &serde_json::Map<String, J>, key: &str, name: &str) -> Result<u64> {
@@ -240,6 +241,7 @@ impl<'d> FoldFile<'d> {
             srcs: Vec::new(),
             warnings,
             damaged: Vec::new(),
+            damaged_kind: Vec::new(),
         };
         f.list_contents();
         Ok(f)
@@ -260,6 +262,7 @@ impl<'d> FoldFile<'d> {
                     let msg = format!("{}: tensors not readable: {err}", self.entries[i].subject());
                     self.warnings.push(msg.clone());
                     self.damaged.push((i, err.to_string()));
+                    self.damaged_kind.push(err.kind());
                     false
                 }
             };
@@ -464,11 +467,15 @@ impl<'d> FoldFile<'d> {
 
     /// One tensor.
     pub fn tensor_view(&self, name: &str) -> Result<TensorView<'d>> {
-        let t = self
-            .infos
-            .iter()
-            .position(|t| t.name == name)
-            .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))?;
+        let Some(t) = self.infos.iter().position(|t| t.name == name) else {
+            // A tensor chunk too damaged to list its tensors: say so, not "not found".
+            for ((i, why), kind) in self.damaged.iter().zip(&self.damaged_kind) {
+                if self.entries[*i].name == name {
+                    return Err(Error::new(*kind, why.clone()));
+                }
+            }
+            return Err(Error::not_found(format!("no tensor named {name:?}")));
+        };
         let info = self.infos[t].clone();
         let subject = || format!("tensor {name:?}");
         let view = match &self.srcs[t] {
