@@ -179,12 +179,20 @@ impl FoldFile<'_> {
         }
         match self.manifest_check() {
             Some((stored, computed)) => r.compare("metadata", "manifest_hash", &stored, &computed),
-            None => r.push(
+            // Spec §4: the metadata includes chunk_hashes and manifest_hash; without
+            // them nothing covers the metadata or the chunk list.
+            None => r.failed(
                 "metadata",
                 "manifest_hash",
-                Status::NotChecked,
-                Some("no manifest_hash in the metadata".into()),
+                "missing from the index metadata (spec §4 requires it)",
             ),
+        }
+        if hashes.is_none() {
+            r.failed(
+                "metadata",
+                "chunk_hashes",
+                "missing from the index metadata (spec §4 requires it)",
+            );
         }
         // §6.6: decompression bounded by uncomp_len, and the payload's own structure.
         for (i, e) in self.entries.iter().enumerate() {

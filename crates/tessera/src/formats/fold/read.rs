@@ -119,7 +119,7 @@ pub struct FoldFile<'d> {
     pub(super) warnings: Vec<String>,
     /// Chunks whose tensors could not be listed, and why (reported by verify).
     pub(super) damaged: Vec<(usize, String)>,
-    damaged_kind: Vec<crate::error::ErrorKind>,
+    damaged_err: Vec<Error>,
 }
 
 fn field_u64(o: &serde_json::Map<String, J>, key: &str, name: &str) -> Result<u64> {
@@ -241,7 +241,7 @@ impl<'d> FoldFile<'d> {
             srcs: Vec::new(),
             warnings,
             damaged: Vec::new(),
-            damaged_kind: Vec::new(),
+            damaged_err: Vec::new(),
         };
         f.list_contents();
         Ok(f)
@@ -262,7 +262,7 @@ impl<'d> FoldFile<'d> {
                     let msg = format!("{}: tensors not readable: {err}", self.entries[i].subject());
                     self.warnings.push(msg.clone());
                     self.damaged.push((i, err.to_string()));
-                    self.damaged_kind.push(err.kind());
+                    self.damaged_err.push(err);
                     false
                 }
             };
@@ -297,21 +297,15 @@ impl<'d> FoldFile<'d> {
     }
 
     fn list_sten(&mut self, i: usize) -> Result<bool> {
+        // Check (and repair) the stored bytes first, CRC-32C only, so the listing never
+        // comes from damaged bytes; then decode just the safetensors header.
         let e = &self.entries[i];
-        let stored = self.stored(i).0;
-        let fast = match e.header.flags {
-            FLAG_COMP_ZSTD => zstd::stream::read::Decoder::with_buffer(stored)
+        let stored = self.checked(i, false)?.bytes;
+        let h = match e.header.flags {
+            FLAG_COMP_ZSTD => zstd::stream::read::Decoder::with_buffer(stored.as_ref())
                 .map_err(|err| Error::malformed("zstd").with_source(err))
-                .and_then(|d| sten::read_header(d, e.header.uncomp_len)),
-            _ => sten::read_header(stored, e.header.uncomp_len),
-        };
-        let h = match fast {
-            Ok(h) => h,
-            // The stored bytes may be damaged: read the checked (repaired) payload.
-            Err(_) => {
-                let p = self.decoded(i)?;
-                sten::read_header(p.as_ref(), p.len() as u64)?
-            }
+                .and_then(|d| sten::read_header(d, e.header.uncomp_len))?,
+            _ => sten::read_header(stored.as_ref(), e.header.uncomp_len)?,
         };
         let name = self.entries[i].name.clone();
         for (mut info, parts) in sten::logical_tensors(&name, &h)? {
@@ -469,9 +463,16 @@ impl<'d> FoldFile<'d> {
     pub fn tensor_view(&self, name: &str) -> Result<TensorView<'d>> {
         let Some(t) = self.infos.iter().position(|t| t.name == name) else {
             // A tensor chunk too damaged to list its tensors: say so, not "not found".
-            for ((i, why), kind) in self.damaged.iter().zip(&self.damaged_kind) {
+            for ((i, _), err) in self.damaged.iter().zip(&self.damaged_err) {
                 if self.entries[*i].name == name {
-                    return Err(Error::new(*kind, why.clone()));
+                    let mut e = Error::new(err.kind(), err.message());
+                    if let Some(s) = err.subject() {
+                        e = e.at_subject(s);
+                    }
+                    if let Some(o) = err.offset() {
+                        e = e.at_offset(o);
+                    }
+                    return Err(e);
                 }
             }
             return Err(Error::not_found(format!("no tensor named {name:?}")));
