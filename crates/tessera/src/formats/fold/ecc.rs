@@ -7,7 +7,11 @@
 //! payload. Up to `nsym / 2` wrong bytes per block (payload or parity) are corrected.
 //!
 //! The `reed-solomon` crate computes exactly reedsolo's parity (the unit tests check the
-//! known answers from `shared/interop-samples/MANIFEST.md`), so it does the arithmetic.
+//! known answers from `shared/interop-samples/MANIFEST.md`) and does the decoding (error
+//! correction). Its encoder runs at about 40 MB/s, which made writing a protected 1 GiB
+//! model take half a minute, so parity is computed here by a table-driven LFSR over the
+//! same generator polynomial (a 16-byte register is one `u128`): the same bytes — the
+//! tests compare it with the crate for every `nsym` on random data — many times faster.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -49,10 +53,129 @@ pub fn ecc_len(comp_len: u64, nsym: u8) -> u64 {
     comp_len.div_ceil(block_len(nsym) as u64) * u64::from(nsym)
 }
 
+/// GF(2^8) with reedsolo's primitive polynomial 0x11d.
+fn gf_tables() -> ([u8; 512], [u8; 256]) {
+    let mut exp = [0u8; 512];
+    let mut log = [0u8; 256];
+    let mut x: u16 = 1;
+    for i in 0..255 {
+        exp[i] = x as u8;
+        log[x as usize] = i as u8;
+        x <<= 1;
+        if x & 0x100 != 0 {
+            x ^= 0x11d;
+        }
+    }
+    for i in 255..512 {
+        exp[i] = exp[i - 255];
+    }
+    (exp, log)
+}
+
+/// Parity of one block (at most 255 - nsym bytes) by a table-driven LFSR.
+struct BlockEncoder {
+    nsym: usize,
+    /// `rows[fb]` = fb × g(x) without its leading 1, packed big-endian in a u128
+    /// (nsym <= 16).
+    rows128: Vec<u128>,
+    /// The same as bytes, `nsym` per feedback value (any nsym).
+    rows: Vec<u8>,
+}
+
+impl BlockEncoder {
+    fn new(nsym: usize) -> BlockEncoder {
+        let (exp, log) = gf_tables();
+        let mul = |a: u8, b: u8| -> u8 {
+            if a == 0 || b == 0 {
+                0
+            } else {
+                exp[log[a as usize] as usize + log[b as usize] as usize]
+            }
+        };
+        // g(x) = prod_{i < nsym} (x - 2^i), highest degree first, as reedsolo builds it.
+        let mut g = vec![1u8];
+        for i in 0..nsym {
+            let root = exp[i];
+            let mut next = vec![0u8; g.len() + 1];
+            for (j, &c) in g.iter().enumerate() {
+                next[j] ^= c;
+                next[j + 1] ^= mul(c, root);
+            }
+            g = next;
+        }
+        let mut rows = vec![0u8; 256 * nsym];
+        let mut rows128 = Vec::new();
+        for fb in 0..256usize {
+            for j in 0..nsym {
+                rows[fb * nsym + j] = mul(fb as u8, g[j + 1]);
+            }
+        }
+        if nsym <= 16 {
+            rows128 = (0..256)
+                .map(|fb| {
+                    let mut b = [0u8; 16];
+                    b[..nsym].copy_from_slice(&rows[fb * nsym..(fb + 1) * nsym]);
+                    u128::from_be_bytes(b)
+                })
+                .collect();
+        }
+        BlockEncoder {
+            nsym,
+            rows128,
+            rows,
+        }
+    }
+
+    /// Parity of four equal-length blocks at once: four independent LFSR chains keep
+    /// the CPU busy while each waits on its table lookup.
+    fn parity4_into(&self, b: [&[u8]; 4], out: &mut Vec<u8>) {
+        let n = self.nsym;
+        if n > 16 || b.iter().any(|x| x.len() != b[0].len()) {
+            for x in b {
+                self.parity_into(x, out);
+            }
+            return;
+        }
+        let mut r = [0u128; 4];
+        for i in 0..b[0].len() {
+            for (reg, blk) in r.iter_mut().zip(&b) {
+                let fb = blk[i] ^ (*reg >> 120) as u8;
+                *reg = (*reg << 8) ^ self.rows128[fb as usize];
+            }
+        }
+        for reg in r {
+            out.extend_from_slice(&reg.to_be_bytes()[..n]);
+        }
+    }
+
+    fn parity_into(&self, block: &[u8], out: &mut Vec<u8>) {
+        let n = self.nsym;
+        if n <= 16 {
+            let mut reg: u128 = 0;
+            for &b in block {
+                let fb = b ^ (reg >> 120) as u8;
+                reg = (reg << 8) ^ self.rows128[fb as usize];
+            }
+            out.extend_from_slice(&reg.to_be_bytes()[..n]);
+        } else {
+            let mut reg = vec![0u8; n];
+            for &b in block {
+                let fb = (b ^ reg[0]) as usize;
+                reg.copy_within(1.., 0);
+                reg[n - 1] = 0;
+                for (r, t) in reg.iter_mut().zip(&self.rows[fb * n..(fb + 1) * n]) {
+                    *r ^= t;
+                }
+            }
+            out.extend_from_slice(&reg);
+        }
+    }
+}
+
 /// A streaming parity encoder: feed the payload in pieces, get the concatenated parity.
 pub struct Encoder {
     nsym: u8,
-    rs: reed_solomon::Encoder,
+    rs: BlockEncoder,
     pending: Vec<u8>,
     parity: Vec<u8>,
 }
@@ -67,7 +190,7 @@ impl Encoder {
         }
         Ok(Encoder {
             nsym,
-            rs: reed_solomon::Encoder::new(nsym as usize),
+            rs: BlockEncoder::new(nsym as usize),
             pending: Vec::with_capacity(block_len(nsym)),
             parity: Vec::new(),
         })
@@ -81,14 +204,20 @@ impl Encoder {
             self.pending.extend_from_slice(&data[..take]);
             data = &data[take..];
             if self.pending.len() == k {
-                let p = self.rs.encode(&self.pending);
-                self.parity.extend_from_slice(p.ecc());
+                self.rs.parity_into(&self.pending, &mut self.parity);
                 self.pending.clear();
             }
         }
-        let mut blocks = data.chunks_exact(k);
+        let mut quads = data.chunks_exact(4 * k);
+        for q in &mut quads {
+            let (a, rest) = q.split_at(k);
+            let (b, rest) = rest.split_at(k);
+            let (c, d) = rest.split_at(k);
+            self.rs.parity4_into([a, b, c, d], &mut self.parity);
+        }
+        let mut blocks = quads.remainder().chunks_exact(k);
         for b in &mut blocks {
-            self.parity.extend_from_slice(self.rs.encode(b).ecc());
+            self.rs.parity_into(b, &mut self.parity);
         }
         self.pending.extend_from_slice(blocks.remainder());
     }
@@ -96,8 +225,7 @@ impl Encoder {
     /// The parity of everything fed (empty for an empty payload).
     pub fn finish(mut self) -> Vec<u8> {
         if !self.pending.is_empty() {
-            let p = self.rs.encode(&self.pending);
-            self.parity.extend_from_slice(p.ecc());
+            self.rs.parity_into(&self.pending, &mut self.parity);
         }
         self.parity
     }
@@ -114,10 +242,11 @@ pub fn encode(data: &[u8], nsym: u8) -> Result<Vec<u8>> {
 /// reedsolo's interleaved `[d0 p0][d1 p1]…` output. Equal to [`encode`] for one block.
 pub fn pyfolds102_layout(data: &[u8], nsym: u8) -> Result<Vec<u8>> {
     let k = block_len(nsym);
-    let rs = reed_solomon::Encoder::new(nsym as usize);
+    let rs = BlockEncoder::new(nsym as usize);
     let mut all = Vec::with_capacity(data.len() + ecc_len(data.len() as u64, nsym) as usize);
     for b in data.chunks(k) {
-        all.extend_from_slice(&rs.encode(b));
+        all.extend_from_slice(b);
+        rs.parity_into(b, &mut all);
     }
     let n = all.len() - data.len();
     Ok(all.split_off(all.len() - n))
@@ -212,6 +341,35 @@ mod tests {
             "3d4a1daccc4a4caa43488e7b4f6559c4"
         );
         assert_eq!(encode(b"", 16).unwrap(), Vec::<u8>::new());
+    }
+
+    #[test]
+    fn table_encoder_equals_the_reed_solomon_crate_for_every_nsym() {
+        let data: Vec<u8> = (0..255u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        for nsym in 1..=254u8 {
+            let k = block_len(nsym);
+            let crate_parity = reed_solomon::Encoder::new(nsym as usize)
+                .encode(&data[..k])
+                .ecc()
+                .to_vec();
+            assert_eq!(
+                encode(&data[..k], nsym).unwrap(),
+                crate_parity,
+                "nsym {nsym}"
+            );
+            let short = &data[..k.min(7)];
+            let crate_short = reed_solomon::Encoder::new(nsym as usize)
+                .encode(short)
+                .ecc()
+                .to_vec();
+            assert_eq!(
+                encode(short, nsym).unwrap(),
+                crate_short,
+                "nsym {nsym} short"
+            );
+        }
     }
 
     #[test]
