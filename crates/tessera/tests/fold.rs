@@ -428,6 +428,33 @@ fn output_is_deterministic_and_mind_is_fold() {
 }
 
 #[test]
+fn values_json_cannot_carry_are_stored_as_strings_and_noted() {
+    let mut m = Model::new();
+    m.metadata.insert("nan", f64::NAN);
+    m.metadata.insert("huge", Value::Int(1i128 << 80));
+    let mut t = TensorInfo::dense("t", DType::U8, vec![1]);
+    t.attrs.insert("inf", f64::NEG_INFINITY);
+    m.push(TensorView::dense(t, Cow::Owned(vec![1])).unwrap())
+        .unwrap();
+    let mut cur = Cursor::new(Vec::new());
+    let rep =
+        tessera::convert::write_to(Format::Fold, &m, &mut cur, &WriteOptions::default()).unwrap();
+    assert_eq!(rep.notes.len(), 3, "{:?}", rep.notes);
+    let data = cur.into_inner();
+    let f = tessera::open(&data, &ReadOptions::default()).unwrap();
+    assert!(f.verify(&VerifyOptions::default()).is_ok());
+    assert_eq!(f.metadata().get("nan"), Some(&Value::from("NaN")));
+    assert_eq!(
+        f.metadata().get("huge"),
+        Some(&Value::from((1i128 << 80).to_string()))
+    );
+    assert_eq!(
+        f.tensor_infos()[0].attrs.get("inf"),
+        Some(&Value::from("-Infinity"))
+    );
+}
+
+#[test]
 fn zstd_frames_carry_the_content_size() {
     let out = write(&rich_model(), Compression::Zstd(3), None);
     let f = FoldFile::parse(&out, &Default::default()).unwrap();

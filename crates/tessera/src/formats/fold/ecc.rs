@@ -58,8 +58,8 @@ fn gf_tables() -> ([u8; 512], [u8; 256]) {
     let mut exp = [0u8; 512];
     let mut log = [0u8; 256];
     let mut x: u16 = 1;
-    for i in 0..255 {
-        exp[i] = x as u8;
+    for (i, e) in exp.iter_mut().take(255).enumerate() {
+        *e = x as u8;
         log[x as usize] = i as u8;
         x <<= 1;
         if x & 0x100 != 0 {
@@ -94,8 +94,7 @@ impl BlockEncoder {
         };
         // g(x) = prod_{i < nsym} (x - 2^i), highest degree first, as reedsolo builds it.
         let mut g = vec![1u8];
-        for i in 0..nsym {
-            let root = exp[i];
+        for &root in exp.iter().take(nsym) {
             let mut next = vec![0u8; g.len() + 1];
             for (j, &c) in g.iter().enumerate() {
                 next[j] ^= c;
