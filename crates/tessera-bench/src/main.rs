@@ -7,6 +7,7 @@
 #[allow(dead_code)]
 mod common;
 mod aero;
+mod fold;
 mod foundation;
 mod gguf;
 mod gptrs;
@@ -20,13 +21,14 @@ fn main() {
     let result = match suite {
         "baseline" => common::baseline(&opts),
         "aero" => aero::run(&opts),
+        "fold" => fold::run(&opts),
         "foundation" => foundation::run(&opts),
         "gguf" => gguf::run(&opts),
         "gptrs" => gptrs::run(&opts),
         "safetensors" => safetensors::run(&opts),
         "ztensor" => ztensor::run(&opts),
         _ => {
-            eprintln!("suites: baseline aero foundation gguf gptrs safetensors ztensor");
+            eprintln!("suites: baseline aero fold foundation gguf gptrs safetensors ztensor");
             std::process::exit(2);
         }
     };

@@ -1,0 +1,112 @@
+//! `fold`: FOLD write and read+verify of the synthetic model, with zstd and with
+//! zstd + RS(16) parity, beside the same run's raw zstd (level 3), SHA-256 and
+//! Reed-Solomon encode throughput on the same bytes.
+//!
+//! Write = stream every tensor into a FOLD file on disk (atomic, fsynced). Read+verify =
+//! map the file, open it, run `verify` (CRC-32C, SHA-256, parity, hashes, manifest,
+//! decompression) and read every tensor. MB/s are over the model's tensor bytes.
+
+use tessera::convert::{Compression, WriteOptions};
+use tessera::formats::fold::ecc;
+use tessera::{FileData, Format, ReadOptions, TensorSource, VerifyOptions};
+
+use crate::common::{best_of, report, synthetic_model, Opts};
+
+pub fn run(opts: &Opts) -> tessera::Result<()> {
+    let model = synthetic_model(opts)?;
+    let tensors: Vec<Vec<u8>> = model
+        .tensor_infos()
+        .iter()
+        .map(|t| model.tensor(&t.name).map(|v| v.data().map(<[u8]>::to_vec)))
+        .collect::<tessera::Result<tessera::Result<_>>>()??;
+    let bytes: usize = tensors.iter().map(Vec::len).sum();
+    println!(
+        "fold: {} tensors, {:.1} MiB, best of {}",
+        tensors.len(),
+        bytes as f64 / (1 << 20) as f64,
+        opts.reps
+    );
+
+    let zstd = best_of(opts.reps, || {
+        tensors
+            .iter()
+            .map(|t| zstd::bulk::compress(t, 3).map(|c| c.len()).unwrap_or(0))
+            .sum::<usize>()
+    });
+    report("raw zstd level 3 (bulk, per tensor)", bytes, zstd, None);
+    let sha = best_of(opts.reps, || {
+        tensors
+            .iter()
+            .map(|t| tessera::util::sha256(t)[0])
+            .fold(0u8, |a, b| a ^ b)
+    });
+    report("raw sha256", bytes, sha, None);
+    let rs = best_of(opts.reps, || {
+        tensors
+            .iter()
+            .map(|t| ecc::encode(t, 16).map(|p| p.len()).unwrap_or(0))
+            .sum::<usize>()
+    });
+    report("raw reed-solomon rs(16) parity", bytes, rs, None);
+
+    let dir = tempfile::tempdir()?;
+    for (label, ecc) in [("zstd", None), ("zstd + rs(16)", Some(16u8))] {
+        let path = dir.path().join("bench.fold");
+        let wopts = WriteOptions {
+            compression: Compression::Zstd(3),
+            ecc,
+            timestamp: Some("2026-01-01T00:00:00Z".into()),
+            ..Default::default()
+        };
+        let mut err = None;
+        let w = best_of(opts.reps, || {
+            if let Err(e) = tessera::convert::write_file(Format::Fold, &model, &path, &wopts) {
+                err = Some(e);
+            }
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+        let size = std::fs::metadata(&path)?.len();
+        report(
+            &format!("fold write, {label}"),
+            bytes,
+            w,
+            Some(("raw zstd", zstd)),
+        );
+        let mut failed = None;
+        let r = best_of(opts.reps, || {
+            let res = (|| -> tessera::Result<u64> {
+                let data = FileData::open(&path)?;
+                let f = tessera::open(&data, &ReadOptions::default())?;
+                let rep = f.verify(&VerifyOptions::default());
+                if !rep.is_ok() {
+                    return Err(tessera::Error::integrity("verify failed"));
+                }
+                let mut n = 0;
+                for t in f.tensor_infos() {
+                    n += f.tensor(&t.name)?.nbytes();
+                }
+                Ok(n)
+            })();
+            if let Err(e) = res {
+                failed = Some(e);
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        report(
+            &format!("fold read+verify, {label}"),
+            bytes,
+            r,
+            Some(("raw sha256", sha)),
+        );
+        println!(
+            "  file {:.1} MiB ({:.3} of the tensor bytes)",
+            size as f64 / (1 << 20) as f64,
+            size as f64 / bytes as f64
+        );
+    }
+    Ok(())
+}

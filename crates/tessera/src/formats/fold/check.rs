@@ -1,0 +1,322 @@
+//! `verify` and `repair` for FOLD.
+
+use std::io::Write;
+
+use super::ecc;
+use super::pyjson::{dumps_map, DumpOptions};
+use super::read::{EccState, FoldFile, HashField};
+use crate::error::{Error, Result};
+use crate::metadata::{Map, Value};
+use crate::verify::{Status, VerifyReport};
+
+/// `manifest_hash` of `metadata` as pyfolds computes it: SHA-256 (hex) of
+/// `json.dumps(metadata minus "manifest_hash", sort_keys=True, separators=(",", ":"))`.
+pub fn manifest_hash(metadata: &Map) -> String {
+    let mut m = metadata.clone();
+    m.remove("manifest_hash");
+    crate::util::hex(&crate::util::sha256(
+        dumps_map(&m, DumpOptions::CANONICAL).as_bytes(),
+    ))
+}
+
+fn strip_sha(s: &str) -> &str {
+    s.strip_prefix("sha256:").unwrap_or(s)
+}
+
+impl FoldFile<'_> {
+    /// The stored `manifest_hash` against the recomputed one: `None` when absent.
+    pub fn manifest_check(&self) -> Option<(String, String)> {
+        let stored = self.raw_metadata.get("manifest_hash")?;
+        let stored = match stored {
+            Value::Str(s) => strip_sha(s).to_ascii_lowercase(),
+            other => other.to_string(),
+        };
+        Some((stored, manifest_hash(&self.raw_metadata)))
+    }
+
+    /// Every integrity layer, in the order of spec §6.
+    pub fn verify_report(&self) -> VerifyReport {
+        let mut r = VerifyReport {
+            warnings: self.warnings.clone(),
+            ..VerifyReport::default()
+        };
+        let hashes = self
+            .raw_metadata
+            .get("chunk_hashes")
+            .and_then(Value::as_map);
+        let mut intact = vec![false; self.entries.len()];
+        for (i, e) in self.entries.iter().enumerate() {
+            let subject = format!("chunk {:?}", e.name);
+            let (comp, parity) = self.stored(i);
+            let crc_ok = crate::util::crc32c(comp) == e.header.crc32c;
+            let sha_ok = match &e.sha256 {
+                HashField::Sha256(h) => Some(crate::util::sha256(comp) == *h),
+                HashField::Other(s) => {
+                    r.push(
+                        &subject,
+                        "sha256",
+                        Status::NotChecked,
+                        Some(format!("hash {s:?} needs a key we do not have")),
+                    );
+                    None
+                }
+            };
+            let mut data_ok = crc_ok && sha_ok != Some(false);
+            let mut words_parity: Option<Vec<u8>> = None;
+            if data_ok {
+                r.ok(&subject, "crc32c");
+                if sha_ok.is_some() {
+                    r.ok(&subject, "sha256");
+                }
+            } else {
+                match self.checked(i, true) {
+                    Ok(c) => {
+                        let fix = c.repair.as_ref();
+                        let detail = fix.map(|f| {
+                            format!(
+                                "restored by {}: {} bytes fixed in {} blocks",
+                                e.ecc_algo, f.bytes_fixed, f.blocks_fixed
+                            )
+                        });
+                        r.push(
+                            &subject,
+                            "crc32c",
+                            if crc_ok { Status::Ok } else { Status::Repaired },
+                            if crc_ok { None } else { detail.clone() },
+                        );
+                        if sha_ok.is_some() {
+                            r.push(
+                                &subject,
+                                "sha256",
+                                if sha_ok == Some(true) {
+                                    Status::Ok
+                                } else {
+                                    Status::Repaired
+                                },
+                                if sha_ok == Some(true) {
+                                    None
+                                } else {
+                                    detail.clone()
+                                },
+                            );
+                        }
+                        r.push(&subject, "reed-solomon", Status::Repaired, detail);
+                        words_parity = fix.map(|f| f.parity.clone());
+                        data_ok = true;
+                    }
+                    Err(err) => {
+                        let msg = err.message().to_string();
+                        if !crc_ok {
+                            r.failed(&subject, "crc32c", msg.clone());
+                        } else {
+                            r.ok(&subject, "crc32c");
+                        }
+                        if sha_ok == Some(false) {
+                            r.failed(&subject, "sha256", msg);
+                        } else if sha_ok.is_some() {
+                            r.ok(&subject, "sha256");
+                        }
+                    }
+                }
+            }
+            // The parity itself: does it still protect the payload?
+            if data_ok && words_parity.is_none() {
+                if let EccState::Rs(n) = e.ecc {
+                    match ecc::encode(comp, n) {
+                        Ok(p) if p == parity => r.ok(&subject, "reed-solomon"),
+                        Ok(_) if ecc::pyfolds102_layout(comp, n).ok().as_deref() == Some(parity) => r.push(
+                            &subject,
+                            "reed-solomon",
+                            Status::NotChecked,
+                            Some(format!("{}: the pyfolds 1.0.2 multi-block layout (its bug), unusable for repair; the payload is intact; `tessera repair` rewrites it", e.ecc_algo)),
+                        ),
+                        Ok(p) => {
+                            let bad = p.iter().zip(parity).filter(|(a, b)| a != b).count();
+                            r.failed(&subject, "reed-solomon", format!("{bad} parity bytes do not match the intact payload; `tessera repair` rewrites them"));
+                        }
+                        Err(err) => r.failed(&subject, "reed-solomon", err.to_string()),
+                    }
+                }
+            }
+            if let EccState::Unusable(why) = &e.ecc {
+                r.push(
+                    &subject,
+                    "reed-solomon",
+                    Status::NotChecked,
+                    Some(why.clone()),
+                );
+            }
+            match hashes.map(|h| h.get(&e.name)) {
+                Some(Some(want)) => {
+                    let want = want.as_str().map(strip_sha).unwrap_or("");
+                    let have = match &e.sha256 {
+                        HashField::Sha256(h) => crate::util::hex(h),
+                        HashField::Other(s) => strip_sha(s).to_string(),
+                    };
+                    r.compare(&subject, "chunk_hashes", want, &have);
+                }
+                // The hierarchy covers every chunk: one it does not list was added or
+                // renamed after the manifest was computed.
+                Some(None) => r.failed(
+                    &subject,
+                    "chunk_hashes",
+                    "not listed in metadata.chunk_hashes",
+                ),
+                None => {}
+            }
+            intact[i] = data_ok;
+        }
+        if let Some(h) = hashes {
+            for k in h.keys() {
+                if !self.entries.iter().any(|e| e.name == k) {
+                    r.failed(
+                        "metadata",
+                        "chunk_hashes",
+                        format!("lists chunk {k:?}, which is not in the index"),
+                    );
+                }
+            }
+        }
+        match self.manifest_check() {
+            Some((stored, computed)) => r.compare("metadata", "manifest_hash", &stored, &computed),
+            // Spec §4: the metadata includes chunk_hashes and manifest_hash; without
+            // them nothing covers the metadata or the chunk list.
+            None => r.failed(
+                "metadata",
+                "manifest_hash",
+                "missing from the index metadata (spec §4 requires it)",
+            ),
+        }
+        if hashes.is_none() {
+            r.failed(
+                "metadata",
+                "chunk_hashes",
+                "missing from the index metadata (spec §4 requires it)",
+            );
+        }
+        // §6.6: decompression bounded by uncomp_len, and the payload's own structure.
+        for (i, e) in self.entries.iter().enumerate() {
+            if !intact[i] {
+                continue;
+            }
+            let subject = format!("chunk {:?}", e.name);
+            let layer = if e.header.flags == super::raw::FLAG_COMP_ZSTD {
+                "zstd"
+            } else {
+                "uncomp_len"
+            };
+            match self
+                .checked(i, false)
+                .and_then(|c| self.decompress(i, c.bytes))
+            {
+                Ok(_) => r.ok(&subject, layer),
+                Err(err) => r.failed(&subject, layer, err.message().to_string()),
+            }
+            if let Some((_, why)) = self.damaged.iter().find(|(d, _)| *d == i) {
+                r.failed(&subject, "payload", why.clone());
+            }
+        }
+        r
+    }
+
+    /// Plans the repair of every chunk its parity can restore, and the rewrite of
+    /// parity that no longer matches an intact payload (damaged, or pyfolds 1.0.2's
+    /// multi-block layout). Chunks that cannot be restored are listed as
+    /// `unrecoverable`; [`RepairPlan::is_complete`] is false then.
+    pub fn plan_repair(&self) -> Result<RepairPlan> {
+        let mut plan = RepairPlan::default();
+        for (i, e) in self.entries.iter().enumerate() {
+            let (comp, parity) = self.stored(i);
+            let mut action = ChunkRepair {
+                name: e.name.clone(),
+                status: "intact",
+                bytes_fixed: 0,
+                blocks_fixed: 0,
+                detail: None,
+            };
+            match self.checked(i, true) {
+                Err(err) => {
+                    action.status = "unrecoverable";
+                    action.detail = Some(err.message().to_string());
+                }
+                Ok(c) => {
+                    if let Some(fix) = &c.repair {
+                        action.status = "repaired";
+                        action.bytes_fixed = fix.bytes_fixed;
+                        action.blocks_fixed = fix.blocks_fixed;
+                        let off = e.payload_off();
+                        plan.patches.push((off, c.bytes.to_vec()));
+                        plan.patches
+                            .push((off + comp.len() as u64, fix.parity.clone()));
+                    } else if let EccState::Rs(n) = e.ecc {
+                        let p = ecc::encode(comp, n)?;
+                        if p != parity {
+                            action.status = "parity rewritten";
+                            action.bytes_fixed =
+                                p.iter().zip(parity).filter(|(a, b)| a != b).count() as u64;
+                            plan.patches.push((e.payload_off() + comp.len() as u64, p));
+                        }
+                    }
+                }
+            }
+            plan.chunks.push(action);
+        }
+        plan.patches.sort_by_key(|p| p.0);
+        Ok(plan)
+    }
+}
+
+/// What `repair` did to one chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkRepair {
+    /// The chunk.
+    pub name: String,
+    /// `intact`, `repaired`, `parity rewritten` or `unrecoverable`.
+    pub status: &'static str,
+    /// Bytes changed.
+    pub bytes_fixed: u64,
+    /// Blocks changed (repairs only).
+    pub blocks_fixed: u64,
+    /// Why a chunk is unrecoverable.
+    pub detail: Option<String>,
+}
+
+/// The byte changes that repair a file.
+#[derive(Debug, Clone, Default)]
+pub struct RepairPlan {
+    /// Per chunk, in file order.
+    pub chunks: Vec<ChunkRepair>,
+    /// `(offset, bytes)` to overwrite, sorted, non-overlapping.
+    pub patches: Vec<(u64, Vec<u8>)>,
+}
+
+impl RepairPlan {
+    /// True when nothing needs changing.
+    pub fn is_clean(&self) -> bool {
+        self.patches.is_empty() && self.is_complete()
+    }
+
+    /// True when every chunk is intact or restored.
+    pub fn is_complete(&self) -> bool {
+        self.chunks.iter().all(|c| c.status != "unrecoverable")
+    }
+
+    /// Writes `data` with the patches applied.
+    pub fn write_repaired(&self, data: &[u8], w: &mut dyn Write) -> Result<()> {
+        let mut pos = 0usize;
+        for (off, bytes) in &self.patches {
+            let off = usize::try_from(*off).map_err(|_| Error::invalid_input("patch offset"))?;
+            let end = off + bytes.len();
+            if off < pos || end > data.len() {
+                return Err(Error::invalid_input(
+                    "repair patches overlap or run past the file",
+                ));
+            }
+            w.write_all(&data[pos..off])?;
+            w.write_all(bytes)?;
+            pos = end;
+        }
+        w.write_all(&data[pos..])?;
+        Ok(())
+    }
+}

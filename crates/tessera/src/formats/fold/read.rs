@@ -1,0 +1,687 @@
+//! [`FoldFile`]: parse and validate a FOLD file, list its chunks and tensors, read them.
+
+use std::borrow::Cow;
+
+use serde_json::Value as J;
+
+use super::raw::{
+    ctype_str, ChunkHeader, FileHeader, CHUNK_HEADER_LEN, FLAG_COMP_NONE, FLAG_COMP_ZSTD,
+    FORMAT_NAME, HEADER_LEN, KNOWN_VERSIONS, MAX_CHUNK_SIZE, MAX_INDEX_SIZE,
+};
+use super::{ecc, npz, sten};
+use crate::error::{Error, Result};
+use crate::limits::{slice, Limits};
+use crate::metadata::{Map, Value};
+use crate::tensor::{ChunkInfo, Part, Storage, TensorInfo, TensorView};
+
+/// A stored hash string from the index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HashField {
+    /// Plain or `sha256:`-prefixed SHA-256.
+    Sha256([u8; 32]),
+    /// Something we cannot check (`hmac-sha256:…` needs pyfolds' integrity key).
+    Other(String),
+}
+
+impl HashField {
+    fn parse(s: &str) -> Option<HashField> {
+        let hex = s.strip_prefix("sha256:").unwrap_or(s);
+        if let Some(b) = crate::util::unhex(hex).filter(|b| b.len() == 32) {
+            let mut a = [0u8; 32];
+            a.copy_from_slice(&b);
+            return Some(HashField::Sha256(a));
+        }
+        if s.contains(':') {
+            return Some(HashField::Other(s.to_string()));
+        }
+        None
+    }
+}
+
+/// How a chunk's parity can be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EccState {
+    /// No parity.
+    None,
+    /// Block-wise `rs(N)`.
+    Rs(u8),
+    /// Present but unusable (unknown algorithm, wrong length); the reason.
+    Unusable(String),
+}
+
+/// One chunk as the index and its header describe it (they must agree).
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Name.
+    pub name: String,
+    /// The chunk header (checked against the index entry).
+    pub header: ChunkHeader,
+    /// Absolute offset of the chunk header.
+    pub offset: u64,
+    /// The index `sha256`.
+    pub sha256: HashField,
+    /// The index `ecc_algo`.
+    pub ecc_algo: String,
+    /// Whether the parity is usable.
+    pub ecc: EccState,
+}
+
+impl Entry {
+    /// Absolute offset of the stored payload.
+    pub fn payload_off(&self) -> u64 {
+        self.offset + CHUNK_HEADER_LEN
+    }
+    /// `ctype` as text.
+    pub fn ctype(&self) -> String {
+        ctype_str(&self.header.ctype)
+    }
+    fn subject(&self) -> String {
+        format!("chunk {:?}", self.name)
+    }
+}
+
+#[derive(Debug, Clone)]
+enum TensorSrc {
+    Sten {
+        chunk: usize,
+        parts: Vec<(String, (u64, u64))>,
+    },
+    Npz {
+        chunk: usize,
+        array: String,
+        big_endian: bool,
+    },
+}
+
+/// A payload after the integrity checks, with what ECC had to do.
+#[derive(Debug)]
+pub struct Checked<'d> {
+    /// The stored (compressed) payload, repaired if needed.
+    pub bytes: Cow<'d, [u8]>,
+    /// Set when ECC repaired it.
+    pub repair: Option<ecc::Corrected>,
+}
+
+/// An opened FOLD file.
+pub struct FoldFile<'d> {
+    pub(super) data: &'d [u8],
+    pub(super) limits: Limits,
+    pub(super) header: FileHeader,
+    pub(super) version: String,
+    pub(super) created_at: Option<f64>,
+    /// The index metadata as stored (with `chunk_hashes` and `manifest_hash`).
+    pub(super) raw_metadata: Map,
+    metadata: Map,
+    pub(super) entries: Vec<Entry>,
+    chunk_infos: Vec<ChunkInfo>,
+    infos: Vec<TensorInfo>,
+    srcs: Vec<TensorSrc>,
+    pub(super) warnings: Vec<String>,
+    /// Chunks whose tensors could not be listed, and why (reported by verify).
+    pub(super) damaged: Vec<(usize, String)>,
+    damaged_err: Vec<Error>,
+}
+
+fn field_u64(o: &serde_json::Map<String, J>, key: &str, name: &str) -> Result<u64> {
+    o.get(key).and_then(J::as_u64).ok_or_else(|| {
+        Error::malformed(format!(
+            "index entry {name:?}: {key:?} missing or not an unsigned integer"
+        ))
+    })
+}
+
+impl<'d> FoldFile<'d> {
+    /// Parses and validates `data` (spec §6 steps 1–3; integrity is checked on read and
+    /// by `verify`).
+    pub fn parse(data: &'d [u8], limits: &Limits) -> Result<FoldFile<'d>> {
+        let header = FileHeader::parse(data)?;
+        if header.index_len > MAX_INDEX_SIZE {
+            return Err(Error::limit(format!(
+                "index_len {} exceeds MAX_INDEX_SIZE ({MAX_INDEX_SIZE})",
+                header.index_len
+            ))
+            .at_offset(20));
+        }
+        limits.check_index(header.index_len)?;
+        let index = slice(data, header.index_off, header.index_len, "index")?;
+        let mut warnings = Vec::new();
+        let end = header.index_off + header.index_len;
+        if end < data.len() as u64 {
+            warnings.push(format!(
+                "{} bytes after the index (index ends at {end}, file at {})",
+                data.len() as u64 - end,
+                data.len()
+            ));
+        }
+        let j: J = serde_json::from_slice(index).map_err(|e| {
+            Error::malformed("index is not valid UTF-8 JSON")
+                .with_source(e)
+                .at_offset(header.index_off)
+        })?;
+        let top = j.as_object().ok_or_else(|| {
+            Error::malformed("index is not a JSON object").at_offset(header.index_off)
+        })?;
+        match top.get("format").and_then(J::as_str) {
+            Some(FORMAT_NAME) => {}
+            other => {
+                return Err(Error::malformed(format!(
+                    "index format is {other:?}, expected \"fold\""
+                )))
+            }
+        }
+        let version = match top.get("version") {
+            Some(J::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => "1.0.0".into(),
+        };
+        if !KNOWN_VERSIONS.contains(&version.as_str()) {
+            warnings.push(format!(
+                "unknown FOLD version {version:?} (known: 1.0.0, 1.1.0, 1.2.0)"
+            ));
+        }
+        let created_at = top.get("created_at_unix").and_then(J::as_f64);
+        let raw_metadata = match top.get("metadata") {
+            None | Some(J::Null) => Map::new(),
+            Some(m @ J::Object(_)) => match Value::from_json(m) {
+                Value::Map(m) => m,
+                _ => Map::new(),
+            },
+            Some(_) => return Err(Error::malformed("index metadata is not an object")),
+        };
+        let mut metadata = raw_metadata.clone();
+        metadata.remove("chunk_hashes");
+        metadata.remove("manifest_hash");
+        let list = match top.get("chunks") {
+            Some(J::Array(a)) => a.as_slice(),
+            None => &[],
+            Some(_) => return Err(Error::malformed("index chunks is not a list")),
+        };
+        limits.check_entries(list.len() as u64)?;
+        let mut entries: Vec<Entry> = Vec::with_capacity(list.len());
+        for (i, e) in list.iter().enumerate() {
+            let entry = parse_entry(data, &header, e, i, limits)?;
+            if entries.iter().any(|x| x.name == entry.name) {
+                return Err(Error::malformed(format!(
+                    "duplicate chunk name {:?}",
+                    entry.name
+                )));
+            }
+            entries.push(entry);
+        }
+        // Chunks must not overlap.
+        let mut spans: Vec<(u64, u64, usize)> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let end = e.payload_off() + e.header.comp_len + u64::from(e.header.ecc_len);
+                (e.offset, end, i)
+            })
+            .collect();
+        spans.sort_unstable();
+        for w in spans.windows(2) {
+            if w[1].0 < w[0].1 {
+                return Err(Error::malformed(format!(
+                    "chunks {:?} and {:?} overlap",
+                    entries[w[0].2].name, entries[w[1].2].name
+                ))
+                .at_offset(w[1].0));
+            }
+        }
+        let mut f = FoldFile {
+            data,
+            limits: limits.clone(),
+            header,
+            version,
+            created_at,
+            raw_metadata,
+            metadata,
+            entries,
+            chunk_infos: Vec::new(),
+            infos: Vec::new(),
+            srcs: Vec::new(),
+            warnings,
+            damaged: Vec::new(),
+            damaged_err: Vec::new(),
+        };
+        f.list_contents();
+        Ok(f)
+    }
+
+    fn list_contents(&mut self) {
+        for i in 0..self.entries.len() {
+            let e = &self.entries[i];
+            let ctype = e.ctype();
+            let holds = match ctype.as_str() {
+                "STEN" => self.list_sten(i),
+                "NPZ0" => self.list_npz(i),
+                _ => Ok(false),
+            };
+            let holds = match holds {
+                Ok(h) => h,
+                Err(err) => {
+                    let msg = format!("{}: tensors not readable: {err}", self.entries[i].subject());
+                    self.warnings.push(msg.clone());
+                    self.damaged.push((i, err.to_string()));
+                    self.damaged_err.push(err);
+                    false
+                }
+            };
+            let e = &self.entries[i];
+            self.chunk_infos.push(ChunkInfo {
+                name: e.name.clone(),
+                kind: ctype,
+                len: Some(e.header.uncomp_len),
+                storage: self.storage(i),
+                holds_tensors: holds,
+            });
+        }
+    }
+
+    fn storage(&self, i: usize) -> Storage {
+        let e = &self.entries[i];
+        let mut encoding = if e.header.flags == FLAG_COMP_ZSTD {
+            "zstd"
+        } else {
+            "raw"
+        }
+        .to_string();
+        if e.ecc != EccState::None {
+            encoding.push_str(&format!("+{}", e.ecc_algo));
+        }
+        Storage {
+            offset: Some(e.payload_off()),
+            stored_bytes: e.header.comp_len,
+            encoding,
+            digests: vec!["crc32c".into(), "sha256".into()],
+        }
+    }
+
+    fn list_sten(&mut self, i: usize) -> Result<bool> {
+        // Check (and repair) the stored bytes first, CRC-32C only, so the listing never
+        // comes from damaged bytes; then decode just the safetensors header.
+        let e = &self.entries[i];
+        let stored = self.checked(i, false)?.bytes;
+        let h = match e.header.flags {
+            FLAG_COMP_ZSTD => zstd::stream::read::Decoder::with_buffer(stored.as_ref())
+                .map_err(|err| Error::malformed("zstd").with_source(err))
+                .and_then(|d| sten::read_header(d, e.header.uncomp_len))?,
+            _ => sten::read_header(stored.as_ref(), e.header.uncomp_len)?,
+        };
+        let name = self.entries[i].name.clone();
+        for (mut info, parts) in sten::logical_tensors(&name, &h)? {
+            self.limits.check_name(info.name.len() as u64)?;
+            if self.infos.iter().any(|t| t.name == info.name) {
+                return Err(Error::malformed(format!(
+                    "duplicate tensor name {:?}",
+                    info.name
+                )));
+            }
+            info.storage = self.storage(i);
+            self.infos.push(info);
+            self.srcs.push(TensorSrc::Sten { chunk: i, parts });
+        }
+        Ok(true)
+    }
+
+    fn list_npz(&mut self, i: usize) -> Result<bool> {
+        let payload = self.decoded(i)?;
+        let arrays = npz::list(&payload, &self.limits)?;
+        let chunk = self.entries[i].name.clone();
+        for a in arrays {
+            let name = format!("{chunk}/{}", a.name);
+            if self.infos.iter().any(|t| t.name == name) {
+                return Err(Error::malformed(format!("duplicate tensor name {name:?}")));
+            }
+            let mut info = TensorInfo::dense(name, a.dtype, a.shape);
+            info.storage = self.storage(i);
+            info.storage.encoding.push_str("+npz");
+            self.infos.push(info);
+            self.srcs.push(TensorSrc::Npz {
+                chunk: i,
+                array: a.name,
+                big_endian: a.big_endian,
+            });
+        }
+        Ok(true)
+    }
+
+    /// The stored payload and parity of chunk `i` (bounds were checked at open).
+    pub fn stored(&self, i: usize) -> (&'d [u8], &'d [u8]) {
+        let e = &self.entries[i];
+        let off = e.payload_off() as usize;
+        let comp = e.header.comp_len as usize;
+        let ecc = e.header.ecc_len as usize;
+        (
+            &self.data[off..off + comp],
+            &self.data[off + comp..off + comp + ecc],
+        )
+    }
+
+    /// Checks chunk `i` (CRC-32C; SHA-256 too when `full`) and repairs it with its
+    /// parity when a check fails. An `Integrity` error when it cannot be restored.
+    pub fn checked(&self, i: usize, full: bool) -> Result<Checked<'d>> {
+        let e = &self.entries[i];
+        let (comp, parity) = self.stored(i);
+        let sha_ok = |b: &[u8]| match &e.sha256 {
+            HashField::Sha256(h) => crate::util::sha256(b) == *h,
+            HashField::Other(_) => true,
+        };
+        let crc_ok = crate::util::crc32c(comp) == e.header.crc32c;
+        if crc_ok && (!full || sha_ok(comp)) {
+            return Ok(Checked {
+                bytes: Cow::Borrowed(comp),
+                repair: None,
+            });
+        }
+        let what = if crc_ok { "SHA-256" } else { "CRC-32C" };
+        let nsym = match &e.ecc {
+            EccState::Rs(n) => *n,
+            EccState::None => {
+                return Err(
+                    Error::integrity(format!("{what} mismatch and no ECC to repair it"))
+                        .at_subject(e.subject())
+                        .at_offset(e.payload_off()),
+                )
+            }
+            EccState::Unusable(why) => {
+                return Err(
+                    Error::integrity(format!("{what} mismatch; ECC unusable: {why}"))
+                        .at_subject(e.subject())
+                        .at_offset(e.payload_off()),
+                )
+            }
+        };
+        let fixed = ecc::correct(comp, parity, nsym).map_err(|err| {
+            Error::integrity(format!("{what} mismatch; {}", err.message()))
+                .at_subject(e.subject())
+                .at_offset(e.payload_off())
+        })?;
+        if crate::util::crc32c(&fixed.data) != e.header.crc32c || !sha_ok(&fixed.data) {
+            return Err(Error::integrity(format!(
+                "{what} mismatch; rs({nsym}) decoding did not restore the recorded checksums"
+            ))
+            .at_subject(e.subject())
+            .at_offset(e.payload_off()));
+        }
+        let mut fixed = fixed;
+        let bytes = std::mem::take(&mut fixed.data);
+        Ok(Checked {
+            bytes: Cow::Owned(bytes),
+            repair: Some(fixed),
+        })
+    }
+
+    /// Decompresses a checked payload of chunk `i`, bounded by `uncomp_len`.
+    pub fn decompress(&self, i: usize, comp: Cow<'d, [u8]>) -> Result<Cow<'d, [u8]>> {
+        let e = &self.entries[i];
+        match e.header.flags {
+            FLAG_COMP_ZSTD => crate::util::zstd_decode_bounded(&comp, e.header.uncomp_len, true)
+                .map(Cow::Owned)
+                .map_err(|err| err.at_subject(e.subject())),
+            _ if comp.len() as u64 != e.header.uncomp_len => Err(Error::malformed(format!(
+                "uncompressed chunk: comp_len {} != uncomp_len {}",
+                comp.len(),
+                e.header.uncomp_len
+            ))
+            .at_subject(e.subject())),
+            _ => Ok(comp),
+        }
+    }
+
+    /// Chunk `i`'s decoded bytes: checked (CRC-32C), repaired if needed, decompressed.
+    pub fn decoded(&self, i: usize) -> Result<Cow<'d, [u8]>> {
+        let c = self.checked(i, false)?;
+        self.decompress(i, c.bytes)
+    }
+
+    /// The global header.
+    pub fn header(&self) -> FileHeader {
+        self.header
+    }
+    /// The index `created_at_unix`.
+    pub fn created_at_unix(&self) -> Option<f64> {
+        self.created_at
+    }
+    /// The index `metadata` as stored (with `chunk_hashes` and `manifest_hash`).
+    pub fn index_metadata(&self) -> &Map {
+        &self.raw_metadata
+    }
+
+    /// The index entries.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    fn chunk_index(&self, name: &str) -> Result<usize> {
+        self.entries
+            .iter()
+            .position(|e| e.name == name)
+            .ok_or_else(|| Error::not_found(format!("no chunk named {name:?}")))
+    }
+
+    /// One tensor.
+    pub fn tensor_view(&self, name: &str) -> Result<TensorView<'d>> {
+        let Some(t) = self.infos.iter().position(|t| t.name == name) else {
+            // A tensor chunk too damaged to list its tensors: say so, not "not found".
+            for ((i, _), err) in self.damaged.iter().zip(&self.damaged_err) {
+                if self.entries[*i].name == name {
+                    let mut e = Error::new(err.kind(), err.message());
+                    if let Some(s) = err.subject() {
+                        e = e.at_subject(s);
+                    }
+                    if let Some(o) = err.offset() {
+                        e = e.at_offset(o);
+                    }
+                    return Err(e);
+                }
+            }
+            return Err(Error::not_found(format!("no tensor named {name:?}")));
+        };
+        let info = self.infos[t].clone();
+        let subject = || format!("tensor {name:?}");
+        let view = match &self.srcs[t] {
+            TensorSrc::Sten { chunk, parts } => {
+                let payload = self.decoded(*chunk)?;
+                // The header was read at open, perhaps from unchecked bytes: re-read it
+                // from the checked payload and insist it says the same.
+                let h = sten::read_header(payload.as_ref(), payload.len() as u64)?;
+                let again = sten::logical_tensors(&self.entries[*chunk].name, &h)?;
+                if !again.iter().any(|(i, p)| i.name == info.name && p == parts) {
+                    return Err(Error::integrity("STEN header changed after checking")
+                        .at_subject(subject()));
+                }
+                let parts = match payload {
+                    Cow::Borrowed(b) => parts
+                        .iter()
+                        .map(|(role, (s, e))| Part {
+                            role: role.clone(),
+                            bytes: Cow::Borrowed(&b[*s as usize..*e as usize]),
+                        })
+                        .collect(),
+                    Cow::Owned(mut v) if parts.len() == 1 => {
+                        let (role, (s, e)) = &parts[0];
+                        v.truncate(*e as usize);
+                        v.drain(..*s as usize);
+                        vec![Part {
+                            role: role.clone(),
+                            bytes: Cow::Owned(v),
+                        }]
+                    }
+                    Cow::Owned(v) => parts
+                        .iter()
+                        .map(|(role, (s, e))| Part {
+                            role: role.clone(),
+                            bytes: Cow::Owned(v[*s as usize..*e as usize].to_vec()),
+                        })
+                        .collect(),
+                };
+                TensorView { info, parts }
+            }
+            TensorSrc::Npz { chunk, array, .. } => {
+                let payload = self.decoded(*chunk)?;
+                let bytes = npz::read(&payload, array, &self.limits)?;
+                TensorView {
+                    info,
+                    parts: vec![Part {
+                        role: "data".into(),
+                        bytes: Cow::Owned(bytes),
+                    }],
+                }
+            }
+        };
+        view.validate().map_err(|e| e.at_subject(subject()))?;
+        Ok(view)
+    }
+
+    /// One chunk's decoded bytes.
+    pub fn chunk_bytes(&self, name: &str) -> Result<Cow<'d, [u8]>> {
+        let i = self.chunk_index(name)?;
+        self.decoded(i)
+    }
+
+    pub(super) fn user_metadata(&self) -> &Map {
+        &self.metadata
+    }
+    pub(super) fn chunk_infos(&self) -> &[ChunkInfo] {
+        &self.chunk_infos
+    }
+    pub(super) fn tensor_infos(&self) -> &[TensorInfo] {
+        &self.infos
+    }
+    /// Whether tensor `name` is stored big-endian in an npz (for inspect).
+    pub fn is_big_endian(&self, name: &str) -> bool {
+        self.infos.iter().zip(&self.srcs).any(|(t, s)| {
+            t.name == name
+                && matches!(
+                    s,
+                    TensorSrc::Npz {
+                        big_endian: true,
+                        ..
+                    }
+                )
+        })
+    }
+}
+
+fn parse_entry(
+    data: &[u8],
+    header: &FileHeader,
+    e: &J,
+    i: usize,
+    limits: &Limits,
+) -> Result<Entry> {
+    let o = e
+        .as_object()
+        .ok_or_else(|| Error::malformed(format!("index chunk entry {i} is not an object")))?;
+    let name = o
+        .get("name")
+        .and_then(J::as_str)
+        .ok_or_else(|| Error::malformed(format!("index chunk entry {i} has no name")))?
+        .to_string();
+    limits.check_name(name.len() as u64)?;
+    let subject = format!("chunk {name:?}");
+    let ctype_s = o
+        .get("ctype")
+        .and_then(J::as_str)
+        .ok_or_else(|| Error::malformed("no ctype").at_subject(subject.clone()))?;
+    let offset = field_u64(o, "offset", &name)?;
+    let comp_len = field_u64(o, "comp_len", &name)?;
+    let uncomp_len = field_u64(o, "uncomp_len", &name)?;
+    let flags = field_u64(o, "flags", &name)?;
+    let crc = field_u64(o, "crc32c", &name)?;
+    let ecc_len = field_u64(o, "ecc_len", &name)?;
+    if let Some(h) = o.get("header_len") {
+        if h.as_u64() != Some(CHUNK_HEADER_LEN) {
+            return Err(Error::malformed(format!("header_len {h}, must be 32")).at_subject(subject));
+        }
+    }
+    let sha_s = o
+        .get("sha256")
+        .and_then(J::as_str)
+        .ok_or_else(|| Error::malformed("no sha256").at_subject(subject.clone()))?;
+    let sha256 = HashField::parse(sha_s).ok_or_else(|| {
+        Error::malformed(format!("sha256 {sha_s:?} is not a SHA-256 hex digest"))
+            .at_subject(subject.clone())
+    })?;
+    let ecc_algo = o
+        .get("ecc_algo")
+        .and_then(J::as_str)
+        .unwrap_or("none")
+        .to_string();
+    // §6.2 anti-DoS limits.
+    for (what, v) in [
+        ("comp_len", comp_len),
+        ("uncomp_len", uncomp_len),
+        ("ecc_len", ecc_len),
+    ] {
+        if v > MAX_CHUNK_SIZE {
+            return Err(Error::limit(format!(
+                "{what} {v} exceeds MAX_CHUNK_SIZE ({MAX_CHUNK_SIZE})"
+            ))
+            .at_subject(subject));
+        }
+    }
+    // §6.3 bounds: the chunk lies between the header and the index.
+    let end = offset
+        .checked_add(CHUNK_HEADER_LEN)
+        .and_then(|x| x.checked_add(comp_len))
+        .and_then(|x| x.checked_add(ecc_len));
+    match end {
+        Some(end) if offset >= HEADER_LEN && end <= header.index_off && end <= data.len() as u64 => {}
+        _ => {
+            return Err(Error::malformed(format!(
+                "chunk at {offset} (32 + {comp_len} + {ecc_len} bytes) is not inside the chunk region 28..{}",
+                header.index_off
+            ))
+            .at_subject(subject)
+            .at_offset(offset))
+        }
+    }
+    let hb = slice(data, offset, CHUNK_HEADER_LEN, "chunk header")?;
+    let ch = ChunkHeader::parse(hb)?;
+    let disagree = |what: &str, file: String, index: String| {
+        Error::malformed(format!(
+            "chunk header {what} is {file}, the index says {index}"
+        ))
+        .at_subject(subject.clone())
+        .at_offset(offset)
+    };
+    if ctype_s.as_bytes() != ch.ctype {
+        return Err(disagree("ctype", ctype_str(&ch.ctype), ctype_s.to_string()));
+    }
+    for (what, f, x) in [
+        ("flags", u64::from(ch.flags), flags),
+        ("uncomp_len", ch.uncomp_len, uncomp_len),
+        ("comp_len", ch.comp_len, comp_len),
+        ("crc32c", u64::from(ch.crc32c), crc),
+        ("ecc_len", u64::from(ch.ecc_len), ecc_len),
+    ] {
+        if f != x {
+            return Err(disagree(what, f.to_string(), x.to_string()));
+        }
+    }
+    if ch.flags != FLAG_COMP_NONE && ch.flags != FLAG_COMP_ZSTD {
+        return Err(
+            Error::unsupported(format!("unknown compression flags {}", ch.flags))
+                .at_subject(subject),
+        );
+    }
+    let ecc = match ecc::parse_algo(&ecc_algo) {
+        _ if ecc_len == 0 => EccState::None,
+        Ok(None) => EccState::None,
+        Ok(Some(n)) if ecc::ecc_len(comp_len, n) == ecc_len => EccState::Rs(n),
+        Ok(Some(n)) => EccState::Unusable(format!(
+            "ecc_len {ecc_len} does not fit rs({n}) over {comp_len} bytes ({} expected)",
+            ecc::ecc_len(comp_len, n)
+        )),
+        Err(err) => EccState::Unusable(err.message().to_string()),
+    };
+    Ok(Entry {
+        name,
+        header: ch,
+        offset,
+        sha256,
+        ecc_algo,
+        ecc,
+    })
+}

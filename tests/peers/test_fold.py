@@ -1,0 +1,237 @@
+"""FOLD interop with the original, pyfolds==1.0.2 (FoldWriter/FoldReader, loaded without
+torch as ORIGINALS.md §1.10 describes), both directions, plus safetensors for the STEN
+payloads we write."""
+import importlib.util
+import io
+import json
+import struct
+import sys
+import types
+import warnings
+
+import numpy as np
+import pytest
+import reedsolo
+from safetensors.numpy import load as st_load
+
+from conftest import SAMPLES, run, run_json, stub_torch
+
+
+def _load_pyfolds():
+    stub_torch()
+    spec = importlib.util.find_spec("pyfolds")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("pyfolds not installed")
+    base = list(spec.submodule_search_locations)[0] + "/serialization/"
+    pkg = types.ModuleType("pyfolds_ser")
+    pkg.__path__ = [base]
+    sys.modules["pyfolds_ser"] = pkg
+    mods = {}
+    for name in ("ecc", "foldio"):
+        s = importlib.util.spec_from_file_location(f"pyfolds_ser.{name}", base + name + ".py")
+        m = importlib.util.module_from_spec(s)
+        sys.modules[f"pyfolds_ser.{name}"] = m
+        s.loader.exec_module(m)
+        mods[name] = m
+    return mods["foldio"], mods["ecc"]
+
+
+foldio, ecc = _load_pyfolds()
+
+META = {
+    "model_type": "peer",
+    "note": "ã unicode \u20ac \U0001F600",
+    "floats": [0.1, 1e-05, 1e16, 1.5, -0.0, 123456.789],
+    "seed": 1453882350627420034,
+    "nested": {"z": 1, "a": [True, None, "x"]},
+}
+
+
+def pyfolds_write(path, chunks, compress="zstd", rs=None, metadata=META):
+    with foldio.FoldWriter(str(path), compress=compress, ecc=ecc.ReedSolomonECC(rs) if rs else None) as w:
+        for name, ctype, payload in chunks:
+            w.add_chunk(name, ctype, payload)
+        w.finalize(metadata=metadata)
+
+
+def pyfolds_read_all(path):
+    """Every chunk through pyfolds 1.0.2 with verify=True; any warning (manifest hash
+    mismatch included) fails the test."""
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", message="google-crc32c")
+        with foldio.FoldReader(str(path), use_mmap=True) as r:
+            for name in r.list_chunks():
+                out[name] = r.read_chunk_bytes(name, verify=True)
+            index = r.index
+    return out, index
+
+
+def npz_bytes(arrays):
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
+
+
+ARRAYS = {
+    "f32": np.arange(6, dtype=np.float32).reshape(2, 3) / 7,
+    "f64": np.array([np.pi, -1e300, 5e-324]),
+    "i8": np.array([-128, 0, 127], dtype=np.int8),
+    "u16": np.array([[1, 65535]], dtype=np.uint16),
+    "i64be": np.array([1, -2, 3], dtype=">i8"),
+    "f16": np.array([0.5, -2.0], dtype=np.float16),
+    "b": np.array([True, False, True]),
+    "c64": np.array([1 + 2j, -3j], dtype=np.complex64),
+    "scalar": np.array(3.25, dtype=np.float32),
+}
+
+
+DTYPES = {"f32": "f32", "f64": "f64", "i8": "i8", "u16": "u16", "i64be": "i64", "f16": "f16",
+          "b": "bool", "c64": "c64", "scalar": "f32"}
+
+
+# --- pyfolds writes, we read -------------------------------------------------------
+
+@pytest.mark.parametrize("compress,rs", [("zstd", None), ("none", None), ("none", 16), ("zstd", 16)])
+def test_we_read_and_verify_pyfolds_files(tmp_path, compress, rs):
+    p = tmp_path / "py.fold"
+    blob = bytes(range(256)) * 3
+    chunks = [("metrics", "JSON", json.dumps({"a": 1.5}).encode()), ("blob", "RAW0", blob),
+              ("nuclear_arrays", "NPZ0", npz_bytes(ARRAYS)), ("torch_state", "TSAV", b"\x80\x04not-a-real-pickle.")]
+    if rs:  # pyfolds 1.0.2 writes correct parity only for chunks of one block
+        chunks = [c for c in chunks if c[0] != "nuclear_arrays"] + [("small", "JSON", b'{"k":"v"}')]
+        chunks = [(n, t, b[:200]) for n, t, b in chunks]
+    pyfolds_write(p, chunks, compress=compress, rs=rs)
+    rep = run_json("verify", p)
+    assert rep["ok"], rep
+    layers = {(c["subject"], c["layer"]): c["status"] for c in rep["checks"]}
+    assert layers[("metadata", "manifest_hash")] == "ok"
+    if rs:
+        assert all(layers[(f'chunk "{n}"', "reed-solomon")] == "ok" for n, _, _ in chunks)
+    info = run_json("inspect", p)
+    assert info["metadata"]["note"] == META["note"]
+    assert info["metadata"]["seed"] == META["seed"]
+    for name, ctype, payload in chunks:
+        assert any(c["name"] == name and c["kind"] == ctype for c in info["chunks"])
+        run("extract", p, name, "-o", tmp_path / f"{name}.bin")
+        assert (tmp_path / f"{name}.bin").read_bytes() == payload
+    if not rs:
+        # Values are checked through our writer in test_pyfolds_reads_our_files.
+        names = {t["name"]: t for t in info["tensors"]}
+        for k, a in ARRAYS.items():
+            t = names[f"nuclear_arrays/{k}"]
+            assert t["shape"] == list(a.shape)
+            assert t["dtype"] == DTYPES[k], k
+
+
+def test_we_repair_pyfolds_files_they_cannot(tmp_path):
+    """pyfolds 1.0.2 decodes multi-block parity wrongly; our repair rewrites it block-wise
+    and fixes damage in files whose parity is block-wise."""
+    src = SAMPLES / "fold" / "pyfolds102_none_rs16_multiblock_BROKEN_ECC.fold"
+    out = tmp_path / "fixed.fold"
+    rep = json.loads(run("repair", src, "-o", out, "--json").stdout)
+    assert rep["ok"] and rep["chunks"][0]["status"] == "parity rewritten"
+    head = (SAMPLES / "fold" / "pyfoldsHEAD_e45e9eb_none_rs16_multiblock.fold").read_bytes()
+    fixed = out.read_bytes()
+    # The rewritten parity is what pyfolds HEAD writes for the same payload.
+    assert _parity(fixed, "big") == _parity(head, "big")
+
+
+def _parity(data, name):
+    off, n = struct.unpack(">QQ", data[12:28])
+    index = json.loads(data[off:off + n])
+    e = next(c for c in index["chunks"] if c["name"] == name)
+    start = e["offset"] + 32 + e["comp_len"]
+    return data[start:start + e["ecc_len"]]
+
+
+# --- we write, pyfolds reads --------------------------------------------------------
+
+def _source(tmp_path):
+    """A pyfolds file holding tensors (NPZ0), opaque chunks and rich metadata."""
+    p = tmp_path / "src.fold"
+    pyfolds_write(p, [("torch_state", "TSAV", b"\x80\x04opaque"), ("metrics", "JSON", b'{"m":2}'),
+                      ("nuclear_arrays", "NPZ0", npz_bytes(ARRAYS))], compress="zstd")
+    return p
+
+
+@pytest.mark.parametrize("args", [[], ["--compress", "zstd"], ["--ecc", "16"], ["--compress", "zstd", "--ecc", "16"]])
+def test_pyfolds_reads_our_files(tmp_path, args):
+    src = _source(tmp_path)
+    ours = tmp_path / "ours.mind"
+    run("convert", src, ours, *args)
+    chunks, index = pyfolds_read_all(ours)
+    assert index["format"] == "fold" and index["version"] == "1.2.0"
+    meta = {k: v for k, v in index["metadata"].items() if k not in ("chunk_hashes", "manifest_hash")}
+    assert meta == META
+    assert chunks["torch_state"] == b"\x80\x04opaque"
+    assert chunks["metrics"] == b'{"m":2}'
+    for e in index["chunks"]:
+        assert e["ecc_algo"] == ("rs(16)" if "--ecc" in args and e["ecc_len"] else "none")
+        if "--ecc" in args:
+            # Single-block parity: the layout pyfolds 1.0.2 decodes correctly.
+            assert e["comp_len"] <= 239 and e["ecc_len"] == 16 * -(-e["comp_len"] // 239)
+    # Each tensor is a STEN chunk that safetensors loads as the same array.
+    for k, a in ARRAYS.items():
+        payload = chunks[f"nuclear_arrays/{k}"]
+        t = st_load(bytes(payload))
+        assert list(t) == [f"nuclear_arrays/{k}"]
+        got = t[f"nuclear_arrays/{k}"]
+        assert np.array_equal(got, a.astype(a.dtype.newbyteorder("<"))) and got.shape == a.shape, k
+
+
+def test_our_multiblock_parity_is_reedsolo_blockwise(tmp_path):
+    src = tmp_path / "big.fold"
+    big = {"w": np.linspace(-1, 1, 3000, dtype=np.float32), "i": np.arange(100, dtype=np.int64)}
+    pyfolds_write(src, [("nuclear_arrays", "NPZ0", npz_bytes(big)), ("blob", "RAW0", bytes(range(256)) * 9)])
+    ours = tmp_path / "ours.fold"
+    run("convert", src, ours, "--ecc", "16")
+    data = ours.read_bytes()
+    off, n = struct.unpack(">QQ", data[12:28])
+    index = json.loads(data[off:off + n])
+    rs = reedsolo.RSCodec(16)
+    multi = 0
+    for e in index["chunks"]:
+        start = e["offset"] + 32
+        comp = data[start:start + e["comp_len"]]
+        parity = data[start + e["comp_len"]:start + e["comp_len"] + e["ecc_len"]]
+        want = b"".join(bytes(rs.encode(comp[i:i + 239])[-16:]) for i in range(0, len(comp), 239))
+        assert parity == want, e["name"]
+        multi += len(comp) > 239
+    assert multi > 0
+
+
+def test_repaired_file_reads_in_pyfolds(tmp_path):
+    src = _source(tmp_path)
+    ours = tmp_path / "ours.fold"
+    run("convert", src, ours, "--ecc", "16", "--compress", "zstd")
+    data = bytearray(ours.read_bytes())
+    off, n = struct.unpack(">QQ", data[12:28])
+    index = json.loads(bytes(data[off:off + n]))
+    e = next(c for c in index["chunks"] if c["name"] == "torch_state")
+    start = e["offset"] + 32
+    for i in range(min(8, e["comp_len"])):
+        data[start + i] ^= 0x5A
+    bad = tmp_path / "bad.fold"
+    bad.write_bytes(bytes(data))
+    rep = run_json("verify", bad)
+    assert rep["ok"] and any(c["status"] == "repaired" for c in rep["checks"])
+    fixed = tmp_path / "fixed.fold"
+    run("repair", bad, "-o", fixed)
+    assert fixed.read_bytes() == ours.read_bytes()
+    chunks, _ = pyfolds_read_all(fixed)
+    assert chunks["torch_state"] == b"\x80\x04opaque"
+    # Beyond nsym/2 in one block: reported, nothing written, exit 1.
+    for i in range(9):
+        data[start + i] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    p = run("repair", bad, "-o", tmp_path / "no.fold", check=False)
+    assert p.returncode == 1 and not (tmp_path / "no.fold").exists()
+    assert run("verify", bad, check=False).returncode == 1
+
+
+def test_pyfolds_samples_verify(tmp_path):
+    for f in sorted((SAMPLES / "fold").glob("*.fold")):
+        rep = run_json("verify", f)
+        assert rep["ok"], (f, rep)
