@@ -197,6 +197,12 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
         g_open,
         Some(("safetensors", s_open)),
     );
+    println!(
+        "{:<44} {:>9.1} us   safetensors {:.1} us",
+        "  (open time itself)",
+        g_open * 1e6,
+        s_open * 1e6
+    );
 
     // --- load: copy every tensor out ----------------------------------------------------
     let g_load = best_of(opts.reps, || -> tessera::Result<Vec<Vec<u8>>> {
