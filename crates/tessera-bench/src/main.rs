@@ -6,6 +6,7 @@
 // Shared pieces are used by suites that land one format at a time.
 #[allow(dead_code)]
 mod common;
+mod npy;
 mod safetensors;
 
 fn main() {
@@ -15,8 +16,9 @@ fn main() {
     let result = match suite {
         "baseline" => common::baseline(&opts),
         "safetensors" => safetensors::run(&opts),
+        "npy" => npy::run(&opts),
         _ => {
-            eprintln!("suites: baseline, safetensors");
+            eprintln!("suites: baseline, safetensors, npy");
             std::process::exit(2);
         }
     };
