@@ -4,13 +4,14 @@
 //! or peer it is measured against, and the ratio. Timings are printed, never asserted.
 
 // Shared pieces are used by suites that land one format at a time.
-mod aero;
 #[allow(dead_code)]
 mod common;
+mod aero;
 mod fold;
 mod foundation;
 mod gguf;
 mod gptrs;
+mod npy;
 mod safetensors;
 mod ztensor;
 
@@ -25,10 +26,11 @@ fn main() {
         "foundation" => foundation::run(&opts),
         "gguf" => gguf::run(&opts),
         "gptrs" => gptrs::run(&opts),
+        "npy" => npy::run(&opts),
         "safetensors" => safetensors::run(&opts),
         "ztensor" => ztensor::run(&opts),
         _ => {
-            eprintln!("suites: baseline aero fold foundation gguf gptrs safetensors ztensor");
+            eprintln!("suites: baseline aero fold foundation gguf gptrs npy safetensors ztensor");
             std::process::exit(2);
         }
     };

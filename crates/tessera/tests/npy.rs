@@ -380,6 +380,16 @@ fn hostile_npy_headers() {
     )
     .unwrap_err();
     assert_eq!(e.kind(), LimitExceeded);
+    // Fortran order, zero elements, huge other dimensions: an empty array.
+    let d = npy(&h("<f4", "True", "(0, 1099511627776, 1099511627776)"), &[]);
+    let f = NpyFile::parse(&d, &Default::default()).unwrap();
+    assert_eq!(f.tensor("array").unwrap().nbytes(), 0);
+    // A shape whose running product overflows before reaching the zero is refused.
+    let d = npy(&h("<f4", "True", "(1099511627776, 1099511627776, 0)"), &[]);
+    assert_eq!(
+        NpyFile::parse(&d, &Default::default()).unwrap_err().kind(),
+        Malformed
+    );
     // Trailing bytes are ignored (as np.load does) with a warning.
     let d = npy(&h("|u1", "False", "(1,)"), &[7, 8]);
     let f = NpyFile::parse(&d, &Default::default()).unwrap();

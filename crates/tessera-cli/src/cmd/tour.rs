@@ -158,6 +158,15 @@ pub fn run(args: &TourArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             }
             continue;
         }
+        if format == Format::Npy {
+            // A .npy file holds one unnamed array, not a model.
+            writeln!(
+                out,
+                "  {:<12} one array per file: tessera extract FILE NAME -o OUT.npy",
+                format.name()
+            )?;
+            continue;
+        }
         let path = dir.join(format!("tour.{}", format.extensions()[0]));
         let notes = match write_one(&model, format, &path) {
             Ok(n) => n,

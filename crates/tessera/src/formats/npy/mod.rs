@@ -54,7 +54,9 @@
 //! - An `.npz` member `NAME.npy` is the tensor `NAME` (as `np.load(...)[NAME]`); names
 //!   may contain `/`. Writing refuses names that are empty, absolute or contain `..`.
 //! - Compression: `.npz` members are stored by default; **any** compression request
-//!   (`--compress zstd`) gives deflate, the only method NumPy reads; `.npy` has none.
+//!   (`--compress zstd` or `zstd:L`) gives deflate, the only method NumPy reads, at level
+//!   L clamped to 1–9 (so 3 by default: on float weights it compresses about as well as
+//!   NumPy's level 6 at several times the speed); `.npy` has none.
 //! - Output is deterministic: zip timestamps are fixed at 1980-01-01 00:00, permissions
 //!   0644, zip64 only for members of 4 GiB or more.
 //! - No file metadata and no per-tensor attributes: conversions need

@@ -87,6 +87,11 @@ pub fn decode<'d>(h: &NpyHeader, stored: Cow<'d, [u8]>) -> Cow<'d, [u8]> {
 
 /// Reorders a column-major array into row-major order.
 fn fortran_to_c(src: &[u8], shape: &[u64], size: usize) -> Vec<u8> {
+    // With no elements the other dimensions may be huge: nothing to reorder. Otherwise
+    // every partial product of the shape is at most the element count, which fits.
+    if src.is_empty() || shape.contains(&0) {
+        return Vec::new();
+    }
     let mut out = Vec::with_capacity(src.len());
     let rank = shape.len();
     // Column-major strides in elements; every product fits (the byte length fits).
@@ -235,5 +240,8 @@ mod tests {
         assert_eq!(fortran_to_c(&src, &[2, 3], 1), [0, 1, 2, 3, 4, 5]);
         assert_eq!(fortran_to_c(&[], &[0, 3], 4), Vec::<u8>::new());
         assert_eq!(fortran_to_c(&[7, 8], &[], 2), [7, 8]);
+        // Hostile: zero elements, huge other dimensions (partial products overflow).
+        let big = 1u64 << 40;
+        assert_eq!(fortran_to_c(&[], &[big, big, 0], 4), Vec::<u8>::new());
     }
 }

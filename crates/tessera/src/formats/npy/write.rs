@@ -105,15 +105,16 @@ pub struct NpzWriter<W: Write + Seek> {
 }
 
 impl<W: Write + Seek> NpzWriter<W> {
-    /// Starts an archive; `deflate` compresses every member (as `np.savez_compressed`).
-    pub fn new(out: W, deflate: bool) -> NpzWriter<W> {
-        let method = if deflate {
-            zip::CompressionMethod::Deflated
-        } else {
-            zip::CompressionMethod::Stored
+    /// Starts an archive; `deflate = Some(level)` (1–9) compresses every member (as
+    /// `np.savez_compressed`, which uses level 6), `None` stores them (as `np.savez`).
+    pub fn new(out: W, deflate: Option<i64>) -> NpzWriter<W> {
+        let (method, level) = match deflate {
+            Some(l) => (zip::CompressionMethod::Deflated, Some(l.clamp(1, 9))),
+            None => (zip::CompressionMethod::Stored, None),
         };
         let options = zip::write::SimpleFileOptions::default()
             .compression_method(method)
+            .compression_level(level)
             .last_modified_time(zip::DateTime::default())
             .unix_permissions(0o644);
         NpzWriter {
@@ -145,14 +146,17 @@ impl<W: Write + Seek> NpzWriter<W> {
 }
 
 /// The `WRITE_NPZ` entry point: stored members, or deflated when any compression is
-/// asked for (`--compress zstd` → deflate: zip members of an .npz that NumPy reads can
-/// only be stored or deflated).
+/// asked for (`--compress zstd[:L]` → deflate at level L clamped to 1–9, default 3: zip
+/// members of an .npz that NumPy reads can only be stored or deflated).
 pub fn write_npz(
     src: &dyn TensorSource,
     out: &mut dyn WriteSeek,
     opts: &WriteOptions,
 ) -> Result<WriteReport> {
-    let deflate = opts.compression != Compression::None;
+    let deflate = match opts.compression {
+        Compression::None => None,
+        Compression::Zstd(l) => Some(l as i64),
+    };
     let mut w = NpzWriter::new(&mut *out, deflate);
     for info in src.tensor_infos() {
         check_dense(info)?;
@@ -162,7 +166,10 @@ pub fn write_npz(
     w.finish()?.flush()?;
     let mut notes = notes(src);
     if let Compression::Zstd(_) = opts.compression {
-        notes.push("npz members compressed with deflate (NumPy reads no zstd)".into());
+        notes.push(format!(
+            "npz members compressed with deflate level {} (NumPy reads no zstd)",
+            deflate.unwrap_or(3).clamp(1, 9)
+        ));
     }
     Ok(WriteReport {
         notes,
