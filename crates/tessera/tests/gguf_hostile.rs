@@ -342,3 +342,28 @@ fn random_garbage_never_panics() {
         let _ = GgufFile::parse(b.bytes(), &Limits::default());
     }
 }
+
+#[test]
+fn many_keys_parse_and_rewrite_in_linear_time() {
+    // Quadratic work on 200,000 keys would take minutes; linear takes about a second.
+    let n = 200_000u64;
+    let mut b = B::header(3, 0, n);
+    for i in 0..n {
+        // u16 values: not the writer's default type, so the type map is kept too.
+        b.str(format!("k{i}").as_bytes()).u32(2);
+        b.0.extend_from_slice(&(i as u16).to_le_bytes());
+    }
+    b.pad_to(32, 0);
+    let f = GgufFile::parse(b.bytes(), &Limits::default()).unwrap();
+    use tessera::TensorSource;
+    assert_eq!(f.metadata().len() as u64, n + 1);
+    let mut out = std::io::Cursor::new(Vec::new());
+    tessera::convert::write_to(
+        tessera::Format::Gguf,
+        &f,
+        &mut out,
+        &tessera::WriteOptions::default(),
+    )
+    .unwrap();
+    assert!(out.into_inner() == b.0);
+}

@@ -100,15 +100,17 @@ impl<'d> GgufFile<'d> {
             saw_non_utf8: false,
             endian,
         };
-        let mut metadata = Metadata::new();
-        let mut types = Map::new();
+        // (key, value, annotation) in file order, and key → index: `Map::insert` is
+        // linear, and a hostile file may hold millions of keys.
+        let mut entries: Vec<(String, Value, Value)> = Vec::new();
+        let mut keys: HashMap<String, usize> = HashMap::new();
         let mut alignment = GGUF_DEFAULT_ALIGNMENT;
         for i in 0..kv_count {
             let at = r.pos() as u64;
             let key = read_name(&mut r, endian, limits, "metadata key")
                 .map_err(|e| e.at_subject(format!("metadata key {i}")))?;
             let subject = || format!("metadata {key:?}");
-            if metadata.contains_key(&key) {
+            if keys.contains_key(&key) {
                 return Err(Error::malformed("duplicate key")
                     .at_subject(subject())
                     .at_offset(at));
@@ -135,8 +137,8 @@ impl<'d> GgufFile<'d> {
                 alignment = check_alignment(ty, &value).map_err(|e| e.at_offset(at))?;
             }
             limits.check_index(r.pos() as u64)?;
-            types.insert(key.clone(), ann);
-            metadata.insert(key, value);
+            keys.insert(key.clone(), entries.len());
+            entries.push((key, value, ann));
         }
         if vr.saw_non_utf8 {
             warnings.push("some string values are not UTF-8; they are kept as bytes".into());
@@ -209,12 +211,20 @@ impl<'d> GgufFile<'d> {
                     .into(),
             );
         }
-        restore_json(&mut metadata, &mut types, &mut warnings)?;
-        let carries_types = types
-            .iter()
-            .any(|(k, ann)| !metadata.get(k).is_some_and(|v| is_default(ann, v)));
+        restore_json(&mut entries, &keys, &mut warnings)?;
+        let carries_types = entries.iter().any(|(_, v, ann)| !is_default(ann, v));
+        let mut types = Vec::with_capacity(if carries_types { entries.len() } else { 0 });
+        let mut values = Vec::with_capacity(entries.len());
+        for (k, v, ann) in entries {
+            if carries_types {
+                types.push((k.clone(), ann));
+            }
+            values.push((k, v));
+        }
+        let mut metadata = Metadata::from_unique(values);
         if carries_types {
-            metadata.insert(TYPES_KEY, Value::Map(types));
+            // Not among the file's keys: that is refused above.
+            metadata.insert(TYPES_KEY, Value::Map(Map::from_unique(types)));
         }
         Ok(GgufFile {
             data,
@@ -243,33 +253,38 @@ impl<'d> GgufFile<'d> {
 /// Consumes our `tessera.json_keys` KV: the values of the keys it lists go back from
 /// JSON text to the values they were (annotated `json`).
 fn restore_json(
-    metadata: &mut Metadata,
-    types: &mut Map,
+    entries: &mut Vec<(String, Value, Value)>,
+    keys: &HashMap<String, usize>,
     warnings: &mut Vec<String>,
 ) -> Result<()> {
-    let Some(list) = metadata.remove(JSON_KEYS_KEY) else {
+    let Some(&at) = keys.get(JSON_KEYS_KEY) else {
         return Ok(());
     };
-    let ann = types.remove(JSON_KEYS_KEY);
-    let keys = match (&list, ann.as_ref().and_then(Value::as_str)) {
-        (Value::List(keys), Some("[str]")) => keys,
+    let (_, list, ann) = entries.remove(at);
+    let listed = match (&list, ann.as_str()) {
+        (Value::List(listed), Some("[str]")) => listed,
         _ => {
             return Err(Error::unsupported(format!(
             "the key {JSON_KEYS_KEY:?} is reserved by Tessera and is not an array of strings here"
         )))
         }
     };
-    for key in keys.iter().filter_map(Value::as_str) {
-        let parsed = match metadata.get(key) {
+    for key in listed.iter().filter_map(Value::as_str) {
+        // Indices past the removed entry moved down by one.
+        let slot = keys
+            .get(key)
+            .filter(|&&i| i != at)
+            .map(|&i| if i > at { i - 1 } else { i });
+        let parsed = match slot.map(|i| &entries[i].1) {
             Some(Value::Str(text)) => serde_json::from_str::<serde_json::Value>(text).ok(),
             _ => None,
         };
-        match parsed {
-            Some(j) => {
-                metadata.insert(key, Value::from_json(&j));
-                types.insert(key, Value::Str(JSON_ANNOTATION.into()));
+        match (slot, parsed) {
+            (Some(i), Some(j)) => {
+                entries[i].1 = Value::from_json(&j);
+                entries[i].2 = Value::Str(JSON_ANNOTATION.into());
             }
-            None => warnings.push(format!(
+            _ => warnings.push(format!(
                 "metadata {key:?} is listed in {JSON_KEYS_KEY:?} but is not JSON text; kept as is"
             )),
         }

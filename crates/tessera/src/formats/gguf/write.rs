@@ -108,6 +108,8 @@ fn plan_tensor(info: &TensorInfo, notes: &mut Vec<String>) -> Result<Planned> {
 fn encode_metadata(src: &dyn TensorSource, notes: &mut Vec<String>) -> Result<(Vec<u8>, u64, u64)> {
     let meta = src.metadata();
     let anns = annotations(meta);
+    // A hash index: `Map::get` is linear and a source may hold millions of keys.
+    let anns: std::collections::HashMap<&str, &Value> = anns.iter().collect();
     let mut out = Vec::new();
     let mut count = 0u64;
     let mut alignment = GGUF_DEFAULT_ALIGNMENT;
@@ -125,9 +127,9 @@ fn encode_metadata(src: &dyn TensorSource, notes: &mut Vec<String>) -> Result<(V
                 &Value::Int(alignment as i128),
                 Some(&u32_ann),
             )?;
-        } else if encode_kv(&mut out, key, value, anns.get(key))? {
+        } else if encode_kv(&mut out, key, value, anns.get(key).copied())? {
             // Nothing to report when the value already was JSON text in a GGUF source.
-            let ann = anns.get(key).and_then(Value::as_str);
+            let ann = anns.get(key).and_then(|a| a.as_str());
             let from_gguf = src.source_format() == Some(crate::format::Format::Gguf);
             if ann != Some(JSON_ANNOTATION) && !from_gguf {
                 notes.push(format!(
