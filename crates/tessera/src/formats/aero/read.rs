@@ -64,6 +64,8 @@ pub struct AeroFile<'d> {
     pub(super) by_name: HashMap<String, usize>,
     pub(super) metadata: Metadata,
     pub(super) warnings: Vec<String>,
+    /// `meta.json["quant_descriptors"]`, for naming packed layouts.
+    pub(super) descriptors: Vec<crate::metadata::Map>,
     pub(super) payloads_start: u64,
     pub(super) limits: Limits,
     pub(super) decoded: Vec<OnceLock<Vec<u8>>>,
@@ -259,6 +261,7 @@ impl<'d> AeroFile<'d> {
             by_name: HashMap::new(),
             metadata: Metadata::new(),
             warnings,
+            descriptors: Vec::new(),
             payloads_start,
             limits: limits.clone(),
         };

@@ -112,12 +112,15 @@ def valid_multishard():
     entries = [tidx_entry("a", 1, [2], 0, 0, 8, hash_b3=blake3.blake3(A).hexdigest()),
                tidx_entry("q", 0x8000, [32], 0, 8, 18, quant_id=0,
                           quant_params={"ggml_type": 2}),
-               tidx_entry("b", 10, [1], 1, 0, 8)]
+               tidx_entry("b", 10, [1], 1, 0, 8),
+               tidx_entry("p", 0x8000, [3], 1, 8, 3)]
+    # As the original's gguf_to_aero writes them.
     meta = {"architecture": "test", "model_name": "gen", "source_format": "gguf",
-            "quant_descriptors": [{"id": 0, "name": "q4_0"}]}
+            "quant_descriptors": [{"id": 0, "quant_name": "Q4_0", "codec": "ggml",
+                                   "params": {"ggml_type": 2}}]}
     extra = [chunk(b"XTRA", "extra.bin", b"opaque payload", OPTIONAL),
              chunk(b"ZZZZ", "required.bin", b"not optional", 0)]
-    return build(standard(entries, [A + Q, B], meta, tidx_flags=INDEX, extra=extra))
+    return build(standard(entries, [A + Q, B + b"xyz"], meta, tidx_flags=INDEX, extra=extra))
 
 
 def phsh_file(digests, page=8):
