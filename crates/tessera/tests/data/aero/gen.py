@@ -206,6 +206,18 @@ def main():
     cs.append(chunk(b"WTSH", "weights.shard0", A, MMAP))
     files["malformed-duplicate-chunk.aero"] = build(cs)
 
+    # 20 chunks whose names all point at the same 64 KiB of the string table: copying
+    # them would take 20x the table; refused.
+    n, names = 20, b"n" * 65536
+    toc_len = 16 + 80 * n
+    start = a16(96 + toc_len + len(names))
+    out = struct.pack("<4sHHIQQQQQ16s28s", b"AERO", 0, 1, 96, 96, toc_len, 96 + toc_len,
+                      len(names), 0, b"\0" * 16, b"\0" * 28) + struct.pack("<IIQ", n, 0, 0)
+    for i in range(n):
+        out += struct.pack("<4sIQQQIIQ32s", b"X%03d" % i, OPTIONAL, start, 0, 0, 0, 65536, 0,
+                           blake3.blake3(b"").digest())
+    files["limit-shared-chunk-names.aero"] = out + names + b"\0" * (start - len(out) - len(names))
+
     for name, data in sorted(files.items()):
         with open(name, "wb") as f:
             f.write(data)
