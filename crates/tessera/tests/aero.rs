@@ -417,9 +417,14 @@ fn assert_same(a: &dyn TensorSource, b: &dyn TensorSource) {
     assert_eq!(a.metadata(), b.metadata());
     assert_eq!(a.tensor_infos().len(), b.tensor_infos().len());
     for (x, y) in a.tensor_infos().iter().zip(b.tensor_infos()) {
+        // A packed tensor gains the quant_id AERO gives it; everything else is equal.
+        let mut ya = y.attrs.clone();
+        if !x.attrs.contains_key("quant_id") && matches!(y.layout, Layout::Other(_)) {
+            ya.remove("quant_id");
+        }
         assert_eq!(
             (&x.name, x.dtype, &x.shape, &x.layout, &x.attrs),
-            (&y.name, y.dtype, &y.shape, &y.layout, &y.attrs)
+            (&y.name, y.dtype, &y.shape, &y.layout, &ya)
         );
         assert_eq!(
             a.tensor(&x.name).unwrap().parts[0].bytes,
@@ -488,6 +493,15 @@ fn round_trip_with_every_option_multi_shard_packed_and_opaque() {
     let q = f.tensor("blk.q4").unwrap();
     assert_eq!(q.info.layout, Layout::Other("ggml_q4_0".into()));
     assert_eq!(q.info.attrs.get("ggml_type"), Some(&Value::Int(2)));
+    assert_eq!(q.info.attrs.get("quant_id"), Some(&Value::Int(0)));
+    // meta.json carries the descriptor as the original's GGUF converter writes it; the
+    // metadata itself comes back without it.
+    let mj: serde_json::Value = serde_json::from_slice(&f.chunk("meta.json").unwrap()).unwrap();
+    assert_eq!(
+        mj["quant_descriptors"],
+        serde_json::json!([{"id": 0, "quant_name": "Q4_0", "codec": "ggml", "params": {"ggml_type": 2}}])
+    );
+    assert!(!f.metadata().contains_key("quant_descriptors"));
 
     // Same-format rewrite is byte-exact, and writing twice gives the same bytes.
     let again = write(&f, &opts);

@@ -140,10 +140,18 @@ fn independent_multishard_file_reads_with_packed_tensor_and_unknown_chunks() {
     );
     assert_eq!(f.locations()[2].shard_id, 1);
     let q = f.tensor("q").unwrap();
-    assert_eq!(q.info.layout, Layout::Other("packed".into()));
+    assert_eq!(
+        q.info.layout,
+        Layout::Other("ggml_q4_0".into()),
+        "named by its descriptor"
+    );
     assert_eq!(q.info.attrs.get("quant_id"), Some(&Value::Int(0)));
     assert_eq!(q.info.attrs.get("ggml_type"), Some(&Value::Int(2)));
     assert_eq!(q.parts[0].bytes.as_ref(), (0u8..18).collect::<Vec<_>>());
+    let p = f.tensor("p").unwrap();
+    assert_eq!(p.info.layout, Layout::Other("packed".into()));
+    assert!(p.info.attrs.is_empty());
+    assert_eq!(p.parts[0].bytes.as_ref(), b"xyz");
     assert_eq!(f.tensor_infos()[0].storage.digests.len(), 1, "hash_b3 kept");
     let kinds: Vec<_> = f
         .chunks()
@@ -167,7 +175,13 @@ fn independent_multishard_file_reads_with_packed_tensor_and_unknown_chunks() {
         g.tensor("q").unwrap(),
         f.tensor("q").unwrap().into_owned().clone_info_only(&g)
     );
+    assert_eq!(
+        g.tensor("p").unwrap(),
+        f.tensor("p").unwrap().into_owned().clone_info_only(&g)
+    );
     assert_eq!(g.chunk("required.bin").unwrap().as_ref(), b"not optional");
+    // Same descriptors: meta.json comes out byte for byte as the independent writer's.
+    assert_eq!(g.chunk("meta.json").unwrap(), f.chunk("meta.json").unwrap());
     assert!(g.verify(&VerifyOptions::default()).is_ok());
 }
 

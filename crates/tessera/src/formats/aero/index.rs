@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use super::codec;
+use super::quant::{layout_from_descriptor, QUANT_DESCRIPTORS};
 use super::raw::*;
 use super::read::{AeroFile, TensorLoc, MMSG_EXACT_METADATA};
 use crate::error::{Error, Result};
@@ -52,21 +53,23 @@ impl AeroFile<'_> {
         }
         if let Some(i) = self.single(b"MJSN")? {
             let bytes = self.metadata_chunk(i)?;
-            if meta.is_none() {
-                let j: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
-                    Error::malformed("meta.json is not valid JSON")
-                        .with_source(e)
-                        .at_subject(self.chunks[i].subject())
-                })?;
-                meta = Some(match Value::from_json(&j) {
-                    Value::Map(m) => m,
-                    other => {
-                        let mut m = Map::new();
-                        m.insert("meta.json", other);
-                        m
-                    }
-                });
+            let j: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+                Error::malformed("meta.json is not valid JSON")
+                    .with_source(e)
+                    .at_subject(self.chunks[i].subject())
+            })?;
+            let mjsn = match Value::from_json(&j) {
+                Value::Map(m) => m,
+                other => {
+                    let mut m = Map::new();
+                    m.insert("meta.json", other);
+                    m
+                }
+            };
+            if let Some(Value::List(l)) = mjsn.get(QUANT_DESCRIPTORS) {
+                self.descriptors = l.iter().filter_map(Value::as_map).cloned().collect();
             }
+            meta.get_or_insert(mjsn);
         }
         self.metadata = match (meta, model) {
             (Some(m), _) => m,
@@ -290,11 +293,18 @@ impl AeroFile<'_> {
             Some(_) => return Err(ctx(Error::malformed("quant_id is not an integer"))),
         };
         let (dtype, layout) = if code == DTYPE_PACKED as u64 {
-            // Packed: the codec parameters become attributes; `layout` names the layout.
+            // Packed: the codec parameters become attributes; the layout is named by
+            // quant_params["layout"], else by the quant_id's descriptor.
             let mut q = quant_params.unwrap_or_default();
+            let described = quant_id.and_then(|id| {
+                self.descriptors
+                    .iter()
+                    .find(|d| d.get("id").and_then(Value::as_int) == Some(id))
+                    .and_then(layout_from_descriptor)
+            });
             let layout = match q.remove("layout") {
                 Some(Value::Str(s)) => s,
-                _ => "packed".to_string(),
+                _ => described.unwrap_or_else(|| "packed".to_string()),
             };
             if let Some(id) = quant_id {
                 attrs.insert("quant_id", Value::Int(id));

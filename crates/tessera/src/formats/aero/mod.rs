@@ -71,11 +71,18 @@
 //!   the original readers ignore unknown TIDX keys.
 //! - A packed tensor (dtype 0x8000) reads as `Layout::Other(name)`, dtype `u8`, one part
 //!   `data`, with `quant_params` flattened into the attributes (`{"ggml_type": 2}`) and
-//!   `quant_id` kept. `name` is `quant_params["layout"]` when present, else `packed`.
-//!   Writing, any one-part `Layout::Other` tensor (GGUF's `ggml_q4_0` …) becomes dtype
-//!   0x8000 with its attributes (minus `quant_id`) as `quant_params` plus `layout` when
-//!   the name is not `packed`: it comes back byte-exact with the same layout name and
-//!   attributes.
+//!   `quant_id` kept. `name` is `quant_params["layout"]` when present, else what the
+//!   `quant_id`'s entry of `meta.json["quant_descriptors"]` implies (codec `ggml`,
+//!   quant_name `Q4_0` → `ggml_q4_0`; another codec → its name), else `packed`.
+//! - Writing, any one-part `Layout::Other` tensor (GGUF's `ggml_q4_0` …) becomes dtype
+//!   0x8000 the way the original's `gguf_to_aero` writes it: `quant_params` = its
+//!   attributes (`{"ggml_type": 2}`), `quant_id` = the index of its descriptor
+//!   `{"id", "quant_name": "Q4_0", "codec": "ggml", "params": {"ggml_type": 2}}` in
+//!   `meta.json["quant_descriptors"]` (reused when the metadata has it, added when not;
+//!   an added list rides only in `meta.json`, the exact metadata in MMSG, so the
+//!   metadata reads back unchanged), plus `quant_params["layout"]` when the descriptor
+//!   does not reproduce the layout name. It comes back byte-exact with the same layout
+//!   name and attributes (plus `quant_id`). See [`quant`].
 //!
 //! # Writer
 //!
@@ -112,6 +119,7 @@
 pub mod codec;
 mod index;
 mod plan;
+pub mod quant;
 pub mod raw;
 pub mod read;
 pub mod verify;

@@ -3,6 +3,7 @@
 //! out exactly as the original writer does.
 
 use super::codec::{self, map_of};
+use super::quant::Packed;
 use super::raw::*;
 use super::read::STANDARD;
 use crate::convert::WriteOptions;
@@ -23,6 +24,7 @@ pub(super) struct TensorPlan {
     pub(super) flags: u64,
     pub(super) hash: Option<[u8; 32]>,
     pub(super) attrs: Option<Value>,
+    pub(super) packed: Option<Packed>,
 }
 
 /// The bytes of a tensor as AERO stores them: the `data` part of a dense tensor, the one
@@ -54,6 +56,7 @@ pub(super) fn plan_tensors(src: &dyn TensorSource, opts: &WriteOptions) -> Resul
         }
         let mut attrs = info.attrs.clone();
         let quant_id = attrs.remove("quant_id");
+        let mut packed = None;
         let flags = match attrs.remove("aero_flags") {
             Some(Value::Int(i)) => u64::try_from(i).unwrap_or(0),
             _ => 0,
@@ -74,19 +77,21 @@ pub(super) fn plan_tensors(src: &dyn TensorSource, opts: &WriteOptions) -> Resul
             Layout::Other(l) => {
                 let v = src.tensor(&info.name)?;
                 let len = tensor_bytes(&v)?.len() as u64;
-                // Every other attribute is a codec parameter; `layout` names the layout.
-                let mut q = match attrs.remove("quant_params") {
+                // Every other attribute is a codec parameter; `quant::resolve` assigns
+                // the quant_id and finishes quant_params.
+                let mut params = match attrs.remove("quant_params") {
                     Some(Value::Map(m)) => m,
                     _ => Map::new(),
                 };
                 for (k, v) in attrs {
-                    q.insert(k, v);
+                    params.insert(k, v);
                 }
-                if l != "packed" {
-                    q.insert("layout", l.as_str());
-                }
-                let q = (!q.is_empty()).then_some(Value::Map(q));
-                (DTYPE_PACKED, len, q, None)
+                packed = Some(Packed {
+                    layout: l.clone(),
+                    params,
+                    quant_id: quant_id.as_ref().and_then(Value::as_int),
+                });
+                (DTYPE_PACKED, len, None, None)
             }
             l => {
                 return Err(Error::unsupported(format!(
@@ -113,6 +118,7 @@ pub(super) fn plan_tensors(src: &dyn TensorSource, opts: &WriteOptions) -> Resul
             flags,
             hash,
             attrs: extra,
+            packed,
         });
     }
     // Shards: caller order, a tensor goes to the current shard unless it would exceed the
@@ -173,8 +179,8 @@ pub(super) fn tidx(plans: &[TensorPlan]) -> Value {
 /// `meta.json` text (Python's `json.dumps(sort_keys=True, separators=(",", ":"))`), and
 /// whether it holds the metadata exactly, key order aside (a JSON object is unordered and
 /// the original sorts it); when not, MMSG carries the exact tree.
-pub(super) fn meta_json(meta: &Metadata) -> (String, bool) {
-    let text = codec::python_json(&Value::Map(meta.clone()).to_json());
+pub(super) fn meta_json(mjsn: &Metadata, meta: &Metadata) -> (String, bool) {
+    let text = codec::python_json(&Value::Map(mjsn.clone()).to_json());
     let exact = serde_json::from_str::<serde_json::Value>(&text)
         .map(|j| sorted(&Value::from_json(&j)) == sorted(&Value::Map(meta.clone())))
         .unwrap_or(false);

@@ -64,6 +64,8 @@ pub struct AeroFile<'d> {
     pub(super) by_name: HashMap<String, usize>,
     pub(super) metadata: Metadata,
     pub(super) warnings: Vec<String>,
+    /// `meta.json["quant_descriptors"]`, for naming packed layouts.
+    pub(super) descriptors: Vec<crate::metadata::Map>,
     pub(super) payloads_start: u64,
     pub(super) limits: Limits,
     pub(super) decoded: Vec<OnceLock<Vec<u8>>>,
@@ -173,6 +175,7 @@ impl<'d> AeroFile<'d> {
         let mut warnings = Vec::new();
         let mut chunks: Vec<Chunk> = Vec::with_capacity(n as usize);
         let mut seen: HashMap<([u8; 4], String), usize> = HashMap::new();
+        let mut name_bytes = 0u64;
         for i in 0..n {
             let entry_pos = header.toc_offset + TOC_HEADER_SIZE + i * TOC_ENTRY_SIZE;
             let e = TocEntry::parse(&mut r)?;
@@ -194,6 +197,15 @@ impl<'d> AeroFile<'d> {
             limits
                 .check_name(e.name_len as u64)
                 .map_err(|x| x.at_offset(entry_pos))?;
+            // Names may share string-table bytes; copying them must not multiply memory.
+            name_bytes += e.name_len as u64;
+            if name_bytes > header.string_table_length.max(1 << 20) {
+                return Err(Error::limit(format!(
+                    "chunk names total {name_bytes} bytes, more than the {}-byte string table holds",
+                    header.string_table_length
+                ))
+                .at_offset(entry_pos));
+            }
             let name = std::str::from_utf8(&st[e.name_off as usize..name_end as usize])
                 .map_err(|_| at("chunk name is not valid UTF-8".into()))?
                 .to_string();
@@ -259,6 +271,7 @@ impl<'d> AeroFile<'d> {
             by_name: HashMap::new(),
             metadata: Metadata::new(),
             warnings,
+            descriptors: Vec::new(),
             payloads_start,
             limits: limits.clone(),
         };

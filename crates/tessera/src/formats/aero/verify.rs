@@ -296,7 +296,14 @@ fn pages(f: &AeroFile<'_>, ci: usize, pi: usize, range: Option<(u64, u64)>, r: &
     let n = digests.len() as u64;
     let (first, last) = match range {
         None => (0, n),
-        Some((_, 0)) => return,
+        Some((_, 0)) => {
+            return r.push(
+                subject,
+                "phsh",
+                Status::Ok,
+                Some("empty tensor: no page".into()),
+            )
+        }
         Some((off, len)) => (off / ps, ((off + len - 1) / ps + 1).min(n)),
     };
     let bad: Vec<(u64, String)> = (first..last)

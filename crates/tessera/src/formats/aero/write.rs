@@ -93,7 +93,8 @@ pub fn write(
     out: &mut dyn WriteSeek,
     opts: &WriteOptions,
 ) -> Result<WriteReport> {
-    let plans = plan_tensors(src, opts)?;
+    let mut plans = plan_tensors(src, opts)?;
+    let mjsn_meta = super::quant::resolve(&mut plans, src.metadata());
     let n_shards = plans.iter().map(|p| p.shard + 1).max().unwrap_or(0);
     let mut shard_len = vec![0u64; n_shards];
     let mut shard_count = vec![0u64; n_shards];
@@ -120,7 +121,7 @@ pub fn write(
         ));
     }
     let meta = src.metadata();
-    let (mjsn, exact) = meta_json(meta);
+    let (mjsn, exact) = meta_json(&mjsn_meta, meta);
     chunks.push(ChunkPlan::bytes(
         b"MJSN",
         0,

@@ -112,12 +112,15 @@ def valid_multishard():
     entries = [tidx_entry("a", 1, [2], 0, 0, 8, hash_b3=blake3.blake3(A).hexdigest()),
                tidx_entry("q", 0x8000, [32], 0, 8, 18, quant_id=0,
                           quant_params={"ggml_type": 2}),
-               tidx_entry("b", 10, [1], 1, 0, 8)]
+               tidx_entry("b", 10, [1], 1, 0, 8),
+               tidx_entry("p", 0x8000, [3], 1, 8, 3)]
+    # As the original's gguf_to_aero writes them.
     meta = {"architecture": "test", "model_name": "gen", "source_format": "gguf",
-            "quant_descriptors": [{"id": 0, "name": "q4_0"}]}
+            "quant_descriptors": [{"id": 0, "quant_name": "Q4_0", "codec": "ggml",
+                                   "params": {"ggml_type": 2}}]}
     extra = [chunk(b"XTRA", "extra.bin", b"opaque payload", OPTIONAL),
              chunk(b"ZZZZ", "required.bin", b"not optional", 0)]
-    return build(standard(entries, [A + Q, B], meta, tidx_flags=INDEX, extra=extra))
+    return build(standard(entries, [A + Q, B + b"xyz"], meta, tidx_flags=INDEX, extra=extra))
 
 
 def phsh_file(digests, page=8):
@@ -202,6 +205,18 @@ def main():
     cs = standard([], [A])
     cs.append(chunk(b"WTSH", "weights.shard0", A, MMAP))
     files["malformed-duplicate-chunk.aero"] = build(cs)
+
+    # 20 chunks whose names all point at the same 64 KiB of the string table: copying
+    # them would take 20x the table; refused.
+    n, names = 20, b"n" * 65536
+    toc_len = 16 + 80 * n
+    start = a16(96 + toc_len + len(names))
+    out = struct.pack("<4sHHIQQQQQ16s28s", b"AERO", 0, 1, 96, 96, toc_len, 96 + toc_len,
+                      len(names), 0, b"\0" * 16, b"\0" * 28) + struct.pack("<IIQ", n, 0, 0)
+    for i in range(n):
+        out += struct.pack("<4sIQQQIIQ32s", b"X%03d" % i, OPTIONAL, start, 0, 0, 0, 65536, 0,
+                           blake3.blake3(b"").digest())
+    files["limit-shared-chunk-names.aero"] = out + names + b"\0" * (start - len(out) - len(names))
 
     for name, data in sorted(files.items()):
         with open(name, "wb") as f:
