@@ -98,6 +98,7 @@
 
 pub mod check;
 pub mod ecc;
+pub mod index;
 pub mod npz;
 pub mod pyjson;
 pub mod raw;
