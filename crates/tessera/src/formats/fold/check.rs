@@ -74,8 +74,11 @@ impl FoldFile<'_> {
                         let fix = c.repair.as_ref();
                         let detail = fix.map(|f| {
                             format!(
-                                "restored by {}: {} bytes fixed in {} blocks",
-                                e.ecc_algo, f.bytes_fixed, f.blocks_fixed
+                                "restored by {}: {} bytes fixed in {} block{}; `tessera repair` writes the fixed file",
+                                e.ecc_algo,
+                                f.bytes_fixed,
+                                f.blocks_fixed,
+                                if f.blocks_fixed == 1 { "" } else { "s" }
                             )
                         });
                         r.push(

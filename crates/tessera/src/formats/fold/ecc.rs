@@ -422,3 +422,51 @@ mod tests {
         assert!(e.to_string().contains("block 2"), "{e}");
     }
 }
+#[cfg(test)]
+mod random_damage {
+    /// Random damage: up to nsym/2 wrong bytes anywhere in a block are always corrected;
+    /// more give an error (or, rarely, another codeword, which the CRC/SHA re-check
+    /// after repair rejects) and never a crash.
+    #[test]
+    fn corrects_all_within_capacity() {
+        let data: Vec<u8> = (0..239u32).map(|i| (i * 13 % 256) as u8).collect();
+        let parity = super::encode(&data, 16).unwrap();
+        let mut x: u32 = 12345;
+        let mut rnd = || {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x
+        };
+        let mut beyond_failed = 0;
+        for round in 0..3000 {
+            let mut d = data.clone();
+            let mut p = parity.clone();
+            let n = (round % 40) as usize;
+            let mut hit = std::collections::BTreeSet::new();
+            while hit.len() < n {
+                hit.insert((rnd() % 255) as usize);
+            }
+            for &pos in &hit {
+                let v = rnd() as u8 | 1;
+                if pos < 239 {
+                    d[pos] ^= v
+                } else {
+                    p[pos - 239] ^= v
+                }
+            }
+            match super::correct(&d, &p, 16) {
+                Ok(c) if n <= 8 => {
+                    assert_eq!(c.data, data, "{n} errors");
+                    assert_eq!(c.bytes_fixed, n as u64);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    assert!(n > 8, "{n} errors not corrected: {e}");
+                    beyond_failed += 1;
+                }
+            }
+        }
+        assert!(beyond_failed > 2000);
+    }
+}

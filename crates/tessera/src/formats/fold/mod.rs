@@ -43,8 +43,12 @@
 //! `json.dumps` text; a mismatch is a warning at open, as in pyfolds, and a failed check
 //! in `verify`), and decompression bounded by `uncomp_len`, which must match exactly.
 //! A `sha256:` prefix (later pyfolds) is accepted; `hmac-sha256:` hashes are reported
-//! "not checked". Tensor and chunk reads check CRC-32C (and repair); `verify` checks
-//! everything, including whether the parity still matches the payload.
+//! "not checked". Tensor and chunk reads check CRC-32C (and repair); uncompressed
+//! tensors are then borrowed from the mapped file (zero-copy). `verify` checks
+//! everything, including whether the parity still matches the payload. Stricter than
+//! pyfolds: a missing `manifest_hash` or `chunk_hashes`, a chunk `chunk_hashes` does
+//! not list, or a listed name with no chunk, fails `verify` (spec §4 requires them;
+//! without them a renamed or added chunk would go unnoticed).
 //!
 //! `metadata()` is the index `metadata` without `chunk_hashes` and `manifest_hash`
 //! (the writer recomputes both).
@@ -83,13 +87,17 @@
 //! from `WriteOptions::timestamp` (else now), so output is deterministic given it.
 //! Parity is written block-wise; a chunk of at most `255 - N` stored bytes has the same
 //! parity in pyfolds 1.0.2's layout, so 1.0.2 reads such files with its ECC check.
+//! Given the same chunks, metadata and timestamp, the output is byte-identical to
+//! pyfolds 1.0.2's `FoldWriter` (a peer test checks it).
 //!
 //! # Deviations and limits
 //!
 //! - `MAX_CHUNK_SIZE` is the spec's 1 GiB (pyfolds uses 2 GiB): larger chunks are
 //!   refused on read (`LimitExceeded`) and on write.
-//! - The index is parsed with serde_json, so bare `NaN`/`Infinity` tokens and integers
-//!   beyond 64 bits (which Python's `json` accepts) are rejected as malformed.
+//! - The index is parsed with serde_json: bare `NaN`/`Infinity` tokens (which Python's
+//!   `json` writes and accepts) make it malformed, and integers beyond 64 bits are read
+//!   as floats, so a `manifest_hash` over them fails `verify`. pyfolds writes neither in
+//!   the metadata it produces.
 //! - Duplicate chunk names (pyfolds reads the first) are rejected.
 //! - On write, metadata values no JSON reader of ours reads back are stored as strings
 //!   and noted in the write report: non-finite floats and integers beyond 64 bits.
@@ -98,6 +106,7 @@
 
 pub mod check;
 pub mod ecc;
+pub mod index;
 pub mod npz;
 pub mod pyjson;
 pub mod raw;

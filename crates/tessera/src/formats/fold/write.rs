@@ -217,7 +217,8 @@ impl<W: Write + Seek> FoldWriter<W> {
                 m.insert("sha256", e.sha256.as_str());
                 m.insert(
                     "ecc_algo",
-                    if e.ecc_len > 0 { algo.as_str() } else { "none" },
+                    // As pyfolds: the codec's name even when an empty payload has no parity.
+                    algo.as_str(),
                 );
                 m.insert("ecc_len", e.ecc_len);
                 Value::Map(m)

@@ -1,0 +1,129 @@
+//! `tessera convert --ecc`, `verify`, `repair` and `extract` on FOLD, in-process.
+
+use clap::Parser;
+use tessera_cli::{exit_code_for, run, Cli};
+
+const NEURON: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/interop-samples/fold/pyfolds102_save_fold_or_mind_MPJRDNeuron.fold"
+);
+
+fn tessera(args: &[&str]) -> (u8, String) {
+    let cli = Cli::parse_from(std::iter::once("tessera").chain(args.iter().copied()));
+    let mut out = Vec::new();
+    let code = match run(cli, &mut out) {
+        Ok(c) => c,
+        Err(e) => {
+            out.extend_from_slice(format!("error: {e:#}").as_bytes());
+            exit_code_for(&e)
+        }
+    };
+    (code, String::from_utf8(out).unwrap())
+}
+
+#[test]
+fn convert_with_ecc_then_damage_verify_and_repair() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    let (code, out) = tessera(&[
+        "convert",
+        NEURON,
+        &p("n.mind"),
+        "--ecc",
+        "16",
+        "--compress",
+        "zstd",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let good = std::fs::read(p("n.mind")).unwrap();
+    // Damage 6 bytes of the first chunk (torch_state) inside its first RS block.
+    let mut bad = good.clone();
+    for i in 0..6 {
+        bad[28 + 32 + 10 + i * 20] ^= 0xC3;
+    }
+    std::fs::write(p("bad.mind"), &bad).unwrap();
+    let (code, out) = tessera(&["verify", &p("bad.mind"), "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let repaired: Vec<_> = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "repaired")
+        .collect();
+    assert!(!repaired.is_empty());
+    assert!(repaired
+        .iter()
+        .all(|c| c["subject"] == "chunk \"torch_state\""));
+    assert!(
+        repaired[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("6 bytes fixed"),
+        "{out}"
+    );
+    let (code, out) = tessera(&["repair", &p("bad.mind"), "-o", &p("fixed.mind"), "--json"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(std::fs::read(p("fixed.mind")).unwrap(), good);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["chunks"][0]["status"], "repaired");
+    assert_eq!(doc["chunks"][0]["bytes_fixed"], 6);
+    // Too much damage: exit 1, nothing written.
+    for i in 0..10 {
+        bad[28 + 32 + 100 + i] ^= 0x11;
+    }
+    std::fs::write(p("worse.mind"), &bad).unwrap();
+    let (code, out) = tessera(&["repair", &p("worse.mind"), "-o", &p("no.mind")]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("UNRECOVERABLE") && out.contains("torch_state"),
+        "{out}"
+    );
+    assert!(!dir.path().join("no.mind").exists());
+    let (code, _) = tessera(&["verify", &p("worse.mind")]);
+    assert_eq!(code, 1);
+    let (code, out) = tessera(&[
+        "extract",
+        &p("worse.mind"),
+        "torch_state",
+        "-o",
+        &p("ts.bin"),
+    ]);
+    assert_eq!(code, 1, "{out}");
+    // Other chunks still extract, byte for byte as in the pyfolds original.
+    let (code, out) = tessera(&[
+        "extract",
+        &p("worse.mind"),
+        "llm_manifest",
+        "-o",
+        &p("m.json"),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let (code, _) = tessera(&["extract", NEURON, "llm_manifest", "-o", &p("m0.json")]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        std::fs::read(p("m.json")).unwrap(),
+        std::fs::read(p("m0.json")).unwrap()
+    );
+}
+
+#[test]
+fn repair_refuses_other_formats_and_bad_ecc_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("x.bin");
+    std::fs::write(&other, b"GGUF\x03\0\0\0 not really").unwrap();
+    let out = dir.path().join("y.bin");
+    let (code, msg) = tessera(&[
+        "repair",
+        other.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 3, "{msg}");
+    assert!(msg.contains("only FOLD"), "{msg}");
+    let target = dir.path().join("z.fold");
+    let (code, msg) = tessera(&["convert", NEURON, target.to_str().unwrap(), "--ecc", "255"]);
+    assert_eq!(code, 2, "{msg}");
+    assert!(msg.contains("1..=254"), "{msg}");
+    assert!(!target.exists());
+}
