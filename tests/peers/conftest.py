@@ -47,7 +47,23 @@ def tessera():
     return run
 
 
+_TORCH_STUB_MARK = "__tessera_stub__"
+
+
 def stub_torch():
-    """pyfolds imports torch at module level; its FoldWriter/FoldReader need none of it."""
+    """pyfolds imports torch at module level; its FoldWriter/FoldReader need none of it.
+
+    The stub lives only while the module that asked for it is being collected
+    (pytest_collectstart removes it before the next one), so packages that import torch
+    optionally (ztensor, safetensors) never see a fake torch.
+    """
     if "torch" not in sys.modules:
-        sys.modules["torch"] = types.ModuleType("torch")
+        stub = types.ModuleType("torch")
+        setattr(stub, _TORCH_STUB_MARK, True)
+        sys.modules["torch"] = stub
+
+
+def pytest_collectstart(collector):
+    t = sys.modules.get("torch")
+    if t is not None and getattr(t, _TORCH_STUB_MARK, False):
+        del sys.modules["torch"]
