@@ -77,6 +77,14 @@ pub fn parse(raw: &[u8], limits: &Limits) -> Result<ParsedConfig> {
         ));
     };
     if matches!(map.get("kind"), Some(Value::Str(_))) {
+        // A checkpoint Tessera wrote from a source without a model config: expose the
+        // source's metadata again, so that X -> GPTRS -> X keeps it where it was.
+        if let Some(inner) = unwrap_fallback(&map) {
+            return Ok(ParsedConfig {
+                metadata: inner,
+                legacy: false,
+            });
+        }
         return Ok(ParsedConfig {
             metadata: map,
             legacy: false,
@@ -104,6 +112,19 @@ pub fn parse(raw: &[u8], limits: &Limits) -> Result<ParsedConfig> {
         metadata,
         legacy: true,
     })
+}
+
+/// `{"kind": "tensors", "config": {…}}` with nothing else, whose `config` has no string
+/// `kind` (so [`serialize`] wraps it back into the same document): the inner map.
+fn unwrap_fallback(map: &Map) -> Option<Map> {
+    if map.len() != 2 || map.get("kind").and_then(Value::as_str) != Some(FALLBACK_KIND) {
+        return None;
+    }
+    let inner = map.get("config")?.as_map()?;
+    if matches!(inner.get("kind"), Some(Value::Str(_))) {
+        return None;
+    }
+    Some(inner.clone())
 }
 
 fn has_non_json(v: &Value) -> bool {
@@ -192,6 +213,19 @@ mod tests {
         let (back, notes) = serialize(&p.metadata, false).unwrap();
         assert_eq!(back, raw);
         assert!(notes.is_empty());
+    }
+
+    #[test]
+    fn fallback_config_unwraps_to_the_source_metadata_and_back() {
+        let raw = br#"{"kind":"tensors","config":{"description":"m","n":2}}"#;
+        let p = parse(raw, &Limits::default()).unwrap();
+        assert_eq!(p.metadata.keys().collect::<Vec<_>>(), ["description", "n"]);
+        let (back, _) = serialize(&p.metadata, true).unwrap();
+        assert_eq!(back, raw);
+        // A "tensors" document with other keys stays as it is.
+        let raw = br#"{"kind":"tensors","config":{},"runtime":{}}"#;
+        let p = parse(raw, &Limits::default()).unwrap();
+        assert_eq!(p.metadata.len(), 3);
     }
 
     #[test]
