@@ -465,6 +465,14 @@ fn round_trip_with_every_option_multi_shard_packed_and_opaque() {
             );
         }
     }
+    for t in f.tensor_infos() {
+        assert_eq!(
+            t.storage.offset.unwrap() % t.dtype.size() as u64,
+            0,
+            "{} aligned",
+            t.name
+        );
+    }
     assert!(
         f.tensor_infos()
             .iter()

@@ -96,13 +96,20 @@
 //! in-place rewrite corrupts its own shard), `control_integrity` (IHSH, 256-byte
 //! zero-padded payload), `page_hashes` (PHSH page size; the layout reserves `80 +
 //! len(shard name) + 32·pages` bytes as the original does; empty shards get none), `uuid`
-//! (random v4 otherwise). Tensors are packed back to back inside a shard, as the original.
+//! (random v4 otherwise). Inside a shard each tensor starts at the next multiple of its
+//! element size (packed data: anywhere), zero-padded — see Deviations.
 //! `WriteOptions::compression` is not used: MMSG and TIDX are always zstd level 6.
 //!
 //! # Deviations
 //!
 //! - Our writer fixes the original's two known bugs (`tensor_hash=True` overwriting the
 //!   shard; f1d395d leaving entry 0's hash zero without IHSH).
+//! - Tensor placement: the original packs tensors back to back, so an `f32` after three
+//!   `u8` sits at an odd offset and a typed zero-copy view of it is impossible. We align
+//!   each tensor to its element size (≤ 8; RESOLUTIONS allows aligning inside a shard and
+//!   every reader accepts it). The two layouts are identical whenever tensor sizes are
+//!   multiples of the next element size — as in every sample. Reading, unaligned tensors
+//!   are reported as a warning.
 //! - PHSH reserve: the original reserves `80 + len(shard name) + 32·pages` bytes for a
 //!   PHSH payload that takes about `59 + 34·pages`; from 18 pages on (a 2 GiB shard has
 //!   512 pages of 4 MiB) the payload outgrows the reserve and, when another chunk

@@ -25,6 +25,8 @@ pub(super) struct TensorPlan {
     pub(super) hash: Option<[u8; 32]>,
     pub(super) attrs: Option<Value>,
     pub(super) packed: Option<Packed>,
+    /// Alignment of the data inside its shard: the element size (1 for packed data).
+    pub(super) align: u64,
 }
 
 /// The bytes of a tensor as AERO stores them: the `data` part of a dense tensor, the one
@@ -118,25 +120,35 @@ pub(super) fn plan_tensors(src: &dyn TensorSource, opts: &WriteOptions) -> Resul
             flags,
             hash,
             attrs: extra,
+            align: if code == DTYPE_PACKED {
+                1
+            } else {
+                info.dtype.size() as u64
+            },
             packed,
         });
     }
     // Shards: caller order, a tensor goes to the current shard unless it would exceed the
-    // maximum; an empty shard always accepts. Tensors packed back to back, as the original.
+    // maximum; an empty shard always accepts. Inside a shard each tensor starts at a
+    // multiple of its element size (the original packs back to back; the two agree
+    // whenever sizes are multiples, as in every sample), so typed views need no copy.
     let max = opts.shard_size.unwrap_or(DEFAULT_MAX_SHARD);
     if max == 0 {
         return Err(Error::invalid_input("shard size must be positive"));
     }
     let (mut shard, mut used, mut count) = (0usize, 0u64, 0usize);
     for p in &mut plans {
-        if count > 0 && used.saturating_add(p.len) > max {
+        let mut start = align_up(used, p.align)?;
+        if count > 0 && start.saturating_add(p.len) > max {
             shard += 1;
-            used = 0;
+            start = 0;
             count = 0;
         }
         p.shard = shard;
-        p.off = used;
-        used += p.len;
+        p.off = start;
+        used = start
+            .checked_add(p.len)
+            .ok_or_else(|| Error::invalid_input("shard size overflows"))?;
         count += 1;
     }
     Ok(plans)

@@ -99,7 +99,7 @@ pub fn write(
     let mut shard_len = vec![0u64; n_shards];
     let mut shard_count = vec![0u64; n_shards];
     for p in &plans {
-        shard_len[p.shard] += p.len;
+        shard_len[p.shard] = shard_len[p.shard].max(p.off + p.len);
         shard_count[p.shard] += 1;
     }
     let page = match opts.page_hashes {
@@ -440,17 +440,7 @@ fn write_shard(
     let mut ph = blake3::Hasher::new();
     let mut fill = 0u64;
     let mut len = 0u64;
-    for p in plans.iter().filter(|p| p.shard == s) {
-        let v = src.tensor(&p.name)?;
-        let b = tensor_bytes(&v)?;
-        if b.len() as u64 != p.len {
-            return Err(Error::invalid_input(format!(
-                "tensor {:?}: {} bytes, {} planned",
-                p.name,
-                b.len(),
-                p.len
-            )));
-        }
+    let mut feed = |b: &[u8], w: &mut dyn Write| -> Result<()> {
         w.write_all(b)?;
         if b.len() >= 1 << 20 {
             h.update_rayon(b);
@@ -471,7 +461,28 @@ fn write_shard(
                 }
             }
         }
-        len += p.len;
+        Ok(())
+    };
+    for p in plans.iter().filter(|p| p.shard == s) {
+        // Zero padding up to the tensor's aligned offset.
+        let pad = p
+            .off
+            .checked_sub(len)
+            .filter(|&n| n < 16)
+            .ok_or_else(|| Error::invalid_input("tensor placement out of order"))?;
+        feed(&[0u8; 16][..pad as usize], &mut *w)?;
+        let v = src.tensor(&p.name)?;
+        let b = tensor_bytes(&v)?;
+        if b.len() as u64 != p.len {
+            return Err(Error::invalid_input(format!(
+                "tensor {:?}: {} bytes, {} planned",
+                p.name,
+                b.len(),
+                p.len
+            )));
+        }
+        feed(b, &mut *w)?;
+        len = p.off + p.len;
     }
     if fill > 0 {
         pages.push(*ph.finalize().as_bytes());

@@ -140,6 +140,9 @@ def main():
     files["valid-wtsh-zstd.aero"] = build(
         standard([tidx_entry("a", 1, [2], 0, 0, 8), tidx_entry("b", 10, [1], 0, 8, 8)], [])
         + [chunk(b"WTSH", "weights.shard0", A + B, MMAP | ZSTD)])
+    # As the original packs them: an f32 right after 3 bytes, at shard offset 3.
+    files["valid-unaligned-original-packing.aero"] = build(standard(
+        [tidx_entry("m", 5, [3], 0, 0, 3), tidx_entry("a", 1, [2], 0, 3, 8)], [b"\1\2\3" + A]))
     good_pages = [blake3.blake3(A).digest(), blake3.blake3(B).digest()]
     files["valid-ihsh-phsh-page8.aero"] = phsh_file(good_pages)
     files["verify-fail-phsh-digest-count.aero"] = phsh_file(good_pages[:1])
