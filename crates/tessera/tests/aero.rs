@@ -720,3 +720,40 @@ fn many_pages_per_shard_stay_inside_their_reserve() {
     assert!(r.is_ok() && r.warnings.is_empty(), "{r:?}");
     assert_same(&m, &f);
 }
+
+/// A source whose second tensor cannot be read.
+struct Failing(Model);
+
+impl TensorSource for Failing {
+    fn metadata(&self) -> &tessera::Metadata {
+        self.0.metadata()
+    }
+    fn tensor_infos(&self) -> &[TensorInfo] {
+        self.0.tensor_infos()
+    }
+    fn tensor(&self, name: &str) -> tessera::Result<TensorView<'_>> {
+        if name == "linear.bias" {
+            return Err(tessera::Error::new(ErrorKind::Io, "disk on fire"));
+        }
+        self.0.tensor(name)
+    }
+}
+
+#[test]
+fn a_failed_write_leaves_the_target_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.aero");
+    let src = Failing(manifest_model());
+    let e =
+        tessera::convert::write_file(Format::Aero, &src, &path, &Default::default()).unwrap_err();
+    assert!(e.to_string().contains("disk on fire"), "{e}");
+    assert!(!path.exists());
+    std::fs::write(&path, b"previous").unwrap();
+    assert!(tessera::convert::write_file(Format::Aero, &src, &path, &Default::default()).is_err());
+    assert_eq!(std::fs::read(&path).unwrap(), b"previous");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "no temporary left behind"
+    );
+}
