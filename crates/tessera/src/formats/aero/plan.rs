@@ -5,7 +5,7 @@
 use super::codec::{self, map_of};
 use super::quant::Packed;
 use super::raw::*;
-use super::read::STANDARD;
+use super::read::{MMSG_EXACT_METADATA, STANDARD};
 use crate::convert::WriteOptions;
 use crate::error::{Error, Result};
 use crate::metadata::{Map, Metadata, Value};
@@ -255,4 +255,86 @@ pub(super) fn opaque_fourcc(kind: &str) -> [u8; 4] {
         }
     }
     *b"BLOB"
+}
+
+/// A shard as MMSG lists it.
+pub(super) struct ShardInfo {
+    pub(super) toc_index: usize,
+    pub(super) size: u64,
+    pub(super) count: u64,
+}
+
+/// The MMSG manifest, keys in the original's order: `format`, `model`, `chunks` (role,
+/// fourcc, toc_index, shard_id for shards and page hashes), `shards`; plus
+/// `tessera_metadata` when `meta.json` cannot hold the metadata exactly.
+pub(super) fn manifest(
+    chunks: &[([u8; 4], Option<usize>)],
+    shards: &[ShardInfo],
+    meta: &Metadata,
+    exact: bool,
+) -> Value {
+    let role = |f: &[u8; 4]| match f {
+        b"IHSH" => "control_integrity",
+        b"MJSN" => "json",
+        b"MMSG" => "manifest",
+        b"TIDX" => "tensors",
+        b"WTSH" => "weights",
+        b"PHSH" => "page_hashes",
+        _ => "opaque",
+    };
+    let chunk_list = chunks
+        .iter()
+        .enumerate()
+        .map(|(i, (fourcc, shard))| {
+            let mut e = vec![
+                ("role", Value::Str(role(fourcc).into())),
+                ("fourcc", Value::Str(fourcc_text(fourcc))),
+                ("toc_index", Value::Int(i as i128)),
+            ];
+            if let Some(s) = shard {
+                e.push(("shard_id", Value::Int(*s as i128)));
+            }
+            map_of(e)
+        })
+        .collect();
+    let shard_list = shards
+        .iter()
+        .enumerate()
+        .map(|(s, info)| {
+            map_of(vec![
+                ("shard_id", Value::Int(s as i128)),
+                ("toc_index", Value::Int(info.toc_index as i128)),
+                ("size_bytes", Value::Int(info.size as i128)),
+                ("tensor_count", Value::Int(info.count as i128)),
+                ("mmap_critical", Value::Bool(true)),
+            ])
+        })
+        .collect();
+    let text = |k: &str| match meta.get(k) {
+        Some(Value::Str(s)) => Value::Str(s.clone()),
+        Some(v) => Value::Str(v.to_string()),
+        None => Value::Str(String::new()),
+    };
+    let mut m = vec![
+        (
+            "format",
+            map_of(vec![
+                ("name", "AERO".into()),
+                ("version", Value::List(vec![Value::Int(0), Value::Int(1)])),
+            ]),
+        ),
+        (
+            "model",
+            map_of(vec![
+                ("name", text("model_name")),
+                ("architecture", text("architecture")),
+            ]),
+        ),
+        ("chunks", Value::List(chunk_list)),
+        ("shards", Value::List(shard_list)),
+    ];
+    if !exact {
+        m.push((MMSG_EXACT_METADATA, Value::Map(meta.clone())));
+    }
+    map_of(m)
 }
