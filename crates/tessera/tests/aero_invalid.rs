@@ -110,6 +110,13 @@ fn specific_failures_say_what_and_where() {
         .as_ref()
         .unwrap()
         .contains("within the file"));
+    let f = open(&v["verify-fail-ihsh-covers-header-only.aero"]).unwrap();
+    let r = f.verify(&VerifyOptions {
+        control_only: true,
+        ..Default::default()
+    });
+    let d = r.failures().next().unwrap().detail.clone().unwrap();
+    assert!(d.contains("not the whole control region"), "{d}");
     let f = open(&v["verify-fail-hash-b3.aero"]).unwrap();
     let r = f.verify(&VerifyOptions {
         tensors: vec!["a".into()],

@@ -41,7 +41,10 @@
 //! - full: IHSH, BLAKE3 of every chunk (chunks in parallel, large ones with
 //!   `update_rayon`), every PHSH page, every `hash_b3`;
 //! - `--control` ([`crate::VerifyOptions::control_only`]): only IHSH — BLAKE3 of
-//!   `[0, payloads_start)` with every TOC entry's hash field read as zeros;
+//!   `[0, payloads_start)` with every TOC entry's hash field read as zeros. The
+//!   original reads only `covered_ranges[0][1]`; we hash every listed range (each must
+//!   lie inside the file) and fail when they leave part of the control region out, since
+//!   a matching digest then proves nothing about that part. No IHSH: "not checked";
 //! - `--tensor NAME` ([`crate::VerifyOptions::tensors`]): IHSH, then for each tensor its
 //!   `hash_b3`, the PHSH pages it overlaps (not the rest of the shard) or, with neither,
 //!   its shard's BLAKE3. [`read::AeroFile::tensor_checked`] does the same on read.

@@ -210,13 +210,21 @@ fn control_digest(f: &AeroFile<'_>, ci: usize) -> Result<([u8; 32], [u8; 32], St
         .map(|(s, e)| format!("[{s}, {e})"))
         .collect::<Vec<_>>()
         .join(" ");
-    if spans != [(0, f.payloads_start)] {
-        // Not an error by itself, but the control region is not what the spec covers.
-        return Ok((
-            want,
-            *h.finalize().as_bytes(),
-            format!("{desc} (expected [0, {}))", f.payloads_start),
-        ));
+    // The ranges must cover the whole control region, or a matching digest proves
+    // nothing about the part left out.
+    let mut sorted = spans.clone();
+    sorted.sort_unstable();
+    let mut covered = 0u64;
+    for (s, e) in sorted {
+        if s <= covered {
+            covered = covered.max(e);
+        }
+    }
+    if covered < f.payloads_start {
+        return Err(Error::integrity(format!(
+            "IHSH covers {desc}, not the whole control region [0, {})",
+            f.payloads_start
+        )));
     }
     Ok((want, *h.finalize().as_bytes(), desc))
 }

@@ -68,8 +68,8 @@ def build(chunks, uuid=b"\x22" * 16, ihsh=None):
 
     if ihsh is not None:
         i = [c["fourcc"] for c in chunks].index(b"IHSH")
-        digest = blake3.blake3(control(True)).digest()
         end = start if ihsh is True else ihsh
+        digest = blake3.blake3(control(True)[:end]).digest()
         raw = pack({"algo": "blake3-256", "covered_ranges": [[0, end]], "digest": digest})
         raw += b"\0" * (256 - len(raw))
         chunks[i].update(raw=raw, stored=raw, ulen=256, hash=blake3.blake3(raw).digest())
@@ -150,6 +150,9 @@ def main():
     cs = [chunk(b"IHSH", "control.integrity", b"\0" * 256, OPTIONAL)]
     cs += standard([tidx_entry("a", 1, [2], 0, 0, 8)], [A])
     files["verify-fail-ihsh-covers-past-eof.aero"] = build(cs, ihsh=10**12)
+    cs = [chunk(b"IHSH", "control.integrity", b"\0" * 256, OPTIONAL)]
+    cs += standard([tidx_entry("a", 1, [2], 0, 0, 8)], [A])
+    files["verify-fail-ihsh-covers-header-only.aero"] = build(cs, ihsh=96)
     files["verify-fail-hash-b3.aero"] = build(standard(
         [tidx_entry("a", 1, [2], 0, 0, 8, hash_b3="00" * 32)], [A]))
     files["verify-fail-wtsh-hash.aero"] = build(
