@@ -757,3 +757,36 @@ fn a_failed_write_leaves_the_target_untouched() {
         "no temporary left behind"
     );
 }
+
+#[test]
+fn gguf_style_metadata_fills_the_manifest_model() {
+    let mut m = Model::new();
+    m.metadata.insert("general.architecture", "llama");
+    m.metadata.insert("general.name", "tiny-llama");
+    m.metadata.insert("llama.block_count", Value::Int(2));
+    let data = write(&m, &WriteOptions::default());
+    let f = AeroFile::open(&data, &Limits::default()).unwrap();
+    assert_eq!(
+        f.metadata(),
+        &m.metadata,
+        "metadata unchanged (order aside it is exact)"
+    );
+    // MMSG model, decoded independently of our reader: zstd + msgpack by hand.
+    let c = f.toc().iter().find(|c| c.name == "manifest").unwrap();
+    let raw = zstd::bulk::decompress(
+        &data[c.entry.chunk_offset as usize..][..c.entry.chunk_length as usize],
+        1 << 20,
+    )
+    .unwrap();
+    let has = |pairs: &[(&str, &str)]| {
+        let mut want = Vec::new();
+        for (k, v) in pairs {
+            want.push(0xa0 | k.len() as u8);
+            want.extend_from_slice(k.as_bytes());
+            want.push(0xa0 | v.len() as u8);
+            want.extend_from_slice(v.as_bytes());
+        }
+        raw.windows(want.len()).any(|w| w == want)
+    };
+    assert!(has(&[("name", "tiny-llama"), ("architecture", "llama")]));
+}

@@ -54,8 +54,8 @@
 //! `meta.json` (MJSN) is the file metadata: reading it gives our [`crate::Metadata`]
 //! (keys in file order). Writing, MJSN is `json.dumps(metadata, sort_keys=True,
 //! separators=(",", ":"))` exactly as Python prints it, and MMSG `model` is
-//! `{name: metadata["model_name"], architecture: metadata["architecture"]}` ("" when
-//! absent), so a file from the original (keys `architecture`, `model_name`, …) comes
+//! `{name: metadata["model_name"], architecture: metadata["architecture"]}` (else GGUF's
+//! `general.name`/`general.architecture`, as the original's converter, else ""), so a file from the original (keys `architecture`, `model_name`, …) comes
 //! back byte for byte. Key order is not kept: like the original, MJSN is a JSON object
 //! with sorted keys, and that is the order a reader sees. When JSON cannot hold the
 //! metadata exactly — bytes, non-finite floats, integers beyond 64 bits — MJSN still

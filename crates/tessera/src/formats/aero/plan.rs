@@ -310,7 +310,9 @@ pub(super) fn manifest(
             ])
         })
         .collect();
-    let text = |k: &str| match meta.get(k) {
+    // `model_name`/`architecture`, else GGUF's `general.name`/`general.architecture` (as
+    // the original's gguf_to_aero does), else "".
+    let text = |k: &str, gguf: &str| match meta.get(k).or_else(|| meta.get(gguf)) {
         Some(Value::Str(s)) => Value::Str(s.clone()),
         Some(v) => Value::Str(v.to_string()),
         None => Value::Str(String::new()),
@@ -326,8 +328,8 @@ pub(super) fn manifest(
         (
             "model",
             map_of(vec![
-                ("name", text("model_name")),
-                ("architecture", text("architecture")),
+                ("name", text("model_name", "general.name")),
+                ("architecture", text("architecture", "general.architecture")),
             ]),
         ),
         ("chunks", Value::List(chunk_list)),
