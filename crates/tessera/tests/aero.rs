@@ -790,3 +790,18 @@ fn gguf_style_metadata_fills_the_manifest_model() {
     };
     assert!(has(&[("name", "tiny-llama"), ("architecture", "llama")]));
 }
+
+#[test]
+fn attributes_of_the_wrong_type_travel_as_plain_attributes() {
+    let mut m = Model::new();
+    let mut info = TensorInfo::dense("w", DType::F32, vec![1]);
+    info.attrs.insert("quant_params", "not a map");
+    info.attrs.insert("quant_id", Value::Float(1.5));
+    info.attrs.insert("aero_flags", Value::Int(-1));
+    info.attrs.insert("requires_grad", Value::Bool(true));
+    m.push(TensorView::dense(info, Cow::Owned(vec![0; 4])).unwrap())
+        .unwrap();
+    let data = write(&m, &WriteOptions::default());
+    let f = AeroFile::open(&data, &Limits::default()).unwrap();
+    assert_same(&m, &f);
+}

@@ -57,12 +57,20 @@ pub(super) fn plan_tensors(src: &dyn TensorSource, opts: &WriteOptions) -> Resul
             )));
         }
         let mut attrs = info.attrs.clone();
-        let quant_id = attrs.remove("quant_id");
-        let mut packed = None;
-        let flags = match attrs.remove("aero_flags") {
-            Some(Value::Int(i)) => u64::try_from(i).unwrap_or(0),
-            _ => 0,
+        // AERO's own fields, when they have the type the TIDX needs; anything else stays
+        // an ordinary attribute (and travels in `tessera_attrs`).
+        let take = |attrs: &mut Map, k: &str, ok: fn(&Value) -> bool| match attrs.get(k) {
+            Some(v) if ok(v) => attrs.remove(k),
+            _ => None,
         };
+        let quant_id = take(&mut attrs, "quant_id", |v| matches!(v, Value::Int(_)));
+        let mut packed = None;
+        let flags = take(&mut attrs, "aero_flags", |v| {
+            v.as_int().is_some_and(|i| u64::try_from(i).is_ok())
+        })
+        .and_then(|v| v.as_int())
+        .and_then(|i| u64::try_from(i).ok())
+        .unwrap_or(0);
         let (code, len, quant_params, extra) = match &info.layout {
             Layout::Dense => {
                 let code = dtype_to_u16(info.dtype).ok_or_else(|| {
@@ -71,7 +79,7 @@ pub(super) fn plan_tensors(src: &dyn TensorSource, opts: &WriteOptions) -> Resul
                         info.name, info.dtype
                     ))
                 })?;
-                let q = attrs.remove("quant_params");
+                let q = take(&mut attrs, "quant_params", |v| matches!(v, Value::Map(_)));
                 // Attributes AERO has no field for (`requires_grad`, …) ride in TIDX.
                 let extra = (!attrs.is_empty()).then_some(Value::Map(attrs));
                 (code, info.dense_nbytes()?, q, extra)
