@@ -30,8 +30,12 @@
 //! tensor names ≤ 4096 bytes, rank ≤ 32, no duplicates, `data_off + data_len` inside the
 //! shard, `data_len` equal to the dense size. Unknown fourccs are listed as chunks and
 //! skipped (a warning when not marked optional); unknown flag bits and unknown TIDX/MMSG
-//! keys are ignored. Unaligned payloads, compressed WTSH/IHSH/PHSH and non-zero padding
-//! are warnings, not errors (the originals accept them).
+//! keys are ignored. Unaligned payloads or tensors, compressed WTSH/IHSH/PHSH, non-zero
+//! padding and an MMSG `chunks`/`shards` list that disagrees with the TOC are warnings,
+//! not errors (the originals accept them). Against hostile files: chunk names may not
+//! total more bytes than the string table (shared names would multiply memory), the
+//! TIDX is decoded one entry at a time, and every msgpack decode caps the values it
+//! builds (8 Mi per chunk, 64 Ki per tensor entry).
 //!
 //! Tensors are zero-copy: [`read::AeroFile::tensor`] returns `Cow::Borrowed` slices of the
 //! mapped WTSH payload (a compressed WTSH — legal for readers, never written — is decoded
@@ -55,8 +59,9 @@
 //! (keys in file order). Writing, MJSN is `json.dumps(metadata, sort_keys=True,
 //! separators=(",", ":"))` exactly as Python prints it, and MMSG `model` is
 //! `{name: metadata["model_name"], architecture: metadata["architecture"]}` (else GGUF's
-//! `general.name`/`general.architecture`, as the original's converter, else ""), so a file from the original (keys `architecture`, `model_name`, …) comes
-//! back byte for byte. Key order is not kept: like the original, MJSN is a JSON object
+//! `general.name`/`general.architecture`, as the original's converter, else ""), so a
+//! file from the original (keys `architecture`, `model_name`, …) comes back byte for
+//! byte. Key order is not kept: like the original, MJSN is a JSON object
 //! with sorted keys, and that is the order a reader sees. When JSON cannot hold the
 //! metadata exactly — bytes, non-finite floats, integers beyond 64 bits — MJSN still
 //! gets its JSON form (bytes as `{"$bytes": hex}`, non-finite floats as strings) and
@@ -98,7 +103,8 @@
 //! computed in a first pass so the TIDX is final before the shards — the original's
 //! in-place rewrite corrupts its own shard), `control_integrity` (IHSH, 256-byte
 //! zero-padded payload), `page_hashes` (PHSH page size; the layout reserves `80 +
-//! len(shard name) + 32·pages` bytes as the original does; empty shards get none), `uuid`
+//! len(shard name) + 32·pages` bytes as the original does, or the payload's size when
+//! larger; empty shards get none), `uuid`
 //! (random v4 otherwise). Inside a shard each tensor starts at the next multiple of its
 //! element size (packed data: anywhere), zero-padded — see Deviations.
 //! `WriteOptions::compression` is not used: MMSG and TIDX are always zstd level 6.
