@@ -119,6 +119,14 @@ def test_files_we_write_pass_the_original_validation(tmp_path):
     assert {"XTRA", "ZZZZ"} <= set(kinds)
     v = json.loads(run("verify", "--json", out).stdout)
     assert v["ok"] and any(c["layer"] == "phsh" for c in v["checks"])
+    # inspect lists every chunk and how many tensors each shard holds.
+    text = run("inspect", out).stdout
+    shard_lines = [l for l in text.splitlines() if " WTSH " in l]
+    counts = [l.rsplit("(", 1)[1] for l in shard_lines]
+    assert counts == ["1 tensor)", "1 tensor)", "2 tensors)"], text
+    doc = json.loads(run("inspect", "--json", out).stdout)
+    assert [c["kind"] for c in doc["chunks"]] == kinds
+    assert next(t for t in doc["tensors"] if t["name"] == "q")["layout"] == "ggml_q4_0"
 
 
 def test_verify_exit_codes_and_page_scope(tmp_path):
