@@ -144,3 +144,15 @@ def test_verify_exit_codes_and_page_scope(tmp_path):
 def pathlib_data():
     import pathlib
     return pathlib.Path(__file__).resolve().parents[2] / "crates" / "tessera" / "tests" / "data" / "aero"
+
+
+@pytest.mark.parametrize("name,code", [
+    ("malformed-tidx-map32-bomb.aero", 4),
+    ("limit-tidx-rank-33.aero", 4),
+    ("integrity-tidx-hash.aero", 1),
+    ("unsupported-tidx-dtype-99.aero", 3),
+])
+def test_hostile_files_exit_with_their_error_class(name, code):
+    p = run("inspect", pathlib_data() / name, check=False)
+    assert p.returncode == code, p.stderr
+    assert p.stderr.count("aero: ") == 1 and "Traceback" not in p.stderr
