@@ -19,6 +19,28 @@
 //! fourcc when it is four ASCII letters/digits, else `BLOB`). msgpack maps keep the
 //! original's key order; integers take their smallest encoding.
 //!
+//! ```
+//! use std::borrow::Cow;
+//! use tessera::convert::{write_to, WriteOptions};
+//! use tessera::formats::aero::AeroFile;
+//! use tessera::{DType, Format, Model, TensorInfo, TensorView, VerifyOptions, Container};
+//!
+//! let mut m = Model::new();
+//! m.metadata.insert("model_name", "tiny");
+//! let w = TensorInfo::dense("w", DType::F32, vec![2]);
+//! m.push(TensorView::dense(w, Cow::Owned([1f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect()))?)?;
+//! let opts = WriteOptions { page_hashes: Some(4096), control_integrity: true, ..Default::default() };
+//! let mut out = std::io::Cursor::new(Vec::new());
+//! write_to(Format::Aero, &m, &mut out, &opts)?;
+//! let bytes = out.into_inner();
+//!
+//! let file = AeroFile::open(&bytes, &Default::default())?;
+//! assert!(file.tensor("w")?.is_borrowed()); // zero-copy
+//! file.tensor_checked("w")?; // only the PHSH pages "w" touches are hashed
+//! assert!(file.verify(&VerifyOptions { control_only: true, ..Default::default() }).is_ok());
+//! # Ok::<(), tessera::Error>(())
+//! ```
+//!
 //! # What we read
 //!
 //! Everything the spec and the two original readers check, plus what they leave out:
