@@ -119,6 +119,14 @@ def test_files_we_write_pass_the_original_validation(tmp_path):
     assert {"XTRA", "ZZZZ"} <= set(kinds)
     v = json.loads(run("verify", "--json", out).stdout)
     assert v["ok"] and any(c["layer"] == "phsh" for c in v["checks"])
+    # inspect lists every chunk and how many tensors each shard holds.
+    text = run("inspect", out).stdout
+    shard_lines = [l for l in text.splitlines() if " WTSH " in l]
+    counts = [l.rsplit("(", 1)[1] for l in shard_lines]
+    assert counts == ["1 tensor)", "1 tensor)", "2 tensors)"], text
+    doc = json.loads(run("inspect", "--json", out).stdout)
+    assert [c["kind"] for c in doc["chunks"]] == kinds
+    assert next(t for t in doc["tensors"] if t["name"] == "q")["layout"] == "ggml_q4_0"
 
 
 def test_verify_exit_codes_and_page_scope(tmp_path):
@@ -136,3 +144,44 @@ def test_verify_exit_codes_and_page_scope(tmp_path):
 def pathlib_data():
     import pathlib
     return pathlib.Path(__file__).resolve().parents[2] / "crates" / "tessera" / "tests" / "data" / "aero"
+
+
+@pytest.mark.parametrize("name,code", [
+    ("malformed-tidx-map32-bomb.aero", 4),
+    ("limit-tidx-rank-33.aero", 4),
+    ("integrity-tidx-hash.aero", 1),
+    ("unsupported-tidx-dtype-99.aero", 3),
+])
+def test_hostile_files_exit_with_their_error_class(name, code):
+    p = run("inspect", pathlib_data() / name, check=False)
+    assert p.returncode == code, p.stderr
+    assert ": aero: " in p.stderr and "panicked" not in p.stderr
+
+
+def test_metadata_chunks_compress_exactly_as_python_zstandard(tmp_path):
+    """With many tensors the TIDX/MMSG are kilobytes: our zstd frames must still be the
+    bytes python-zstandard (the original writer's compressor) gives at level 6."""
+    import sys
+    sys.dont_write_bytecode = True
+    sys.path.insert(0, str(pathlib_data()))
+    import gen  # the independent vector generator
+
+    entries, shard = [], b""
+    for i in range(400):
+        data = struct.pack("<4f", i, -i, i / 3, 7)
+        entries.append(gen.tidx_entry(f"model.layers.{i}.weight", 1, [2, 2], 0, len(shard), 16))
+        shard += data
+    src = tmp_path / "many.aero"
+    src.write_bytes(gen.build(gen.standard(entries, [shard])))
+    out = tmp_path / "ours.aero"
+    run("convert", src, out, "--uuid", UUID)
+    data = out.read_bytes()
+    _, tensors, chunks = check_like_original(data)
+    assert len(tensors) == 400
+    n = struct.unpack_from("<I", data, 96)[0]
+    for i in range(n):
+        fourcc, flags, off, ln, ulen = struct.unpack_from("<4sIQQQ", data, 112 + 80 * i)
+        if flags & 1:
+            raw = zstandard.ZstdDecompressor().decompress(data[off:off + ln], max_output_size=ulen)
+            assert fourcc != b"TIDX" or ulen > 16384
+            assert zstandard.ZstdCompressor(level=6).compress(raw) == data[off:off + ln], fourcc

@@ -465,6 +465,14 @@ fn round_trip_with_every_option_multi_shard_packed_and_opaque() {
             );
         }
     }
+    for t in f.tensor_infos() {
+        assert_eq!(
+            t.storage.offset.unwrap() % t.dtype.size() as u64,
+            0,
+            "{} aligned",
+            t.name
+        );
+    }
     assert!(
         f.tensor_infos()
             .iter()
@@ -710,5 +718,90 @@ fn many_pages_per_shard_stay_inside_their_reserve() {
     );
     let r = f.verify(&VerifyOptions::default());
     assert!(r.is_ok() && r.warnings.is_empty(), "{r:?}");
+    assert_same(&m, &f);
+}
+
+/// A source whose second tensor cannot be read.
+struct Failing(Model);
+
+impl TensorSource for Failing {
+    fn metadata(&self) -> &tessera::Metadata {
+        self.0.metadata()
+    }
+    fn tensor_infos(&self) -> &[TensorInfo] {
+        self.0.tensor_infos()
+    }
+    fn tensor(&self, name: &str) -> tessera::Result<TensorView<'_>> {
+        if name == "linear.bias" {
+            return Err(tessera::Error::new(ErrorKind::Io, "disk on fire"));
+        }
+        self.0.tensor(name)
+    }
+}
+
+#[test]
+fn a_failed_write_leaves_the_target_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.aero");
+    let src = Failing(manifest_model());
+    let e =
+        tessera::convert::write_file(Format::Aero, &src, &path, &Default::default()).unwrap_err();
+    assert!(e.to_string().contains("disk on fire"), "{e}");
+    assert!(!path.exists());
+    std::fs::write(&path, b"previous").unwrap();
+    assert!(tessera::convert::write_file(Format::Aero, &src, &path, &Default::default()).is_err());
+    assert_eq!(std::fs::read(&path).unwrap(), b"previous");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "no temporary left behind"
+    );
+}
+
+#[test]
+fn gguf_style_metadata_fills_the_manifest_model() {
+    let mut m = Model::new();
+    m.metadata.insert("general.architecture", "llama");
+    m.metadata.insert("general.name", "tiny-llama");
+    m.metadata.insert("llama.block_count", Value::Int(2));
+    let data = write(&m, &WriteOptions::default());
+    let f = AeroFile::open(&data, &Limits::default()).unwrap();
+    assert_eq!(
+        f.metadata(),
+        &m.metadata,
+        "metadata unchanged (order aside it is exact)"
+    );
+    // MMSG model, decoded independently of our reader: zstd + msgpack by hand.
+    let c = f.toc().iter().find(|c| c.name == "manifest").unwrap();
+    let raw = zstd::bulk::decompress(
+        &data[c.entry.chunk_offset as usize..][..c.entry.chunk_length as usize],
+        1 << 20,
+    )
+    .unwrap();
+    let has = |pairs: &[(&str, &str)]| {
+        let mut want = Vec::new();
+        for (k, v) in pairs {
+            want.push(0xa0 | k.len() as u8);
+            want.extend_from_slice(k.as_bytes());
+            want.push(0xa0 | v.len() as u8);
+            want.extend_from_slice(v.as_bytes());
+        }
+        raw.windows(want.len()).any(|w| w == want)
+    };
+    assert!(has(&[("name", "tiny-llama"), ("architecture", "llama")]));
+}
+
+#[test]
+fn attributes_of_the_wrong_type_travel_as_plain_attributes() {
+    let mut m = Model::new();
+    let mut info = TensorInfo::dense("w", DType::F32, vec![1]);
+    info.attrs.insert("quant_params", "not a map");
+    info.attrs.insert("quant_id", Value::Float(1.5));
+    info.attrs.insert("aero_flags", Value::Int(-1));
+    info.attrs.insert("requires_grad", Value::Bool(true));
+    m.push(TensorView::dense(info, Cow::Owned(vec![0; 4])).unwrap())
+        .unwrap();
+    let data = write(&m, &WriteOptions::default());
+    let f = AeroFile::open(&data, &Limits::default()).unwrap();
     assert_same(&m, &f);
 }

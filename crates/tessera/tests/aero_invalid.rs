@@ -110,6 +110,13 @@ fn specific_failures_say_what_and_where() {
         .as_ref()
         .unwrap()
         .contains("within the file"));
+    let f = open(&v["verify-fail-ihsh-covers-header-only.aero"]).unwrap();
+    let r = f.verify(&VerifyOptions {
+        control_only: true,
+        ..Default::default()
+    });
+    let d = r.failures().next().unwrap().detail.clone().unwrap();
+    assert!(d.contains("not the whole control region"), "{d}");
     let f = open(&v["verify-fail-hash-b3.aero"]).unwrap();
     let r = f.verify(&VerifyOptions {
         tensors: vec!["a".into()],
@@ -182,6 +189,34 @@ fn independent_multishard_file_reads_with_packed_tensor_and_unknown_chunks() {
     assert_eq!(g.chunk("required.bin").unwrap().as_ref(), b"not optional");
     // Same descriptors: meta.json comes out byte for byte as the independent writer's.
     assert_eq!(g.chunk("meta.json").unwrap(), f.chunk("meta.json").unwrap());
+    assert!(g.verify(&VerifyOptions::default()).is_ok());
+}
+
+#[test]
+fn unaligned_tensors_read_and_are_reported() {
+    let data = std::fs::read(format!("{DATA}valid-unaligned-original-packing.aero")).unwrap();
+    let f = AeroFile::open(&data, &Limits::default()).unwrap();
+    assert_eq!(
+        f.tensor("a").unwrap().data().unwrap(),
+        [1.5f32.to_le_bytes(), (-2f32).to_le_bytes()].concat()
+    );
+    let w = Container::warnings(&f);
+    assert!(
+        w.iter()
+            .any(|w| w.contains("1 tensors are not aligned") && w.contains("\"a\"")),
+        "{w:?}"
+    );
+    // Rewritten by us, the f32 moves to offset 4 and the warning goes away.
+    let mut out = std::io::Cursor::new(Vec::new());
+    tessera::convert::write_to(tessera::Format::Aero, &f, &mut out, &Default::default()).unwrap();
+    let out = out.into_inner();
+    let g = AeroFile::open(&out, &Limits::default()).unwrap();
+    assert_eq!(g.locations()[1].data_off, 4);
+    assert!(Container::warnings(&g).is_empty());
+    assert_eq!(
+        g.tensor("a").unwrap().data().unwrap(),
+        f.tensor("a").unwrap().data().unwrap()
+    );
     assert!(g.verify(&VerifyOptions::default()).is_ok());
 }
 

@@ -184,6 +184,22 @@ impl AeroFile<'_> {
             );
         }
         drop(bytes);
+        let unaligned: Vec<&TensorInfo> = infos
+            .iter()
+            .filter(|t| {
+                t.layout == Layout::Dense
+                    && t.storage.offset.unwrap_or(0) % t.dtype.size() as u64 != 0
+            })
+            .collect();
+        if let Some(first) = unaligned.first() {
+            self.warnings.push(format!(
+                "{} tensors are not aligned to their element size (first {:?} at byte {}); \
+                 typed views of them need a copy",
+                unaligned.len(),
+                first.name,
+                first.storage.offset.unwrap_or(0)
+            ));
+        }
         (self.infos, self.locs, self.by_name) = (infos, locs, by_name);
         Ok(())
     }

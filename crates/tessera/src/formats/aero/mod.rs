@@ -19,6 +19,28 @@
 //! fourcc when it is four ASCII letters/digits, else `BLOB`). msgpack maps keep the
 //! original's key order; integers take their smallest encoding.
 //!
+//! ```
+//! use std::borrow::Cow;
+//! use tessera::convert::{write_to, WriteOptions};
+//! use tessera::formats::aero::AeroFile;
+//! use tessera::{DType, Format, Model, TensorInfo, TensorView, VerifyOptions, Container};
+//!
+//! let mut m = Model::new();
+//! m.metadata.insert("model_name", "tiny");
+//! let w = TensorInfo::dense("w", DType::F32, vec![2]);
+//! m.push(TensorView::dense(w, Cow::Owned([1f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect()))?)?;
+//! let opts = WriteOptions { page_hashes: Some(4096), control_integrity: true, ..Default::default() };
+//! let mut out = std::io::Cursor::new(Vec::new());
+//! write_to(Format::Aero, &m, &mut out, &opts)?;
+//! let bytes = out.into_inner();
+//!
+//! let file = AeroFile::open(&bytes, &Default::default())?;
+//! assert!(file.tensor("w")?.is_borrowed()); // zero-copy
+//! file.tensor_checked("w")?; // only the PHSH pages "w" touches are hashed
+//! assert!(file.verify(&VerifyOptions { control_only: true, ..Default::default() }).is_ok());
+//! # Ok::<(), tessera::Error>(())
+//! ```
+//!
 //! # What we read
 //!
 //! Everything the spec and the two original readers check, plus what they leave out:
@@ -30,8 +52,12 @@
 //! tensor names ≤ 4096 bytes, rank ≤ 32, no duplicates, `data_off + data_len` inside the
 //! shard, `data_len` equal to the dense size. Unknown fourccs are listed as chunks and
 //! skipped (a warning when not marked optional); unknown flag bits and unknown TIDX/MMSG
-//! keys are ignored. Unaligned payloads, compressed WTSH/IHSH/PHSH and non-zero padding
-//! are warnings, not errors (the originals accept them).
+//! keys are ignored. Unaligned payloads or tensors, compressed WTSH/IHSH/PHSH, non-zero
+//! padding and an MMSG `chunks`/`shards` list that disagrees with the TOC are warnings,
+//! not errors (the originals accept them). Against hostile files: chunk names may not
+//! total more bytes than the string table (shared names would multiply memory), the
+//! TIDX is decoded one entry at a time, and every msgpack decode caps the values it
+//! builds (8 Mi per chunk, 64 Ki per tensor entry).
 //!
 //! Tensors are zero-copy: [`read::AeroFile::tensor`] returns `Cow::Borrowed` slices of the
 //! mapped WTSH payload (a compressed WTSH — legal for readers, never written — is decoded
@@ -41,7 +67,10 @@
 //! - full: IHSH, BLAKE3 of every chunk (chunks in parallel, large ones with
 //!   `update_rayon`), every PHSH page, every `hash_b3`;
 //! - `--control` ([`crate::VerifyOptions::control_only`]): only IHSH — BLAKE3 of
-//!   `[0, payloads_start)` with every TOC entry's hash field read as zeros;
+//!   `[0, payloads_start)` with every TOC entry's hash field read as zeros. The
+//!   original reads only `covered_ranges[0][1]`; we hash every listed range (each must
+//!   lie inside the file) and fail when they leave part of the control region out, since
+//!   a matching digest then proves nothing about that part. No IHSH: "not checked";
 //! - `--tensor NAME` ([`crate::VerifyOptions::tensors`]): IHSH, then for each tensor its
 //!   `hash_b3`, the PHSH pages it overlaps (not the rest of the shard) or, with neither,
 //!   its shard's BLAKE3. [`read::AeroFile::tensor_checked`] does the same on read.
@@ -51,9 +80,10 @@
 //! `meta.json` (MJSN) is the file metadata: reading it gives our [`crate::Metadata`]
 //! (keys in file order). Writing, MJSN is `json.dumps(metadata, sort_keys=True,
 //! separators=(",", ":"))` exactly as Python prints it, and MMSG `model` is
-//! `{name: metadata["model_name"], architecture: metadata["architecture"]}` ("" when
-//! absent), so a file from the original (keys `architecture`, `model_name`, …) comes
-//! back byte for byte. Key order is not kept: like the original, MJSN is a JSON object
+//! `{name: metadata["model_name"], architecture: metadata["architecture"]}` (else GGUF's
+//! `general.name`/`general.architecture`, as the original's converter, else ""), so a
+//! file from the original (keys `architecture`, `model_name`, …) comes back byte for
+//! byte. Key order is not kept: like the original, MJSN is a JSON object
 //! with sorted keys, and that is the order a reader sees. When JSON cannot hold the
 //! metadata exactly — bytes, non-finite floats, integers beyond 64 bits — MJSN still
 //! gets its JSON form (bytes as `{"$bytes": hex}`, non-finite floats as strings) and
@@ -95,14 +125,22 @@
 //! computed in a first pass so the TIDX is final before the shards — the original's
 //! in-place rewrite corrupts its own shard), `control_integrity` (IHSH, 256-byte
 //! zero-padded payload), `page_hashes` (PHSH page size; the layout reserves `80 +
-//! len(shard name) + 32·pages` bytes as the original does; empty shards get none), `uuid`
-//! (random v4 otherwise). Tensors are packed back to back inside a shard, as the original.
+//! len(shard name) + 32·pages` bytes as the original does, or the payload's size when
+//! larger; empty shards get none), `uuid`
+//! (random v4 otherwise). Inside a shard each tensor starts at the next multiple of its
+//! element size (packed data: anywhere), zero-padded — see Deviations.
 //! `WriteOptions::compression` is not used: MMSG and TIDX are always zstd level 6.
 //!
 //! # Deviations
 //!
 //! - Our writer fixes the original's two known bugs (`tensor_hash=True` overwriting the
 //!   shard; f1d395d leaving entry 0's hash zero without IHSH).
+//! - Tensor placement: the original packs tensors back to back, so an `f32` after three
+//!   `u8` sits at an odd offset and a typed zero-copy view of it is impossible. We align
+//!   each tensor to its element size (≤ 8; RESOLUTIONS allows aligning inside a shard and
+//!   every reader accepts it). The two layouts are identical whenever tensor sizes are
+//!   multiples of the next element size — as in every sample. Reading, unaligned tensors
+//!   are reported as a warning.
 //! - PHSH reserve: the original reserves `80 + len(shard name) + 32·pages` bytes for a
 //!   PHSH payload that takes about `59 + 34·pages`; from 18 pages on (a 2 GiB shard has
 //!   512 pages of 4 MiB) the payload outgrows the reserve and, when another chunk

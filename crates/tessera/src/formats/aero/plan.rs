@@ -5,7 +5,7 @@
 use super::codec::{self, map_of};
 use super::quant::Packed;
 use super::raw::*;
-use super::read::STANDARD;
+use super::read::{MMSG_EXACT_METADATA, STANDARD};
 use crate::convert::WriteOptions;
 use crate::error::{Error, Result};
 use crate::metadata::{Map, Metadata, Value};
@@ -25,6 +25,8 @@ pub(super) struct TensorPlan {
     pub(super) hash: Option<[u8; 32]>,
     pub(super) attrs: Option<Value>,
     pub(super) packed: Option<Packed>,
+    /// Alignment of the data inside its shard: the element size (1 for packed data).
+    pub(super) align: u64,
 }
 
 /// The bytes of a tensor as AERO stores them: the `data` part of a dense tensor, the one
@@ -55,12 +57,20 @@ pub(super) fn plan_tensors(src: &dyn TensorSource, opts: &WriteOptions) -> Resul
             )));
         }
         let mut attrs = info.attrs.clone();
-        let quant_id = attrs.remove("quant_id");
-        let mut packed = None;
-        let flags = match attrs.remove("aero_flags") {
-            Some(Value::Int(i)) => u64::try_from(i).unwrap_or(0),
-            _ => 0,
+        // AERO's own fields, when they have the type the TIDX needs; anything else stays
+        // an ordinary attribute (and travels in `tessera_attrs`).
+        let take = |attrs: &mut Map, k: &str, ok: fn(&Value) -> bool| match attrs.get(k) {
+            Some(v) if ok(v) => attrs.remove(k),
+            _ => None,
         };
+        let quant_id = take(&mut attrs, "quant_id", |v| matches!(v, Value::Int(_)));
+        let mut packed = None;
+        let flags = take(&mut attrs, "aero_flags", |v| {
+            v.as_int().is_some_and(|i| u64::try_from(i).is_ok())
+        })
+        .and_then(|v| v.as_int())
+        .and_then(|i| u64::try_from(i).ok())
+        .unwrap_or(0);
         let (code, len, quant_params, extra) = match &info.layout {
             Layout::Dense => {
                 let code = dtype_to_u16(info.dtype).ok_or_else(|| {
@@ -69,7 +79,7 @@ pub(super) fn plan_tensors(src: &dyn TensorSource, opts: &WriteOptions) -> Resul
                         info.name, info.dtype
                     ))
                 })?;
-                let q = attrs.remove("quant_params");
+                let q = take(&mut attrs, "quant_params", |v| matches!(v, Value::Map(_)));
                 // Attributes AERO has no field for (`requires_grad`, …) ride in TIDX.
                 let extra = (!attrs.is_empty()).then_some(Value::Map(attrs));
                 (code, info.dense_nbytes()?, q, extra)
@@ -118,25 +128,35 @@ pub(super) fn plan_tensors(src: &dyn TensorSource, opts: &WriteOptions) -> Resul
             flags,
             hash,
             attrs: extra,
+            align: if code == DTYPE_PACKED {
+                1
+            } else {
+                info.dtype.size() as u64
+            },
             packed,
         });
     }
     // Shards: caller order, a tensor goes to the current shard unless it would exceed the
-    // maximum; an empty shard always accepts. Tensors packed back to back, as the original.
+    // maximum; an empty shard always accepts. Inside a shard each tensor starts at a
+    // multiple of its element size (the original packs back to back; the two agree
+    // whenever sizes are multiples, as in every sample), so typed views need no copy.
     let max = opts.shard_size.unwrap_or(DEFAULT_MAX_SHARD);
     if max == 0 {
         return Err(Error::invalid_input("shard size must be positive"));
     }
     let (mut shard, mut used, mut count) = (0usize, 0u64, 0usize);
     for p in &mut plans {
-        if count > 0 && used.saturating_add(p.len) > max {
+        let mut start = align_up(used, p.align)?;
+        if count > 0 && start.saturating_add(p.len) > max {
             shard += 1;
-            used = 0;
+            start = 0;
             count = 0;
         }
         p.shard = shard;
-        p.off = used;
-        used += p.len;
+        p.off = start;
+        used = start
+            .checked_add(p.len)
+            .ok_or_else(|| Error::invalid_input("shard size overflows"))?;
         count += 1;
     }
     Ok(plans)
@@ -243,4 +263,88 @@ pub(super) fn opaque_fourcc(kind: &str) -> [u8; 4] {
         }
     }
     *b"BLOB"
+}
+
+/// A shard as MMSG lists it.
+pub(super) struct ShardInfo {
+    pub(super) toc_index: usize,
+    pub(super) size: u64,
+    pub(super) count: u64,
+}
+
+/// The MMSG manifest, keys in the original's order: `format`, `model`, `chunks` (role,
+/// fourcc, toc_index, shard_id for shards and page hashes), `shards`; plus
+/// `tessera_metadata` when `meta.json` cannot hold the metadata exactly.
+pub(super) fn manifest(
+    chunks: &[([u8; 4], Option<usize>)],
+    shards: &[ShardInfo],
+    meta: &Metadata,
+    exact: bool,
+) -> Value {
+    let role = |f: &[u8; 4]| match f {
+        b"IHSH" => "control_integrity",
+        b"MJSN" => "json",
+        b"MMSG" => "manifest",
+        b"TIDX" => "tensors",
+        b"WTSH" => "weights",
+        b"PHSH" => "page_hashes",
+        _ => "opaque",
+    };
+    let chunk_list = chunks
+        .iter()
+        .enumerate()
+        .map(|(i, (fourcc, shard))| {
+            let mut e = vec![
+                ("role", Value::Str(role(fourcc).into())),
+                ("fourcc", Value::Str(fourcc_text(fourcc))),
+                ("toc_index", Value::Int(i as i128)),
+            ];
+            if let Some(s) = shard {
+                e.push(("shard_id", Value::Int(*s as i128)));
+            }
+            map_of(e)
+        })
+        .collect();
+    let shard_list = shards
+        .iter()
+        .enumerate()
+        .map(|(s, info)| {
+            map_of(vec![
+                ("shard_id", Value::Int(s as i128)),
+                ("toc_index", Value::Int(info.toc_index as i128)),
+                ("size_bytes", Value::Int(info.size as i128)),
+                ("tensor_count", Value::Int(info.count as i128)),
+                ("mmap_critical", Value::Bool(true)),
+            ])
+        })
+        .collect();
+    // `model_name`/`architecture`, else GGUF's `general.name`/`general.architecture` (as
+    // the original's gguf_to_aero does), else "".
+    let text = |k: &str, gguf: &str| match meta.get(k).or_else(|| meta.get(gguf)) {
+        Some(Value::Str(s)) => Value::Str(s.clone()),
+        Some(v) => Value::Str(v.to_string()),
+        None => Value::Str(String::new()),
+    };
+    let mut m = vec![
+        (
+            "format",
+            map_of(vec![
+                ("name", "AERO".into()),
+                ("version", Value::List(vec![Value::Int(0), Value::Int(1)])),
+            ]),
+        ),
+        (
+            "model",
+            map_of(vec![
+                ("name", text("model_name", "general.name")),
+                ("architecture", text("architecture", "general.architecture")),
+            ]),
+        ),
+        ("chunks", Value::List(chunk_list)),
+        ("shards", Value::List(shard_list)),
+    ];
+    if !exact {
+        m.push((MMSG_EXACT_METADATA, Value::Map(meta.clone())));
+    }
+    map_of(m)
 }

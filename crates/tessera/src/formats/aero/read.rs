@@ -13,7 +13,8 @@ use crate::util::bytes::ByteReader;
 use crate::util::hex;
 
 /// The MMSG key under which Tessera keeps the exact metadata tree when `meta.json` alone
-/// cannot hold it (bytes, non-finite floats, huge integers, non-sorted key order).
+/// cannot hold it (bytes, non-finite floats, integers beyond 64 bits, or a `meta.json`
+/// that also carries generated `quant_descriptors`).
 pub const MMSG_EXACT_METADATA: &str = "tessera_metadata";
 
 /// One chunk of the TOC with its resolved name.
@@ -176,6 +177,7 @@ impl<'d> AeroFile<'d> {
         let mut chunks: Vec<Chunk> = Vec::with_capacity(n as usize);
         let mut seen: HashMap<([u8; 4], String), usize> = HashMap::new();
         let mut name_bytes = 0u64;
+        let mut unaligned: Option<(String, u64, u64)> = None;
         for i in 0..n {
             let entry_pos = header.toc_offset + TOC_HEADER_SIZE + i * TOC_ENTRY_SIZE;
             let e = TocEntry::parse(&mut r)?;
@@ -229,10 +231,7 @@ impl<'d> AeroFile<'d> {
                 )));
             }
             if e.chunk_offset % 16 != 0 {
-                warnings.push(format!(
-                    "chunk {name:?} payload at {} is not 16-byte aligned",
-                    e.chunk_offset
-                ));
+                unaligned.get_or_insert((name.clone(), e.chunk_offset, 0)).2 += 1;
             }
             if e.chunk_offset < payloads_start && e.chunk_length > 0 {
                 warnings.push(format!(
@@ -260,6 +259,11 @@ impl<'d> AeroFile<'d> {
             });
         }
 
+        if let Some((name, off, count)) = unaligned {
+            warnings.push(format!(
+                "{count} chunk payloads are not 16-byte aligned (first {name:?} at {off})"
+            ));
+        }
         let mut f = AeroFile {
             data,
             header,

@@ -210,13 +210,21 @@ fn control_digest(f: &AeroFile<'_>, ci: usize) -> Result<([u8; 32], [u8; 32], St
         .map(|(s, e)| format!("[{s}, {e})"))
         .collect::<Vec<_>>()
         .join(" ");
-    if spans != [(0, f.payloads_start)] {
-        // Not an error by itself, but the control region is not what the spec covers.
-        return Ok((
-            want,
-            *h.finalize().as_bytes(),
-            format!("{desc} (expected [0, {}))", f.payloads_start),
-        ));
+    // The ranges must cover the whole control region, or a matching digest proves
+    // nothing about the part left out.
+    let mut sorted = spans.clone();
+    sorted.sort_unstable();
+    let mut covered = 0u64;
+    for (s, e) in sorted {
+        if s <= covered {
+            covered = covered.max(e);
+        }
+    }
+    if covered < f.payloads_start {
+        return Err(Error::integrity(format!(
+            "IHSH covers {desc}, not the whole control region [0, {})",
+            f.payloads_start
+        )));
     }
     Ok((want, *h.finalize().as_bytes(), desc))
 }
@@ -282,9 +290,19 @@ fn parse_phsh(
 }
 
 /// Checks the pages of shard `ci` (all, or those overlapping `range`).
-fn pages(f: &AeroFile<'_>, ci: usize, pi: usize, range: Option<(u64, u64)>, r: &mut VerifyReport) {
+/// `range` is `(name, data_off, data_len)` of the tensor whose pages are wanted.
+fn pages(
+    f: &AeroFile<'_>,
+    ci: usize,
+    pi: usize,
+    range: Option<(&str, u64, u64)>,
+    r: &mut VerifyReport,
+) {
     let c = &f.chunks[ci];
-    let subject = format!("pages of {:?}", c.name);
+    let subject = match range {
+        None => format!("pages of {:?}", c.name),
+        Some((t, ..)) => format!("tensor {t:?} pages of {:?}", c.name),
+    };
     let shard = match f.chunk_payload(ci) {
         Ok(s) => s,
         Err(e) => return r.failed(subject, "phsh", e.to_string()),
@@ -296,7 +314,7 @@ fn pages(f: &AeroFile<'_>, ci: usize, pi: usize, range: Option<(u64, u64)>, r: &
     let n = digests.len() as u64;
     let (first, last) = match range {
         None => (0, n),
-        Some((_, 0)) => {
+        Some((_, _, 0)) => {
             return r.push(
                 subject,
                 "phsh",
@@ -304,7 +322,7 @@ fn pages(f: &AeroFile<'_>, ci: usize, pi: usize, range: Option<(u64, u64)>, r: &
                 Some("empty tensor: no page".into()),
             )
         }
-        Some((off, len)) => (off / ps, ((off + len - 1) / ps + 1).min(n)),
+        Some((_, off, len)) => (off / ps, ((off + len - 1) / ps + 1).min(n)),
     };
     let bad: Vec<(u64, String)> = (first..last)
         .into_par_iter()
@@ -349,7 +367,14 @@ pub fn verify_tensor(f: &AeroFile<'_>, i: usize, r: &mut VerifyReport) {
         }
     }
     if let Some(pi) = phsh_for(f, loc.chunk) {
-        pages(f, loc.chunk, pi, Some((loc.data_off, loc.data_len)), r);
+        let name = f.infos[i].name.as_str();
+        pages(
+            f,
+            loc.chunk,
+            pi,
+            Some((name, loc.data_off, loc.data_len)),
+            r,
+        );
     } else if loc.hash_b3.is_none() {
         let c = &f.chunks[loc.chunk];
         match f.chunk_payload(loc.chunk) {

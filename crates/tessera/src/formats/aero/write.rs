@@ -4,13 +4,11 @@
 
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 
-use super::codec::map_of;
 use super::plan::*;
 use super::raw::*;
 use super::read::MMSG_EXACT_METADATA;
 use crate::convert::{WriteOptions, WriteReport, WriteSeek};
 use crate::error::{Error, Result};
-use crate::metadata::Value;
 use crate::model::TensorSource;
 
 /// zstd level of the original writer.
@@ -99,7 +97,7 @@ pub fn write(
     let mut shard_len = vec![0u64; n_shards];
     let mut shard_count = vec![0u64; n_shards];
     for p in &plans {
-        shard_len[p.shard] += p.len;
+        shard_len[p.shard] = shard_len[p.shard].max(p.off + p.len);
         shard_count[p.shard] += 1;
     }
     let page = match opts.page_hashes {
@@ -202,78 +200,23 @@ pub fn write(
     }
 
     // MMSG: needs the TOC indices, known now.
-    let role = |f: &[u8; 4]| match f {
-        b"IHSH" => "control_integrity",
-        b"MJSN" => "json",
-        b"MMSG" => "manifest",
-        b"TIDX" => "tensors",
-        b"WTSH" => "weights",
-        b"PHSH" => "page_hashes",
-        _ => "opaque",
-    };
-    let shard_of = |c: &ChunkPlan| match c.payload {
-        Payload::Shard(s) | Payload::Phsh(s) => Some(s),
-        _ => None,
-    };
-    let chunk_list = chunks
+    let listed: Vec<([u8; 4], Option<usize>)> = chunks
         .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let mut e = vec![
-                ("role", Value::Str(role(&c.fourcc).into())),
-                ("fourcc", Value::Str(fourcc_text(&c.fourcc))),
-                ("toc_index", Value::Int(i as i128)),
-            ];
-            if let Some(s) = shard_of(c) {
-                e.push(("shard_id", Value::Int(s as i128)));
-            }
-            map_of(e)
+        .map(|c| match c.payload {
+            Payload::Shard(s) | Payload::Phsh(s) => (c.fourcc, Some(s)),
+            _ => (c.fourcc, None),
         })
         .collect();
-    let shards = (0..n_shards)
-        .map(|s| {
-            map_of(vec![
-                ("shard_id", Value::Int(s as i128)),
-                ("toc_index", Value::Int(shard_toc[s] as i128)),
-                ("size_bytes", Value::Int(shard_len[s] as i128)),
-                ("tensor_count", Value::Int(shard_count[s] as i128)),
-                ("mmap_critical", Value::Bool(true)),
-            ])
+    let shards: Vec<ShardInfo> = (0..n_shards)
+        .map(|s| ShardInfo {
+            toc_index: shard_toc[s],
+            size: shard_len[s],
+            count: shard_count[s],
         })
         .collect();
-    let text = |k: &str| match meta.get(k) {
-        Some(Value::Str(s)) => Value::Str(s.clone()),
-        Some(v) => Value::Str(v.to_string()),
-        None => Value::Str(String::new()),
-    };
-    let mut mmsg = vec![
-        (
-            "format",
-            map_of(vec![
-                ("name", "AERO".into()),
-                ("version", Value::List(vec![Value::Int(0), Value::Int(1)])),
-            ]),
-        ),
-        (
-            "model",
-            map_of(vec![
-                ("name", text("model_name")),
-                ("architecture", text("architecture")),
-            ]),
-        ),
-        ("chunks", Value::List(chunk_list)),
-        ("shards", Value::List(shards)),
-    ];
-    if !exact {
-        mmsg.push((MMSG_EXACT_METADATA, Value::Map(meta.clone())));
-    }
-    chunks[mmsg_at] = ChunkPlan::bytes(
-        b"MMSG",
-        COMPRESSED_ZSTD,
-        "manifest",
-        msgpack(&map_of(mmsg))?,
-        true,
-    )?;
+    let mmsg = manifest(&listed, &shards, meta, exact);
+    chunks[mmsg_at] =
+        ChunkPlan::bytes(b"MMSG", COMPRESSED_ZSTD, "manifest", msgpack(&mmsg)?, true)?;
 
     // Layout.
     let mut st = Vec::new();
@@ -440,17 +383,7 @@ fn write_shard(
     let mut ph = blake3::Hasher::new();
     let mut fill = 0u64;
     let mut len = 0u64;
-    for p in plans.iter().filter(|p| p.shard == s) {
-        let v = src.tensor(&p.name)?;
-        let b = tensor_bytes(&v)?;
-        if b.len() as u64 != p.len {
-            return Err(Error::invalid_input(format!(
-                "tensor {:?}: {} bytes, {} planned",
-                p.name,
-                b.len(),
-                p.len
-            )));
-        }
+    let mut feed = |b: &[u8], w: &mut dyn Write| -> Result<()> {
         w.write_all(b)?;
         if b.len() >= 1 << 20 {
             h.update_rayon(b);
@@ -471,7 +404,28 @@ fn write_shard(
                 }
             }
         }
-        len += p.len;
+        Ok(())
+    };
+    for p in plans.iter().filter(|p| p.shard == s) {
+        // Zero padding up to the tensor's aligned offset.
+        let pad = p
+            .off
+            .checked_sub(len)
+            .filter(|&n| n < 16)
+            .ok_or_else(|| Error::invalid_input("tensor placement out of order"))?;
+        feed(&[0u8; 16][..pad as usize], &mut *w)?;
+        let v = src.tensor(&p.name)?;
+        let b = tensor_bytes(&v)?;
+        if b.len() as u64 != p.len {
+            return Err(Error::invalid_input(format!(
+                "tensor {:?}: {} bytes, {} planned",
+                p.name,
+                b.len(),
+                p.len
+            )));
+        }
+        feed(b, &mut *w)?;
+        len = p.off + p.len;
     }
     if fill > 0 {
         pages.push(*ph.finalize().as_bytes());

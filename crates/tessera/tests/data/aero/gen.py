@@ -68,8 +68,8 @@ def build(chunks, uuid=b"\x22" * 16, ihsh=None):
 
     if ihsh is not None:
         i = [c["fourcc"] for c in chunks].index(b"IHSH")
-        digest = blake3.blake3(control(True)).digest()
         end = start if ihsh is True else ihsh
+        digest = blake3.blake3(control(True)[:end]).digest()
         raw = pack({"algo": "blake3-256", "covered_ranges": [[0, end]], "digest": digest})
         raw += b"\0" * (256 - len(raw))
         chunks[i].update(raw=raw, stored=raw, ulen=256, hash=blake3.blake3(raw).digest())
@@ -140,6 +140,9 @@ def main():
     files["valid-wtsh-zstd.aero"] = build(
         standard([tidx_entry("a", 1, [2], 0, 0, 8), tidx_entry("b", 10, [1], 0, 8, 8)], [])
         + [chunk(b"WTSH", "weights.shard0", A + B, MMAP | ZSTD)])
+    # As the original packs them: an f32 right after 3 bytes, at shard offset 3.
+    files["valid-unaligned-original-packing.aero"] = build(standard(
+        [tidx_entry("m", 5, [3], 0, 0, 3), tidx_entry("a", 1, [2], 0, 3, 8)], [b"\1\2\3" + A]))
     good_pages = [blake3.blake3(A).digest(), blake3.blake3(B).digest()]
     files["valid-ihsh-phsh-page8.aero"] = phsh_file(good_pages)
     files["verify-fail-phsh-digest-count.aero"] = phsh_file(good_pages[:1])
@@ -147,6 +150,9 @@ def main():
     cs = [chunk(b"IHSH", "control.integrity", b"\0" * 256, OPTIONAL)]
     cs += standard([tidx_entry("a", 1, [2], 0, 0, 8)], [A])
     files["verify-fail-ihsh-covers-past-eof.aero"] = build(cs, ihsh=10**12)
+    cs = [chunk(b"IHSH", "control.integrity", b"\0" * 256, OPTIONAL)]
+    cs += standard([tidx_entry("a", 1, [2], 0, 0, 8)], [A])
+    files["verify-fail-ihsh-covers-header-only.aero"] = build(cs, ihsh=96)
     files["verify-fail-hash-b3.aero"] = build(standard(
         [tidx_entry("a", 1, [2], 0, 0, 8, hash_b3="00" * 32)], [A]))
     files["verify-fail-wtsh-hash.aero"] = build(
