@@ -76,11 +76,11 @@ def numpy_dtype(name: str) -> np.dtype:
 
 def dtype_name(dtype: Any) -> str:
     """The tessera canonical name of a numpy dtype, a torch dtype or a name."""
-    if isinstance(dtype, str):
-        return _tessera.canonical_dtype(dtype)
     s = str(dtype)
     if s.startswith("torch."):
         return _tessera.canonical_dtype(s[len("torch."):])
+    if isinstance(dtype, str):
+        return _tessera.canonical_dtype(dtype)
     d = np.dtype(dtype)
     if d.kind in "OSUVMmT" and d.name not in _ML_NAMES:
         raise InvalidInputError(f"numpy dtype {d} cannot be stored as a tensor")
