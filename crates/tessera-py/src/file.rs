@@ -204,12 +204,7 @@ impl File {
     /// One tensor: `(info, [(role, Buffer), …])`. Parts borrow the mapped file when the
     /// format stores them raw; `densify=True` turns a sparse tensor into a dense one.
     #[pyo3(signature = (name, *, densify=false))]
-    fn tensor<'py>(
-        &self,
-        py: Python<'py>,
-        name: &str,
-        densify: bool,
-    ) -> PyResult<TensorOut<'py>> {
+    fn tensor<'py>(&self, py: Python<'py>, name: &str, densify: bool) -> PyResult<TensorOut<'py>> {
         let shared = &self.shared;
         let (info, parts) = py
             .detach(|| {

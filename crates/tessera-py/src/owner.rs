@@ -187,3 +187,52 @@ impl Buffer {
         )
     }
 }
+
+/// The bytes of a Python object handed to `save`: a `bytes` object, or a C-contiguous
+/// 1-D `uint8` numpy array (any object exposing `__array_interface__` that way), which is
+/// read in place, without a copy.
+///
+/// The slice lives as long as the borrow of `obj`, which keeps the array (and so its
+/// memory) alive: numpy refuses to resize an array that others reference. Another Python
+/// thread that writes into the array while `save` runs with the GIL released makes the
+/// output hold a mix of old and new values, as with any zero-copy writer (numpy's own
+/// `tofile`, safetensors); that is the caller's race, documented in `tessera.save`.
+pub fn object_bytes<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+    use pyo3::exceptions::PyTypeError;
+    use pyo3::types::PyBytes;
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(b.as_bytes());
+    }
+    let bad =
+        || PyTypeError::new_err("tensor data must be bytes or a C-contiguous 1-D uint8 array");
+    let ai = obj.getattr("__array_interface__").map_err(|_| bad())?;
+    let ai = ai.cast::<PyDict>().map_err(|_| bad())?;
+    let typestr: String = ai.get_item("typestr")?.ok_or_else(bad)?.extract()?;
+    let shape: Vec<usize> = ai.get_item("shape")?.ok_or_else(bad)?.extract()?;
+    let strides_ok = match ai.get_item("strides")? {
+        None => true,
+        Some(s) if s.is_none() => true,
+        Some(s) => s.extract::<Vec<isize>>().map(|v| v == [1]).unwrap_or(false),
+    };
+    let has_offset = ai.get_item("offset")?.is_some_and(|o| !o.is_none());
+    if typestr != "|u1" || shape.len() != 1 || !strides_ok || has_offset {
+        return Err(bad());
+    }
+    let (ptr, _readonly): (usize, bool) = ai.get_item("data")?.ok_or_else(bad)?.extract()?;
+    let len = shape[0];
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if ptr == 0 {
+        return Err(bad());
+    }
+    #[allow(unsafe_code)]
+    // SAFETY: numpy's array interface promises `len` contiguous bytes (1-D, itemsize 1,
+    // unit stride, checked above) at `ptr`, valid while the array lives; `obj` keeps it
+    // alive for the returned lifetime and numpy will not resize or free a referenced
+    // array. Rust only reads the bytes. Concurrent writes from another Python thread are
+    // the caller's race (see above): they can change the values written, never the
+    // memory's validity.
+    let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+    Ok(bytes)
+}

@@ -1,8 +1,8 @@
 //! `_tessera.save`: writes tensors handed over from Python in any writable format.
 //!
-//! The tensors arrive as `(name, dtype, shape, layout, [(role, bytes), …])`; the bytes
-//! objects are borrowed (not copied again) by a [`TensorSource`] the writers stream
-//! from, with the GIL released. Options map one to one onto [`WriteOptions`] and the
+//! The tensors arrive as `(name, dtype, shape, layout, [(role, data), …])`, data being
+//! `bytes` or a contiguous `uint8` numpy array; both are borrowed in place (no copy) by a
+//! [`TensorSource`] the writers stream from, with the GIL released. Options map one to one onto [`WriteOptions`] and the
 //! loss-allowing [`ConvertOptions`].
 
 use std::borrow::Cow;
@@ -62,7 +62,7 @@ type PyTensor<'py> = (
     String,
     Vec<u64>,
     String,
-    Vec<(String, Bound<'py, PyBytes>)>,
+    Vec<(String, Bound<'py, PyAny>)>,
 );
 
 fn invalid(msg: String) -> PyErr {
@@ -297,15 +297,18 @@ pub fn save<'py>(
         info.layout = Layout::from_name(layout);
         let parts: Vec<(String, &[u8])> = parts
             .iter()
-            .map(|(role, b)| (role.clone(), b.as_bytes()))
-            .collect();
+            .map(|(role, b)| Ok((role.clone(), crate::owner::object_bytes(b)?)))
+            .collect::<PyResult<_>>()?;
         src.infos.push(info);
         src.parts.push(parts);
     }
     let out = py.detach(
         || -> tessera::Result<(Vec<String>, Vec<PathBuf>, Option<Vec<u8>>)> {
-            for i in 0..src.infos.len() {
-                src.tensor(&src.infos[i].name)?.validate()?;
+            // The caller's tensors: a bad one is invalid input, not a malformed file.
+            for info in &src.infos {
+                src.tensor(&info.name)?
+                    .validate()
+                    .map_err(|e| Error::invalid_input(e.message().to_string()))?;
             }
             match &path {
                 Some(p) => {

@@ -162,12 +162,19 @@ def is_torch_tensor(x: Any) -> bool:
     return mod.startswith("torch") and type(x).__name__ in ("Tensor", "Parameter")
 
 
-def from_array(name: str, x: Any) -> Tuple[str, str, List[int], str, List[Tuple[str, bytes]]]:
-    """One tensor as the native `save` takes it: (name, dtype, shape, layout, parts)."""
+def raw_bytes(a: np.ndarray) -> np.ndarray:
+    """The array's bytes as a C-contiguous 1-D uint8 array: a view when the array is
+    already contiguous (the native writer then reads it in place), a copy otherwise."""
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+
+
+def from_array(name: str, x: Any) -> Tuple[str, str, List[int], str, List[Tuple[str, Any]]]:
+    """One tensor as the native `save` takes it: (name, dtype, shape, layout, parts),
+    each part's data a contiguous uint8 array (or bytes)."""
     from .tensor import Tensor
 
     if isinstance(x, Tensor):
-        parts = [(role, np.ascontiguousarray(a).tobytes()) for role, a in x.parts.items()]
+        parts = [(role, raw_bytes(a)) for role, a in x.parts.items()]
         return (name, x.dtype, list(x.shape), x.layout, parts)
     if _is_scipy_sparse(x):
         return _from_scipy(name, x)
@@ -181,13 +188,13 @@ def from_array(name: str, x: Any) -> Tuple[str, str, List[int], str, List[Tuple[
         dt = dtype_name(t.dtype)
         shape = list(t.shape)
         flat = t.contiguous().reshape(-1)
-        data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+        data = flat.view(torch.uint8).numpy() if flat.numel() else b""
         return (name, dt, shape, "dense", [("data", data)])
     a = np.asarray(x)
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("<"))
     dt = dtype_name(a.dtype)
-    return (name, dt, list(a.shape), "dense", [("data", np.ascontiguousarray(a).tobytes())])
+    return (name, dt, list(a.shape), "dense", [("data", raw_bytes(a))])
 
 
 def _is_scipy_sparse(x: Any) -> bool:
@@ -204,7 +211,7 @@ def _from_scipy(name: str, m: Any):
             dtype_name(values.dtype),
             list(m.shape),
             "sparse_coo",
-            [("values", np.ascontiguousarray(values).tobytes()), ("coords", coords.tobytes())],
+            [("values", raw_bytes(values)), ("coords", raw_bytes(coords))],
         )
     c = m.tocsr()
     c.sort_indices()
@@ -215,8 +222,8 @@ def _from_scipy(name: str, m: Any):
         list(c.shape),
         "sparse_csr",
         [
-            ("values", np.ascontiguousarray(values).tobytes()),
-            ("indices", np.asarray(c.indices).astype("<u8").tobytes()),
-            ("indptr", np.asarray(c.indptr).astype("<u8").tobytes()),
+            ("values", raw_bytes(values)),
+            ("indices", raw_bytes(np.asarray(c.indices).astype("<u8"))),
+            ("indptr", raw_bytes(np.asarray(c.indptr).astype("<u8"))),
         ],
     )

@@ -57,7 +57,7 @@ def open_bytes(
     age_passphrase: Optional[str] = None,
 ) -> File: ...
 def save(
-    tensors: Sequence[Tuple[str, str, Sequence[int], str, Sequence[Tuple[str, bytes]]]],
+    tensors: Sequence[Tuple[str, str, Sequence[int], str, Sequence[Tuple[str, Any]]]],
     path: Optional[Union[str, PathLike[str]]] = None,
     *,
     format: Optional[str] = None,
