@@ -14,8 +14,10 @@ import tessera
 
 WRITABLE = [f for f in tessera.formats() if f["writable"]]
 READABLE = {f["name"] for f in tessera.formats() if f["readable"]}
-# Formats we can both write and read back.
-ROUNDTRIP = [f for f in WRITABLE if f["name"] in READABLE]
+# Formats we can both write and read back, holding several tensors (a .npy file holds
+# exactly one array: it has its own test).
+ROUNDTRIP = [f for f in WRITABLE if f["name"] in READABLE and f["name"] != "npy"]
+SINGLE = [f for f in WRITABLE if f["name"] in READABLE and f["name"] == "npy"]
 
 
 def ext(fmt: dict) -> str:
@@ -65,6 +67,22 @@ def arrays_for(fmt: dict, seed: int = 0) -> dict:
         arrays["f32_scalar"] = np.array(3.25, dtype=np.float32)
         arrays["f32_empty"] = np.zeros((0, 3), dtype=np.float32)
     return arrays
+
+
+def find_meta(md: dict, key: str):
+    """A metadata value by key, at the top level or one level down (formats such as
+    GPTRS keep user metadata in a nested map: "config")."""
+    if key in md:
+        return md[key]
+    for v in md.values():
+        if isinstance(v, dict) and key in v:
+            return v[key]
+    raise KeyError(key)
+
+
+def lossless(notes) -> bool:
+    """True when a save report says nothing was cast, densified or dropped."""
+    return not any(n.startswith(("cast", "densified", "dropped")) for n in notes)
 
 
 def same(a: np.ndarray, b: np.ndarray) -> bool:

@@ -8,7 +8,7 @@ import pytest
 import tessera
 import tessera.numpy as tnp
 
-from conftest import arrays_for, ext, same, sample_arrays
+from conftest import SINGLE, arrays_for, ext, find_meta, lossless, same, sample_arrays
 
 FIXED = {"timestamp": "2024-01-02T03:04:05Z", "uuid": bytes(range(16)), "fixed_salt": b"saltsalt"}
 
@@ -27,7 +27,7 @@ def test_roundtrip_every_dtype(fmt, tmp):
     md = metadata_for(fmt)
     path = tmp / f"m.{ext(fmt)}"
     report = tessera.save(arrays, path, metadata=md, **FIXED)
-    assert report.notes == []  # nothing was cast or dropped
+    assert lossless(report.notes), report.notes
     f = tessera.open(path)
     assert f.format == fmt["name"]
     assert sorted(f) == sorted(arrays)
@@ -41,7 +41,7 @@ def test_roundtrip_every_dtype(fmt, tmp):
         assert tuple(info["shape"]) == a.shape
     if md is not None:
         for k, v in md.items():
-            assert f.metadata[k] == v
+            assert find_meta(f.metadata, k) == v
     assert f.verify().ok
 
 
@@ -87,15 +87,17 @@ def test_non_contiguous_and_big_endian_inputs(fmt, tmp):
         "transposed": base.T,
         "strided": base[:, ::2],
         "big_endian": np.arange(5, dtype=">i4"),
-        "from_list": [[1.5, 2.5]],
     }
+    if "f64" in fmt["dtypes"]:
+        arrays["from_list"] = [[1.5, 2.5]]
     path = tmp / f"m.{ext(fmt)}"
     tessera.save(arrays, path)
     f = tessera.open(path)
     assert same(f["transposed"], np.ascontiguousarray(base.T))
     assert same(f["strided"], np.ascontiguousarray(base[:, ::2]))
     assert same(f["big_endian"], np.arange(5, dtype="<i4"))
-    assert same(f["from_list"], np.array([[1.5, 2.5]]))
+    if "from_list" in arrays:
+        assert same(f["from_list"], np.array([[1.5, 2.5]]))
 
 
 def test_dtype_the_format_lacks_is_refused_then_cast_on_request(fmt, tmp):
@@ -122,7 +124,7 @@ def test_metadata_the_format_cannot_hold_needs_drop_metadata(fmt, tmp):
     if fmt["metadata"] != "none":
         # Metadata values that are not strings: kept as a tree, or as JSON text.
         tessera.save(arrays, path, metadata={"n": 3})
-        v = tessera.open(path).metadata["n"]
+        v = find_meta(tessera.open(path).metadata, "n")
         assert v in (3, "3")
         return
     with pytest.raises(tessera.UnsupportedError):
@@ -134,11 +136,31 @@ def test_metadata_the_format_cannot_hold_needs_drop_metadata(fmt, tmp):
 def test_names_are_kept_exactly(fmt, tmp):
     if "f32" not in fmt["dtypes"]:
         pytest.fail("adapt the test: no f32")
-    names = ["model.layers.0.attn.q_proj.weight", "ünïcode/名前", "a b"]
-    arrays = {n: np.full((2,), i, dtype=np.float32) for i, n in enumerate(names)}
     path = tmp / f"m.{ext(fmt)}"
-    tessera.save(arrays, path)
-    f = tessera.open(path)
-    assert sorted(f) == sorted(names)
-    for i, n in enumerate(names):
-        assert f[n][0] == i
+    ascii_names = ["model.layers.0.attn.q_proj.weight", "lm_head.weight", "a/b-c:d"]
+    for names in (ascii_names, ascii_names + ["ünïcode/名前", "a b"]):
+        arrays = {n: np.full((2,), i, dtype=np.float32) for i, n in enumerate(names)}
+        try:
+            tessera.save(arrays, path)
+        except tessera.InvalidInputError as e:
+            # A format may restrict names (WTXT: no spaces; GPTRS: ASCII); it must say which.
+            assert names is not ascii_names and ("ünïcode" in str(e) or "a b" in str(e)), e
+            continue
+        f = tessera.open(path)
+        assert sorted(f) == sorted(names)
+        for i, n in enumerate(names):
+            assert f[n][0] == i
+
+
+@pytest.mark.parametrize("one", SINGLE, ids=[f["name"] for f in SINGLE])
+def test_single_array_format(one, tmp):
+    path = tmp / f"m.{ext(one)}"
+    for name, a in sample_arrays().items():
+        if name not in one["dtypes"]:
+            continue
+        tessera.save({"x": a}, path)
+        f = tessera.open(path)
+        assert len(f) == 1
+        assert same(f[list(f)[0]], a), name
+    with pytest.raises(tessera.TesseraError):
+        tessera.save({"a": np.zeros(1, np.float32), "b": np.zeros(1, np.float32)}, path)

@@ -10,7 +10,7 @@ import safetensors.numpy as snp
 import tessera
 import tessera.numpy as tnp
 
-from conftest import ROUNDTRIP, ext, same
+from conftest import ROUNDTRIP, ext, find_meta, same
 
 NAMES = {f["name"] for f in ROUNDTRIP}
 
@@ -34,10 +34,9 @@ def tensors():
     }
 
 
-def script(numpy_mod, safe_open, path):
+def script(numpy_mod, safe_open, path, meta=None):
     """What a user of safetensors.numpy writes; returns everything it observed."""
     t = tensors()
-    meta = {"format": "np", "note": "hello"}
     numpy_mod.save_file(t, str(path), metadata=meta)
     out = {"load_file": numpy_mod.load_file(str(path))}
     blob = numpy_mod.save(t, metadata=meta)
@@ -78,8 +77,10 @@ def assert_same_results(a, b):
 
 def test_same_script_same_results(tmp):
     need_safetensors()
-    ref = script(snp, safetensors.safe_open, tmp / "ref.safetensors")
-    ours = script(tnp, tessera.safe_open, tmp / "ours.safetensors")
+    meta = {"format": "np", "note": "hello"}
+    ref = script(snp, safetensors.safe_open, tmp / "ref.safetensors", meta)
+    ours = script(tnp, tessera.safe_open, tmp / "ours.safetensors", meta)
+    assert ours["metadata"] == meta
     assert_same_results(ref, ours)
     # And both write the same bytes (without metadata: safetensors orders metadata keys
     # by a randomly seeded hash map, tessera keeps the caller's order).
@@ -108,10 +109,14 @@ def test_same_script_on_every_format(other, tmp):
     missing = {tessera._convert.dtype_name(a.dtype) for a in tensors().values()} - set(fmt["dtypes"])
     if missing:
         pytest.skip(f"{fmt['name']} cannot store {sorted(missing)}")
-    ref = script(snp, safetensors.safe_open, tmp / "ref.safetensors")
-    ours = script(tnp, tessera.safe_open, tmp / f"ours.{ext(fmt)}")
+    # Metadata as the format can hold it (none: the script passes none).
+    meta = None if fmt["metadata"] == "none" else {"format": "np", "note": "hello"}
+    ref = script(snp, safetensors.safe_open, tmp / "ref.safetensors", meta)
+    ours = script(tnp, tessera.safe_open, tmp / f"ours.{ext(fmt)}", meta)
     assert tessera.open(tmp / f"ours.{ext(fmt)}").format == fmt["name"]
-    if fmt["metadata"] == "none":
+    if meta is not None:
+        # Formats may add their own keys or nest user metadata (GPTRS "config").
+        assert all(find_meta(tessera.open(tmp / f"ours.{ext(fmt)}").metadata, k) == v for k, v in meta.items())
         ref.pop("metadata"), ours.pop("metadata")
     assert_same_results(ref, ours)
 
