@@ -247,7 +247,7 @@ class File(Mapping):
         self.close()
 
     def __repr__(self) -> str:
-        return repr(self._f).replace("tessera.File", "tessera.File", 1)
+        return repr(self._f)
 
 
 class _Closed:
