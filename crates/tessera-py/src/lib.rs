@@ -71,6 +71,25 @@ fn detect(head: &[u8]) -> Option<&'static str> {
     Format::detect(head).map(Format::name)
 }
 
+/// The Ed25519 public key (32 bytes) of a secret key seed (32 bytes), for
+/// `File.verify(public_key=…)` on files saved with `sign_key=`.
+#[pyfunction]
+fn public_key(py: Python<'_>, secret: Vec<u8>) -> PyResult<Bound<'_, pyo3::types::PyBytes>> {
+    use values::IntoPy;
+    let seed = <[u8; 32]>::try_from(secret.as_slice())
+        .map_err(|_| {
+            tessera::Error::invalid_input(format!(
+                "an Ed25519 secret key is 32 bytes, got {}",
+                secret.len()
+            ))
+        })
+        .py()?;
+    Ok(pyo3::types::PyBytes::new(
+        py,
+        &tessera::util::keys::public_key(&seed),
+    ))
+}
+
 #[pymodule]
 fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -83,5 +102,6 @@ fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dtypes, m)?)?;
     m.add_function(wrap_pyfunction!(canonical_dtype, m)?)?;
     m.add_function(wrap_pyfunction!(detect, m)?)?;
+    m.add_function(wrap_pyfunction!(public_key, m)?)?;
     Ok(())
 }

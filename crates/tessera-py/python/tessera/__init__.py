@@ -44,6 +44,7 @@ __all__ = [
     "save",
     "safe_open",
     "formats",
+    "public_key",
     "File",
     "Tensor",
     "VerifyReport",
@@ -72,6 +73,12 @@ def _framework(framework: str) -> str:
         raise UnsupportedError(
             f"framework {framework!r} is not supported (use 'np' or 'pt')"
         ) from None
+
+
+def public_key(secret: bytes) -> bytes:
+    """The Ed25519 public key of a 32-byte secret key seed (the ``sign_key`` of
+    :func:`save`), to pass to :meth:`File.verify` as ``public_key``."""
+    return _tessera.public_key(bytes(secret))
 
 
 def formats() -> List[Dict[str, Any]]:

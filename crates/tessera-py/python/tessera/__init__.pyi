@@ -24,6 +24,7 @@ _Path = Union[str, PathLike[str]]
 _Framework = Literal["np", "numpy", "pt", "torch", "pytorch"]
 
 def formats() -> List[Dict[str, Any]]: ...
+def public_key(secret: bytes) -> bytes: ...
 @dataclass(frozen=True)
 class Check:
     subject: str
