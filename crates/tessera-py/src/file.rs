@@ -10,7 +10,8 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use tessera::{
-    ChunkInfo, Container, FileData, Layout, Metadata, ReadOptions, TensorInfo, VerifyOptions,
+    ChunkInfo, Container, FileData, Layout, Metadata, ReadOptions, TensorInfo, TensorSource,
+    VerifyOptions,
 };
 
 use crate::owner::{Buffer, Opened, PartBytes, Shared};
@@ -65,6 +66,30 @@ fn read_options(
         age_passphrase,
         path,
         ..ReadOptions::default()
+    }
+}
+
+/// A container seen as a plain [`TensorSource`] (no trait upcasting: MSRV 1.80).
+struct AsSource<'c>(&'c dyn Container);
+
+impl TensorSource for AsSource<'_> {
+    fn metadata(&self) -> &Metadata {
+        self.0.metadata()
+    }
+    fn tensor_infos(&self) -> &[TensorInfo] {
+        self.0.tensor_infos()
+    }
+    fn tensor(&self, name: &str) -> tessera::Result<tessera::TensorView<'_>> {
+        self.0.tensor(name)
+    }
+    fn chunks(&self) -> &[ChunkInfo] {
+        self.0.chunks()
+    }
+    fn chunk(&self, name: &str) -> tessera::Result<std::borrow::Cow<'_, [u8]>> {
+        self.0.chunk(name)
+    }
+    fn source_format(&self) -> Option<tessera::Format> {
+        self.0.source_format()
     }
 }
 
@@ -271,6 +296,29 @@ impl File {
         d.set_item("checks", checks)?;
         d.set_item("warnings", report.warnings.clone())?;
         Ok(d)
+    }
+
+    /// Converts the whole file (tensors, metadata, opaque chunks) into another format at
+    /// `path`, streaming tensor by tensor with the GIL released. Returns the notes of what
+    /// was cast, densified or dropped (each only when its option allows it).
+    #[pyo3(signature = (path, *, format=None, options=None))]
+    fn convert<'py>(
+        &self,
+        py: Python<'py>,
+        path: PathBuf,
+        format: Option<&str>,
+        options: Option<Bound<'py, PyDict>>,
+    ) -> PyResult<(Vec<String>, Vec<PathBuf>)> {
+        let format = crate::save::resolve_format(format, Some(&path))?;
+        let (wopts, copts) = crate::save::parse_options(options.as_ref())?;
+        let report = py
+            .detach(|| {
+                self.shared.with(|c| {
+                    tessera::convert::convert_file(&AsSource(c), format, &path, copts, &wopts)
+                })
+            })
+            .py()?;
+        Ok((report.notes, report.extra_files))
     }
 
     fn __repr__(&self) -> String {

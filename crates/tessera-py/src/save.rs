@@ -243,7 +243,7 @@ pub fn parse_options(opts: Option<&Bound<'_, PyDict>>) -> PyResult<(WriteOptions
 }
 
 /// Resolves the output format from its name, or from the path's extension.
-fn resolve_format(format: Option<&str>, path: Option<&PathBuf>) -> PyResult<Format> {
+pub fn resolve_format(format: Option<&str>, path: Option<&PathBuf>) -> PyResult<Format> {
     let f = match (format, path) {
         (Some(name), _) => {
             Format::from_name(name).ok_or_else(|| invalid(format!("unknown format {name:?}")))?

@@ -42,6 +42,7 @@ __all__ = [
     "open",
     "load",
     "save",
+    "convert",
     "safe_open",
     "formats",
     "public_key",
@@ -203,6 +204,14 @@ class File(Mapping):
         )
         return VerifyReport(r["ok"], [Check(**c) for c in r["checks"]], r["warnings"])
 
+    def convert(self, path: PathLike, format: Optional[str] = None, **options: Any) -> SaveReport:
+        """Writes this whole file (tensors, metadata, opaque chunks) as another format,
+        streaming from the mapped file without going through Python objects. Options
+        are those of :func:`save`; a loss (``cast``, ``densify``, ``drop_metadata``)
+        happens only when its option allows it, and is reported in the notes."""
+        notes, extra = self._f.convert(os.fspath(path), format=format, options=options)
+        return SaveReport(list(notes), [str(p) for p in extra])
+
     # -- tensors
     def tensor_info(self, name: str) -> Dict[str, Any]:
         """A tensor's description: dtype, shape, layout, attrs, storage."""
@@ -287,6 +296,13 @@ def open(
 def load(data: Union[bytes, bytearray, memoryview], framework: str = "np", **kwargs: Any) -> File:
     """Opens a container held in memory (the bytes are copied once)."""
     return File(_tessera.open_bytes(bytes(data), **kwargs), framework)
+
+
+def convert(src: PathLike, dst: PathLike, format: Optional[str] = None, **options: Any) -> SaveReport:
+    """Converts a file of any readable format into ``format`` (default: from ``dst``'s
+    extension). See :meth:`File.convert`."""
+    with open(src) as f:
+        return f.convert(dst, format, **options)
 
 
 def save(
