@@ -189,8 +189,8 @@ impl Buffer {
 }
 
 /// The bytes of a Python object handed to `save`: a `bytes` object, or a C-contiguous
-/// 1-D `uint8` numpy array (any object exposing `__array_interface__` that way), which is
-/// read in place, without a copy.
+/// 1-D `uint8` numpy array (a real `numpy.ndarray`, whose `__array_interface__` numpy
+/// itself fills in), which is read in place, without a copy.
 ///
 /// The slice lives as long as the borrow of `obj`, which keeps the array (and so its
 /// memory) alive: numpy refuses to resize an array that others reference. Another Python
@@ -205,6 +205,11 @@ pub fn object_bytes<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     }
     let bad =
         || PyTypeError::new_err("tensor data must be bytes or a C-contiguous 1-D uint8 array");
+    // Only numpy's own arrays: an arbitrary object could describe any address.
+    let ndarray = obj.py().import("numpy")?.getattr("ndarray")?;
+    if !obj.is_instance(&ndarray)? {
+        return Err(bad());
+    }
     let ai = obj.getattr("__array_interface__").map_err(|_| bad())?;
     let ai = ai.cast::<PyDict>().map_err(|_| bad())?;
     let typestr: String = ai.get_item("typestr")?.ok_or_else(bad)?.extract()?;

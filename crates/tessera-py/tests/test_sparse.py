@@ -66,3 +66,12 @@ def test_native_save_refuses_non_contiguous_buffers(tmp):
         tessera._tessera.save([("x", "u8", [5], "dense", [("data", [1, 2, 3, 4, 5])])], str(tmp / f"m.{ext(fmt)}"))
     with pytest.raises(tessera.InvalidInputError):  # bytes that disagree with the shape
         tessera._tessera.save([("x", "f32", [5], "dense", [("data", b"1234")])], str(tmp / f"m.{ext(fmt)}"))
+
+
+def test_native_save_trusts_only_numpy_arrays(tmp):
+    class Liar:
+        __array_interface__ = {"version": 3, "shape": (64,), "typestr": "|u1", "data": (8, True)}
+
+    fmt = ROUNDTRIP[0]
+    with pytest.raises(TypeError, match="contiguous"):
+        tessera._tessera.save([("x", "u8", [64], "dense", [("data", Liar())])], str(tmp / f"m.{ext(fmt)}"))
