@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: Rust (unit, integration, interop samples) and the Python peer
-# tests (the original implementations and reference packages, installed in .venv).
+# The whole test suite: Rust (unit, integration, interop samples), the Python peer
+# tests (the original implementations and reference packages, installed in .venv) and
+# the Python package's own tests (crates/tessera-py, built into .venv with maturin).
 # Usage: bash scripts/test.sh        (from the repository root; installs what it needs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +26,10 @@ echo "== cargo build (CLI for the peer tests)"
 cargo build --release --quiet -p tessera-cli
 export TESSERA_BIN="$PWD/target/release/tessera"
 
+echo "== maturin develop (the tessera Python package into $VENV)"
+VIRTUAL_ENV="$(cd "$VENV" && pwd)" "$VENV/bin/maturin" develop --release --quiet \
+  -m crates/tessera-py/Cargo.toml
+
 echo "== pytest (peer interop)"
 set +e
 "$VENV/bin/python" -m pytest -q tests/peers
@@ -33,5 +38,14 @@ set -e
 if [ "$rc" -eq 5 ]; then
   echo "pytest: no peer tests collected"
   rc=0
+fi
+
+echo "== pytest (Python package)"
+set +e
+"$VENV/bin/python" -m pytest -q crates/tessera-py/tests
+rc_py=$?
+set -e
+if [ "$rc" -eq 0 ]; then
+  rc=$rc_py
 fi
 exit "$rc"

@@ -4,9 +4,9 @@
 //! or peer it is measured against, and the ratio. Timings are printed, never asserted.
 
 // Shared pieces are used by suites that land one format at a time.
-mod aero;
 #[allow(dead_code)]
 mod common;
+mod aero;
 mod fold;
 mod foundation;
 mod gguf;

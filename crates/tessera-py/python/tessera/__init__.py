@@ -1,0 +1,435 @@
+"""Tessera: read, write, verify and convert tensor containers from Python.
+
+    >>> import tessera
+    >>> f = tessera.open("model.safetensors")     # any supported format, by content
+    >>> f.format, list(f)[:3], f.metadata
+    >>> w = f["embed.weight"]                      # numpy, zero-copy, read-only
+    >>> f.verify().ok
+    >>> tessera.save({"w": w}, "model.zt", compression="zstd", digests="sha256")
+
+Drop-in replacements for safetensors' API live in :mod:`tessera.numpy`,
+:mod:`tessera.torch` and :func:`tessera.safe_open`; they work on every format.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _tessera
+from ._convert import SAFETENSORS_NAMES, from_array, numpy_dtype, to_numpy, to_torch
+from .errors import (
+    FormatError,
+    IntegrityError,
+    InvalidInputError,
+    IoError,
+    LimitError,
+    NotFoundError,
+    TesseraError,
+    UnknownFormatError,
+    UnsupportedError,
+    UnsupportedVersionError,
+)
+from .tensor import Tensor
+
+__version__: str = _tessera.__version__
+
+__all__ = [
+    "open",
+    "load",
+    "save",
+    "convert",
+    "safe_open",
+    "formats",
+    "public_key",
+    "File",
+    "Tensor",
+    "VerifyReport",
+    "Check",
+    "SaveReport",
+    "TesseraError",
+    "FormatError",
+    "UnknownFormatError",
+    "UnsupportedError",
+    "UnsupportedVersionError",
+    "IntegrityError",
+    "LimitError",
+    "InvalidInputError",
+    "NotFoundError",
+    "IoError",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+_FRAMEWORKS = {"np": "np", "numpy": "np", "pt": "pt", "torch": "pt", "pytorch": "pt"}
+
+
+def _framework(framework: str) -> str:
+    try:
+        return _FRAMEWORKS[framework]
+    except KeyError:
+        raise UnsupportedError(
+            f"framework {framework!r} is not supported (use 'np' or 'pt')"
+        ) from None
+
+
+def public_key(secret: bytes) -> bytes:
+    """The Ed25519 public key of a 32-byte secret key seed (the ``sign_key`` of
+    :func:`save`), to pass to :meth:`File.verify` as ``public_key``."""
+    return _tessera.public_key(bytes(secret))
+
+
+def formats() -> List[Dict[str, Any]]:
+    """Every format tessera knows: ``name``, ``title``, ``extensions``, ``readable``,
+    ``writable`` and, for writable ones, what they hold (``dtypes``, ``sparse``,
+    ``metadata``, ``compression``, ``integrity``, ``zero_copy``…)."""
+    return _tessera.formats()
+
+
+@dataclass(frozen=True)
+class Check:
+    """One integrity check of one layer on one subject."""
+
+    subject: str
+    layer: str
+    status: str  # "ok", "failed", "not checked", "unauthenticated", "repaired"
+    detail: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """The outcome of :meth:`File.verify`: ``ok`` is False when any check failed."""
+
+    ok: bool
+    checks: List[Check] = field(default_factory=list)
+    warnings: List[str] = field(default_factory=list)
+
+    @property
+    def failures(self) -> List[Check]:
+        return [c for c in self.checks if c.status == "failed"]
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def raise_for_failure(self) -> None:
+        """Raises :class:`IntegrityError` naming the first failed check."""
+        for c in self.failures:
+            e = IntegrityError(f"{c.subject}: {c.layer} failed" + (f": {c.detail}" if c.detail else ""))
+            e.kind, e.subject = "integrity", c.subject
+            raise e
+
+
+@dataclass(frozen=True)
+class SaveReport:
+    """What :func:`save` did beyond writing: casts, densifications, dropped metadata
+    (``notes``) and sibling files written (``extra_files``)."""
+
+    notes: List[str]
+    extra_files: List[str]
+
+
+class File(Mapping):
+    """An opened tensor container: a read-only mapping of tensor names to arrays.
+
+    Dense tensors come back as numpy arrays that borrow the memory-mapped file without a
+    copy (read-only) when the format stores them raw, and as owned, writable arrays when
+    they had to be decoded (compressed, text, big-endian). With ``framework="pt"`` they
+    are torch tensors. Tensors in other layouts come back as :class:`Tensor`.
+    """
+
+    def __init__(self, native: Any, framework: str = "np", device: Any = "cpu") -> None:
+        self._f = native
+        self._framework = _framework(framework)
+        self._device = device
+        self._names: List[str] = native.names()
+        self._infos: Optional[Dict[str, Dict[str, Any]]] = None
+
+    # -- the file
+    @property
+    def format(self) -> str:
+        """The format's short name (``safetensors``, ``ztensor``, …)."""
+        return self._f.format
+
+    @property
+    def title(self) -> str:
+        return self._f.title
+
+    @property
+    def version(self) -> str:
+        return self._f.version
+
+    @property
+    def path(self) -> Optional[str]:
+        p = self._f.path
+        return None if p is None else str(p)
+
+    @property
+    def metadata(self) -> Dict[str, Any]:
+        """File metadata as a dict (insertion order kept)."""
+        return self._f.metadata()
+
+    @property
+    def chunks(self) -> List[Dict[str, Any]]:
+        """Opaque chunks (not tensors): name, kind, len, offset, encoding…"""
+        return self._f.chunks()
+
+    @property
+    def warnings(self) -> List[str]:
+        return self._f.warnings
+
+    def chunk(self, name: str) -> bytes:
+        """One opaque chunk's decoded bytes."""
+        return self._f.chunk(name)
+
+    def verify(
+        self,
+        *,
+        hmac_key: Union[bytes, str, None] = None,
+        public_key: Optional[bytes] = None,
+        control_only: bool = False,
+        tensors: Optional[Sequence[str]] = None,
+    ) -> VerifyReport:
+        """Runs every integrity layer the format has (checksums, hashes, HMAC,
+        signatures, ECC) and reports each check. Never raises for a failed check."""
+        if isinstance(hmac_key, str):
+            hmac_key = hmac_key.encode()
+        r = self._f.verify(
+            hmac_key=hmac_key,
+            public_key=public_key,
+            control_only=control_only,
+            tensors=list(tensors) if tensors is not None else None,
+        )
+        return VerifyReport(r["ok"], [Check(**c) for c in r["checks"]], r["warnings"])
+
+    def convert(self, path: PathLike, format: Optional[str] = None, **options: Any) -> SaveReport:
+        """Writes this whole file (tensors, metadata, opaque chunks) as another format,
+        streaming from the mapped file without going through Python objects. Options
+        are those of :func:`save`; a loss (``cast``, ``densify``, ``drop_metadata``)
+        happens only when its option allows it, and is reported in the notes."""
+        notes, extra = self._f.convert(os.fspath(path), format=format, options=options)
+        return SaveReport(list(notes), [str(p) for p in extra])
+
+    # -- tensors
+    def tensor_info(self, name: str) -> Dict[str, Any]:
+        """A tensor's description: dtype, shape, layout, attrs, storage."""
+        if self._infos is None:
+            self._infos = {i["name"]: i for i in self._f.tensor_infos()}
+        try:
+            return self._infos[name]
+        except KeyError:
+            raise NotFoundError(f"no tensor named {name!r}") from None
+
+    def tensor_infos(self) -> List[Dict[str, Any]]:
+        return [self.tensor_info(n) for n in self._names]
+
+    def get_tensor(self, name: str, *, framework: Optional[str] = None, densify: bool = False) -> Any:
+        """One tensor as a numpy array (or torch tensor with ``framework="pt"``).
+        ``densify=True`` turns sparse tensors into dense arrays."""
+        fw = self._framework if framework is None else _framework(framework)
+        info, parts = self._f.tensor(name, densify=densify)
+        raw = {role: np.asarray(buf) for role, buf in parts}
+        if info["layout"] != "dense":
+            return Tensor._from_raw(info, raw)
+        if fw == "pt":
+            return to_torch(raw["data"], info["dtype"], info["shape"], self._device)
+        return to_numpy(raw["data"], info["dtype"], info["shape"])
+
+    def __getitem__(self, name: str) -> Any:
+        return self.get_tensor(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names if isinstance(name, str) else False
+
+    def keys(self):  # type: ignore[override]
+        return list(self._names)
+
+    def close(self) -> None:
+        """Drops this handle. Arrays already returned stay valid (they keep the map)."""
+        self._f = _Closed()
+
+    def __enter__(self) -> "File":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return repr(self._f)
+
+
+class _Closed:
+    def __getattr__(self, name: str) -> Any:
+        raise ValueError("I/O operation on a closed tessera file")
+
+
+def open(
+    path: PathLike,
+    framework: str = "np",
+    *,
+    device: Any = "cpu",
+    mmap: bool = True,
+    salvage: bool = False,
+    age_identities: Optional[Sequence[str]] = None,
+    age_passphrase: Optional[str] = None,
+) -> File:
+    """Opens a tensor container of any supported format, detected by content (never by
+    extension). The file is memory-mapped unless ``mmap=False``."""
+    native = _tessera.open_file(
+        os.fspath(path),
+        mmap=mmap,
+        salvage=salvage,
+        age_identities=list(age_identities) if age_identities else None,
+        age_passphrase=age_passphrase,
+    )
+    return File(native, framework, device)
+
+
+def load(data: Union[bytes, bytearray, memoryview], framework: str = "np", **kwargs: Any) -> File:
+    """Opens a container held in memory (the bytes are copied once)."""
+    return File(_tessera.open_bytes(bytes(data), **kwargs), framework)
+
+
+def convert(src: PathLike, dst: PathLike, format: Optional[str] = None, **options: Any) -> SaveReport:
+    """Converts a file of any readable format into ``format`` (default: from ``dst``'s
+    extension). See :meth:`File.convert`."""
+    with open(src) as f:
+        return f.convert(dst, format, **options)
+
+
+def save(
+    tensors: Mapping,
+    path: Optional[PathLike] = None,
+    format: Optional[str] = None,
+    metadata: Optional[Mapping] = None,
+    **options: Any,
+) -> Union[SaveReport, bytes]:
+    """Writes a dict of numpy arrays, torch tensors, :class:`Tensor` objects or
+    ``scipy.sparse`` matrices.
+
+    ``format`` is a format name (``safetensors``, ``ztensor``, ``fold``, ``aero``,
+    ``gptrs``, ``wtxt``, ``npz``, …); by default the path's extension decides. With a
+    path the file is written atomically and a :class:`SaveReport` is returned; without
+    one the file's bytes are returned.
+
+    Options (each format uses those it has): ``compression`` ("zstd", "zstd:LEVEL", a
+    level, True/False), ``compression_level``, ``digests`` ("crc32c", "sha256" or a list),
+    ``ecc`` (FOLD parity bytes), ``hmac_key``, ``sign_key`` (32-byte Ed25519 seed or key
+    file path), ``prev``, ``generation``, ``timestamp``, ``build``, ``host``, ``cuda``,
+    ``rows_per_chunk``, ``streaming``, ``fixed_salt``, ``shard_size``,
+    ``tensor_hashes``, ``control_integrity``, ``page_hashes``, ``uuid``,
+    ``zero_base_id``; and the losses a format may need, each explicit: ``cast``,
+    ``densify``, ``drop_metadata``.
+    """
+    if not isinstance(tensors, Mapping):
+        raise InvalidInputError("tensors must be a dict of name -> array")
+    items = []
+    for name, x in tensors.items():
+        if not isinstance(name, str):
+            raise InvalidInputError(f"tensor names must be str, not {type(name).__name__}")
+        items.append(from_array(name, x))
+    notes, extra, data = _tessera.save(
+        items,
+        None if path is None else os.fspath(path),
+        format=format,
+        metadata=dict(metadata) if metadata is not None else None,
+        options=options,
+    )
+    if path is None:
+        return data
+    return SaveReport(list(notes), [str(p) for p in extra])
+
+
+# --- safetensors-compatible safe_open ---------------------------------------------
+
+
+class _Slice:
+    """``safe_open(...).get_slice(name)``: shape and dtype without reading, then
+    ``[...]`` for a sub-array."""
+
+    def __init__(self, owner: "safe_open", name: str) -> None:
+        self._owner = owner
+        self._name = name
+        self._info = owner._file.tensor_info(name)
+
+    def get_shape(self) -> List[int]:
+        return list(self._info["shape"])
+
+    def get_dtype(self) -> str:
+        d = self._info["dtype"]
+        return SAFETENSORS_NAMES.get(d, d.upper())
+
+    def __len__(self) -> int:
+        shape = self._info["shape"]
+        if not shape:
+            raise TypeError("len() of a 0-d tensor")
+        return shape[0]
+
+    def __getitem__(self, index: Any) -> Any:
+        arr = self._owner._file.get_tensor(self._name, framework="np", densify=True)
+        part = np.array(arr[index], copy=True)
+        if self._owner._framework == "pt":
+            raw = np.ascontiguousarray(part).reshape(-1).view(np.uint8)
+            return to_torch(raw, self._info["dtype"], part.shape, self._owner._device)
+        return part
+
+
+class safe_open:
+    """safetensors' ``safe_open``, for every format tessera reads::
+
+        with tessera.safe_open("model.zt", framework="pt") as f:
+            for k in f.keys():
+                t = f.get_tensor(k)
+            part = f.get_slice("embed")[:, :128]
+            meta = f.metadata()
+    """
+
+    def __init__(self, filename: PathLike, framework: str, device: Any = "cpu") -> None:
+        self._framework = _framework(framework)
+        self._device = device
+        self._file = open(filename, self._framework, device=device)
+
+    def keys(self) -> List[str]:
+        """Tensor names, sorted (as safetensors returns them)."""
+        return sorted(self._file.keys())
+
+    def offset_keys(self) -> List[str]:
+        """Tensor names in file order."""
+        return self._file.keys()
+
+    def metadata(self) -> Optional[Dict[str, str]]:
+        """The file metadata as str -> str (non-string values as JSON), or None."""
+        md = self._file.metadata
+        if not md:
+            return None
+        return {k: v if isinstance(v, str) else json.dumps(_jsonable(v)) for k, v in md.items()}
+
+    def get_tensor(self, name: str) -> Any:
+        return self._file.get_tensor(name, densify=True)
+
+    def get_slice(self, name: str) -> _Slice:
+        return _Slice(self, name)
+
+    def __enter__(self) -> "safe_open":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._file.close()
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, bytes):
+        return {"$bytes": v.hex()}
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_jsonable(x) for x in v]
+    return v

@@ -1,0 +1,78 @@
+"""Exceptions raised by tessera.
+
+Every error is a :class:`TesseraError`; the subclass says what kind of problem it is,
+mapped one to one from the Rust library's error kinds. Each instance carries
+
+- ``kind``: the Rust kind's name (``"malformed"``, ``"integrity"``, …),
+- ``format``: the format the error came from (``"safetensors"``) or None,
+- ``subject``: the tensor, chunk or line concerned, or None,
+- ``offset``: the byte offset in the file, or None.
+
+Some classes also derive from the matching built-in exception, so code that already
+catches ``KeyError``, ``ValueError`` or ``OSError`` keeps working.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = [
+    "TesseraError",
+    "FormatError",
+    "UnknownFormatError",
+    "UnsupportedError",
+    "UnsupportedVersionError",
+    "IntegrityError",
+    "LimitError",
+    "InvalidInputError",
+    "NotFoundError",
+    "IoError",
+]
+
+
+class TesseraError(Exception):
+    """Base class of every tessera error."""
+
+    kind: str = "error"
+    format: Optional[str] = None
+    subject: Optional[str] = None
+    offset: Optional[int] = None
+
+
+class FormatError(TesseraError):
+    """The file breaks its format's spec (malformed, truncated, inconsistent)."""
+
+
+class UnknownFormatError(FormatError):
+    """The bytes match no known format."""
+
+
+class UnsupportedError(TesseraError):
+    """A valid request tessera does not support (a format not implemented, a lossy
+    conversion without the option that allows it, …)."""
+
+
+class UnsupportedVersionError(UnsupportedError):
+    """The format is known but this version of it is not supported."""
+
+
+class IntegrityError(TesseraError):
+    """A checksum, hash, HMAC or signature does not match."""
+
+
+class LimitError(TesseraError):
+    """A number in the file exceeds one of tessera's limits."""
+
+
+class InvalidInputError(TesseraError, ValueError):
+    """The caller's input is invalid (bad option, bad tensor data)."""
+
+
+class NotFoundError(TesseraError, KeyError):
+    """A named tensor or chunk does not exist."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return Exception.__str__(self)
+
+
+class IoError(TesseraError, OSError):
+    """An operating-system I/O error."""

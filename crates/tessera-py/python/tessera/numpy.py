@@ -1,0 +1,66 @@
+"""Drop-in for ``safetensors.numpy``, for every format tessera reads and writes.
+
+``load_file``/``load`` return numpy arrays that borrow the memory-mapped file (read-only,
+no copy) when the format stores tensors raw; decoded tensors are owned and writable.
+``save_file`` picks the format from the file extension (``.safetensors``, ``.zt``,
+``.fold``, ``.aero``, …) or ``format=``, defaulting to safetensors for unknown
+extensions; extra keyword options are those of :func:`tessera.save`.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Optional, Union
+
+import numpy as np
+
+from . import _tessera
+from . import load as _load_bytes
+from . import open as _open
+from . import save as _save
+
+__all__ = ["save", "save_file", "load", "load_file"]
+
+
+def _format_for(filename: Union[str, "os.PathLike[str]"], format: Optional[str]) -> str:
+    if format is not None:
+        return format
+    ext = os.path.splitext(os.fspath(filename))[1].lstrip(".").lower()
+    for f in _tessera.formats():
+        if ext in f["extensions"] and f["writable"]:
+            return f["name"]
+    return "safetensors"
+
+
+def save(
+    tensor_dict: Dict[str, np.ndarray],
+    metadata: Optional[Dict[str, str]] = None,
+    *,
+    format: str = "safetensors",
+    **options: Any,
+) -> bytes:
+    """Serializes to bytes (safetensors unless ``format=`` says otherwise)."""
+    return _save(tensor_dict, None, format=format, metadata=metadata, **options)  # type: ignore[return-value]
+
+
+def save_file(
+    tensor_dict: Dict[str, np.ndarray],
+    filename: Union[str, "os.PathLike[str]"],
+    metadata: Optional[Dict[str, str]] = None,
+    *,
+    format: Optional[str] = None,
+    **options: Any,
+) -> None:
+    """Writes a file atomically (format from ``format=`` or the extension)."""
+    _save(tensor_dict, filename, format=_format_for(filename, format), metadata=metadata, **options)
+
+
+def load(data: bytes) -> Dict[str, np.ndarray]:
+    """Deserializes bytes of any supported format."""
+    f = _load_bytes(data)
+    return {k: f.get_tensor(k, densify=True) for k in f}
+
+
+def load_file(filename: Union[str, "os.PathLike[str]"]) -> Dict[str, np.ndarray]:
+    """Loads every tensor of a file of any supported format (zero-copy where stored raw)."""
+    f = _open(filename)
+    return {k: f.get_tensor(k, densify=True) for k in f}

@@ -1,0 +1,22 @@
+from os import PathLike
+from typing import Any, Dict, Optional, Union
+
+import numpy as np
+
+def save(
+    tensor_dict: Dict[str, np.ndarray],
+    metadata: Optional[Dict[str, str]] = None,
+    *,
+    format: str = "safetensors",
+    **options: Any,
+) -> bytes: ...
+def save_file(
+    tensor_dict: Dict[str, np.ndarray],
+    filename: Union[str, PathLike[str]],
+    metadata: Optional[Dict[str, str]] = None,
+    *,
+    format: Optional[str] = None,
+    **options: Any,
+) -> None: ...
+def load(data: bytes) -> Dict[str, np.ndarray]: ...
+def load_file(filename: Union[str, PathLike[str]]) -> Dict[str, np.ndarray]: ...

@@ -1,0 +1,337 @@
+//! `_tessera.File`: an opened container, any format, detected by content.
+//!
+//! Descriptions (tensor infos, metadata, chunks) are copied out once at open; tensor
+//! bytes are fetched on demand with the GIL released, and come back as [`Buffer`]s that
+//! borrow the mapped file when the format stores them raw.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use tessera::{
+    ChunkInfo, Container, FileData, Layout, Metadata, ReadOptions, TensorInfo, TensorSource,
+    VerifyOptions,
+};
+
+use crate::owner::{Buffer, Opened, PartBytes, Shared};
+use crate::values::{map_to_py, IntoPy};
+
+/// A tensor handed to Python: its description and its parts.
+type TensorOut<'py> = (Bound<'py, PyDict>, Vec<(String, Buffer)>);
+
+/// An opened tensor container.
+#[pyclass(frozen, module = "tessera._tessera", name = "File")]
+pub struct File {
+    shared: Arc<Shared>,
+    format: &'static str,
+    title: &'static str,
+    version: String,
+    path: Option<PathBuf>,
+    infos: Vec<TensorInfo>,
+    metadata: Metadata,
+    chunks: Vec<ChunkInfo>,
+    warnings: Vec<String>,
+    mapped: bool,
+}
+
+fn open_data(data: FileData, opts: &ReadOptions, path: Option<PathBuf>) -> tessera::Result<File> {
+    let mapped = data.is_mapped();
+    let opened = Opened::try_new(data, |d| tessera::open(d, opts))?;
+    let shared = Arc::new(Shared::new(opened));
+    let file = shared.with(|c: &dyn Container| File {
+        shared: shared.clone(),
+        format: c.format().name(),
+        title: c.format().title(),
+        version: c.version(),
+        path,
+        infos: c.tensor_infos().to_vec(),
+        metadata: c.metadata().clone(),
+        chunks: c.chunks().to_vec(),
+        warnings: c.warnings(),
+        mapped,
+    });
+    Ok(file)
+}
+
+fn read_options(
+    salvage: bool,
+    age_identities: Option<Vec<String>>,
+    age_passphrase: Option<String>,
+    path: Option<PathBuf>,
+) -> ReadOptions {
+    ReadOptions {
+        salvage,
+        age_identities: age_identities.unwrap_or_default(),
+        age_passphrase,
+        path,
+        ..ReadOptions::default()
+    }
+}
+
+/// A container seen as a plain [`TensorSource`] (no trait upcasting: MSRV 1.80).
+struct AsSource<'c>(&'c dyn Container);
+
+impl TensorSource for AsSource<'_> {
+    fn metadata(&self) -> &Metadata {
+        self.0.metadata()
+    }
+    fn tensor_infos(&self) -> &[TensorInfo] {
+        self.0.tensor_infos()
+    }
+    fn tensor(&self, name: &str) -> tessera::Result<tessera::TensorView<'_>> {
+        self.0.tensor(name)
+    }
+    fn chunks(&self) -> &[ChunkInfo] {
+        self.0.chunks()
+    }
+    fn chunk(&self, name: &str) -> tessera::Result<std::borrow::Cow<'_, [u8]>> {
+        self.0.chunk(name)
+    }
+    fn source_format(&self) -> Option<tessera::Format> {
+        self.0.source_format()
+    }
+}
+
+/// Opens a file (memory-mapped unless `mmap=False`), detecting the format by content.
+#[pyfunction]
+#[pyo3(signature = (path, *, mmap=true, salvage=false, age_identities=None, age_passphrase=None))]
+pub fn open_file(
+    py: Python<'_>,
+    path: PathBuf,
+    mmap: bool,
+    salvage: bool,
+    age_identities: Option<Vec<String>>,
+    age_passphrase: Option<String>,
+) -> PyResult<File> {
+    let opts = read_options(salvage, age_identities, age_passphrase, Some(path.clone()));
+    py.detach(|| {
+        let data = if mmap {
+            FileData::open(&path)?
+        } else {
+            FileData::read(&path)?
+        };
+        open_data(data, &opts, Some(path.clone()))
+    })
+    .py()
+}
+
+/// Opens bytes already in memory (they are copied once).
+#[pyfunction]
+#[pyo3(signature = (data, *, salvage=false, age_identities=None, age_passphrase=None))]
+pub fn open_bytes(
+    py: Python<'_>,
+    data: &[u8],
+    salvage: bool,
+    age_identities: Option<Vec<String>>,
+    age_passphrase: Option<String>,
+) -> PyResult<File> {
+    let opts = read_options(salvage, age_identities, age_passphrase, None);
+    py.detach(|| open_data(FileData::Owned(data.to_vec()), &opts, None))
+        .py()
+}
+
+/// A tensor description as a dict.
+pub fn info_to_py<'py>(py: Python<'py>, info: &TensorInfo) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("name", &info.name)?;
+    d.set_item("dtype", info.dtype.name())?;
+    d.set_item("shape", info.shape.clone())?;
+    d.set_item("layout", info.layout.name())?;
+    d.set_item("attrs", map_to_py(py, &info.attrs)?)?;
+    let s = PyDict::new(py);
+    s.set_item("offset", info.storage.offset)?;
+    s.set_item("stored_bytes", info.storage.stored_bytes)?;
+    s.set_item("encoding", &info.storage.encoding)?;
+    s.set_item("digests", info.storage.digests.clone())?;
+    d.set_item("storage", s)?;
+    Ok(d)
+}
+
+fn chunk_to_py<'py>(py: Python<'py>, c: &ChunkInfo) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("name", &c.name)?;
+    d.set_item("kind", &c.kind)?;
+    d.set_item("len", c.len)?;
+    d.set_item("offset", c.storage.offset)?;
+    d.set_item("stored_bytes", c.storage.stored_bytes)?;
+    d.set_item("encoding", &c.storage.encoding)?;
+    d.set_item("holds_tensors", c.holds_tensors)?;
+    Ok(d)
+}
+
+#[pymethods]
+impl File {
+    /// The format's short name (`safetensors`, `ztensor`, …).
+    #[getter]
+    fn format(&self) -> &'static str {
+        self.format
+    }
+    /// The format's title with version (`zTensor v1.0`).
+    #[getter]
+    fn title(&self) -> &'static str {
+        self.title
+    }
+    /// The version the file states.
+    #[getter]
+    fn version(&self) -> &str {
+        &self.version
+    }
+    /// The path it was opened from, if any.
+    #[getter]
+    fn path(&self) -> Option<PathBuf> {
+        self.path.clone()
+    }
+    /// True when the bytes are memory-mapped.
+    #[getter]
+    fn mapped(&self) -> bool {
+        self.mapped
+    }
+    /// Non-fatal observations made while opening.
+    #[getter]
+    fn warnings(&self) -> Vec<String> {
+        self.warnings.clone()
+    }
+    /// File metadata as a dict.
+    fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        map_to_py(py, &self.metadata)
+    }
+    /// Tensor names in file order.
+    fn names(&self) -> Vec<String> {
+        self.infos.iter().map(|i| i.name.clone()).collect()
+    }
+    /// Every tensor's description, in file order.
+    fn tensor_infos<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let items = self
+            .infos
+            .iter()
+            .map(|i| info_to_py(py, i))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, items)
+    }
+    /// Opaque chunks' descriptions, in file order.
+    fn chunks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let items = self
+            .chunks
+            .iter()
+            .map(|c| chunk_to_py(py, c))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, items)
+    }
+    /// One chunk's decoded bytes.
+    fn chunk<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = py
+            .detach(|| self.shared.with(|c| c.chunk(name).map(|b| b.into_owned())))
+            .py()?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// One tensor: `(info, [(role, Buffer), …])`. Parts borrow the mapped file when the
+    /// format stores them raw; `densify=True` turns a sparse tensor into a dense one.
+    #[pyo3(signature = (name, *, densify=false))]
+    fn tensor<'py>(&self, py: Python<'py>, name: &str, densify: bool) -> PyResult<TensorOut<'py>> {
+        let shared = &self.shared;
+        let (info, parts) = py
+            .detach(|| {
+                shared.with(|c| {
+                    let mut v = c.tensor(name)?;
+                    if densify && matches!(v.info.layout, Layout::SparseCsr | Layout::SparseCoo) {
+                        v = tessera::sparse::densify(v)?;
+                    }
+                    let parts: Vec<(String, PartBytes)> = v
+                        .parts
+                        .into_iter()
+                        .map(|p| (p.role, PartBytes::from_cow(shared, p.bytes)))
+                        .collect();
+                    Ok::<_, tessera::Error>((v.info, parts))
+                })
+            })
+            .py()?;
+        let parts = parts
+            .into_iter()
+            .map(|(role, b)| (role, b.into_buffer(shared)))
+            .collect();
+        Ok((info_to_py(py, &info)?, parts))
+    }
+
+    /// Runs every integrity layer the format has. Returns
+    /// `{"ok": bool, "checks": [{subject, layer, status, detail}], "warnings": [...]}`.
+    #[pyo3(signature = (*, hmac_key=None, public_key=None, control_only=false, tensors=None))]
+    fn verify<'py>(
+        &self,
+        py: Python<'py>,
+        hmac_key: Option<Vec<u8>>,
+        public_key: Option<Vec<u8>>,
+        control_only: bool,
+        tensors: Option<Vec<String>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let public_key = match public_key {
+            None => None,
+            Some(k) => Some(<[u8; 32]>::try_from(k.as_slice()).map_err(|_| {
+                crate::values::to_py_err(tessera::Error::invalid_input(format!(
+                    "public_key must be 32 bytes, got {}",
+                    k.len()
+                )))
+            })?),
+        };
+        let opts = VerifyOptions {
+            hmac_key,
+            public_key,
+            control_only,
+            tensors: tensors.unwrap_or_default(),
+            path: self.path.clone(),
+        };
+        let report = py.detach(|| self.shared.with(|c| c.verify(&opts)));
+        let d = PyDict::new(py);
+        d.set_item("ok", report.is_ok())?;
+        let checks = PyList::empty(py);
+        for c in &report.checks {
+            let cd = PyDict::new(py);
+            cd.set_item("subject", &c.subject)?;
+            cd.set_item("layer", &c.layer)?;
+            cd.set_item("status", c.status.name())?;
+            cd.set_item("detail", &c.detail)?;
+            checks.append(cd)?;
+        }
+        d.set_item("checks", checks)?;
+        d.set_item("warnings", report.warnings.clone())?;
+        Ok(d)
+    }
+
+    /// Converts the whole file (tensors, metadata, opaque chunks) into another format at
+    /// `path`, streaming tensor by tensor with the GIL released. Returns the notes of what
+    /// was cast, densified or dropped (each only when its option allows it).
+    #[pyo3(signature = (path, *, format=None, options=None))]
+    fn convert<'py>(
+        &self,
+        py: Python<'py>,
+        path: PathBuf,
+        format: Option<&str>,
+        options: Option<Bound<'py, PyDict>>,
+    ) -> PyResult<(Vec<String>, Vec<PathBuf>)> {
+        let format = crate::save::resolve_format(format, Some(&path))?;
+        let (wopts, copts) = crate::save::parse_options(options.as_ref())?;
+        let report = py
+            .detach(|| {
+                self.shared.with(|c| {
+                    tessera::convert::convert_file(&AsSource(c), format, &path, copts, &wopts)
+                })
+            })
+            .py()?;
+        Ok((report.notes, report.extra_files))
+    }
+
+    fn __repr__(&self) -> String {
+        let path = self
+            .path
+            .as_ref()
+            .map(|p| format!(" {:?}", p.display().to_string()))
+            .unwrap_or_default();
+        format!(
+            "<tessera.File{path} {} {}, {} tensors>",
+            self.title,
+            self.version,
+            self.infos.len()
+        )
+    }
+}

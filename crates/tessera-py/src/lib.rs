@@ -1,0 +1,107 @@
+//! The native part of the `tessera` Python package (`tessera._tessera`).
+//!
+//! Thin: it opens files ([`file`]), hands tensor bytes to numpy without a copy
+//! ([`owner`], the only module with `unsafe`), writes tensors ([`save`]) and maps
+//! errors and metadata ([`values`]). The Python layer (`python/tessera/`) turns the
+//! buffers into numpy arrays or torch tensors and provides the safetensors-style API.
+
+mod file;
+mod owner;
+mod save;
+mod values;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use tessera::convert::MetadataSupport;
+use tessera::{DType, Format};
+
+/// Every format Tessera knows: name, title, extensions, whether it can be read and
+/// written today, and what it can hold.
+#[pyfunction]
+fn formats(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
+    let out = PyList::empty(py);
+    for f in Format::ALL {
+        let d = PyDict::new(py);
+        d.set_item("name", f.name())?;
+        d.set_item("title", f.title())?;
+        d.set_item("extensions", f.extensions().to_vec())?;
+        d.set_item("readable", f.can_read())?;
+        d.set_item("writable", f.can_write())?;
+        if let Some(c) = tessera::convert::capabilities(f) {
+            d.set_item(
+                "dtypes",
+                c.dtypes.iter().map(|d| d.name()).collect::<Vec<_>>(),
+            )?;
+            d.set_item("sparse", c.sparse)?;
+            d.set_item("other_layouts", c.other_layouts)?;
+            d.set_item(
+                "metadata",
+                match c.metadata {
+                    MetadataSupport::None => "none",
+                    MetadataSupport::Strings => "strings",
+                    MetadataSupport::Tree => "tree",
+                },
+            )?;
+            d.set_item("chunks", c.chunks)?;
+            d.set_item("compression", c.compression.to_vec())?;
+            d.set_item("integrity", c.integrity.to_vec())?;
+            d.set_item("zero_copy", c.zero_copy)?;
+        }
+        out.append(d)?;
+    }
+    Ok(out)
+}
+
+/// Canonical dtype names with their element sizes.
+#[pyfunction]
+fn dtypes() -> Vec<(&'static str, usize)> {
+    DType::ALL.iter().map(|d| (d.name(), d.size())).collect()
+}
+
+/// The canonical name of a dtype name or alias (`float32` → `f32`).
+#[pyfunction]
+fn canonical_dtype(name: &str) -> PyResult<&'static str> {
+    use values::IntoPy;
+    DType::parse(name).map(DType::name).py()
+}
+
+/// The format a file's first bytes announce, or None.
+#[pyfunction]
+fn detect(head: &[u8]) -> Option<&'static str> {
+    Format::detect(head).map(Format::name)
+}
+
+/// The Ed25519 public key (32 bytes) of a secret key seed (32 bytes), for
+/// `File.verify(public_key=…)` on files saved with `sign_key=`.
+#[pyfunction]
+fn public_key(py: Python<'_>, secret: Vec<u8>) -> PyResult<Bound<'_, pyo3::types::PyBytes>> {
+    use values::IntoPy;
+    let seed = <[u8; 32]>::try_from(secret.as_slice())
+        .map_err(|_| {
+            tessera::Error::invalid_input(format!(
+                "an Ed25519 secret key is 32 bytes, got {}",
+                secret.len()
+            ))
+        })
+        .py()?;
+    Ok(pyo3::types::PyBytes::new(
+        py,
+        &tessera::util::keys::public_key(&seed),
+    ))
+}
+
+#[pymodule]
+fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<file::File>()?;
+    m.add_class::<owner::Buffer>()?;
+    m.add_function(wrap_pyfunction!(file::open_file, m)?)?;
+    m.add_function(wrap_pyfunction!(file::open_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(save::save, m)?)?;
+    m.add_function(wrap_pyfunction!(formats, m)?)?;
+    m.add_function(wrap_pyfunction!(dtypes, m)?)?;
+    m.add_function(wrap_pyfunction!(canonical_dtype, m)?)?;
+    m.add_function(wrap_pyfunction!(detect, m)?)?;
+    m.add_function(wrap_pyfunction!(public_key, m)?)?;
+    Ok(())
+}

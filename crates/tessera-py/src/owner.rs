@@ -1,0 +1,243 @@
+//! Keeping a file's bytes alive for as long as Python holds arrays into them.
+//!
+//! This is the one module of the extension with `unsafe` (one `impl Send`), and the one
+//! place where raw pointers are handed to numpy. The pieces:
+//!
+//! - [`Opened`]: the file's bytes ([`FileData`], usually a read-only mmap) and the
+//!   [`Container`] parsed from them, which borrows them. `self_cell` ties the two
+//!   together without `unsafe` of ours.
+//! - [`Shared`]: an `Opened` behind a mutex, shared (`Arc`) by the Python `File` object
+//!   and by every [`Buffer`] that points into the mapping.
+//! - [`Buffer`]: a Python object exposing numpy's `__array_interface__` over either a
+//!   range of the mapped file (read-only, zero-copy; it holds the `Arc<Shared>` so the
+//!   map outlives every array) or a decoded buffer it owns (writable). `np.asarray(buf)`
+//!   makes the array; numpy keeps `buf` as the array's `base`, so the bytes live exactly
+//!   as long as the last array or view of them.
+//!
+//! `__array_interface__` rather than the buffer protocol: the extension is built once for
+//! every CPython ≥ 3.9 (abi3), and the buffer protocol is only in the limited API from 3.11.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use tessera::{Container, FileData};
+
+type DynContainer<'a> = Box<dyn Container + 'a>;
+
+self_cell::self_cell!(
+    /// An opened file: its bytes and the container parsed from them.
+    pub struct Opened {
+        owner: FileData,
+        #[not_covariant]
+        dependent: DynContainer,
+    }
+);
+
+/// [`Opened`] made `Send`, so that a mutex can make it `Sync` and the GIL can be released
+/// while a container decodes, hashes or decompresses.
+pub struct SendOpened(Opened);
+
+// SAFETY: `Container` has no `Send` bound, so a format's container *could* hold `!Send`
+// state (an `Rc`, a `Cell` cache). Moving such a value to another thread is sound when no
+// other handle to that state lives outside it and it is never used from two threads at
+// once. Both hold here: the container is reached only through `Shared::lock` (a mutex,
+// one thread at a time), and everything it hands out through the `Container` /
+// `TensorSource` API (`TensorView`, `TensorInfo`, `Metadata`, `ChunkInfo`,
+// `VerifyReport`, `Cow<[u8]>`) is plain owned data or a borrow of the file's bytes,
+// never a handle to its internal state. The bytes (`FileData`: an mmap or a `Vec`) are
+// themselves `Send + Sync`.
+#[allow(unsafe_code)]
+unsafe impl Send for SendOpened {}
+
+/// An opened file shared between the `File` object and the arrays borrowing its bytes.
+pub struct Shared {
+    inner: Mutex<SendOpened>,
+    /// Address and length of the file's bytes (stable: an mmap, or a heap buffer that is
+    /// never resized), to tell zero-copy borrows from decoded buffers.
+    base: usize,
+    len: usize,
+}
+
+impl Shared {
+    /// Wraps an opened file.
+    pub fn new(opened: Opened) -> Shared {
+        let (base, len) = {
+            let d: &[u8] = opened.borrow_owner();
+            (d.as_ptr() as usize, d.len())
+        };
+        Shared {
+            inner: Mutex::new(SendOpened(opened)),
+            base,
+            len,
+        }
+    }
+
+    /// Runs `f` on the container. Call it with the GIL released (`py.detach`): the lock
+    /// may wait for another thread's long decode.
+    pub fn with<R>(&self, f: impl FnOnce(&dyn Container) -> R) -> R {
+        let guard: MutexGuard<'_, SendOpened> =
+            self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        guard.0.with_dependent(|_, c| f(c.as_ref()))
+    }
+
+    /// The offset of `bytes` in the file when they are a sub-slice of its mapping.
+    pub fn offset_of(&self, bytes: &[u8]) -> Option<usize> {
+        let p = bytes.as_ptr() as usize;
+        let off = p.checked_sub(self.base)?;
+        (off.checked_add(bytes.len())? <= self.len).then_some(off)
+    }
+}
+
+/// Where a part's bytes are.
+pub enum PartBytes {
+    /// A range of the file's mapping (zero-copy).
+    Mapped { offset: usize, len: usize },
+    /// Decoded bytes.
+    Owned(Vec<u8>),
+}
+
+impl PartBytes {
+    /// Classifies a part: a borrow of the file becomes a range, anything else a copy
+    /// (owned bytes are moved, not copied).
+    pub fn from_cow(shared: &Shared, bytes: std::borrow::Cow<'_, [u8]>) -> PartBytes {
+        match bytes {
+            std::borrow::Cow::Borrowed(b) => match shared.offset_of(b) {
+                Some(offset) => PartBytes::Mapped {
+                    offset,
+                    len: b.len(),
+                },
+                None => PartBytes::Owned(b.to_vec()),
+            },
+            std::borrow::Cow::Owned(v) => PartBytes::Owned(v),
+        }
+    }
+
+    /// Makes the Python buffer object.
+    pub fn into_buffer(self, shared: &Arc<Shared>) -> Buffer {
+        match self {
+            PartBytes::Mapped { offset, len } => Buffer {
+                ptr: shared.base + offset,
+                len,
+                writable: false,
+                _keep: Keep::File(shared.clone()),
+            },
+            PartBytes::Owned(mut v) => Buffer {
+                ptr: v.as_mut_ptr() as usize,
+                len: v.len(),
+                writable: true,
+                _keep: Keep::Owned(v),
+            },
+        }
+    }
+}
+
+enum Keep {
+    // Both are held only to keep the memory `ptr` points into alive.
+    File(#[allow(dead_code)] Arc<Shared>),
+    Owned(#[allow(dead_code)] Vec<u8>),
+}
+
+/// Bytes numpy can wrap without a copy (`np.asarray(buffer)` gives a 1-D `uint8` array).
+#[pyclass(frozen, module = "tessera._tessera")]
+pub struct Buffer {
+    // The pointer is valid for `len` bytes for as long as `_keep` lives: `_keep` holds
+    // either the file's mapping (never unmapped while an `Arc<Shared>` exists, never
+    // written) or the Vec the pointer was taken from (never touched again by Rust, so
+    // numpy may write into it when `writable`).
+    ptr: usize,
+    len: usize,
+    writable: bool,
+    _keep: Keep,
+}
+
+#[pymethods]
+impl Buffer {
+    /// numpy's array interface (version 3): a 1-D `uint8` array over the bytes.
+    #[getter]
+    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("version", 3)?;
+        d.set_item("shape", PyTuple::new(py, [self.len])?)?;
+        d.set_item("typestr", "|u1")?;
+        d.set_item("data", (self.ptr, !self.writable))?;
+        Ok(d)
+    }
+
+    /// Number of bytes.
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    /// True when the bytes are a range of the mapped file (zero-copy, read-only).
+    #[getter]
+    fn borrowed(&self) -> bool {
+        matches!(self._keep, Keep::File(_))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<tessera buffer of {} bytes, {}>",
+            self.len,
+            if self.borrowed() {
+                "borrowed from the mapped file"
+            } else {
+                "owned"
+            }
+        )
+    }
+}
+
+/// The bytes of a Python object handed to `save`: a `bytes` object, or a C-contiguous
+/// 1-D `uint8` numpy array (a real `numpy.ndarray`, whose `__array_interface__` numpy
+/// itself fills in), which is read in place, without a copy.
+///
+/// The slice lives as long as the borrow of `obj`, which keeps the array (and so its
+/// memory) alive: numpy refuses to resize an array that others reference. Another Python
+/// thread that writes into the array while `save` runs with the GIL released makes the
+/// output hold a mix of old and new values, as with any zero-copy writer (numpy's own
+/// `tofile`, safetensors); that is the caller's race, documented in `tessera.save`.
+pub fn object_bytes<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+    use pyo3::exceptions::PyTypeError;
+    use pyo3::types::PyBytes;
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(b.as_bytes());
+    }
+    let bad =
+        || PyTypeError::new_err("tensor data must be bytes or a C-contiguous 1-D uint8 array");
+    // Only numpy's own arrays: an arbitrary object could describe any address.
+    let ndarray = obj.py().import("numpy")?.getattr("ndarray")?;
+    if !obj.is_instance(&ndarray)? {
+        return Err(bad());
+    }
+    let ai = obj.getattr("__array_interface__").map_err(|_| bad())?;
+    let ai = ai.cast::<PyDict>().map_err(|_| bad())?;
+    let typestr: String = ai.get_item("typestr")?.ok_or_else(bad)?.extract()?;
+    let shape: Vec<usize> = ai.get_item("shape")?.ok_or_else(bad)?.extract()?;
+    let strides_ok = match ai.get_item("strides")? {
+        None => true,
+        Some(s) if s.is_none() => true,
+        Some(s) => s.extract::<Vec<isize>>().map(|v| v == [1]).unwrap_or(false),
+    };
+    let has_offset = ai.get_item("offset")?.is_some_and(|o| !o.is_none());
+    if typestr != "|u1" || shape.len() != 1 || !strides_ok || has_offset {
+        return Err(bad());
+    }
+    let (ptr, _readonly): (usize, bool) = ai.get_item("data")?.ok_or_else(bad)?.extract()?;
+    let len = shape[0];
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if ptr == 0 {
+        return Err(bad());
+    }
+    #[allow(unsafe_code)]
+    // SAFETY: numpy's array interface promises `len` contiguous bytes (1-D, itemsize 1,
+    // unit stride, checked above) at `ptr`, valid while the array lives; `obj` keeps it
+    // alive for the returned lifetime and numpy will not resize or free a referenced
+    // array. Rust only reads the bytes. Concurrent writes from another Python thread are
+    // the caller's race (see above): they can change the values written, never the
+    // memory's validity.
+    let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+    Ok(bytes)
+}

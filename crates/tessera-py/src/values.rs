@@ -1,0 +1,146 @@
+//! Conversions between Tessera's values and Python's: errors to the exception classes
+//! of `tessera.errors`, metadata trees to dicts and back.
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{
+    PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple,
+};
+use tessera::{ErrorKind, Map, Value};
+
+/// The exception class of `tessera.errors` for a kind.
+fn class_name(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Io => "IoError",
+        ErrorKind::UnknownFormat => "UnknownFormatError",
+        ErrorKind::UnsupportedVersion => "UnsupportedVersionError",
+        ErrorKind::Malformed => "FormatError",
+        ErrorKind::Integrity => "IntegrityError",
+        ErrorKind::LimitExceeded => "LimitError",
+        ErrorKind::Unsupported => "UnsupportedError",
+        ErrorKind::InvalidInput => "InvalidInputError",
+        ErrorKind::NotFound => "NotFoundError",
+    }
+}
+
+/// Converts a Tessera error to an instance of its `tessera.errors` class, with the
+/// attributes `kind`, `format`, `subject` and `offset` set.
+pub fn to_py_err(e: tessera::Error) -> PyErr {
+    Python::attach(|py| match make_exception(py, &e) {
+        Ok(err) => err,
+        Err(import_failed) => PyRuntimeError::new_err(format!(
+            "{e} (and tessera.errors could not be imported: {import_failed})"
+        )),
+    })
+}
+
+fn make_exception(py: Python<'_>, e: &tessera::Error) -> PyResult<PyErr> {
+    let module = py.import("tessera.errors")?;
+    let class = module.getattr(class_name(e.kind()))?;
+    let exc = class.call1((e.to_string(),))?;
+    exc.setattr("kind", e.kind().name())?;
+    exc.setattr("format", e.format())?;
+    exc.setattr("subject", e.subject())?;
+    exc.setattr("offset", e.offset())?;
+    Ok(PyErr::from_value(exc))
+}
+
+/// `Result<T, tessera::Error>` → `PyResult<T>`.
+pub trait IntoPy<T> {
+    /// Maps the error.
+    fn py(self) -> PyResult<T>;
+}
+
+impl<T> IntoPy<T> for tessera::Result<T> {
+    fn py(self) -> PyResult<T> {
+        self.map_err(to_py_err)
+    }
+}
+
+/// A metadata value as a Python object: ints, floats, strings, bytes, lists and dicts
+/// (insertion order kept).
+pub fn value_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Int(i) => i.into_pyobject(py)?.into_any(),
+        Value::Float(f) => PyFloat::new(py, *f).into_any(),
+        Value::Str(s) => PyString::new(py, s).into_any(),
+        Value::Bytes(b) => PyBytes::new(py, b).into_any(),
+        Value::List(l) => {
+            let items = l
+                .iter()
+                .map(|x| value_to_py(py, x))
+                .collect::<PyResult<Vec<_>>>()?;
+            PyList::new(py, items)?.into_any()
+        }
+        Value::Map(m) => map_to_py(py, m)?.into_any(),
+    })
+}
+
+/// A metadata map as a dict.
+pub fn map_to_py<'py>(py: Python<'py>, m: &Map) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in m.iter() {
+        d.set_item(k, value_to_py(py, v)?)?;
+    }
+    Ok(d)
+}
+
+/// A Python object as a metadata value. Accepts None, bool, int, float, str, bytes,
+/// lists/tuples and dicts with string keys, nested up to 64 levels.
+pub fn py_to_value(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
+    if depth > 64 {
+        return Err(PyTypeError::new_err("metadata nests deeper than 64 levels"));
+    }
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        let i: i128 = obj
+            .extract()
+            .map_err(|_| PyTypeError::new_err("metadata integer does not fit in 128 bits"))?;
+        return Ok(Value::Int(i));
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return Ok(Value::Float(f.value()));
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(Value::Str(s.to_cow()?.into_owned()));
+    }
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(Value::Bytes(b.as_bytes().to_vec()));
+    }
+    if let Ok(b) = obj.cast::<PyByteArray>() {
+        return Ok(Value::Bytes(b.to_vec()));
+    }
+    if let Ok(d) = obj.cast::<PyDict>() {
+        return Ok(Value::Map(dict_to_map(d, depth + 1)?));
+    }
+    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        let mut out = Vec::new();
+        for item in obj.try_iter()? {
+            out.push(py_to_value(&item?, depth + 1)?);
+        }
+        return Ok(Value::List(out));
+    }
+    Err(PyTypeError::new_err(format!(
+        "metadata values must be None, bool, int, float, str, bytes, list or dict, not {}",
+        obj.get_type().name()?
+    )))
+}
+
+/// A dict with string keys as a metadata map.
+pub fn dict_to_map(d: &Bound<'_, PyDict>, depth: usize) -> PyResult<Map> {
+    let mut m = Map::new();
+    for (k, v) in d.iter() {
+        let key: String = k
+            .extract()
+            .map_err(|_| PyTypeError::new_err("metadata keys must be strings"))?;
+        m.insert(key, py_to_value(&v, depth)?);
+    }
+    Ok(m)
+}
