@@ -215,8 +215,14 @@ impl FoldFile<'_> {
                 Ok(_) => r.ok(&subject, layer),
                 Err(err) => r.failed(&subject, layer, err.message().to_string()),
             }
-            if let Some((_, why)) = self.damaged.iter().find(|(d, _)| *d == i) {
-                r.failed(&subject, "payload", why.clone());
+            if let Some((_, err)) = self.damaged.iter().find(|(d, _)| *d == i) {
+                // An array type we do not read is not damage.
+                let status = if err.kind() == crate::error::ErrorKind::Unsupported {
+                    Status::NotChecked
+                } else {
+                    Status::Failed
+                };
+                r.push(&subject, "payload", status, Some(err.to_string()));
             }
         }
         r

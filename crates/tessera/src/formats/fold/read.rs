@@ -51,8 +51,7 @@ pub struct FoldFile<'d> {
     srcs: Vec<TensorSrc>,
     pub(super) warnings: Vec<String>,
     /// Chunks whose tensors could not be listed, and why (reported by verify).
-    pub(super) damaged: Vec<(usize, String)>,
-    damaged_err: Vec<Error>,
+    pub(super) damaged: Vec<(usize, Error)>,
 }
 
 impl<'d> FoldFile<'d> {
@@ -166,7 +165,6 @@ impl<'d> FoldFile<'d> {
             srcs: Vec::new(),
             warnings,
             damaged: Vec::new(),
-            damaged_err: Vec::new(),
         };
         f.list_contents();
         Ok(f)
@@ -186,8 +184,7 @@ impl<'d> FoldFile<'d> {
                 Err(err) => {
                     let msg = format!("{}: tensors not readable: {err}", self.entries[i].subject());
                     self.warnings.push(msg.clone());
-                    self.damaged.push((i, err.to_string()));
-                    self.damaged_err.push(err);
+                    self.damaged.push((i, err));
                     false
                 }
             };
@@ -388,7 +385,7 @@ impl<'d> FoldFile<'d> {
     pub fn tensor_view(&self, name: &str) -> Result<TensorView<'d>> {
         let Some(t) = self.infos.iter().position(|t| t.name == name) else {
             // A tensor chunk too damaged to list its tensors: say so, not "not found".
-            for ((i, _), err) in self.damaged.iter().zip(&self.damaged_err) {
+            for (i, err) in &self.damaged {
                 if self.entries[*i].name == name {
                     let mut e = Error::new(err.kind(), err.message());
                     if let Some(s) = err.subject() {
