@@ -125,6 +125,17 @@ def test_we_read_and_verify_pyfolds_files(tmp_path, compress, rs):
             assert t["dtype"] == DTYPES[k], k
 
 
+def test_python_only_json_values_verify(tmp_path):
+    """NaN, Infinity and ints beyond 64 bits: Python writes them; the manifest_hash still
+    verifies, and the values read back."""
+    p = tmp_path / "nan.fold"
+    pyfolds_write(p, [("m", "JSON", b"{}")], metadata={"r_hat": float("nan"), "x": float("-inf"), "seed": 2**100})
+    rep = run_json("verify", p)
+    assert rep["ok"], rep
+    info = run_json("inspect", p)
+    assert info["metadata"]["seed"] == str(2**100)  # inspect --json prints ints beyond 64 bits as text
+
+
 def test_we_repair_pyfolds_files_they_cannot(tmp_path):
     """pyfolds 1.0.2 decodes multi-block parity wrongly; our repair rewrites it block-wise
     and fixes damage in files whose parity is block-wise."""

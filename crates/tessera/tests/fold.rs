@@ -455,6 +455,25 @@ fn values_json_cannot_carry_are_stored_as_strings_and_noted() {
 }
 
 #[test]
+fn python_dialect_index_nan_and_big_ints_verify() {
+    // FoldWriter writes the index as pyfolds does: bare NaN/Infinity, big ints.
+    let mut meta = Map::new();
+    meta.insert("nan", f64::NAN);
+    meta.insert("inf", f64::INFINITY);
+    meta.insert("big", Value::Int(1i128 << 100));
+    let mut w = fold::FoldWriter::new(Cursor::new(Vec::new()), Compression::None, None).unwrap();
+    w.add_chunk("c", *b"RAW0", &[b"x"]).unwrap();
+    let data = w.finish(&meta, 1.5).unwrap().into_inner();
+    let text = String::from_utf8_lossy(&data);
+    assert!(text.contains(r#""nan":NaN,"inf":Infinity,"big":1267650600228229401496703205376"#));
+    let f = tessera::open(&data, &ReadOptions::default()).unwrap();
+    let r = f.verify(&VerifyOptions::default());
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(f.metadata().get("big"), Some(&Value::Int(1i128 << 100)));
+    assert!(matches!(f.metadata().get("nan"), Some(Value::Float(x)) if x.is_nan()));
+}
+
+#[test]
 fn zstd_frames_carry_the_content_size() {
     let out = write(&rich_model(), Compression::Zstd(3), None);
     let f = FoldFile::parse(&out, &Default::default()).unwrap();

@@ -1,8 +1,6 @@
 //! The index: chunk entries as the JSON index and the chunk headers describe them
 //! (spec §4, §6 steps 2–3).
 
-use serde_json::Value as J;
-
 use super::ecc;
 use super::raw::{
     ctype_str, ChunkHeader, FileHeader, CHUNK_HEADER_LEN, FLAG_COMP_NONE, FLAG_COMP_ZSTD,
@@ -10,6 +8,7 @@ use super::raw::{
 };
 use crate::error::{Error, Result};
 use crate::limits::{slice, Limits};
+use crate::metadata::{Map, Value};
 
 /// A stored hash string from the index.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,8 +76,12 @@ impl Entry {
     }
 }
 
-fn field_u64(o: &serde_json::Map<String, J>, key: &str, name: &str) -> Result<u64> {
-    o.get(key).and_then(J::as_u64).ok_or_else(|| {
+fn field_u64(o: &Map, key: &str, name: &str) -> Result<u64> {
+    let v = o
+        .get(key)
+        .and_then(Value::as_int)
+        .and_then(|i| u64::try_from(i).ok());
+    v.ok_or_else(|| {
         Error::malformed(format!(
             "index entry {name:?}: {key:?} missing or not an unsigned integer"
         ))
@@ -88,23 +91,23 @@ fn field_u64(o: &serde_json::Map<String, J>, key: &str, name: &str) -> Result<u6
 pub(super) fn parse_entry(
     data: &[u8],
     header: &FileHeader,
-    e: &J,
+    e: &Value,
     i: usize,
     limits: &Limits,
 ) -> Result<Entry> {
     let o = e
-        .as_object()
+        .as_map()
         .ok_or_else(|| Error::malformed(format!("index chunk entry {i} is not an object")))?;
     let name = o
         .get("name")
-        .and_then(J::as_str)
+        .and_then(Value::as_str)
         .ok_or_else(|| Error::malformed(format!("index chunk entry {i} has no name")))?
         .to_string();
     limits.check_name(name.len() as u64)?;
     let subject = format!("chunk {name:?}");
     let ctype_s = o
         .get("ctype")
-        .and_then(J::as_str)
+        .and_then(Value::as_str)
         .ok_or_else(|| Error::malformed("no ctype").at_subject(subject.clone()))?;
     let offset = field_u64(o, "offset", &name)?;
     let comp_len = field_u64(o, "comp_len", &name)?;
@@ -113,13 +116,13 @@ pub(super) fn parse_entry(
     let crc = field_u64(o, "crc32c", &name)?;
     let ecc_len = field_u64(o, "ecc_len", &name)?;
     if let Some(h) = o.get("header_len") {
-        if h.as_u64() != Some(CHUNK_HEADER_LEN) {
+        if h.as_int() != Some(i128::from(CHUNK_HEADER_LEN)) {
             return Err(Error::malformed(format!("header_len {h}, must be 32")).at_subject(subject));
         }
     }
     let sha_s = o
         .get("sha256")
-        .and_then(J::as_str)
+        .and_then(Value::as_str)
         .ok_or_else(|| Error::malformed("no sha256").at_subject(subject.clone()))?;
     let sha256 = HashField::parse(sha_s).ok_or_else(|| {
         Error::malformed(format!("sha256 {sha_s:?} is not a SHA-256 hex digest"))
@@ -127,7 +130,7 @@ pub(super) fn parse_entry(
     })?;
     let ecc_algo = o
         .get("ecc_algo")
-        .and_then(J::as_str)
+        .and_then(Value::as_str)
         .unwrap_or("none")
         .to_string();
     // §6.2 anti-DoS limits.

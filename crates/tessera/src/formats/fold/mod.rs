@@ -94,13 +94,14 @@
 //!
 //! - `MAX_CHUNK_SIZE` is the spec's 1 GiB (pyfolds uses 2 GiB): larger chunks are
 //!   refused on read (`LimitExceeded`) and on write.
-//! - The index is parsed with serde_json: bare `NaN`/`Infinity` tokens (which Python's
-//!   `json` writes and accepts) make it malformed, and integers beyond 64 bits are read
-//!   as floats, so a `manifest_hash` over them fails `verify`. pyfolds writes neither in
-//!   the metadata it produces.
+//! - The index is read as Python's `json` reads it ([`pyjson::loads`]): `NaN` and
+//!   `Infinity` tokens and big integers are accepted (up to 128 bits; Python has no
+//!   bound), so their `manifest_hash` verifies. A lone UTF-16 surrogate escape, which a
+//!   Rust string cannot hold, becomes U+FFFD (and such a manifest will not verify).
 //! - Duplicate chunk names (pyfolds reads the first) are rejected.
-//! - On write, metadata values no JSON reader of ours reads back are stored as strings
-//!   and noted in the write report: non-finite floats and integers beyond 64 bits.
+//! - On write, metadata values most JSON readers cannot read back are stored as
+//!   strings and noted in the write report: non-finite floats (Python would write bare
+//!   `NaN`) and integers beyond 64 bits.
 //!   Byte strings are stored as `{"$bytes": "<hex>"}` and read back as that map.
 //! - `flags` other than 0 and 1 (pyfolds treats them as uncompressed) are refused.
 
