@@ -99,9 +99,9 @@
 //!   bound), so their `manifest_hash` verifies. A lone UTF-16 surrogate escape, which a
 //!   Rust string cannot hold, becomes U+FFFD (and such a manifest will not verify).
 //! - Duplicate chunk names (pyfolds reads the first) are rejected.
-//! - On write, metadata values most JSON readers cannot read back are stored as
-//!   strings and noted in the write report: non-finite floats (Python would write bare
-//!   `NaN`) and integers beyond 64 bits.
+//! - On write, the index is Python's JSON as pyfolds writes it: non-finite floats are
+//!   bare `NaN`/`Infinity` and integers keep every digit (strict JSON parsers other than
+//!   Python's refuse the former).
 //!   Byte strings are stored as `{"$bytes": "<hex>"}` and read back as that map.
 //! - `flags` other than 0 and 1 (pyfolds treats them as uncompressed) are refused.
 
@@ -128,7 +128,7 @@ use crate::convert::{
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::Format;
-use crate::metadata::{Metadata, Value};
+use crate::metadata::Metadata;
 use crate::model::{Container, TensorSource};
 use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
@@ -173,15 +173,8 @@ fn write(
             .map_err(|e| e.at_subject(format!("chunk {:?}", c.name)))?;
     }
     for info in src.tensor_infos() {
-        let mut view = src.tensor(&info.name)?;
+        let view = src.tensor(&info.name)?;
         view.validate()?;
-        let mut changed = Vec::new();
-        view.info.attrs = json_safe_map(
-            &view.info.attrs,
-            &format!("tensor {:?} attrs", info.name),
-            &mut changed,
-        );
-        report.notes.extend(changed);
         let (header, parts) = sten::encode_header(&view)?;
         let mut pieces: Vec<&[u8]> = vec![&header];
         pieces.extend(parts);
@@ -197,42 +190,8 @@ fn write(
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0),
     };
-    let mut changed = Vec::new();
-    let meta = json_safe_map(src.metadata(), "metadata", &mut changed);
-    report.notes.extend(changed);
-    w.finish(&meta, created)?;
+    w.finish(src.metadata(), created)?;
     Ok(report)
-}
-
-/// Values JSON readers (ours included) cannot read back are written as strings, each
-/// noted: non-finite floats (Python would write bare `NaN`) and integers beyond 64 bits.
-fn json_safe_map(m: &Metadata, path: &str, notes: &mut Vec<String>) -> Metadata {
-    m.iter()
-        .map(|(k, v)| (k.to_string(), json_safe(v, &format!("{path}.{k}"), notes)))
-        .collect()
-}
-
-fn json_safe(v: &Value, path: &str, notes: &mut Vec<String>) -> Value {
-    match v {
-        Value::Float(f) if !f.is_finite() => {
-            notes.push(format!("{path}: non-finite float {f} stored as a string"));
-            Value::Str(pyjson::float_repr(*f))
-        }
-        Value::Int(i) if i64::try_from(*i).is_err() && u64::try_from(*i).is_err() => {
-            notes.push(format!(
-                "{path}: integer {i} beyond 64 bits stored as a string"
-            ));
-            Value::Str(i.to_string())
-        }
-        Value::List(l) => Value::List(
-            l.iter()
-                .enumerate()
-                .map(|(i, x)| json_safe(x, &format!("{path}[{i}]"), notes))
-                .collect(),
-        ),
-        Value::Map(m) => Value::Map(json_safe_map(m, path, notes)),
-        other => other.clone(),
-    }
 }
 
 /// What FOLD v1.2 can hold.
