@@ -83,7 +83,9 @@
 //! CRC-32C, SHA-256 and the parity encoder as it is written, then its header is
 //! patched; `finish` writes the index as pyfolds does (`ensure_ascii=False`, insertion
 //! order, metadata + `chunk_hashes` + `manifest_hash`) and patches the global header.
-//! Opaque chunks come first, then one `STEN` chunk per tensor. `created_at_unix` comes
+//! Compression is applied when asked (`WriteOptions::compression`, `--compress zstd`);
+//! uncompressed tensors read back zero-copy. Opaque chunks come first, then one `STEN`
+//! chunk per tensor. `created_at_unix` comes
 //! from `WriteOptions::timestamp` (else now), so output is deterministic given it.
 //! Parity is written block-wise; a chunk of at most `255 - N` stored bytes has the same
 //! parity in pyfolds 1.0.2's layout, so 1.0.2 reads such files with its ECC check.
