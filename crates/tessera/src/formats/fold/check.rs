@@ -62,7 +62,8 @@ impl FoldFile<'_> {
                 }
             };
             let mut data_ok = crc_ok && sha_ok != Some(false);
-            let mut words_parity: Option<Vec<u8>> = None;
+            // Set when ECC restored the payload (and with it the parity).
+            let mut repaired = false;
             if data_ok {
                 r.ok(&subject, "crc32c");
                 if sha_ok.is_some() {
@@ -104,7 +105,7 @@ impl FoldFile<'_> {
                             );
                         }
                         r.push(&subject, "reed-solomon", Status::Repaired, detail);
-                        words_parity = fix.map(|f| f.parity.clone());
+                        repaired = fix.is_some();
                         data_ok = true;
                     }
                     Err(err) => {
@@ -123,19 +124,27 @@ impl FoldFile<'_> {
                 }
             }
             // The parity itself: does it still protect the payload?
-            if data_ok && words_parity.is_none() {
+            if data_ok && !repaired {
                 if let EccState::Rs(n) = e.ecc {
                     match ecc::encode(comp, n) {
                         Ok(p) if p == parity => r.ok(&subject, "reed-solomon"),
-                        Ok(_) if ecc::pyfolds102_layout(comp, n).ok().as_deref() == Some(parity) => r.push(
-                            &subject,
-                            "reed-solomon",
-                            Status::NotChecked,
-                            Some(format!("{}: the pyfolds 1.0.2 multi-block layout (its bug), unusable for repair; the payload is intact; `tessera repair` rewrites it", e.ecc_algo)),
-                        ),
+                        Ok(_)
+                            if ecc::pyfolds102_layout(comp, n).ok().as_deref() == Some(parity) =>
+                        {
+                            let why = format!(
+                                "{}: the pyfolds 1.0.2 multi-block layout (its bug), unusable \
+                                 for repair; the payload is intact; `tessera repair` rewrites it",
+                                e.ecc_algo
+                            );
+                            r.push(&subject, "reed-solomon", Status::NotChecked, Some(why));
+                        }
                         Ok(p) => {
                             let bad = p.iter().zip(parity).filter(|(a, b)| a != b).count();
-                            r.failed(&subject, "reed-solomon", format!("{bad} parity bytes do not match the intact payload; `tessera repair` rewrites them"));
+                            let why = format!(
+                                "{bad} parity bytes do not match the intact payload; \
+                                 `tessera repair` rewrites them"
+                            );
+                            r.failed(&subject, "reed-solomon", why);
                         }
                         Err(err) => r.failed(&subject, "reed-solomon", err.to_string()),
                     }
