@@ -1,5 +1,6 @@
 //! `verify` and `repair` for FOLD.
 
+use std::borrow::Cow;
 use std::io::Write;
 
 use super::ecc;
@@ -47,6 +48,15 @@ impl FoldFile<'_> {
         let mut intact = vec![false; self.entries.len()];
         for (i, e) in self.entries.iter().enumerate() {
             let subject = format!("chunk {:?}", e.name);
+            if let Some(m) = &e.header_mismatch {
+                r.failed(
+                    &subject,
+                    "chunk header",
+                    format!(
+                        "{m}; `tessera repair` rewrites it when the payload proves the index right"
+                    ),
+                );
+            }
             let (comp, parity) = self.stored(i);
             let crc_ok = crate::util::crc32c(comp) == e.header.crc32c;
             let sha_ok = match &e.sha256 {
@@ -252,12 +262,27 @@ impl FoldFile<'_> {
                 blocks_fixed: 0,
                 detail: None,
             };
-            match self.checked(i, true) {
+            let checked = self.checked(i, true).and_then(|c| {
+                if e.header_mismatch.is_some() {
+                    // Rewrite the header from the index only when the payload matches
+                    // every index value: checksums above, decompressed size here.
+                    self.decompress(i, Cow::Borrowed(c.bytes.as_ref()))?;
+                    plan.patches.push((e.offset, e.header.to_bytes().to_vec()));
+                }
+                Ok(c)
+            });
+            match checked {
                 Err(err) => {
                     action.status = "unrecoverable";
-                    action.detail = Some(err.message().to_string());
+                    action.detail = Some(match &e.header_mismatch {
+                        Some(m) => format!("{m}; {}", err.message()),
+                        None => err.message().to_string(),
+                    });
                 }
                 Ok(c) => {
+                    if e.header_mismatch.is_some() {
+                        action.status = "header rewritten";
+                    }
                     if let Some(fix) = &c.repair {
                         action.status = "repaired";
                         action.bytes_fixed = fix.bytes_fixed;
@@ -289,7 +314,7 @@ impl FoldFile<'_> {
 pub struct ChunkRepair {
     /// The chunk.
     pub name: String,
-    /// `intact`, `repaired`, `parity rewritten` or `unrecoverable`.
+    /// `intact`, `repaired`, `parity rewritten`, `header rewritten` or `unrecoverable`.
     pub status: &'static str,
     /// Bytes changed.
     pub bytes_fixed: u64,

@@ -50,8 +50,10 @@ pub enum EccState {
 pub struct Entry {
     /// Name.
     pub name: String,
-    /// The chunk header (checked against the index entry).
+    /// The chunk header as the index entry gives it.
     pub header: ChunkHeader,
+    /// Set when the stored chunk header says otherwise (what differs).
+    pub header_mismatch: Option<String>,
     /// Absolute offset of the chunk header.
     pub offset: u64,
     /// The index `sha256`.
@@ -166,28 +168,52 @@ pub(super) fn parse_entry(
         }
     }
     let hb = slice(data, offset, CHUNK_HEADER_LEN, "chunk header")?;
-    let ch = ChunkHeader::parse(hb)?;
-    let disagree = |what: &str, file: String, index: String| {
-        Error::malformed(format!(
-            "chunk header {what} is {file}, the index says {index}"
-        ))
-        .at_subject(subject.clone())
-        .at_offset(offset)
+    let stored = ChunkHeader::parse(hb)?;
+    // The index entry is what we use (its bounds were checked above, and its sha256 is
+    // covered by chunk_hashes and the manifest); the 32-byte chunk header, which no
+    // checksum covers, must repeat it. A disagreement is reported by verify and
+    // rewritten by repair when the payload proves the index right.
+    let u32_field = |what: &str, v: u64| {
+        u32::try_from(v).map_err(|_| {
+            Error::malformed(format!("{what} {v} does not fit in 32 bits"))
+                .at_subject(subject.clone())
+        })
     };
-    if ctype_s.as_bytes() != ch.ctype {
-        return Err(disagree("ctype", ctype_str(&ch.ctype), ctype_s.to_string()));
+    let ctype: [u8; 4] = ctype_s.as_bytes().try_into().map_err(|_| {
+        Error::malformed(format!("ctype {ctype_s:?} is not 4 bytes")).at_subject(subject.clone())
+    })?;
+    let ch = ChunkHeader {
+        ctype,
+        flags: u32_field("flags", flags)?,
+        uncomp_len,
+        comp_len,
+        crc32c: u32_field("crc32c", crc)?,
+        ecc_len: u32_field("ecc_len", ecc_len)?,
+    };
+    let mut differ = Vec::new();
+    if stored.ctype != ch.ctype {
+        differ.push(format!(
+            "ctype {} (index {ctype_s})",
+            ctype_str(&stored.ctype)
+        ));
     }
     for (what, f, x) in [
-        ("flags", u64::from(ch.flags), flags),
-        ("uncomp_len", ch.uncomp_len, uncomp_len),
-        ("comp_len", ch.comp_len, comp_len),
-        ("crc32c", u64::from(ch.crc32c), crc),
-        ("ecc_len", u64::from(ch.ecc_len), ecc_len),
+        ("flags", u64::from(stored.flags), flags),
+        ("uncomp_len", stored.uncomp_len, uncomp_len),
+        ("comp_len", stored.comp_len, comp_len),
+        ("crc32c", u64::from(stored.crc32c), crc),
+        ("ecc_len", u64::from(stored.ecc_len), ecc_len),
     ] {
         if f != x {
-            return Err(disagree(what, f.to_string(), x.to_string()));
+            differ.push(format!("{what} {f} (index {x})"));
         }
     }
+    let header_mismatch = (!differ.is_empty()).then(|| {
+        format!(
+            "the chunk header disagrees with the index: {}",
+            differ.join(", ")
+        )
+    });
     if ch.flags != FLAG_COMP_NONE && ch.flags != FLAG_COMP_ZSTD {
         return Err(
             Error::unsupported(format!("unknown compression flags {}", ch.flags))
@@ -207,6 +233,7 @@ pub(super) fn parse_entry(
     Ok(Entry {
         name,
         header: ch,
+        header_mismatch,
         offset,
         sha256,
         ecc_algo,

@@ -30,9 +30,12 @@
 //! `header_len == 28`, `index_off >= 28`), `index_len <= MAX_INDEX_SIZE`, index bounds,
 //! UTF-8 JSON, `format == "fold"` (an unknown `version` is a warning), then per chunk
 //! the anti-DoS limits (`comp_len`, `uncomp_len`, `ecc_len` ≤ 1 GiB), bounds (the chunk
-//! lies between the header and the index), its header, and — stricter than pyfolds,
-//! which never compares them — that the chunk header agrees with the index entry
-//! (`ctype`, `flags`, lengths, `crc32c`); chunks may not overlap and names are unique.
+//! lies between the header and the index); chunks may not overlap and names are unique.
+//! The index entry's values are the ones used (its `sha256` is covered by
+//! `chunk_hashes` and the manifest); the chunk header, which no checksum covers, must
+//! repeat them — pyfolds never compares the two and trusts the header. A disagreement
+//! is a warning at open, a failed `chunk header` check in `verify`, and `repair`
+//! rewrites the header from the index when the payload matches every index value.
 //!
 //! Integrity (§6 step 4–6) is checked when bytes are read and by `verify`, in that
 //! order: CRC-32C and SHA-256 **first**; only when one fails is the parity used to

@@ -149,6 +149,11 @@ impl<'d> FoldFile<'d> {
                 .at_offset(w[1].0));
             }
         }
+        for e in &entries {
+            if let Some(m) = &e.header_mismatch {
+                warnings.push(format!("{}: {m}", e.subject()));
+            }
+        }
         let mut f = FoldFile {
             data,
             limits: limits.clone(),
