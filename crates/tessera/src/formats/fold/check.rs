@@ -1,6 +1,5 @@
 //! `verify` and `repair` for FOLD.
 
-use std::borrow::Cow;
 use std::io::Write;
 
 use super::ecc;
@@ -33,6 +32,33 @@ impl FoldFile<'_> {
             other => other.to_string(),
         };
         Some((stored, manifest_hash(&self.raw_metadata)))
+    }
+
+    /// Decompresses chunk `i`'s checked payload into nothing, bounded, and checks its
+    /// size is `uncomp_len` (no buffer the size of the chunk).
+    fn check_decompressed_len(&self, i: usize, comp: &[u8]) -> Result<()> {
+        use std::io::Read;
+        let e = &self.entries[i];
+        let want = e.header.uncomp_len;
+        let got = if e.header.flags == super::raw::FLAG_COMP_ZSTD {
+            let dec = zstd::stream::read::Decoder::with_buffer(comp)
+                .map_err(|err| Error::malformed("zstd: cannot start decoding").with_source(err))?;
+            std::io::copy(&mut dec.take(want.saturating_add(1)), &mut std::io::sink())
+                .map_err(|err| Error::malformed("zstd: corrupt compressed data").with_source(err))?
+        } else {
+            comp.len() as u64
+        };
+        if got > want {
+            return Err(Error::malformed(format!(
+                "decompresses to more than uncomp_len ({want} bytes)"
+            )));
+        }
+        if got < want {
+            return Err(Error::malformed(format!(
+                "decompresses to {got} bytes, uncomp_len is {want}"
+            )));
+        }
+        Ok(())
     }
 
     /// Every integrity layer, in the order of spec §6.
@@ -229,7 +255,7 @@ impl FoldFile<'_> {
             };
             match self
                 .checked(i, false)
-                .and_then(|c| self.decompress(i, c.bytes))
+                .and_then(|c| self.check_decompressed_len(i, &c.bytes))
             {
                 Ok(_) => r.ok(&subject, layer),
                 Err(err) => r.failed(&subject, layer, err.message().to_string()),
@@ -266,7 +292,7 @@ impl FoldFile<'_> {
                 if e.header_mismatch.is_some() {
                     // Rewrite the header from the index only when the payload matches
                     // every index value: checksums above, decompressed size here.
-                    self.decompress(i, Cow::Borrowed(c.bytes.as_ref()))?;
+                    self.check_decompressed_len(i, &c.bytes)?;
                     plan.patches.push((e.offset, e.header.to_bytes().to_vec()));
                 }
                 Ok(c)
