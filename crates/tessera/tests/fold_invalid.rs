@@ -383,6 +383,15 @@ fn zstd_that_lies_about_its_size_is_bounded() {
     let e = f.chunk("z").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Malformed);
     assert!(e.to_string().contains("more than the declared 10"), "{e}");
+    let r = f.verify(&VerifyOptions::default());
+    let z = r.failures().find(|c| c.layer == "zstd").unwrap();
+    assert!(
+        z.detail
+            .as_deref()
+            .unwrap()
+            .contains("more than uncomp_len (10 bytes)"),
+        "{z:?}"
+    );
     // And a frame declared larger than it is.
     let d = with_index(&good, |j| {
         j["chunks"][0]["uncomp_len"] = ((64u64 << 20) + 1).into()
