@@ -278,6 +278,21 @@ fn hostile_index_entries() {
     let d = with_index(&data, |j| j["version"] = "9.9.9".into());
     let f = tessera::open(&d, &ReadOptions::default()).unwrap();
     assert!(f.warnings().iter().any(|w| w.contains("9.9.9")));
+    // pyfolds HEAD keyed hashes: accepted, reported "not checked" (no key).
+    let d = with_index(&data, |j| {
+        let keyed = format!("hmac-sha256:{}", "ab".repeat(32));
+        j["chunks"][0]["sha256"] = keyed.clone().into();
+        j["metadata"]["chunk_hashes"]["notes"] = keyed.into();
+    });
+    let f = tessera::open(&d, &ReadOptions::default()).unwrap();
+    assert_eq!(f.chunk("notes").unwrap().as_ref(), br#"{"k":"v"}"#);
+    let r = f.verify(&VerifyOptions::default());
+    assert!(r.checks.iter().any(|c| c.subject == "chunk \"notes\""
+        && c.layer == "sha256"
+        && c.status == tessera::Status::NotChecked));
+    // The edited chunk_hashes no longer match the manifest.
+    let failed: Vec<_> = r.failures().map(|c| c.layer.clone()).collect();
+    assert_eq!(failed, ["manifest_hash"]);
     // Metadata stripped of its hashes: verify fails.
     let d = with_index(&data, |j| j["metadata"] = serde_json::json!({}));
     let r = tessera::open(&d, &ReadOptions::default())
