@@ -14,12 +14,17 @@ use crate::common::{best_of, report, synthetic_model, Opts};
 
 pub fn run(opts: &Opts) -> tessera::Result<()> {
     let model = synthetic_model(opts)?;
-    let tensors: Vec<Vec<u8>> = model
+    // Borrowed views of the model's tensors: no second copy of the model.
+    let views = model
         .tensor_infos()
         .iter()
-        .map(|t| model.tensor(&t.name).map(|v| v.data().map(<[u8]>::to_vec)))
-        .collect::<tessera::Result<tessera::Result<_>>>()??;
-    let bytes: usize = tensors.iter().map(Vec::len).sum();
+        .map(|t| model.tensor(&t.name))
+        .collect::<tessera::Result<Vec<_>>>()?;
+    let tensors = views
+        .iter()
+        .map(|v| v.data())
+        .collect::<tessera::Result<Vec<&[u8]>>>()?;
+    let bytes: usize = tensors.iter().map(|t| t.len()).sum();
     println!(
         "fold: {} tensors, {:.1} MiB, best of {}",
         tensors.len(),

@@ -428,30 +428,42 @@ fn output_is_deterministic_and_mind_is_fold() {
 }
 
 #[test]
-fn values_json_cannot_carry_are_stored_as_strings_and_noted() {
+fn non_finite_floats_and_big_ints_round_trip() {
     let mut m = Model::new();
     m.metadata.insert("nan", f64::NAN);
-    m.metadata.insert("huge", Value::Int(1i128 << 80));
+    m.metadata.insert("huge", Value::Int(-(1i128 << 80)));
     let mut t = TensorInfo::dense("t", DType::U8, vec![1]);
     t.attrs.insert("inf", f64::NEG_INFINITY);
     m.push(TensorView::dense(t, Cow::Owned(vec![1])).unwrap())
         .unwrap();
-    let mut cur = Cursor::new(Vec::new());
-    let rep =
-        tessera::convert::write_to(Format::Fold, &m, &mut cur, &WriteOptions::default()).unwrap();
-    assert_eq!(rep.notes.len(), 3, "{:?}", rep.notes);
-    let data = cur.into_inner();
+    let data = write(&m, Compression::None, None);
     let f = tessera::open(&data, &ReadOptions::default()).unwrap();
     assert!(f.verify(&VerifyOptions::default()).is_ok());
-    assert_eq!(f.metadata().get("nan"), Some(&Value::from("NaN")));
-    assert_eq!(
-        f.metadata().get("huge"),
-        Some(&Value::from((1i128 << 80).to_string()))
-    );
+    assert!(matches!(f.metadata().get("nan"), Some(Value::Float(x)) if x.is_nan()));
+    assert_eq!(f.metadata().get("huge"), Some(&Value::Int(-(1i128 << 80))));
     assert_eq!(
         f.tensor_infos()[0].attrs.get("inf"),
-        Some(&Value::from("-Infinity"))
+        Some(&Value::Float(f64::NEG_INFINITY))
     );
+}
+
+#[test]
+fn python_dialect_index_nan_and_big_ints_verify() {
+    // FoldWriter writes the index as pyfolds does: bare NaN/Infinity, big ints.
+    let mut meta = Map::new();
+    meta.insert("nan", f64::NAN);
+    meta.insert("inf", f64::INFINITY);
+    meta.insert("big", Value::Int(1i128 << 100));
+    let mut w = fold::FoldWriter::new(Cursor::new(Vec::new()), Compression::None, None).unwrap();
+    w.add_chunk("c", *b"RAW0", &[b"x"]).unwrap();
+    let data = w.finish(&meta, 1.5).unwrap().into_inner();
+    let text = String::from_utf8_lossy(&data);
+    assert!(text.contains(r#""nan":NaN,"inf":Infinity,"big":1267650600228229401496703205376"#));
+    let f = tessera::open(&data, &ReadOptions::default()).unwrap();
+    let r = f.verify(&VerifyOptions::default());
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(f.metadata().get("big"), Some(&Value::Int(1i128 << 100)));
+    assert!(matches!(f.metadata().get("nan"), Some(Value::Float(x)) if x.is_nan()));
 }
 
 #[test]

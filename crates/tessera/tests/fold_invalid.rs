@@ -144,6 +144,29 @@ fn single_flips_in_payloads_with_ecc_are_repaired() {
     }
 }
 
+#[test]
+fn damaged_chunk_headers_are_reported_and_rewritten_from_the_index() {
+    let m = small_model();
+    let data = write(&m, Compression::Zstd(3), None);
+    let f = FoldFile::parse(&data, &Default::default()).unwrap();
+    for (i, e) in f.entries().iter().enumerate() {
+        for at in [0usize, 5, 12, 20, 26, 31] {
+            let mut bad = data.clone();
+            bad[e.offset as usize + at] ^= 0x40;
+            let g = tessera::open(&bad, &ReadOptions::default()).unwrap();
+            let r = g.verify(&VerifyOptions::default());
+            let failed: Vec<_> = r.failures().map(|c| c.layer.clone()).collect();
+            assert_eq!(failed, ["chunk header"], "chunk {i} byte {at}");
+            assert_eq!(exercise(&bad, &m), Some(true));
+            let mut out = Vec::new();
+            let rep =
+                tessera::formats::fold::repair(&bad, &ReadOptions::default(), &mut out).unwrap();
+            assert_eq!(rep[i].status, "header rewritten");
+            assert_eq!(out, data, "chunk {i} byte {at}");
+        }
+    }
+}
+
 fn patch_header(data: &mut [u8], index_off: u64, index_len: u64) {
     data[12..20].copy_from_slice(&index_off.to_be_bytes());
     data[20..28].copy_from_slice(&index_len.to_be_bytes());
@@ -203,9 +226,30 @@ fn hostile_index_entries() {
     let (k, msg) = kind(&d).unwrap();
     assert_eq!(k, ErrorKind::LimitExceeded, "{msg}");
     let d = with_index(&data, |j| j["chunks"][0]["uncomp_len"] = 5.into());
-    let (k, msg) = kind(&d).unwrap();
-    assert_eq!(k, ErrorKind::Malformed);
-    assert!(msg.contains("uncomp_len") && msg.contains("notes"), "{msg}");
+    let f = tessera::open(&d, &ReadOptions::default()).unwrap();
+    assert!(
+        f.warnings()
+            .iter()
+            .any(|w| w.contains("uncomp_len 9 (index 5)")),
+        "{:?}",
+        f.warnings()
+    );
+    let r = f.verify(&VerifyOptions::default());
+    let failed: Vec<_> = r
+        .failures()
+        .map(|c| (c.subject.as_str(), c.layer.as_str()))
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            ("chunk \"notes\"", "chunk header"),
+            ("chunk \"notes\"", "uncomp_len")
+        ]
+    );
+    // The payload does not prove the index right: repair refuses.
+    let e =
+        tessera::formats::fold::repair(&d, &ReadOptions::default(), &mut Vec::new()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Integrity);
     // Offsets into the index, overlapping chunks, u64 overflow.
     let d = with_index(&data, |j| {
         j["chunks"][1]["offset"] = j["chunks"][0]["offset"].clone()
@@ -234,6 +278,21 @@ fn hostile_index_entries() {
     let d = with_index(&data, |j| j["version"] = "9.9.9".into());
     let f = tessera::open(&d, &ReadOptions::default()).unwrap();
     assert!(f.warnings().iter().any(|w| w.contains("9.9.9")));
+    // pyfolds HEAD keyed hashes: accepted, reported "not checked" (no key).
+    let d = with_index(&data, |j| {
+        let keyed = format!("hmac-sha256:{}", "ab".repeat(32));
+        j["chunks"][0]["sha256"] = keyed.clone().into();
+        j["metadata"]["chunk_hashes"]["notes"] = keyed.into();
+    });
+    let f = tessera::open(&d, &ReadOptions::default()).unwrap();
+    assert_eq!(f.chunk("notes").unwrap().as_ref(), br#"{"k":"v"}"#);
+    let r = f.verify(&VerifyOptions::default());
+    assert!(r.checks.iter().any(|c| c.subject == "chunk \"notes\""
+        && c.layer == "sha256"
+        && c.status == tessera::Status::NotChecked));
+    // The edited chunk_hashes no longer match the manifest.
+    let failed: Vec<_> = r.failures().map(|c| c.layer.clone()).collect();
+    assert_eq!(failed, ["manifest_hash"]);
     // Metadata stripped of its hashes: verify fails.
     let d = with_index(&data, |j| j["metadata"] = serde_json::json!({}));
     let r = tessera::open(&d, &ReadOptions::default())
@@ -307,8 +366,16 @@ fn hostile_sten_payloads() {
             );
             let r = f.verify(&VerifyOptions::default());
             if f.tensor_infos().is_empty() {
+                // Damage fails verify; a dtype we do not read is "not checked".
+                let want = if err.kind() == ErrorKind::Unsupported {
+                    tessera::Status::NotChecked
+                } else {
+                    tessera::Status::Failed
+                };
                 assert!(
-                    r.failures().any(|c| c.layer == "payload"),
+                    r.checks
+                        .iter()
+                        .any(|c| c.layer == "payload" && c.status == want),
                     "case {n}: {r:?}"
                 );
                 assert!(!f.warnings().is_empty());
@@ -331,6 +398,15 @@ fn zstd_that_lies_about_its_size_is_bounded() {
     let e = f.chunk("z").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Malformed);
     assert!(e.to_string().contains("more than the declared 10"), "{e}");
+    let r = f.verify(&VerifyOptions::default());
+    let z = r.failures().find(|c| c.layer == "zstd").unwrap();
+    assert!(
+        z.detail
+            .as_deref()
+            .unwrap()
+            .contains("more than uncomp_len (10 bytes)"),
+        "{z:?}"
+    );
     // And a frame declared larger than it is.
     let d = with_index(&good, |j| {
         j["chunks"][0]["uncomp_len"] = ((64u64 << 20) + 1).into()
@@ -375,6 +451,12 @@ fn npz_payloads_are_never_unpickled() {
     );
     assert_eq!(f.tensor("t/obj").unwrap_err().kind(), ErrorKind::NotFound);
     assert_eq!(f.tensor("t").unwrap_err().kind(), ErrorKind::Unsupported);
+    let r = f.verify(&VerifyOptions::default());
+    assert!(r.is_ok(), "an unsupported array type is not damage: {r:?}");
+    assert!(r
+        .checks
+        .iter()
+        .any(|c| c.layer == "payload" && c.status == tessera::Status::NotChecked));
     // Without it, big-endian arrays come out little-endian.
     let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
     zip.start_file("ok.npy", opts).unwrap();

@@ -34,6 +34,33 @@ impl FoldFile<'_> {
         Some((stored, manifest_hash(&self.raw_metadata)))
     }
 
+    /// Decompresses chunk `i`'s checked payload into nothing, bounded, and checks its
+    /// size is `uncomp_len` (no buffer the size of the chunk).
+    fn check_decompressed_len(&self, i: usize, comp: &[u8]) -> Result<()> {
+        use std::io::Read;
+        let e = &self.entries[i];
+        let want = e.header.uncomp_len;
+        let got = if e.header.flags == super::raw::FLAG_COMP_ZSTD {
+            let dec = zstd::stream::read::Decoder::with_buffer(comp)
+                .map_err(|err| Error::malformed("zstd: cannot start decoding").with_source(err))?;
+            std::io::copy(&mut dec.take(want.saturating_add(1)), &mut std::io::sink())
+                .map_err(|err| Error::malformed("zstd: corrupt compressed data").with_source(err))?
+        } else {
+            comp.len() as u64
+        };
+        if got > want {
+            return Err(Error::malformed(format!(
+                "decompresses to more than uncomp_len ({want} bytes)"
+            )));
+        }
+        if got < want {
+            return Err(Error::malformed(format!(
+                "decompresses to {got} bytes, uncomp_len is {want}"
+            )));
+        }
+        Ok(())
+    }
+
     /// Every integrity layer, in the order of spec §6.
     pub fn verify_report(&self) -> VerifyReport {
         let mut r = VerifyReport {
@@ -47,6 +74,15 @@ impl FoldFile<'_> {
         let mut intact = vec![false; self.entries.len()];
         for (i, e) in self.entries.iter().enumerate() {
             let subject = format!("chunk {:?}", e.name);
+            if let Some(m) = &e.header_mismatch {
+                r.failed(
+                    &subject,
+                    "chunk header",
+                    format!(
+                        "{m}; `tessera repair` rewrites it when the payload proves the index right"
+                    ),
+                );
+            }
             let (comp, parity) = self.stored(i);
             let crc_ok = crate::util::crc32c(comp) == e.header.crc32c;
             let sha_ok = match &e.sha256 {
@@ -62,7 +98,8 @@ impl FoldFile<'_> {
                 }
             };
             let mut data_ok = crc_ok && sha_ok != Some(false);
-            let mut words_parity: Option<Vec<u8>> = None;
+            // Set when ECC restored the payload (and with it the parity).
+            let mut repaired = false;
             if data_ok {
                 r.ok(&subject, "crc32c");
                 if sha_ok.is_some() {
@@ -104,7 +141,7 @@ impl FoldFile<'_> {
                             );
                         }
                         r.push(&subject, "reed-solomon", Status::Repaired, detail);
-                        words_parity = fix.map(|f| f.parity.clone());
+                        repaired = fix.is_some();
                         data_ok = true;
                     }
                     Err(err) => {
@@ -123,19 +160,27 @@ impl FoldFile<'_> {
                 }
             }
             // The parity itself: does it still protect the payload?
-            if data_ok && words_parity.is_none() {
+            if data_ok && !repaired {
                 if let EccState::Rs(n) = e.ecc {
                     match ecc::encode(comp, n) {
                         Ok(p) if p == parity => r.ok(&subject, "reed-solomon"),
-                        Ok(_) if ecc::pyfolds102_layout(comp, n).ok().as_deref() == Some(parity) => r.push(
-                            &subject,
-                            "reed-solomon",
-                            Status::NotChecked,
-                            Some(format!("{}: the pyfolds 1.0.2 multi-block layout (its bug), unusable for repair; the payload is intact; `tessera repair` rewrites it", e.ecc_algo)),
-                        ),
+                        Ok(_)
+                            if ecc::pyfolds102_layout(comp, n).ok().as_deref() == Some(parity) =>
+                        {
+                            let why = format!(
+                                "{}: the pyfolds 1.0.2 multi-block layout (its bug), unusable \
+                                 for repair; the payload is intact; `tessera repair` rewrites it",
+                                e.ecc_algo
+                            );
+                            r.push(&subject, "reed-solomon", Status::NotChecked, Some(why));
+                        }
                         Ok(p) => {
                             let bad = p.iter().zip(parity).filter(|(a, b)| a != b).count();
-                            r.failed(&subject, "reed-solomon", format!("{bad} parity bytes do not match the intact payload; `tessera repair` rewrites them"));
+                            let why = format!(
+                                "{bad} parity bytes do not match the intact payload; \
+                                 `tessera repair` rewrites them"
+                            );
+                            r.failed(&subject, "reed-solomon", why);
                         }
                         Err(err) => r.failed(&subject, "reed-solomon", err.to_string()),
                     }
@@ -210,13 +255,19 @@ impl FoldFile<'_> {
             };
             match self
                 .checked(i, false)
-                .and_then(|c| self.decompress(i, c.bytes))
+                .and_then(|c| self.check_decompressed_len(i, &c.bytes))
             {
                 Ok(_) => r.ok(&subject, layer),
                 Err(err) => r.failed(&subject, layer, err.message().to_string()),
             }
-            if let Some((_, why)) = self.damaged.iter().find(|(d, _)| *d == i) {
-                r.failed(&subject, "payload", why.clone());
+            if let Some((_, err)) = self.damaged.iter().find(|(d, _)| *d == i) {
+                // An array type we do not read is not damage.
+                let status = if err.kind() == crate::error::ErrorKind::Unsupported {
+                    Status::NotChecked
+                } else {
+                    Status::Failed
+                };
+                r.push(&subject, "payload", status, Some(err.to_string()));
             }
         }
         r
@@ -237,12 +288,27 @@ impl FoldFile<'_> {
                 blocks_fixed: 0,
                 detail: None,
             };
-            match self.checked(i, true) {
+            let checked = self.checked(i, true).and_then(|c| {
+                if e.header_mismatch.is_some() {
+                    // Rewrite the header from the index only when the payload matches
+                    // every index value: checksums above, decompressed size here.
+                    self.check_decompressed_len(i, &c.bytes)?;
+                    plan.patches.push((e.offset, e.header.to_bytes().to_vec()));
+                }
+                Ok(c)
+            });
+            match checked {
                 Err(err) => {
                     action.status = "unrecoverable";
-                    action.detail = Some(err.message().to_string());
+                    action.detail = Some(match &e.header_mismatch {
+                        Some(m) => format!("{m}; {}", err.message()),
+                        None => err.message().to_string(),
+                    });
                 }
                 Ok(c) => {
+                    if e.header_mismatch.is_some() {
+                        action.status = "header rewritten";
+                    }
                     if let Some(fix) = &c.repair {
                         action.status = "repaired";
                         action.bytes_fixed = fix.bytes_fixed;
@@ -274,7 +340,7 @@ impl FoldFile<'_> {
 pub struct ChunkRepair {
     /// The chunk.
     pub name: String,
-    /// `intact`, `repaired`, `parity rewritten` or `unrecoverable`.
+    /// `intact`, `repaired`, `parity rewritten`, `header rewritten` or `unrecoverable`.
     pub status: &'static str,
     /// Bytes changed.
     pub bytes_fixed: u64,

@@ -1,8 +1,6 @@
 //! The index: chunk entries as the JSON index and the chunk headers describe them
 //! (spec §4, §6 steps 2–3).
 
-use serde_json::Value as J;
-
 use super::ecc;
 use super::raw::{
     ctype_str, ChunkHeader, FileHeader, CHUNK_HEADER_LEN, FLAG_COMP_NONE, FLAG_COMP_ZSTD,
@@ -10,6 +8,7 @@ use super::raw::{
 };
 use crate::error::{Error, Result};
 use crate::limits::{slice, Limits};
+use crate::metadata::{Map, Value};
 
 /// A stored hash string from the index.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,8 +50,10 @@ pub enum EccState {
 pub struct Entry {
     /// Name.
     pub name: String,
-    /// The chunk header (checked against the index entry).
+    /// The chunk header as the index entry gives it.
     pub header: ChunkHeader,
+    /// Set when the stored chunk header says otherwise (what differs).
+    pub header_mismatch: Option<String>,
     /// Absolute offset of the chunk header.
     pub offset: u64,
     /// The index `sha256`.
@@ -77,8 +78,12 @@ impl Entry {
     }
 }
 
-fn field_u64(o: &serde_json::Map<String, J>, key: &str, name: &str) -> Result<u64> {
-    o.get(key).and_then(J::as_u64).ok_or_else(|| {
+fn field_u64(o: &Map, key: &str, name: &str) -> Result<u64> {
+    let v = o
+        .get(key)
+        .and_then(Value::as_int)
+        .and_then(|i| u64::try_from(i).ok());
+    v.ok_or_else(|| {
         Error::malformed(format!(
             "index entry {name:?}: {key:?} missing or not an unsigned integer"
         ))
@@ -88,23 +93,23 @@ fn field_u64(o: &serde_json::Map<String, J>, key: &str, name: &str) -> Result<u6
 pub(super) fn parse_entry(
     data: &[u8],
     header: &FileHeader,
-    e: &J,
+    e: &Value,
     i: usize,
     limits: &Limits,
 ) -> Result<Entry> {
     let o = e
-        .as_object()
+        .as_map()
         .ok_or_else(|| Error::malformed(format!("index chunk entry {i} is not an object")))?;
     let name = o
         .get("name")
-        .and_then(J::as_str)
+        .and_then(Value::as_str)
         .ok_or_else(|| Error::malformed(format!("index chunk entry {i} has no name")))?
         .to_string();
     limits.check_name(name.len() as u64)?;
     let subject = format!("chunk {name:?}");
     let ctype_s = o
         .get("ctype")
-        .and_then(J::as_str)
+        .and_then(Value::as_str)
         .ok_or_else(|| Error::malformed("no ctype").at_subject(subject.clone()))?;
     let offset = field_u64(o, "offset", &name)?;
     let comp_len = field_u64(o, "comp_len", &name)?;
@@ -113,13 +118,13 @@ pub(super) fn parse_entry(
     let crc = field_u64(o, "crc32c", &name)?;
     let ecc_len = field_u64(o, "ecc_len", &name)?;
     if let Some(h) = o.get("header_len") {
-        if h.as_u64() != Some(CHUNK_HEADER_LEN) {
+        if h.as_int() != Some(i128::from(CHUNK_HEADER_LEN)) {
             return Err(Error::malformed(format!("header_len {h}, must be 32")).at_subject(subject));
         }
     }
     let sha_s = o
         .get("sha256")
-        .and_then(J::as_str)
+        .and_then(Value::as_str)
         .ok_or_else(|| Error::malformed("no sha256").at_subject(subject.clone()))?;
     let sha256 = HashField::parse(sha_s).ok_or_else(|| {
         Error::malformed(format!("sha256 {sha_s:?} is not a SHA-256 hex digest"))
@@ -127,7 +132,7 @@ pub(super) fn parse_entry(
     })?;
     let ecc_algo = o
         .get("ecc_algo")
-        .and_then(J::as_str)
+        .and_then(Value::as_str)
         .unwrap_or("none")
         .to_string();
     // §6.2 anti-DoS limits.
@@ -163,28 +168,52 @@ pub(super) fn parse_entry(
         }
     }
     let hb = slice(data, offset, CHUNK_HEADER_LEN, "chunk header")?;
-    let ch = ChunkHeader::parse(hb)?;
-    let disagree = |what: &str, file: String, index: String| {
-        Error::malformed(format!(
-            "chunk header {what} is {file}, the index says {index}"
-        ))
-        .at_subject(subject.clone())
-        .at_offset(offset)
+    let stored = ChunkHeader::parse(hb)?;
+    // The index entry is what we use (its bounds were checked above, and its sha256 is
+    // covered by chunk_hashes and the manifest); the 32-byte chunk header, which no
+    // checksum covers, must repeat it. A disagreement is reported by verify and
+    // rewritten by repair when the payload proves the index right.
+    let u32_field = |what: &str, v: u64| {
+        u32::try_from(v).map_err(|_| {
+            Error::malformed(format!("{what} {v} does not fit in 32 bits"))
+                .at_subject(subject.clone())
+        })
     };
-    if ctype_s.as_bytes() != ch.ctype {
-        return Err(disagree("ctype", ctype_str(&ch.ctype), ctype_s.to_string()));
+    let ctype: [u8; 4] = ctype_s.as_bytes().try_into().map_err(|_| {
+        Error::malformed(format!("ctype {ctype_s:?} is not 4 bytes")).at_subject(subject.clone())
+    })?;
+    let ch = ChunkHeader {
+        ctype,
+        flags: u32_field("flags", flags)?,
+        uncomp_len,
+        comp_len,
+        crc32c: u32_field("crc32c", crc)?,
+        ecc_len: u32_field("ecc_len", ecc_len)?,
+    };
+    let mut differ = Vec::new();
+    if stored.ctype != ch.ctype {
+        differ.push(format!(
+            "ctype {} (index {ctype_s})",
+            ctype_str(&stored.ctype)
+        ));
     }
     for (what, f, x) in [
-        ("flags", u64::from(ch.flags), flags),
-        ("uncomp_len", ch.uncomp_len, uncomp_len),
-        ("comp_len", ch.comp_len, comp_len),
-        ("crc32c", u64::from(ch.crc32c), crc),
-        ("ecc_len", u64::from(ch.ecc_len), ecc_len),
+        ("flags", u64::from(stored.flags), flags),
+        ("uncomp_len", stored.uncomp_len, uncomp_len),
+        ("comp_len", stored.comp_len, comp_len),
+        ("crc32c", u64::from(stored.crc32c), crc),
+        ("ecc_len", u64::from(stored.ecc_len), ecc_len),
     ] {
         if f != x {
-            return Err(disagree(what, f.to_string(), x.to_string()));
+            differ.push(format!("{what} {f} (index {x})"));
         }
     }
+    let header_mismatch = (!differ.is_empty()).then(|| {
+        format!(
+            "the chunk header disagrees with the index: {}",
+            differ.join(", ")
+        )
+    });
     if ch.flags != FLAG_COMP_NONE && ch.flags != FLAG_COMP_ZSTD {
         return Err(
             Error::unsupported(format!("unknown compression flags {}", ch.flags))
@@ -204,6 +233,7 @@ pub(super) fn parse_entry(
     Ok(Entry {
         name,
         header: ch,
+        header_mismatch,
         offset,
         sha256,
         ecc_algo,

@@ -30,9 +30,12 @@
 //! `header_len == 28`, `index_off >= 28`), `index_len <= MAX_INDEX_SIZE`, index bounds,
 //! UTF-8 JSON, `format == "fold"` (an unknown `version` is a warning), then per chunk
 //! the anti-DoS limits (`comp_len`, `uncomp_len`, `ecc_len` ≤ 1 GiB), bounds (the chunk
-//! lies between the header and the index), its header, and — stricter than pyfolds,
-//! which never compares them — that the chunk header agrees with the index entry
-//! (`ctype`, `flags`, lengths, `crc32c`); chunks may not overlap and names are unique.
+//! lies between the header and the index); chunks may not overlap and names are unique.
+//! The index entry's values are the ones used (its `sha256` is covered by
+//! `chunk_hashes` and the manifest); the chunk header, which no checksum covers, must
+//! repeat them — pyfolds never compares the two and trusts the header. A disagreement
+//! is a warning at open, a failed `chunk header` check in `verify`, and `repair`
+//! rewrites the header from the index when the payload matches every index value.
 //!
 //! Integrity (§6 step 4–6) is checked when bytes are read and by `verify`, in that
 //! order: CRC-32C and SHA-256 **first**; only when one fails is the parity used to
@@ -83,7 +86,9 @@
 //! CRC-32C, SHA-256 and the parity encoder as it is written, then its header is
 //! patched; `finish` writes the index as pyfolds does (`ensure_ascii=False`, insertion
 //! order, metadata + `chunk_hashes` + `manifest_hash`) and patches the global header.
-//! Opaque chunks come first, then one `STEN` chunk per tensor. `created_at_unix` comes
+//! Compression is applied when asked (`WriteOptions::compression`, `--compress zstd`);
+//! uncompressed tensors read back zero-copy. Opaque chunks come first, then one `STEN`
+//! chunk per tensor. `created_at_unix` comes
 //! from `WriteOptions::timestamp` (else now), so output is deterministic given it.
 //! Parity is written block-wise; a chunk of at most `255 - N` stored bytes has the same
 //! parity in pyfolds 1.0.2's layout, so 1.0.2 reads such files with its ECC check.
@@ -94,13 +99,14 @@
 //!
 //! - `MAX_CHUNK_SIZE` is the spec's 1 GiB (pyfolds uses 2 GiB): larger chunks are
 //!   refused on read (`LimitExceeded`) and on write.
-//! - The index is parsed with serde_json: bare `NaN`/`Infinity` tokens (which Python's
-//!   `json` writes and accepts) make it malformed, and integers beyond 64 bits are read
-//!   as floats, so a `manifest_hash` over them fails `verify`. pyfolds writes neither in
-//!   the metadata it produces.
+//! - The index is read as Python's `json` reads it ([`pyjson::loads`]): `NaN` and
+//!   `Infinity` tokens and big integers are accepted (up to 128 bits; Python has no
+//!   bound), so their `manifest_hash` verifies. A lone UTF-16 surrogate escape, which a
+//!   Rust string cannot hold, becomes U+FFFD (and such a manifest will not verify).
 //! - Duplicate chunk names (pyfolds reads the first) are rejected.
-//! - On write, metadata values no JSON reader of ours reads back are stored as strings
-//!   and noted in the write report: non-finite floats and integers beyond 64 bits.
+//! - On write, the index is Python's JSON as pyfolds writes it: non-finite floats are
+//!   bare `NaN`/`Infinity` and integers keep every digit (strict JSON parsers other than
+//!   Python's refuse the former).
 //!   Byte strings are stored as `{"$bytes": "<hex>"}` and read back as that map.
 //! - `flags` other than 0 and 1 (pyfolds treats them as uncompressed) are refused.
 
@@ -127,7 +133,7 @@ use crate::convert::{
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::Format;
-use crate::metadata::{Metadata, Value};
+use crate::metadata::Metadata;
 use crate::model::{Container, TensorSource};
 use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
@@ -172,15 +178,8 @@ fn write(
             .map_err(|e| e.at_subject(format!("chunk {:?}", c.name)))?;
     }
     for info in src.tensor_infos() {
-        let mut view = src.tensor(&info.name)?;
+        let view = src.tensor(&info.name)?;
         view.validate()?;
-        let mut changed = Vec::new();
-        view.info.attrs = json_safe_map(
-            &view.info.attrs,
-            &format!("tensor {:?} attrs", info.name),
-            &mut changed,
-        );
-        report.notes.extend(changed);
         let (header, parts) = sten::encode_header(&view)?;
         let mut pieces: Vec<&[u8]> = vec![&header];
         pieces.extend(parts);
@@ -196,42 +195,8 @@ fn write(
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0),
     };
-    let mut changed = Vec::new();
-    let meta = json_safe_map(src.metadata(), "metadata", &mut changed);
-    report.notes.extend(changed);
-    w.finish(&meta, created)?;
+    w.finish(src.metadata(), created)?;
     Ok(report)
-}
-
-/// Values JSON readers (ours included) cannot read back are written as strings, each
-/// noted: non-finite floats (Python would write bare `NaN`) and integers beyond 64 bits.
-fn json_safe_map(m: &Metadata, path: &str, notes: &mut Vec<String>) -> Metadata {
-    m.iter()
-        .map(|(k, v)| (k.to_string(), json_safe(v, &format!("{path}.{k}"), notes)))
-        .collect()
-}
-
-fn json_safe(v: &Value, path: &str, notes: &mut Vec<String>) -> Value {
-    match v {
-        Value::Float(f) if !f.is_finite() => {
-            notes.push(format!("{path}: non-finite float {f} stored as a string"));
-            Value::Str(pyjson::float_repr(*f))
-        }
-        Value::Int(i) if i64::try_from(*i).is_err() && u64::try_from(*i).is_err() => {
-            notes.push(format!(
-                "{path}: integer {i} beyond 64 bits stored as a string"
-            ));
-            Value::Str(i.to_string())
-        }
-        Value::List(l) => Value::List(
-            l.iter()
-                .enumerate()
-                .map(|(i, x)| json_safe(x, &format!("{path}[{i}]"), notes))
-                .collect(),
-        ),
-        Value::Map(m) => Value::Map(json_safe_map(m, path, notes)),
-        other => other.clone(),
-    }
 }
 
 /// What FOLD v1.2 can hold.

@@ -23,9 +23,17 @@
 //!
 //! [`Value::Bytes`] has no Python JSON form; it is written as `{"$bytes":"<hex>"}`, as
 //! [`Value::to_json`] does.
+//!
+//! [`loads`] reads what Python's `json.loads` reads, into a [`Value`]: key order kept
+//! (a repeated key keeps its first position and its last value, as a `dict` does),
+//! integers of any size up to 128 bits (Python's are unbounded; serde_json turns those
+//! beyond 64 bits into floats), floats rounded correctly, and the `NaN`, `Infinity` and
+//! `-Infinity` tokens Python writes for non-finite floats (which serde_json rejects).
+//! Both are needed to recompute the `manifest_hash` of any file pyfolds writes.
 
 use std::fmt::Write as _;
 
+use crate::error::{Error, Result};
 use crate::metadata::{Map, Value};
 
 /// How to serialize.
@@ -174,6 +182,243 @@ pub fn float_repr(f: f64) -> String {
     }
 }
 
+/// Parses Python-dialect JSON (see the module docs). Errors are `Malformed` and say at
+/// which byte; nesting deeper than `max_depth` is refused.
+pub fn loads(text: &[u8], max_depth: usize) -> Result<Value> {
+    let text = std::str::from_utf8(text)
+        .map_err(|e| Error::malformed(format!("JSON is not UTF-8 (byte {})", e.valid_up_to())))?;
+    let mut p = Parser {
+        s: text,
+        b: text.as_bytes(),
+        pos: 0,
+        depth: 0,
+        max_depth,
+    };
+    p.ws();
+    let v = p.value()?;
+    p.ws();
+    if p.pos != p.b.len() {
+        return Err(p.err("extra data after the JSON value"));
+    }
+    Ok(v)
+}
+
+struct Parser<'a> {
+    s: &'a str,
+    b: &'a [u8],
+    pos: usize,
+    depth: usize,
+    max_depth: usize,
+}
+
+impl Parser<'_> {
+    fn err(&self, what: &str) -> Error {
+        Error::malformed(format!("JSON: {what} at byte {}", self.pos))
+    }
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.pos) {
+            self.pos += 1;
+        }
+    }
+    fn eat(&mut self, lit: &str) -> bool {
+        if self.s[self.pos..].starts_with(lit) {
+            self.pos += lit.len();
+            true
+        } else {
+            false
+        }
+    }
+    fn value(&mut self) -> Result<Value> {
+        match self.b.get(self.pos) {
+            None => Err(self.err("unexpected end")),
+            Some(b'{') => self.nested(|p| p.object()),
+            Some(b'[') => self.nested(|p| p.array()),
+            Some(b'"') => Ok(Value::Str(self.string()?)),
+            Some(b't') if self.eat("true") => Ok(Value::Bool(true)),
+            Some(b'f') if self.eat("false") => Ok(Value::Bool(false)),
+            Some(b'n') if self.eat("null") => Ok(Value::Null),
+            Some(b'N') if self.eat("NaN") => Ok(Value::Float(f64::NAN)),
+            Some(b'I') if self.eat("Infinity") => Ok(Value::Float(f64::INFINITY)),
+            Some(b'-') if self.eat("-Infinity") => Ok(Value::Float(f64::NEG_INFINITY)),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(_) => Err(self.err("unexpected character")),
+        }
+    }
+    fn nested(&mut self, f: impl FnOnce(&mut Self) -> Result<Value>) -> Result<Value> {
+        self.depth += 1;
+        if self.depth > self.max_depth {
+            return Err(self.err(&format!("nesting deeper than {}", self.max_depth)));
+        }
+        let v = f(self);
+        self.depth -= 1;
+        v
+    }
+    fn object(&mut self) -> Result<Value> {
+        self.pos += 1;
+        let mut m = Map::new();
+        self.ws();
+        if self.eat("}") {
+            return Ok(Value::Map(m));
+        }
+        loop {
+            self.ws();
+            if self.b.get(self.pos) != Some(&b'"') {
+                return Err(self.err("expected a string key"));
+            }
+            let k = self.string()?;
+            self.ws();
+            if !self.eat(":") {
+                return Err(self.err("expected ':'"));
+            }
+            self.ws();
+            let v = self.value()?;
+            m.insert(k, v);
+            self.ws();
+            if self.eat("}") {
+                return Ok(Value::Map(m));
+            }
+            if !self.eat(",") {
+                return Err(self.err("expected ',' or '}'"));
+            }
+        }
+    }
+    fn array(&mut self) -> Result<Value> {
+        self.pos += 1;
+        let mut l = Vec::new();
+        self.ws();
+        if self.eat("]") {
+            return Ok(Value::List(l));
+        }
+        loop {
+            self.ws();
+            l.push(self.value()?);
+            self.ws();
+            if self.eat("]") {
+                return Ok(Value::List(l));
+            }
+            if !self.eat(",") {
+                return Err(self.err("expected ',' or ']'"));
+            }
+        }
+    }
+    fn hex4(&mut self) -> Result<u32> {
+        let h = self
+            .s
+            .get(self.pos..self.pos + 4)
+            .filter(|h| h.bytes().all(|c| c.is_ascii_hexdigit()))
+            .ok_or_else(|| self.err("bad \\u escape"))?;
+        self.pos += 4;
+        u32::from_str_radix(h, 16).map_err(|_| self.err("bad \\u escape"))
+    }
+    fn string(&mut self) -> Result<String> {
+        self.pos += 1;
+        let mut out = String::new();
+        loop {
+            let start = self.pos;
+            while let Some(&c) = self.b.get(self.pos) {
+                if c == b'"' || c == b'\\' || c < 0x20 {
+                    break;
+                }
+                self.pos += 1;
+            }
+            out.push_str(&self.s[start..self.pos]);
+            match self.b.get(self.pos) {
+                None => return Err(self.err("unterminated string")),
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(out);
+                }
+                Some(b'\\') => {
+                    self.pos += 1;
+                    let c = self.b.get(self.pos).copied();
+                    self.pos += 1;
+                    match c {
+                        Some(b'"') => out.push('"'),
+                        Some(b'\\') => out.push('\\'),
+                        Some(b'/') => out.push('/'),
+                        Some(b'b') => out.push('\u{08}'),
+                        Some(b'f') => out.push('\u{0c}'),
+                        Some(b'n') => out.push('\n'),
+                        Some(b'r') => out.push('\r'),
+                        Some(b't') => out.push('\t'),
+                        Some(b'u') => {
+                            let mut u = self.hex4()?;
+                            if (0xd800..0xdc00).contains(&u)
+                                && self.s[self.pos..].starts_with("\\u")
+                            {
+                                let save = self.pos;
+                                self.pos += 2;
+                                let lo = self.hex4()?;
+                                if (0xdc00..0xe000).contains(&lo) {
+                                    u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
+                                } else {
+                                    self.pos = save;
+                                }
+                            }
+                            // A lone surrogate (Python keeps it) cannot live in a Rust
+                            // string: it becomes U+FFFD.
+                            out.push(char::from_u32(u).unwrap_or('\u{fffd}'));
+                        }
+                        _ => {
+                            self.pos -= 1;
+                            return Err(self.err("bad escape"));
+                        }
+                    }
+                }
+                Some(_) => return Err(self.err("control character in string")),
+            }
+        }
+    }
+    fn number(&mut self) -> Result<Value> {
+        let start = self.pos;
+        let digits = |p: &mut Self| {
+            let s = p.pos;
+            while p.b.get(p.pos).is_some_and(u8::is_ascii_digit) {
+                p.pos += 1;
+            }
+            p.pos - s
+        };
+        self.eat("-");
+        match self.b.get(self.pos) {
+            Some(b'0') => self.pos += 1,
+            Some(b'1'..=b'9') => {
+                digits(self);
+            }
+            _ => return Err(self.err("bad number")),
+        }
+        let mut float = false;
+        if self.b.get(self.pos) == Some(&b'.')
+            && self.b.get(self.pos + 1).is_some_and(u8::is_ascii_digit)
+        {
+            self.pos += 1;
+            digits(self);
+            float = true;
+        }
+        if let Some(b'e' | b'E') = self.b.get(self.pos) {
+            let save = self.pos;
+            self.pos += 1;
+            if let Some(b'+' | b'-') = self.b.get(self.pos) {
+                self.pos += 1;
+            }
+            if digits(self) == 0 {
+                self.pos = save;
+            } else {
+                float = true;
+            }
+        }
+        let text = &self.s[start..self.pos];
+        if float {
+            text.parse::<f64>()
+                .map(Value::Float)
+                .map_err(|_| self.err("bad number"))
+        } else {
+            text.parse::<i128>()
+                .map(Value::Int)
+                .map_err(|_| self.err("integer beyond 128 bits"))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +451,65 @@ mod tests {
             let bits = u64::from_str_radix(pair[0].as_str().unwrap(), 16).unwrap();
             let want = pair[1].as_str().unwrap();
             assert_eq!(float_repr(f64::from_bits(bits)), want, "bits {bits:016x}");
+        }
+    }
+
+    #[test]
+    fn loads_reads_back_what_cpython_wrote() {
+        let doc: serde_json::Value = serde_json::from_str(VECTORS).unwrap();
+        for case in doc["cases"].as_array().unwrap() {
+            let v = from_tagged(&case["value"]);
+            for key in ["canonical", "index"] {
+                let text = case[key].as_str().unwrap();
+                let got = loads(text.as_bytes(), 64).unwrap();
+                // NaN != NaN: compare through the canonical text instead.
+                assert_eq!(
+                    dumps(&got, DumpOptions::CANONICAL),
+                    dumps(&v, DumpOptions::CANONICAL),
+                    "{text}"
+                );
+            }
+        }
+        for pair in doc["floats"].as_array().unwrap() {
+            let bits = u64::from_str_radix(pair[0].as_str().unwrap(), 16).unwrap();
+            match loads(pair[1].as_str().unwrap().as_bytes(), 4).unwrap() {
+                Value::Float(f) if f.is_nan() => assert!(f64::from_bits(bits).is_nan()),
+                Value::Float(f) => assert_eq!(f.to_bits(), bits, "{pair}"),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn loads_keeps_order_and_python_dict_semantics_and_refuses_bad_input() {
+        let v = loads(br#" {"b":1,"a":{"x":[1,2.5,-0.0,1e400]},"b":3} "#, 8).unwrap();
+        let m = v.as_map().unwrap();
+        assert_eq!(m.keys().collect::<Vec<_>>(), ["b", "a"]);
+        assert_eq!(m.get("b"), Some(&Value::Int(3)));
+        assert_eq!(
+            loads(b"170141183460469231731687303715884105727", 1).unwrap(),
+            Value::Int(i128::MAX)
+        );
+        assert_eq!(
+            loads(br#""\ud83d\ude00 \u00e3 \/""#, 1).unwrap(),
+            Value::Str("\u{1F600} ã /".into())
+        );
+        for bad in [
+            &b"{"[..],
+            b"[1,]",
+            b"{\"a\" 1}",
+            b"01",
+            b"1.",
+            b"\"\x01\"",
+            b"\"\\x\"",
+            b"nul",
+            b"[1] 2",
+            b"\xff",
+            b"1701411834604692317316873037158841057270",
+            b"[[[[[[[[[[1]]]]]]]]]]",
+        ] {
+            let e = loads(bad, 8).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::Malformed, "{bad:?}");
         }
     }
 

@@ -2,8 +2,6 @@
 
 use std::borrow::Cow;
 
-use serde_json::Value as J;
-
 use super::index::parse_entry;
 pub use super::index::{EccState, Entry, HashField};
 use super::raw::{FileHeader, FLAG_COMP_ZSTD, FORMAT_NAME, KNOWN_VERSIONS, MAX_INDEX_SIZE};
@@ -51,8 +49,7 @@ pub struct FoldFile<'d> {
     srcs: Vec<TensorSrc>,
     pub(super) warnings: Vec<String>,
     /// Chunks whose tensors could not be listed, and why (reported by verify).
-    pub(super) damaged: Vec<(usize, String)>,
-    damaged_err: Vec<Error>,
+    pub(super) damaged: Vec<(usize, Error)>,
 }
 
 impl<'d> FoldFile<'d> {
@@ -78,15 +75,14 @@ impl<'d> FoldFile<'d> {
                 data.len()
             ));
         }
-        let j: J = serde_json::from_slice(index).map_err(|e| {
-            Error::malformed("index is not valid UTF-8 JSON")
-                .with_source(e)
-                .at_offset(header.index_off)
+        // Python's JSON dialect (NaN, big ints), as pyfolds reads it.
+        let j = super::pyjson::loads(index, limits.max_depth.saturating_add(2)).map_err(|e| {
+            Error::malformed(format!("index: {}", e.message())).at_offset(header.index_off)
         })?;
-        let top = j.as_object().ok_or_else(|| {
+        let top = j.as_map().ok_or_else(|| {
             Error::malformed("index is not a JSON object").at_offset(header.index_off)
         })?;
-        match top.get("format").and_then(J::as_str) {
+        match top.get("format").and_then(Value::as_str) {
             Some(FORMAT_NAME) => {}
             other => {
                 return Err(Error::malformed(format!(
@@ -95,7 +91,7 @@ impl<'d> FoldFile<'d> {
             }
         }
         let version = match top.get("version") {
-            Some(J::String(s)) => s.clone(),
+            Some(Value::Str(s)) => s.clone(),
             Some(other) => other.to_string(),
             None => "1.0.0".into(),
         };
@@ -104,20 +100,21 @@ impl<'d> FoldFile<'d> {
                 "unknown FOLD version {version:?} (known: 1.0.0, 1.1.0, 1.2.0)"
             ));
         }
-        let created_at = top.get("created_at_unix").and_then(J::as_f64);
+        let created_at = match top.get("created_at_unix") {
+            Some(Value::Float(f)) => Some(*f),
+            Some(Value::Int(i)) => Some(*i as f64),
+            _ => None,
+        };
         let raw_metadata = match top.get("metadata") {
-            None | Some(J::Null) => Map::new(),
-            Some(m @ J::Object(_)) => match Value::from_json(m) {
-                Value::Map(m) => m,
-                _ => Map::new(),
-            },
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Map(m)) => m.clone(),
             Some(_) => return Err(Error::malformed("index metadata is not an object")),
         };
         let mut metadata = raw_metadata.clone();
         metadata.remove("chunk_hashes");
         metadata.remove("manifest_hash");
         let list = match top.get("chunks") {
-            Some(J::Array(a)) => a.as_slice(),
+            Some(Value::List(a)) => a.as_slice(),
             None => &[],
             Some(_) => return Err(Error::malformed("index chunks is not a list")),
         };
@@ -152,6 +149,11 @@ impl<'d> FoldFile<'d> {
                 .at_offset(w[1].0));
             }
         }
+        for e in &entries {
+            if let Some(m) = &e.header_mismatch {
+                warnings.push(format!("{}: {m}", e.subject()));
+            }
+        }
         let mut f = FoldFile {
             data,
             limits: limits.clone(),
@@ -166,7 +168,6 @@ impl<'d> FoldFile<'d> {
             srcs: Vec::new(),
             warnings,
             damaged: Vec::new(),
-            damaged_err: Vec::new(),
         };
         f.list_contents();
         Ok(f)
@@ -186,8 +187,7 @@ impl<'d> FoldFile<'d> {
                 Err(err) => {
                     let msg = format!("{}: tensors not readable: {err}", self.entries[i].subject());
                     self.warnings.push(msg.clone());
-                    self.damaged.push((i, err.to_string()));
-                    self.damaged_err.push(err);
+                    self.damaged.push((i, err));
                     false
                 }
             };
@@ -388,7 +388,7 @@ impl<'d> FoldFile<'d> {
     pub fn tensor_view(&self, name: &str) -> Result<TensorView<'d>> {
         let Some(t) = self.infos.iter().position(|t| t.name == name) else {
             // A tensor chunk too damaged to list its tensors: say so, not "not found".
-            for ((i, _), err) in self.damaged.iter().zip(&self.damaged_err) {
+            for (i, err) in &self.damaged {
                 if self.entries[*i].name == name {
                     let mut e = Error::new(err.kind(), err.message());
                     if let Some(s) = err.subject() {

@@ -175,14 +175,9 @@ pub fn logical_tensors(chunk: &str, h: &Header) -> Result<Vec<(TensorInfo, PartR
             .map(|(_, v)| v.as_str())
     };
     let attrs = match meta(KEY_ATTRS) {
-        Some(text) => match serde_json::from_str::<serde_json::Value>(text) {
-            Ok(j) => match Value::from_json(&j) {
-                Value::Map(m) => m,
-                _ => return Err(Error::malformed(format!("{KEY_ATTRS} is not an object"))),
-            },
-            Err(e) => {
-                return Err(Error::malformed(format!("{KEY_ATTRS} is not JSON")).with_source(e))
-            }
+        Some(text) => match super::pyjson::loads(text.as_bytes(), 64)? {
+            Value::Map(m) => m,
+            _ => return Err(Error::malformed(format!("{KEY_ATTRS} is not an object"))),
         },
         None => Map::new(),
     };
