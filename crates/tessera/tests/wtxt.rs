@@ -543,3 +543,220 @@ fn git_diff_of_one_changed_row_touches_one_chunk() {
     }
     assert!(changed.len() >= 3 && changed.len() < 12, "{changed:?}");
 }
+
+const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/wtxt/");
+
+/// Vectors from gen.py, an independent encoder written from the spec in Python.
+#[test]
+fn golden_vectors_from_the_independent_encoder() {
+    for (stem, key, o) in [
+        ("basic", None, opts()),
+        (
+            "hmac",
+            Some(b"tessera-test-key".to_vec()),
+            WriteOptions {
+                hmac_key: Some(b"tessera-test-key".to_vec()),
+                fixed_salt: Some([1, 2, 3, 4, 5, 6, 7, 8]),
+                generation: Some(7),
+                build: Some("x.y-1".into()),
+                ..opts()
+            },
+        ),
+        (
+            "ext",
+            None,
+            WriteOptions {
+                rows_per_chunk: Some(2),
+                ..opts()
+            },
+        ),
+    ] {
+        let b = std::fs::read(format!("{DATA}{stem}.wtxt")).unwrap();
+        let vals: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(format!("{DATA}{stem}.values.json")).unwrap())
+                .unwrap();
+        let f = open(&b);
+        let r = f.verify(&VerifyOptions {
+            hmac_key: key.clone(),
+            ..Default::default()
+        });
+        assert!(r.is_ok(), "{stem}: {:?}", failures(&r));
+        if key.is_some() {
+            assert!(r
+                .checks
+                .iter()
+                .filter(|c| c.layer == "hmac")
+                .all(|c| c.status == Status::Ok));
+        }
+        let obj = vals.as_object().unwrap();
+        assert_eq!(obj.len(), f.tensor_infos().len());
+        for (name, v) in obj {
+            let t = f.tensor(name).unwrap();
+            assert_eq!(t.info.dtype.name(), v["dtype"].as_str().unwrap());
+            let shape: Vec<u64> = v["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_u64().unwrap())
+                .collect();
+            assert_eq!(t.info.shape, shape);
+            assert_eq!(
+                tessera::util::hex(&tessera::util::sha256(t.data().unwrap())),
+                v["sha256"].as_str().unwrap()
+            );
+        }
+        if stem != "ext" {
+            // Our writer, given the same arrays and options, writes the same bytes.
+            let m = Model::from_source(&f).unwrap();
+            assert!(
+                write(&m, &o) == b,
+                "{stem}: our writer differs from the reference encoder"
+            );
+        }
+    }
+}
+
+fn with_row_changed(m: &Model, row: usize) -> Model {
+    let mut out = Model::new();
+    for info in m.tensor_infos() {
+        let v = m.tensor(&info.name).unwrap();
+        if info.name == "R" {
+            let mut d = v.data().unwrap().to_vec();
+            d[row * 512..row * 512 + 8].copy_from_slice(&(-1.0f64 - row as f64).to_le_bytes());
+            out.push(TensorView::dense(info.clone(), Cow::Owned(d)).unwrap())
+                .unwrap();
+        } else {
+            out.push(v).unwrap();
+        }
+    }
+    out
+}
+
+fn parse(b: &[u8]) -> wtxt::WtxtFile<'_> {
+    wtxt::WtxtFile::parse(Cow::Borrowed(b), &ReadOptions::default()).unwrap()
+}
+
+#[test]
+fn delta_round_trip_is_byte_identical_and_small() {
+    use wtxt::delta;
+    let m = model();
+    let base = write(&m, &opts());
+    let m2 = with_row_changed(&m, 1000);
+    let o2 = WriteOptions {
+        generation: Some(124),
+        ..opts()
+    };
+    let target = write(&m2, &o2);
+    let d = delta::make(&parse(&base), &parse(&target)).unwrap();
+    let text = std::str::from_utf8(&d).unwrap();
+    assert!(text.starts_with("WTXT-DELTA 2 base_sha256_all="));
+    assert_eq!(
+        text.matches("\nch ").count(),
+        1,
+        "one changed row, one chunk"
+    );
+    assert!(text.contains("ch ix=000015 "));
+    assert!(
+        d.len() < 47_000 && d.len() > 45_000,
+        "about one 32 KiB chunk of text: {}",
+        d.len()
+    );
+    assert_eq!(delta::apply(&parse(&base), &d).unwrap(), target);
+    // Not for another base.
+    let other = write(&with_row_changed(&m, 5), &opts());
+    let e = delta::apply(&parse(&other), &d).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("another base"), "{e}");
+    // A tampered delta chunk is refused.
+    let bad = String::from_utf8(d.clone()).unwrap();
+    let i = bad.find("\nch ").unwrap();
+    let j = bad[i + 1..].find('\n').unwrap() + i + 2 + 5;
+    let mut bad = bad.into_bytes();
+    bad[j] = if bad[j] == b'A' { b'B' } else { b'A' };
+    assert!(delta::apply(&parse(&base), &bad).is_err());
+    // Identical snapshots: an empty delta.
+    let same = delta::make(&parse(&base), &parse(&base)).unwrap();
+    assert_eq!(same.iter().filter(|&&b| b == b'\n').count(), 5);
+    assert_eq!(delta::apply(&parse(&base), &same).unwrap(), base);
+    // Reshaped arrays need a full snapshot.
+    let mut m3 = Model::new();
+    for info in m.tensor_infos() {
+        let mut v = m.tensor(&info.name).unwrap().into_owned();
+        if info.name == "R" {
+            v.info.shape = vec![2048, 128];
+        }
+        m3.push(v).unwrap();
+    }
+    let e = delta::make(&parse(&base), &parse(&write(&m3, &opts()))).unwrap_err();
+    assert!(e.to_string().contains("full snapshot"), "{e}");
+}
+
+#[test]
+fn delta_of_keyed_signed_snapshots_and_resigning() {
+    use wtxt::delta;
+    let m = model();
+    let key = Some(b"k".to_vec());
+    let seed = [9u8; 32];
+    let base = write(
+        &m,
+        &WriteOptions {
+            hmac_key: key.clone(),
+            sign_key: Some(seed),
+            ..opts()
+        },
+    );
+    let o2 = WriteOptions {
+        hmac_key: key.clone(),
+        fixed_salt: Some([5; 8]),
+        ..opts()
+    };
+    let target = write(&with_row_changed(&m, 7), &o2);
+    let d = delta::make(&parse(&base), &parse(&target)).unwrap();
+    let applied = delta::apply(&parse(&base), &d).unwrap();
+    assert_eq!(applied, target);
+    let signed = delta::sign(&applied, &seed).unwrap();
+    assert_eq!(
+        signed,
+        write(
+            &with_row_changed(&m, 7),
+            &WriteOptions {
+                sign_key: Some(seed),
+                ..o2
+            }
+        )
+    );
+    let f = open(&signed);
+    let r = f.verify(&VerifyOptions {
+        hmac_key: key,
+        public_key: Some(tessera::util::keys::public_key(&seed)),
+        ..Default::default()
+    });
+    assert!(r.is_ok(), "{:?}", failures(&r));
+    // Re-signing replaces the line rather than adding one.
+    let again = delta::sign(&signed, &[1u8; 32]).unwrap();
+    assert_eq!(again.len(), signed.len());
+    assert_eq!(
+        std::str::from_utf8(&again)
+            .unwrap()
+            .matches("\nsign ")
+            .count(),
+        1
+    );
+}
+
+#[cfg(feature = "age")]
+#[test]
+fn age_armored_snapshot_opens_transparently() {
+    let plain = write(&model(), &opts());
+    let (id, rcpt) = wtxt::crypt::generate_identity();
+    let enc = wtxt::crypt::encrypt(&plain, &[rcpt], None).unwrap();
+    assert_eq!(Format::detect(&enc), Some(Format::AgeArmor));
+    let ro = ReadOptions {
+        age_identities: vec![id],
+        ..Default::default()
+    };
+    let f = tessera::open(&enc, &ro).unwrap();
+    assert_eq!(f.tensor_infos().len(), 5);
+    assert!(f.verify(&VerifyOptions::default()).is_ok());
+    assert!(tessera::open(&enc, &ReadOptions::default()).is_err());
+}

@@ -64,6 +64,7 @@
 
 mod armor;
 pub mod chunk;
+#[cfg(feature = "age")]
 pub mod crypt;
 pub mod delta;
 pub mod header;
@@ -110,6 +111,7 @@ pub fn open<'d>(data: &'d [u8], opts: &ReadOptions) -> Result<Box<dyn Container 
 pub fn open_container<'d>(data: Cow<'d, [u8]>, opts: &ReadOptions) -> Result<WtxtContainer<'d>> {
     match Format::detect(&data) {
         Some(Format::Wtxt) => {}
+        #[cfg(feature = "age")]
         Some(Format::AgeArmor) => {
             let plain = crypt::decrypt(&data, opts)?;
             if Format::detect(&plain) != Some(Format::Wtxt) {
@@ -136,6 +138,10 @@ pub fn open_container<'d>(data: Cow<'d, [u8]>, opts: &ReadOptions) -> Result<Wtx
             c.file.wsum = Some(wsum);
             c.file.wsum_problem = None;
             return Ok(c);
+        }
+        #[cfg(not(feature = "age"))]
+        Some(Format::AgeArmor) => {
+            return Err(Error::unsupported("age: built without the `age` feature"));
         }
         // Anything else fails on line 1 with the reason.
         _ => {}
