@@ -6,6 +6,7 @@
 // Shared pieces are used by suites that land one format at a time.
 #[allow(dead_code)]
 mod common;
+mod wtxt;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -13,8 +14,9 @@ fn main() {
     let opts = common::Opts::parse(&args[1.min(args.len())..]);
     let result = match suite {
         "baseline" => common::baseline(&opts),
+        "wtxt" => wtxt::run(&opts),
         _ => {
-            eprintln!("suites: baseline");
+            eprintln!("suites: baseline, wtxt");
             std::process::exit(2);
         }
     };
