@@ -178,3 +178,31 @@ def test_age_passphrase_and_identity(tmp_path):
     assert dec.read_bytes() == src.read_bytes()
     (tmp_path / "wrong").write_text("nope\n")
     assert run("verify", enc, "--passphrase-file", tmp_path / "wrong", check=False).returncode != 0
+
+
+def test_git_diff_of_one_changed_row_is_one_chunk(tmp_path):
+    import subprocess
+    m = bytearray(b"".join(struct.pack("<d", i * 0.001) for i in range(4096 * 64)))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = lambda *a: subprocess.run(["git", "-C", repo, *a], check=True, capture_output=True, text=True).stdout
+    git("init", "-q")
+    (repo / ".gitattributes").write_text("*.wtxt text eol=lf diff=wtxt\n")
+    src = tmp_path / "src.wtxt"
+    src.write_bytes(ref.encode([("R", "f64", [4096, 64], bytes(m))]))
+    run("convert", src, repo / "m.wtxt", *TS)
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a")
+    m[2000 * 512 + 16:2000 * 512 + 24] = struct.pack("<d", 7.0)
+    src.write_bytes(ref.encode([("R", "f64", [4096, 64], bytes(m))]))
+    run("convert", src, repo / "m.wtxt", *TS)
+    added, removed, _ = git("diff", "--numstat").split("\t")
+    # Row 2000 lives in chunk 31 (64 rows per chunk); a changed 8-byte value touches a
+    # line or two of it, plus the arr line (sha256) and the root line.
+    assert int(added) == int(removed) and 3 <= int(added) <= 6, (added, removed)
+    hunks = [l for l in git("diff", "-U0").split("\n") if l.startswith("@@")]
+    text = (repo / "m.wtxt").read_text().split("\n")
+    ch = next(i for i, l in enumerate(text) if l.startswith("ch ix=000031 ")) + 1
+    for h in hunks:
+        start = int(h.split("+")[1].split(",")[0].split(" ")[0])
+        assert start in (4, 5) or ch <= start <= ch + 576, h
