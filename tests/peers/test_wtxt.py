@@ -45,6 +45,19 @@ def failed(doc):
     return [(c["subject"], c["layer"]) for c in doc["checks"] if c["status"] == "failed"]
 
 
+def test_reference_signed_file_verifies(tmp_path):
+    seed = bytes(range(1, 33))
+    p = write_ref(tmp_path, sign_seed=seed)
+    (tmp_path / "k.pub").write_text(ref.ed25519_public(seed).hex() + "\n")
+    (tmp_path / "k").write_text(seed.hex() + "\n")
+    code, doc = verify_json(p, "--public-key", tmp_path / "k.pub")
+    assert code == 0 and any(c["layer"] == "signature" and c["status"] == "ok" for c in doc["checks"])
+    # Our signer writes the same line (Ed25519 is deterministic).
+    plain = write_ref(tmp_path, "plain.wtxt")
+    run("wtxt", "sign", plain, "--key", tmp_path / "k")
+    assert plain.read_bytes() == p.read_bytes()
+
+
 def test_reference_files_read_and_verify(tmp_path):
     p = write_ref(tmp_path)
     code, doc = verify_json(p)
@@ -144,8 +157,13 @@ def test_delta_apply_sign_cli(tmp_path):
     run("keygen", "-o", tmp_path / "other")
     code, doc = verify_json(out, "--public-key", tmp_path / "other.pub")
     assert code == 1 and ("sign (line 5)", "signature") in failed(doc)
-    # Signing changed nothing but the sign line: the reference checker still agrees.
-    assert ref.check(out.read_bytes())["R"][2] == bytes(rb)
+    # The reference checker verifies our signature (pure-Python Ed25519, RFC 8032) over
+    # exactly the four header lines, with keyid = SHA-256(public)[:8].
+    public = bytes.fromhex((tmp_path / "key.pub").read_text().split()[-1])
+    assert ref.check(out.read_bytes(), public=public)["R"][2] == bytes(rb)
+    other = bytes.fromhex((tmp_path / "other.pub").read_text().split()[-1])
+    with pytest.raises(AssertionError):
+        ref.check(out.read_bytes(), public=other)
 
 
 def test_streaming_wsum(tmp_path):

@@ -549,6 +549,8 @@ const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/wtxt/");
 /// Vectors from gen.py, an independent encoder written from the spec in Python.
 #[test]
 fn golden_vectors_from_the_independent_encoder() {
+    let seed: [u8; 32] = std::array::from_fn(|i| i as u8);
+    let public = tessera::util::keys::public_key(&seed);
     for (stem, key, o) in [
         ("basic", None, opts()),
         (

@@ -24,6 +24,115 @@ CAP_ORDER = ["crc32c", "line_parity", "arr_hmac", "delta_v2", "row_blocking", "e
 CHUNK = 32 * 1024
 
 
+# --- Ed25519, the reference code of RFC 8032 section 6 (pure Python) ---------------
+_P = 2**255 - 19
+_Q = 2**252 + 27742317777372353535851937790883648493
+
+
+def _inv(x):
+    return pow(x, _P - 2, _P)
+
+
+_D = -121665 * _inv(121666) % _P
+_SQRT_M1 = pow(2, (_P - 1) // 4, _P)
+
+
+def _add(P, Q):
+    A, B = (P[1] - P[0]) * (Q[1] - Q[0]) % _P, (P[1] + P[0]) * (Q[1] + Q[0]) % _P
+    C, D = 2 * P[3] * Q[3] * _D % _P, 2 * P[2] * Q[2] % _P
+    E, F, G, H = B - A, D - C, D + C, B + A
+    return (E * F, G * H, F * G, E * H)
+
+
+def _mul(s, P):
+    Q = (0, 1, 1, 0)
+    while s > 0:
+        if s & 1:
+            Q = _add(Q, P)
+        P = _add(P, P)
+        s >>= 1
+    return Q
+
+
+def _equal(P, Q):
+    return (P[0] * Q[2] - Q[0] * P[2]) % _P == 0 and (P[1] * Q[2] - Q[1] * P[2]) % _P == 0
+
+
+def _recover_x(y, sign):
+    if y >= _P:
+        return None
+    x2 = (y * y - 1) * _inv(_D * y * y + 1)
+    if x2 == 0:
+        return None if sign else 0
+    x = pow(x2, (_P + 3) // 8, _P)
+    if (x * x - x2) % _P != 0:
+        x = x * _SQRT_M1 % _P
+    if (x * x - x2) % _P != 0:
+        return None
+    if (x & 1) != sign:
+        x = _P - x
+    return x
+
+
+_GY = 4 * _inv(5) % _P
+_GX = _recover_x(_GY, 0)
+_G = (_GX, _GY, 1, _GX * _GY % _P)
+
+
+def _compress(P):
+    zi = _inv(P[2])
+    x, y = P[0] * zi % _P, P[1] * zi % _P
+    return int.to_bytes(y | ((x & 1) << 255), 32, "little")
+
+
+def _decompress(s):
+    y = int.from_bytes(s, "little")
+    sign = y >> 255
+    y &= (1 << 255) - 1
+    x = _recover_x(y, sign)
+    return None if x is None else (x, y, 1, x * y % _P)
+
+
+def _expand(seed):
+    h = hashlib.sha512(seed).digest()
+    a = int.from_bytes(h[:32], "little")
+    a &= (1 << 254) - 8
+    a |= 1 << 254
+    return a, h[32:]
+
+
+def _modq(s):
+    return int.from_bytes(hashlib.sha512(s).digest(), "little") % _Q
+
+
+def ed25519_public(seed):
+    return _compress(_mul(_expand(seed)[0], _G))
+
+
+def ed25519_sign(seed, msg):
+    a, prefix = _expand(seed)
+    A = _compress(_mul(a, _G))
+    r = _modq(prefix + msg)
+    Rs = _compress(_mul(r, _G))
+    s = (r + _modq(Rs + A + msg) * a) % _Q
+    return Rs + int.to_bytes(s, 32, "little")
+
+
+def ed25519_verify(public, msg, sig):
+    A, R = _decompress(public), _decompress(sig[:32])
+    s = int.from_bytes(sig[32:], "little")
+    if A is None or R is None or s >= _Q:
+        return False
+    return _equal(_mul(s, _G), _add(R, _mul(_modq(sig[:32] + public + msg), A)))
+
+
+def sign_line(seed, signed_bytes):
+    """RESOLUTIONS 10: signature over every byte before the sign line; keyid =
+    SHA-256(public key)[:8]."""
+    sig = ed25519_sign(seed, signed_bytes)
+    return "sign ed25519=%s keyid=%s" % (base64.b64encode(sig).decode(), hashlib.sha256(ed25519_public(seed)).hexdigest()[:16])
+
+
 def parity(line: bytes) -> str:
     x = 0
     for c in line:
@@ -63,7 +172,7 @@ def chunking(dtype, shape, nbytes, rows_per_chunk=None):
 
 
 def encode(arrays, gen=123, ts="2025-10-09T03:12:45Z", build="abc123", host="cpu", cuda="off",
-           key=None, salt=None, merkle_prev=b"\0" * 32, rows_per_chunk=None):
+           key=None, salt=None, merkle_prev=b"\0" * 32, rows_per_chunk=None, sign_seed=None):
     """arrays: list of (name, dtype, shape, raw bytes). Returns the file as bytes."""
     arrays = sorted(arrays, key=lambda a: a[0].encode())
     exts = {"crc32c", "line_parity"}
@@ -106,10 +215,12 @@ def encode(arrays, gen=123, ts="2025-10-09T03:12:45Z", build="abc123", host="cpu
     this = hashlib.sha256(merkle_prev + sha_all + ts.encode() + ("%06d" % gen).encode() + build.encode()).hexdigest()
     head = ["WTXT 1", meta, "cap ext=" + ",".join(e for e in CAP_ORDER if e in exts),
             "root sha256_all=%s merkle_prev=%s merkle_this=%s fastxor=%016x" % (sha_all.hex(), merkle_prev.hex(), this, fx)]
+    if sign_seed is not None:
+        head.append(sign_line(sign_seed, ("\n".join(head) + "\n").encode()))
     return ("\n".join(head + body + ["endwtxt"]) + "\n").encode()
 
 
-def check(data: bytes, key=None):
+def check(data: bytes, key=None, public=None):
     """Parses a WTXT file and recomputes every layer. Returns {name: (dtype, shape, raw)}."""
     text = data.decode("ascii")
     assert "\r" not in text and "\t" not in text
@@ -126,7 +237,15 @@ def check(data: bytes, key=None):
     assert lines[3].startswith("root ") and list(root) == ["sha256_all", "merkle_prev", "merkle_this", "fastxor"]
     i = 4
     if lines[i].startswith("sign "):
+        sg = dict(kv.split("=", 1) for kv in lines[i].split(" ")[1:])
+        assert list(sg) == ["ed25519", "keyid"]
+        if public is not None:
+            covered = ("\n".join(lines[:4]) + "\n").encode()
+            assert sg["keyid"] == hashlib.sha256(public).hexdigest()[:16]
+            assert ed25519_verify(public, covered, base64.b64decode(sg["ed25519"], validate=True)), "bad signature"
         i += 1
+    else:
+        assert public is None, "the file is not signed"
     out = {}
     all_h = hashlib.sha256()
     fx = 0
@@ -194,13 +313,15 @@ def vectors():
         {"key": b"tessera-test-key", "salt": bytes.fromhex("0102030405060708"), "gen": 7, "build": "x.y-1"}
     yield "ext", [("layers.0.weight", "bf16", [4, 3], bytes(range(24))), ("mask", "bool", [5], b"\x01\x00\x01\x01\x00")], \
         {"rows_per_chunk": 2, "merkle_prev": hashlib.sha256(b"prev").digest()}
+    yield "signed", [("W_base", "u32", [1000], w)], {"sign_seed": bytes(range(32))}
 
 
 def main():
     here = pathlib.Path(__file__).resolve().parent
     for stem, arrays, kw in vectors():
         data = encode(arrays, **kw)
-        check(data, kw.get("key"))
+        seed = kw.get("sign_seed")
+        check(data, kw.get("key"), ed25519_public(seed) if seed else None)
         (here / (stem + ".wtxt")).write_bytes(data)
         vals = {name: {"dtype": d, "shape": s, "sha256": hashlib.sha256(raw).hexdigest()} for name, d, s, raw in arrays}
         (here / (stem + ".values.json")).write_text(json.dumps(vals, indent=1, sort_keys=True) + "\n")
