@@ -572,6 +572,14 @@ fn golden_vectors_from_the_independent_encoder() {
                 ..opts()
             },
         ),
+        (
+            "signed",
+            None,
+            WriteOptions {
+                sign_key: Some(seed),
+                ..opts()
+            },
+        ),
     ] {
         let b = std::fs::read(format!("{DATA}{stem}.wtxt")).unwrap();
         let vals: serde_json::Value =
@@ -580,9 +588,29 @@ fn golden_vectors_from_the_independent_encoder() {
         let f = open(&b);
         let r = f.verify(&VerifyOptions {
             hmac_key: key.clone(),
+            public_key: Some(public),
             ..Default::default()
         });
-        assert!(r.is_ok(), "{stem}: {:?}", failures(&r));
+        if stem == "signed" {
+            assert!(r.is_ok(), "{stem}: {:?}", failures(&r));
+            assert!(r
+                .checks
+                .iter()
+                .any(|c| c.layer == "signature" && c.status == Status::Ok));
+            let other = tessera::util::keys::public_key(&[0; 32]);
+            let r2 = f.verify(&VerifyOptions {
+                public_key: Some(other),
+                ..Default::default()
+            });
+            assert!(r2.failures().any(|c| c.layer == "signature"));
+        } else {
+            // Unsigned while a public key was given: a failed signature check.
+            assert_eq!(
+                failures(&r),
+                [("file".to_string(), "signature".to_string())],
+                "{stem}"
+            );
+        }
         if key.is_some() {
             assert!(r
                 .checks
