@@ -245,7 +245,9 @@ pub fn write(
     let mut fastxor = 0u64;
     let mut total = 0u64;
     let mut prev: Option<(String, crate::tensor::TensorView<'_>)> = None;
-    let mut scratch_text: Vec<Vec<u8>> = Vec::new();
+    // Text encoded but not yet written: written by this thread while the pool encodes
+    // the next array.
+    let mut unwritten: Vec<Vec<u8>> = Vec::new();
     for (info, (bytes, ch)) in infos.iter().zip(&plans) {
         let view = src.tensor(&info.name)?;
         let data = view.data()?;
@@ -262,21 +264,35 @@ pub fn write(
             (Some(_), None) => rand::random(),
         };
         let first = data.len().min(SEGMENT as usize);
-        let mut sha = [0u8; 32];
-        let mut mac = [0u8; 32];
         let pending = prev.take();
-        rayon::scope(|s| {
-            s.spawn(|_| sha = crate::util::sha256(data));
-            if let Some(key) = &opts.hmac_key {
-                s.spawn(|_| mac = hmac(key, &salt, data));
-            }
-            if let Some((line, v)) = &pending {
-                all.update(line.as_bytes());
-                all.update(v.data().unwrap_or(&[]));
-            }
-            scratch_text = encode_segment(data, 0, first, ch.chunk, total, &mut fastxor);
-        });
-        drop(pending);
+        let to_write = std::mem::take(&mut unwritten);
+        let (all_ref, xor_ref, key) = (&mut all, &mut fastxor, &opts.hmac_key);
+        let (sha, mac, texts) = std::thread::scope(|ts| -> Result<_> {
+            let h = ts.spawn(|| {
+                let (mut sha, mut mac, mut texts) = ([0u8; 32], [0u8; 32], Vec::new());
+                rayon::scope(|s| {
+                    s.spawn(|_| sha = crate::util::sha256(data));
+                    if let Some(key) = key {
+                        s.spawn(|_| mac = hmac(key, &salt, data));
+                    }
+                    if let Some((line, v)) = &pending {
+                        all_ref.update(line.as_bytes());
+                        all_ref.update(v.data().unwrap_or(&[]));
+                    }
+                    texts = encode_segment(data, 0, first, ch.chunk, total, xor_ref);
+                });
+                (sha, mac, texts)
+            });
+            let written = to_write.iter().try_for_each(|t| out.write_all(t));
+            let r = h.join().map_err(|_| {
+                Error::new(
+                    crate::error::ErrorKind::Io,
+                    "wtxt: an encoding thread panicked",
+                )
+            })?;
+            written?;
+            Ok(r)
+        })?;
         let arr = ArrLine {
             name: info.name.clone(),
             dtype: info.dtype,
@@ -287,27 +303,33 @@ pub fn write(
             salt,
         };
         let line = arr.line();
-        out.write_all(line.as_bytes())?;
-        out.write_all(b"\n")?;
+        let mut head = format!("{line}\n");
         if let Some(idx) = &ch.idx {
-            out.write_all(idx.line().as_bytes())?;
-            out.write_all(b"\n")?;
+            head.push_str(&idx.line());
+            head.push('\n');
         }
-        for t in &scratch_text {
-            out.write_all(t)?;
-        }
-        let mut pos = first;
-        while pos < data.len() {
-            let end = (pos + SEGMENT as usize).min(data.len());
-            let texts = encode_segment(data, pos, end, ch.chunk, total, &mut fastxor);
-            for t in &texts {
-                out.write_all(t)?;
+        unwritten.push(head.into_bytes());
+        unwritten.extend(texts);
+        if first < data.len() {
+            for t in unwritten.drain(..) {
+                out.write_all(&t)?;
             }
-            pos = end;
+            let mut pos = first;
+            while pos < data.len() {
+                let end = (pos + SEGMENT as usize).min(data.len());
+                let texts = encode_segment(data, pos, end, ch.chunk, total, &mut fastxor);
+                for t in &texts {
+                    out.write_all(t)?;
+                }
+                pos = end;
+            }
         }
-        out.write_all(b"endarr\n")?;
+        unwritten.push(b"endarr\n".to_vec());
         total += *bytes;
         prev = Some((line, view));
+    }
+    for t in unwritten.drain(..) {
+        out.write_all(&t)?;
     }
     if let Some((line, v)) = &prev {
         all.update(line.as_bytes());
