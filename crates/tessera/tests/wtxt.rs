@@ -790,3 +790,77 @@ fn age_armored_snapshot_opens_transparently() {
     assert!(f.verify(&VerifyOptions::default()).is_ok());
     assert!(tessera::open(&enc, &ReadOptions::default()).is_err());
 }
+
+/// An array bigger than one encoding segment (16 MiB) goes through the segmented path.
+#[test]
+fn arrays_over_one_segment() {
+    let n = (17 << 20) + 5;
+    let data: Vec<u8> = (0..n).map(|i| (i * 31 % 251) as u8).collect();
+    let mut m = Model::new();
+    m.push(
+        TensorView::dense(
+            TensorInfo::dense("big", DType::U8, vec![n as u64]),
+            Cow::Owned(data.clone()),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    m.push(
+        TensorView::dense(
+            TensorInfo::dense("z", DType::U8, vec![3]),
+            Cow::Owned(vec![1, 2, 3]),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let a = write(&m, &opts());
+    assert_eq!(a, write(&m, &opts()));
+    let text = std::str::from_utf8(&a).unwrap();
+    assert!(text.contains("\nch ix=000512 off=000016777216 len=32768 "));
+    assert!(text.contains("\nch ix=000544 off=000017825792 len=5 "));
+    let f = open(&a);
+    assert_eq!(f.tensor("big").unwrap().data().unwrap(), &data[..]);
+    let r = f.verify(&VerifyOptions::default());
+    assert!(r.is_ok(), "{:?}", failures(&r));
+}
+
+#[test]
+fn armor_damage_in_chunk_lines_is_named_and_contained() {
+    let a = write(&model(), &opts());
+    let text = std::str::from_utf8(&a).unwrap();
+    let ch = line_of(text, "ch ix=000009");
+    for (edit, what) in [
+        (
+            Box::new(|l: &str| format!("{l}\r")) as Box<dyn Fn(&str) -> String>,
+            "CR",
+        ),
+        (Box::new(|l: &str| l.replacen('A', "\t", 1)), "tab"),
+        (Box::new(|l: &str| format!("{l} ")), "trailing space"),
+        (Box::new(|l: &str| l.replacen('A', "\u{e9}", 1)), "0xc3"),
+    ] {
+        let b = edit_line(&a, ch + 10, |l| {
+            if l.contains('A') {
+                edit(l)
+            } else {
+                edit(&l.replacen(&l[..1], "A", 1))
+            }
+        });
+        let f = wtxt::open_container(Cow::Borrowed(&b), &ReadOptions::default()).unwrap();
+        let r = f.verify(&VerifyOptions::default());
+        let bad: Vec<_> = r
+            .failures()
+            .filter(|c| c.subject.contains("chunk"))
+            .collect();
+        assert_eq!(bad.len(), 1, "{what}: {bad:?}");
+        assert!(
+            bad[0].subject.contains("chunk 000009")
+                && bad[0].subject.contains(&format!("line {}", ch + 11)),
+            "{what}: {bad:?}"
+        );
+        assert!(
+            bad[0].detail.as_deref().unwrap().contains(what),
+            "{what}: {bad:?}"
+        );
+        assert!(f.tensor("W_base").is_ok());
+    }
+}

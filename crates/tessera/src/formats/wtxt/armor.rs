@@ -110,6 +110,16 @@ pub fn decode_chunk(text: &[u8], out: &mut [u8], scratch: &mut Vec<u8>) -> Resul
                     "parity is not one lowercase hex digit".into(),
                 ));
             }
+            if let Some(p) = body.iter().position(|&c| !is_b64(c)) {
+                let what = match body[p] {
+                    b'\r' => "a CR (LF line ends only)".to_string(),
+                    b'\t' => "a tab".to_string(),
+                    b' ' => "a space".to_string(),
+                    c if (0x21..0x7f).contains(&c) => format!("{:?} (not base64)", c as char),
+                    c => format!("byte 0x{c:02x} (printable ASCII only)"),
+                };
+                return Err(ArmorFault::Line(i, format!("column {}: {what}", p + 1)));
+            }
             return Err(ArmorFault::Parity(i, tail[1], want));
         }
         scratch.extend_from_slice(body);
@@ -124,6 +134,10 @@ pub fn decode_chunk(text: &[u8], out: &mut [u8], scratch: &mut Vec<u8>) -> Resul
         .decode(scratch, Out::from_slice(out))
         .map(|_| ())
         .map_err(|_| ArmorFault::Base64(find_bad_line(scratch)))
+}
+
+fn is_b64(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'+' || c == b'/' || c == b'='
 }
 
 fn find_bad_line(chars: &[u8]) -> Option<u64> {

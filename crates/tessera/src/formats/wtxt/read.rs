@@ -414,22 +414,22 @@ fn body(c: &mut Cursor<'_>, ch: ChLine, line_no: usize) -> Result<ChunkRef> {
         }
         if damage.is_none() {
             let want = if i < full { armor::WIDTH + 2 } else { l.len() };
-            if i >= lines || l.len() != want || l.len() < 3 || l[l.len() - 2] != b' ' {
+            if let Some(p) = l.iter().position(|&b| !(0x20..=0x7e).contains(&b)) {
+                let what = match l[p] {
+                    b'\r' => "a CR (LF line ends only)".to_string(),
+                    b'\t' => "a tab".to_string(),
+                    b => format!("byte 0x{b:02x} (printable ASCII only)"),
+                };
+                damage = Some((m, format!("column {}: {what}", p + 1)));
+            } else if l.last() == Some(&b' ') {
+                damage = Some((m, "trailing space".into()));
+            } else if i >= lines || l.len() != want || l.len() < 3 || l[l.len() - 2] != b' ' {
                 damage = Some((
                     m,
                     format!(
                         "base64 line {} of the chunk is out of shape ({} characters)",
                         i + 1,
                         l.len()
-                    ),
-                ));
-            } else if let Some(p) = l.iter().position(|&b| !(0x20..=0x7e).contains(&b)) {
-                damage = Some((
-                    m,
-                    format!(
-                        "column {}: byte 0x{:02x} (printable ASCII only)",
-                        p + 1,
-                        l[p]
                     ),
                 ));
             }
