@@ -13,6 +13,7 @@ mod gguf;
 mod gptrs;
 mod npy;
 mod safetensors;
+mod wtxt;
 mod ztensor;
 
 fn main() {
@@ -28,9 +29,10 @@ fn main() {
         "gptrs" => gptrs::run(&opts),
         "npy" => npy::run(&opts),
         "safetensors" => safetensors::run(&opts),
+        "wtxt" => wtxt::run(&opts),
         "ztensor" => ztensor::run(&opts),
         _ => {
-            eprintln!("suites: baseline aero fold foundation gguf gptrs npy safetensors ztensor");
+            eprintln!("suites: baseline aero fold foundation gguf gptrs npy safetensors wtxt ztensor");
             std::process::exit(2);
         }
     };

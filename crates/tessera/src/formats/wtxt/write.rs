@@ -1,0 +1,452 @@
+//! The WTXT writer: one pass over the source, arrays in ASCII name order, the root (and
+//! `sign`) line patched in place at the end, or left `root_pending` with a WSUM sibling
+//! in streaming mode.
+//!
+//! Work per array runs on the rayon pool: the array's SHA-256 (and HMAC) on one task,
+//! the previous array's `sha256_all` update inline, and the chunks (crc32c, SHA-256,
+//! base64 lines, fastxor) split across the cores. Text is produced and written a segment
+//! (at most [`SEGMENT`] raw bytes) at a time, so memory stays near one segment plus the
+//! current and previous tensors the source hands out.
+
+use std::io::SeekFrom;
+
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+
+use super::armor;
+use super::header::{self, cap_line, is_timestamp, is_token, Meta, Root, Sign, ROOT_PENDING};
+use super::raw::{self, ArrLine, ChLine, IdxLine};
+use super::wsum::Wsum;
+use crate::convert::{WriteOptions, WriteReport, WriteSeek};
+use crate::error::{Error, Result};
+use crate::model::TensorSource;
+use crate::tensor::{Layout, TensorInfo};
+
+/// Raw chunk size without row blocking, and the target with it (RESOLUTIONS 5).
+pub const CHUNK: u64 = 32 * 1024;
+/// Raw bytes encoded per parallel batch.
+pub const SEGMENT: u64 = 16 << 20;
+
+/// How one array is cut into chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunking {
+    /// The `idx` line, when row blocking is used.
+    pub idx: Option<IdxLine>,
+    /// Raw bytes per chunk (the last may be shorter).
+    pub chunk: u64,
+}
+
+/// The chunking of an array: with `rows_per_chunk` given, row blocking for every array
+/// of rank ≥ 1; by default, row blocking with `rows_per_chunk = 32768 / row_size` when a
+/// row fits in 32 KiB (so chunks are at most 32 KiB and end on row boundaries), and plain
+/// 32 KiB chunks otherwise (scalars, rows over 32 KiB). Empty arrays have no chunks.
+pub fn chunking(info: &TensorInfo, bytes: u64, rows_per_chunk: Option<u64>) -> Result<Chunking> {
+    let plain = Chunking {
+        idx: None,
+        chunk: CHUNK,
+    };
+    if info.shape.is_empty() || bytes == 0 {
+        return Ok(plain);
+    }
+    let row_size = raw::row_size(info.dtype, &info.shape)?;
+    let rpc = match rows_per_chunk {
+        Some(0) => return Err(Error::invalid_input("rows_per_chunk must be at least 1")),
+        Some(r) => r,
+        None if row_size <= CHUNK => CHUNK / row_size,
+        None => return Ok(plain),
+    };
+    let chunk = rpc.checked_mul(row_size).ok_or_else(|| {
+        Error::invalid_input(format!(
+            "rows_per_chunk {rpc} × row size {row_size} overflows"
+        ))
+    })?;
+    Ok(Chunking {
+        idx: Some(IdxLine {
+            rows_per_chunk: rpc,
+            row_size,
+            row_blocking: true,
+        }),
+        chunk,
+    })
+}
+
+/// "Now" as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn now_utc() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+fn token(v: Option<&String>, default: &str, what: &str) -> Result<String> {
+    let v = v.map(String::as_str).unwrap_or(default);
+    if !is_token(v) {
+        return Err(Error::invalid_input(format!(
+            "wtxt {what} {v:?}: 1+ printable ASCII characters, no space, '=' or '\"'"
+        )));
+    }
+    Ok(v.to_string())
+}
+
+/// The previous snapshot's `merkle_this` and `gen`, for chaining.
+fn read_prev(opts: &WriteOptions) -> Result<([u8; 32], Option<u64>)> {
+    let Some(p) = &opts.prev else {
+        return Ok(([0; 32], None));
+    };
+    let data = crate::source::FileData::open(p)?;
+    let ropts = crate::any::ReadOptions {
+        path: Some(p.clone()),
+        ..Default::default()
+    };
+    let f = super::read::WtxtFile::parse(std::borrow::Cow::Borrowed(&data), &ropts)
+        .map_err(|e| e.at_subject(format!("--prev {}", p.display())))?;
+    let root = f.final_root().ok_or_else(|| {
+        Error::invalid_input(format!(
+            "--prev {}: a WTXT-S without its WSUM has no merkle_this to chain from",
+            p.display()
+        ))
+    })?;
+    Ok((root.merkle_this, f.meta.gen.parse().ok()))
+}
+
+/// Writes `src` as WTXT.
+pub fn write(
+    src: &dyn TensorSource,
+    out: &mut dyn WriteSeek,
+    opts: &WriteOptions,
+) -> Result<WriteReport> {
+    let (merkle_prev, prev_gen) = read_prev(opts)?;
+    let gen = opts.generation.or(prev_gen.map(|g| g + 1)).unwrap_or(0);
+    let ts = match &opts.timestamp {
+        Some(t) if is_timestamp(t) => t.clone(),
+        Some(t) => {
+            return Err(Error::invalid_input(format!(
+                "wtxt timestamp {t:?} is not YYYY-MM-DDTHH:MM:SSZ"
+            )))
+        }
+        None => now_utc(),
+    };
+    let meta = Meta {
+        schema: "weights/v1".into(),
+        gen: format!("{gen:06}"),
+        ts,
+        build: token(
+            opts.build.as_ref(),
+            concat!("tessera-", env!("CARGO_PKG_VERSION")),
+            "build",
+        )?,
+        host: token(opts.host.as_ref(), "cpu", "host")?,
+        cuda: token(opts.cuda.as_ref(), "off", "cuda")?,
+    };
+
+    // Plan every array first: names, dtypes, chunkings, extensions.
+    let mut infos: Vec<&TensorInfo> = src.tensor_infos().iter().collect();
+    infos.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    let mut exts = vec!["crc32c", "line_parity"];
+    if opts.hmac_key.is_some() {
+        exts.push("arr_hmac");
+    }
+    let mut plans = Vec::with_capacity(infos.len());
+    for info in &infos {
+        let name = &info.name;
+        if info.layout != Layout::Dense {
+            return Err(Error::unsupported(format!(
+                "tensor {name:?} is {}; WTXT stores dense arrays only (use --densify)",
+                info.layout
+            )));
+        }
+        if raw::EXT_DTYPES.contains(&info.dtype) {
+            exts.push("ext_dtypes");
+        } else if !raw::BASE_DTYPES.contains(&info.dtype) {
+            return Err(Error::unsupported(format!(
+                "tensor {name:?}: WTXT cannot store {} (use --cast)",
+                info.dtype
+            )));
+        }
+        if !raw::is_spec_name(name) {
+            if !raw::is_ext_name(name) {
+                return Err(Error::invalid_input(format!(
+                    "tensor name {name:?} cannot be written to WTXT (printable ASCII without space, '=' or '\"')"
+                )));
+            }
+            exts.push("ext_names");
+        }
+        let bytes = info.dense_nbytes()?;
+        if bytes > raw::MAX_ARRAY_BYTES {
+            return Err(Error::invalid_input(format!(
+                "tensor {name:?}: {bytes} bytes, WTXT arrays hold at most {} (off= has 12 digits)",
+                raw::MAX_ARRAY_BYTES
+            )));
+        }
+        let ch = chunking(info, bytes, opts.rows_per_chunk)?;
+        if bytes.div_ceil(ch.chunk) > raw::MAX_CHUNKS {
+            return Err(Error::invalid_input(format!(
+                "tensor {name:?}: more than {} chunks (ix= has 6 digits); raise rows_per_chunk",
+                raw::MAX_CHUNKS
+            )));
+        }
+        if ch.idx.is_some() {
+            exts.push("row_blocking");
+            exts.push("delta_v2");
+        }
+        plans.push((bytes, ch));
+    }
+
+    let sign_key = if opts.streaming { None } else { opts.sign_key };
+    let mut head = format!("WTXT 1\n{}\n{}\n", meta.line(), cap_line(&exts));
+    let root_pos = head.len() as u64;
+    if opts.streaming {
+        head.push_str(ROOT_PENDING);
+        head.push('\n');
+    } else {
+        head.push_str(
+            &Root {
+                sha256_all: [0; 32],
+                merkle_prev,
+                merkle_this: [0; 32],
+                fastxor: 0,
+            }
+            .line(),
+        );
+        head.push('\n');
+        if sign_key.is_some() {
+            head.push_str(
+                &Sign {
+                    sig: [0; 64],
+                    keyid: [0; 8],
+                }
+                .line(),
+            );
+            head.push('\n');
+        }
+    }
+    let start = out.stream_position()?;
+    out.write_all(head.as_bytes())?;
+
+    let mut all = Sha256::new();
+    let mut fastxor = 0u64;
+    let mut total = 0u64;
+    let mut prev: Option<(String, crate::tensor::TensorView<'_>)> = None;
+    // Text encoded but not yet written: written by this thread while the pool encodes
+    // the next array.
+    let mut unwritten: Vec<Vec<u8>> = Vec::new();
+    for (info, (bytes, ch)) in infos.iter().zip(&plans) {
+        let view = src.tensor(&info.name)?;
+        let data = view.data()?;
+        if data.len() as u64 != *bytes {
+            return Err(Error::invalid_input(format!(
+                "tensor {:?}: {} bytes, {bytes} expected",
+                info.name,
+                data.len()
+            )));
+        }
+        let salt: [u8; 8] = match (&opts.hmac_key, opts.fixed_salt) {
+            (None, _) => [0; 8],
+            (Some(_), Some(s)) => s,
+            (Some(_), None) => rand::random(),
+        };
+        let first = data.len().min(SEGMENT as usize);
+        let pending = prev.take();
+        let to_write = std::mem::take(&mut unwritten);
+        let (all_ref, xor_ref, key) = (&mut all, &mut fastxor, &opts.hmac_key);
+        let (sha, mac, texts) = std::thread::scope(|ts| -> Result<_> {
+            let h = ts.spawn(|| {
+                let (mut sha, mut mac, mut texts) = ([0u8; 32], [0u8; 32], Vec::new());
+                rayon::scope(|s| {
+                    s.spawn(|_| sha = crate::util::sha256(data));
+                    if let Some(key) = key {
+                        s.spawn(|_| mac = hmac(key, &salt, data));
+                    }
+                    if let Some((line, v)) = &pending {
+                        all_ref.update(line.as_bytes());
+                        all_ref.update(v.data().unwrap_or(&[]));
+                    }
+                    texts = encode_segment(data, 0, first, ch.chunk, total, xor_ref);
+                });
+                (sha, mac, texts)
+            });
+            let written = to_write.iter().try_for_each(|t| out.write_all(t));
+            let r = h.join().map_err(|_| {
+                Error::new(
+                    crate::error::ErrorKind::Io,
+                    "wtxt: an encoding thread panicked",
+                )
+            })?;
+            written?;
+            Ok(r)
+        })?;
+        let arr = ArrLine {
+            name: info.name.clone(),
+            dtype: info.dtype,
+            shape: info.shape.clone(),
+            bytes: *bytes,
+            sha256: sha,
+            hmac: mac,
+            salt,
+        };
+        let line = arr.line();
+        let mut head = format!("{line}\n");
+        if let Some(idx) = &ch.idx {
+            head.push_str(&idx.line());
+            head.push('\n');
+        }
+        unwritten.push(head.into_bytes());
+        unwritten.extend(texts);
+        if first < data.len() {
+            for t in unwritten.drain(..) {
+                out.write_all(&t)?;
+            }
+            let mut pos = first;
+            while pos < data.len() {
+                let end = (pos + SEGMENT as usize).min(data.len());
+                let texts = encode_segment(data, pos, end, ch.chunk, total, &mut fastxor);
+                for t in &texts {
+                    out.write_all(t)?;
+                }
+                pos = end;
+            }
+        }
+        unwritten.push(b"endarr\n".to_vec());
+        total += *bytes;
+        prev = Some((line, view));
+    }
+    for t in unwritten.drain(..) {
+        out.write_all(&t)?;
+    }
+    if let Some((line, v)) = &prev {
+        all.update(line.as_bytes());
+        all.update(v.data()?);
+    }
+    drop(prev);
+    out.write_all(b"endwtxt\n")?;
+    let sha256_all: [u8; 32] = all.finalize().into();
+    let merkle_this = header::merkle_this(&merkle_prev, &sha256_all, &meta);
+    let root = Root {
+        sha256_all,
+        merkle_prev,
+        merkle_this,
+        fastxor,
+    };
+
+    let mut report = WriteReport::default();
+    if opts.streaming {
+        let path = opts.path.as_ref().ok_or_else(|| {
+            Error::invalid_input(
+                "wtxt streaming writes OUT.wsum beside OUT: an output path is needed",
+            )
+        })?;
+        let wsum = Wsum::new(root, opts.sign_key.as_ref());
+        let wpath = super::wsum::wsum_path(path);
+        crate::util::atomic::write_bytes_atomic(&wpath, wsum.text().as_bytes())?;
+        report.extra_files.push(wpath);
+    } else {
+        let end = out.stream_position()?;
+        let mut patched = format!(
+            "WTXT 1\n{}\n{}\n{}\n",
+            meta.line(),
+            cap_line(&exts),
+            root.line()
+        );
+        if let Some(seed) = &sign_key {
+            let sig = Sign::create(seed, patched.as_bytes());
+            patched.push_str(&sig.line());
+            patched.push('\n');
+        }
+        debug_assert_eq!(patched.len(), head.len());
+        out.seek(SeekFrom::Start(start + root_pos))?;
+        out.write_all(&patched.as_bytes()[root_pos as usize..])?;
+        out.seek(SeekFrom::Start(end))?;
+    }
+    out.flush()?;
+    Ok(report)
+}
+
+/// HMAC-SHA256(key, salt ‖ raw).
+pub fn hmac(key: &[u8], salt: &[u8; 8], raw: &[u8]) -> [u8; 32] {
+    use hmac::{Mac, SimpleHmac};
+    // HMAC takes keys of any length, so this never fails.
+    let mut m = <SimpleHmac<Sha256> as Mac>::new_from_slice(key).unwrap_or_else(|_| {
+        <SimpleHmac<Sha256> as hmac::digest::KeyInit>::new(&Default::default())
+    });
+    m.update(salt);
+    m.update(raw);
+    m.finalize().into_bytes().into()
+}
+
+/// XOR of `b` as little-endian u64 words starting at lane `off % 8` of the global stream.
+pub fn xor_at(b: &[u8], off: u64) -> u64 {
+    let mut w = b.chunks_exact(8);
+    let mut acc = 0u64;
+    for c in &mut w {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(c);
+        acc ^= u64::from_le_bytes(a);
+    }
+    let mut tail = [0u8; 8];
+    tail[..w.remainder().len()].copy_from_slice(w.remainder());
+    acc ^= u64::from_le_bytes(tail);
+    acc.rotate_left(((off % 8) * 8) as u32)
+}
+
+/// Encodes the chunks of `data[from..to]` (chunk-aligned) as `ch` blocks, in parallel.
+/// `base` is the array's offset in the concatenation of all arrays (for fastxor).
+fn encode_segment(
+    data: &[u8],
+    from: usize,
+    to: usize,
+    chunk: u64,
+    base: u64,
+    fastxor: &mut u64,
+) -> Vec<Vec<u8>> {
+    let chunk = chunk as usize;
+    let seg = &data[from..to];
+    let first_ix = from / chunk;
+    let parts: Vec<(Vec<u8>, u64)> = seg
+        .par_chunks(chunk)
+        .enumerate()
+        .map_init(Vec::new, |scratch, (i, raw)| {
+            let ix = (first_ix + i) as u64;
+            let off = ix * chunk as u64;
+            let line = ChLine {
+                ix,
+                off,
+                len: raw.len() as u64,
+                sha256: crate::util::sha256(raw),
+                crc32c: crate::util::crc32c(raw),
+            }
+            .line();
+            let mut t =
+                Vec::with_capacity(line.len() + armor::text_len(raw.len() as u64) as usize + 8);
+            t.extend_from_slice(line.as_bytes());
+            t.push(b'\n');
+            armor::encode_chunk(raw, scratch, &mut t);
+            t.extend_from_slice(b"endch\n");
+            (t, xor_at(raw, base + off))
+        })
+        .collect();
+    parts
+        .into_iter()
+        .map(|(t, x)| {
+            *fastxor ^= x;
+            t
+        })
+        .collect()
+}
