@@ -4,9 +4,9 @@
 //! or peer it is measured against, and the ratio. Timings are printed, never asserted.
 
 // Shared pieces are used by suites that land one format at a time.
+mod aero;
 #[allow(dead_code)]
 mod common;
-mod aero;
 mod fold;
 mod foundation;
 mod gguf;
@@ -32,7 +32,9 @@ fn main() {
         "wtxt" => wtxt::run(&opts),
         "ztensor" => ztensor::run(&opts),
         _ => {
-            eprintln!("suites: baseline aero fold foundation gguf gptrs npy safetensors wtxt ztensor");
+            eprintln!(
+                "suites: baseline aero fold foundation gguf gptrs npy safetensors wtxt ztensor"
+            );
             std::process::exit(2);
         }
     };
