@@ -12,7 +12,7 @@
 //!
 //! The manifest is a CBOR map `{version, generator, attributes, tensors}`; each tensor
 //! is `{dtype, shape, format, components}` and each component `{offset, length
-//! [, encoding][, digest]}` (see [`raw`]). Layouts: `dense` (`data`), `sparse_csr`
+//! [, encoding][, digest]}`. Layouts: `dense` (`data`), `sparse_csr`
 //! (`values`, `indices` u64, `indptr` u64), `sparse_coo` (`values`, `coords` u64,
 //! ndim × nnz row-major), and any other name, kept as [`crate::Layout::Other`] with its
 //! components as parts, in sorted order.
@@ -21,8 +21,9 @@
 //!
 //! Every check of spec §7.1 and more, each a clear error naming the tensor and offset:
 //! magic; `manifest_size` within the file (and under `Limits::max_index_bytes`); the
-//! manifest is one CBOR map with no trailing bytes, decoded with `ciborium` into our own
-//! structs under a recursion limit, duplicate keys rejected; version per §6.1 (`1.0`
+//! manifest is one CBOR map with no trailing bytes, walked with ciborium's low-level
+//! decoder into our own structs (every length checked against the bytes left before
+//! allocating, nesting limited, duplicate keys rejected, indefinite lengths refused); version per §6.1 (`1.0`
 //! read, a newer `1.x` read with a warning in [`crate::Container::warnings`], `2.x` and
 //! other majors an `UnsupportedVersion` error, "zTensor v2 is not supported"); dtype
 //! known; rank, names and counts within [`crate::Limits`]; shape products checked for
@@ -88,6 +89,7 @@
 //!   its Python writer stores a 0-d array as `[1]`).
 //! - dtypes: the 13 of the spec; others are refused (`tessera convert --cast`).
 
+mod manifest;
 mod raw;
 mod read;
 mod write;

@@ -1,11 +1,9 @@
 //! [`ZtensorFile`]: parse and validate a zTensor file, hand out tensor views.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
-use super::raw::{
-    self, Named, ParsedDigest, RawComponent, RawManifest, RawTensor, ALIGNMENT, MAGIC,
-};
+use super::manifest::{self as mf, RawComponent, RawManifest, RawTensor};
+use super::raw::{self, ParsedDigest, ALIGNMENT, MAGIC};
 use crate::any::ReadOptions;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
@@ -70,7 +68,8 @@ pub struct ZtensorFile<'data> {
     metadata: Metadata,
     infos: Vec<TensorInfo>,
     components: Vec<Vec<Component>>,
-    index: HashMap<String, usize>,
+    /// Tensor positions sorted by name, for lookups by binary search.
+    by_name: Vec<usize>,
     warnings: Vec<String>,
     limits: Limits,
 }
@@ -166,10 +165,10 @@ impl<'data> ZtensorFile<'data> {
         // One pass over the manifest. When it does not fit our schema, a second pass
         // reads only its version, so a v2 manifest is reported as a version error.
         let mut warnings = Vec::new();
-        let m: RawManifest = match raw::decode_cbor(manifest, depth) {
+        let m: RawManifest = match mf::decode(manifest, depth) {
             Ok(m) => m,
             Err(e) => {
-                if let Ok(raw::VersionOnly(Some(v))) = raw::decode_cbor(manifest, depth) {
+                if let Some(v) = mf::version_only(manifest, depth) {
                     check_version(&v, footer_magic, &mut warnings)?;
                 }
                 return Err(e.at_offset(manifest_start));
@@ -197,39 +196,65 @@ impl<'data> ZtensorFile<'data> {
         }
 
         let mut parsed = Vec::with_capacity(tensors.len());
-        let mut index = HashMap::with_capacity(tensors.len());
         for (name, t) in tensors {
-            let subject = format!("tensor {name:?}");
-            limits
-                .check_name(name.len() as u64)
-                .map_err(|e| e.at_subject(subject.clone()))?;
-            let (info, comps) = tensor_entry(&name, t, manifest_start, limits, &mut warnings)
-                .map_err(|e| e.at_subject(subject))?;
+            let subject = |e: Error| e.at_subject(format!("tensor {name:?}"));
+            limits.check_name(name.len() as u64).map_err(subject)?;
+            let (info, comps) =
+                tensor_entry(&name, t, manifest_start, limits, &mut warnings).map_err(subject)?;
             parsed.push((info, comps));
         }
         // File order: by the first byte each tensor occupies; an empty tensor shares its
-        // offset with the next one and was written before it; then by name.
-        parsed.sort_by(|a, b| {
-            let key = |i: &TensorInfo| {
-                (
-                    i.storage.offset.unwrap_or(u64::MAX),
-                    i.storage.stored_bytes > 0,
-                )
-            };
-            (key(&a.0), &a.0.name).cmp(&(key(&b.0), &b.0.name))
-        });
-        let mut infos = Vec::with_capacity(parsed.len());
-        let mut components = Vec::with_capacity(parsed.len());
-        for (i, (info, comps)) in parsed.into_iter().enumerate() {
-            if index.insert(info.name.clone(), i).is_some() {
+        // offset with the next one and was written before it; then by name. (Sorting
+        // indices, not the entries, keeps the large entries in place.)
+        fn key(i: &TensorInfo) -> (u64, bool, &str) {
+            (
+                i.storage.offset.unwrap_or(u64::MAX),
+                i.storage.stored_bytes > 0,
+                i.name.as_str(),
+            )
+        }
+        let mut order: Vec<usize> = (0..parsed.len()).collect();
+        let place: Vec<(u64, bool)> = parsed.iter().map(|p| (key(&p.0).0, key(&p.0).1)).collect();
+        if !place.windows(2).all(|w| w[0] < w[1]) {
+            order.sort_unstable_by(|&a, &b| {
+                place[a]
+                    .cmp(&place[b])
+                    .then_with(|| parsed[a].0.name.cmp(&parsed[b].0.name))
+            });
+        }
+        // Writers sort the manifest by name (the original's BTreeMap): then the name
+        // index comes for free.
+        let names_sorted = parsed.windows(2).all(|w| w[0].0.name < w[1].0.name);
+        let mut file_pos = vec![0usize; parsed.len()];
+        for (pos, &i) in order.iter().enumerate() {
+            file_pos[i] = pos;
+        }
+        let mut slots: Vec<Option<(TensorInfo, Vec<Component>)>> =
+            parsed.into_iter().map(Some).collect();
+        let mut infos = Vec::with_capacity(slots.len());
+        let mut components = Vec::with_capacity(slots.len());
+        for &i in &order {
+            if let Some((info, comps)) = slots[i].take() {
+                infos.push(info);
+                components.push(comps);
+            }
+        }
+        let by_name: Vec<usize> = if names_sorted {
+            file_pos
+        } else {
+            let mut by_name: Vec<usize> = (0..infos.len()).collect();
+            by_name.sort_unstable_by(|&a, &b| infos[a].name.cmp(&infos[b].name));
+            if let Some(w) = by_name
+                .windows(2)
+                .find(|w| infos[w[0]].name == infos[w[1]].name)
+            {
                 return Err(Error::malformed(format!(
                     "duplicate tensor name {:?}",
-                    info.name
+                    infos[w[0]].name
                 )));
             }
-            infos.push(info);
-            components.push(comps);
-        }
+            by_name
+        };
         Ok(ZtensorFile {
             data,
             version,
@@ -238,7 +263,7 @@ impl<'data> ZtensorFile<'data> {
             metadata,
             infos,
             components,
-            index,
+            by_name,
             warnings,
             limits: limits.clone(),
         })
@@ -258,13 +283,18 @@ impl<'data> ZtensorFile<'data> {
     }
     /// The components of tensor `name`, in part order.
     pub fn components(&self, name: &str) -> Option<&[Component]> {
-        self.index.get(name).map(|&i| self.components[i].as_slice())
+        self.find(name).map(|i| self.components[i].as_slice())
+    }
+
+    fn find(&self, name: &str) -> Option<usize> {
+        self.by_name
+            .binary_search_by(|&i| self.infos[i].name.as_str().cmp(name))
+            .ok()
+            .map(|k| self.by_name[k])
     }
 
     fn position(&self, name: &str) -> Result<usize> {
-        self.index
-            .get(name)
-            .copied()
+        self.find(name)
             .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))
     }
 
@@ -397,8 +427,8 @@ fn check_depth(v: &crate::metadata::Value, max: usize, key: &str) -> Result<()> 
     )
 }
 
-fn parse_dtype(d: &raw::DTypeName) -> Result<DType> {
-    d.0.clone()
+fn parse_dtype(d: &mf::DTypeName) -> Result<DType> {
+    d.clone()
         .map_err(|s| Error::malformed(format!("unknown dtype {s:?}")))
 }
 
@@ -412,8 +442,8 @@ fn tensor_entry(
     warnings: &mut Vec<String>,
 ) -> Result<(TensorInfo, Vec<Component>)> {
     limits.check_rank(t.shape.len() as u64)?;
-    let layout = t.format.0;
-    let Named(raw_comps) = t.components;
+    let layout = t.format;
+    let raw_comps = t.components;
     limits.check_entries(raw_comps.len() as u64)?;
     let mut comps: Vec<Component> = Vec::with_capacity(raw_comps.len());
     for (role, c) in raw_comps {
@@ -421,7 +451,7 @@ fn tensor_entry(
             return Err(Error::malformed(format!("duplicate component {role:?}")));
         }
         limits.check_name(role.len() as u64)?;
-        comps.push(component(&role, c, manifest_start, warnings, name)?);
+        comps.push(component(role, c, manifest_start, warnings, name)?);
     }
     // dtype: the tensor's (v1.0), or the main component's (v1.1).
     let main = match layout {
@@ -529,11 +559,15 @@ fn tensor_entry(
         .iter()
         .map(|c| c.length)
         .fold(0u64, u64::saturating_add);
-    let mut encodings: Vec<&str> = Vec::new();
+    let mut encoding = String::new();
     let mut digests: Vec<String> = Vec::new();
     for c in &comps {
-        if !encodings.contains(&c.encoding.name()) {
-            encodings.push(c.encoding.name());
+        let e = c.encoding.name();
+        if encoding.is_empty() {
+            encoding.push_str(e);
+        } else if !encoding.split('+').any(|x| x == e) {
+            encoding.push('+');
+            encoding.push_str(e);
         }
         if let Some(d) = &c.digest {
             let algo = d
@@ -545,12 +579,13 @@ fn tensor_entry(
             }
         }
     }
+    if encoding.is_empty() {
+        encoding.push_str("raw");
+    }
     let mut attrs = Map::new();
-    if let Some(Named(a)) = t.attributes {
-        for (k, v) in a {
-            check_depth(&v.0, limits.max_depth, &k)?;
-            attrs.insert(k, v.0);
-        }
+    for (k, v) in t.attributes {
+        check_depth(&v, limits.max_depth, &k)?;
+        attrs.insert(k, v);
     }
     let info = TensorInfo {
         name: name.to_string(),
@@ -561,11 +596,7 @@ fn tensor_entry(
         storage: Storage {
             offset: comps.iter().map(|c| c.offset).min(),
             stored_bytes: stored,
-            encoding: if encodings.is_empty() {
-                "raw".into()
-            } else {
-                encodings.join("+")
-            },
+            encoding,
             digests,
         },
     };
@@ -573,28 +604,33 @@ fn tensor_entry(
 }
 
 fn component(
-    role: &str,
+    role: String,
     c: RawComponent,
     manifest_start: u64,
     warnings: &mut Vec<String>,
     tensor: &str,
 ) -> Result<Component> {
-    let what = format!("component {role:?}");
+    let what = || format!("component {role:?}");
     let end = c.offset.checked_add(c.length).ok_or_else(|| {
         Error::malformed(format!(
-            "{what}: offset {} + length {} overflows",
-            c.offset, c.length
+            "{}: offset {} + length {} overflows",
+            what(),
+            c.offset,
+            c.length
         ))
     })?;
     if c.offset < MAGIC.len() as u64 {
-        return Err(
-            Error::malformed(format!("{what}: offset {} is inside the magic", c.offset))
-                .at_offset(c.offset),
-        );
+        return Err(Error::malformed(format!(
+            "{}: offset {} is inside the magic",
+            what(),
+            c.offset
+        ))
+        .at_offset(c.offset));
     }
     if end > manifest_start {
         return Err(Error::malformed(format!(
-            "{what}: range {}..{end} runs past the data area, which ends at {manifest_start} where the manifest starts",
+            "{}: range {}..{end} runs past the data area, which ends at {manifest_start} where the manifest starts",
+            what(),
             c.offset
         ))
         .at_offset(c.offset));
@@ -615,9 +651,9 @@ fn component(
         .as_ref()
         .map(parse_dtype)
         .transpose()
-        .map_err(|e| e.at_subject(what.clone()))?;
+        .map_err(|e| e.at_subject(what()))?;
     Ok(Component {
-        role: role.to_string(),
+        role,
         dtype,
         offset: c.offset,
         length: c.length,
