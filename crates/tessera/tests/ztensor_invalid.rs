@@ -220,3 +220,20 @@ fn tight_limits_are_enforced() {
     assert_eq!(e.kind(), ErrorKind::Malformed, "{e}");
     assert!(e.to_string().contains("more than"), "{e}");
 }
+
+#[test]
+fn nonzero_padding_is_a_verify_warning() {
+    let (_, mut data) = vectors("valid-sparse").remove(0);
+    let clean = open(&data).unwrap().verify(&Default::default());
+    assert!(clean.warnings.is_empty(), "{:?}", clean.warnings);
+    // The byte before the second component (at 128) is padding.
+    data[127] = 0xAA;
+    let r = open(&data).unwrap().verify(&Default::default());
+    assert!(r.is_ok());
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    assert!(
+        r.warnings[0].contains("non-zero padding"),
+        "{:?}",
+        r.warnings
+    );
+}

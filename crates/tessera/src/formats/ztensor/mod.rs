@@ -43,7 +43,8 @@
 //! `verify` checks `crc32c:` (hex in either case, `0x` optional) and `sha256:` digests
 //! over the stored bytes, per component; other algorithms are reported "not checked",
 //! a tensor without any digest too. Tensors that need decoding (zstd, sparse) get a
-//! `structure` check (decode + validate).
+//! `structure` check (decode + validate). Non-zero bytes between the components (the
+//! spec requires zero padding) are reported as a verify warning.
 //!
 //! Attributes become the file [`crate::Metadata`]: string values as they are (a string
 //! that looks like JSON stays a string); other CBOR values, which the original reader

@@ -65,6 +65,7 @@ pub struct ZtensorFile<'data> {
     version: String,
     generator: Option<String>,
     footer_magic: bool,
+    manifest_start: u64,
     metadata: Metadata,
     infos: Vec<TensorInfo>,
     components: Vec<Vec<Component>>,
@@ -260,6 +261,7 @@ impl<'data> ZtensorFile<'data> {
             version,
             generator: m.generator,
             footer_magic,
+            manifest_start,
             metadata,
             infos,
             components,
@@ -284,6 +286,38 @@ impl<'data> ZtensorFile<'data> {
     /// The components of tensor `name`, in part order.
     pub fn components(&self, name: &str) -> Option<&[Component]> {
         self.find(name).map(|i| self.components[i].as_slice())
+    }
+
+    /// Bytes between the magic, the components and the manifest must be zero (spec §2:
+    /// "to prevent data leakage"). Returns a warning naming the first non-zero gap.
+    fn nonzero_padding(&self) -> Option<String> {
+        let mut spans: Vec<(u64, u64)> = self
+            .components
+            .iter()
+            .flatten()
+            .map(|c| (c.offset, c.offset.saturating_add(c.length)))
+            .collect();
+        spans.sort_unstable();
+        spans.push((self.manifest_start, self.manifest_start));
+        let mut at = MAGIC.len() as u64;
+        let mut bad: Option<(u64, u64)> = None;
+        let mut count = 0u64;
+        for (start, end) in spans {
+            if start > at {
+                let gap = limits::slice(self.data, at, start - at, "padding").ok()?;
+                let n = gap.iter().filter(|&&b| b != 0).count() as u64;
+                if n > 0 {
+                    bad.get_or_insert((at, start));
+                    count += n;
+                }
+            }
+            at = at.max(end);
+        }
+        bad.map(|(a, b)| {
+            format!(
+                "{count} non-zero padding bytes outside the components (first gap {a}..{b}); the spec requires zero padding"
+            )
+        })
     }
 
     fn find(&self, name: &str) -> Option<usize> {
@@ -696,6 +730,9 @@ impl Container for ZtensorFile<'_> {
             warnings: self.warnings.clone(),
             ..VerifyReport::default()
         };
+        if let Some(w) = self.nonzero_padding() {
+            report.warnings.push(w);
+        }
         for (i, info) in self.infos.iter().enumerate() {
             let comps = &self.components[i];
             let tensor = format!("tensor {:?}", info.name);
