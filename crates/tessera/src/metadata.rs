@@ -49,6 +49,12 @@ impl Map {
             self.entries.push((key, value));
         }
     }
+    /// Appends `key` without looking for it first (O(1), where [`Map::insert`] is O(n)).
+    /// For readers that have already rejected duplicate keys; a duplicate pushed anyway
+    /// is shadowed by the first one in [`Map::get`].
+    pub fn push_new(&mut self, key: String, value: Value) {
+        self.entries.push((key, value));
+    }
     /// The value of `key`.
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.entries.iter().find(|(k, _)| k == key).map(|(_, v)| v)

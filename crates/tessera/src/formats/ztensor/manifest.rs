@@ -239,16 +239,18 @@ impl<'a> Reader<'a> {
             Header::Map(len) => {
                 let n = self.count(len, what)?;
                 self.enter()?;
-                let mut out = Map::new();
+                let mut entries = Vec::with_capacity(n.min(MAX_PREALLOC));
                 for _ in 0..n {
                     let k = self.text(&format!("a key in {what}"))?;
-                    if out.contains_key(&k) {
-                        return Err(self.err(format!("{what}: duplicate key {k:?}")));
-                    }
                     let v = self.value(what)?;
-                    out.insert(k, v);
+                    entries.push((k, v));
                 }
                 self.leave();
+                self.no_duplicates(&entries, what)?;
+                let mut out = Map::new();
+                for (k, v) in entries {
+                    out.push_new(k, v);
+                }
                 Value::Map(out)
             }
             Header::Break => return Err(self.err(format!("{what}: unexpected CBOR break"))),
@@ -261,19 +263,28 @@ impl<'a> Reader<'a> {
         self.value(what).map(drop)
     }
 
+    /// Duplicate keys are errors (found by sorting: O(n log n) on hostile maps).
+    fn no_duplicates<T>(&mut self, entries: &[(String, T)], what: &str) -> Result<()> {
+        let mut keys: Vec<&str> = entries.iter().map(|(k, _)| k.as_str()).collect();
+        keys.sort_unstable();
+        if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
+            let k = w[0].to_string();
+            return Err(self.err(format!("{what}: duplicate key {k:?}")));
+        }
+        Ok(())
+    }
+
     fn attributes(&mut self, what: &str) -> Result<Vec<(String, Value)>> {
         let n = self.map_len(what)?;
         self.enter()?;
         let mut out: Vec<(String, Value)> = Vec::with_capacity(n.min(MAX_PREALLOC));
         for _ in 0..n {
             let k = self.text(&format!("a key of {what}"))?;
-            if out.iter().any(|(x, _)| *x == k) {
-                return Err(self.err(format!("{what}: duplicate key {k:?}")));
-            }
             let v = self.value(what)?;
             out.push((k, v));
         }
         self.leave();
+        self.no_duplicates(&out, what)?;
         Ok(out)
     }
 

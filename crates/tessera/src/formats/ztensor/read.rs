@@ -186,14 +186,10 @@ impl<'data> ZtensorFile<'data> {
         limits.check_entries(tensors.len() as u64)?;
 
         let mut metadata = Map::new();
+        // Duplicate keys were rejected by the decoder.
         for (k, v) in m.attributes {
-            if metadata.contains_key(&k) {
-                return Err(Error::malformed(format!(
-                    "manifest: duplicate attribute {k:?}"
-                )));
-            }
             check_depth(&v, limits.max_depth, &k)?;
-            metadata.insert(k, v);
+            metadata.push_new(k, v);
         }
 
         let mut parsed = Vec::with_capacity(tensors.len());
@@ -461,6 +457,17 @@ fn check_depth(v: &crate::metadata::Value, max: usize, key: &str) -> Result<()> 
     )
 }
 
+/// Most warnings kept from one open (a hostile file could raise one per component).
+const MAX_WARNINGS: usize = 32;
+
+fn warn(warnings: &mut Vec<String>, w: String) {
+    match warnings.len() {
+        n if n < MAX_WARNINGS => warnings.push(w),
+        MAX_WARNINGS => warnings.push("further warnings omitted".into()),
+        _ => {}
+    }
+}
+
 fn parse_dtype(d: &mf::DTypeName) -> Result<DType> {
     d.clone()
         .map_err(|s| Error::malformed(format!("unknown dtype {s:?}")))
@@ -481,11 +488,15 @@ fn tensor_entry(
     limits.check_entries(raw_comps.len() as u64)?;
     let mut comps: Vec<Component> = Vec::with_capacity(raw_comps.len());
     for (role, c) in raw_comps {
-        if comps.iter().any(|x| x.role == role) {
-            return Err(Error::malformed(format!("duplicate component {role:?}")));
-        }
         limits.check_name(role.len() as u64)?;
         comps.push(component(role, c, manifest_start, warnings, name)?);
+    }
+    comps.sort_by(|a, b| a.role.cmp(&b.role));
+    if let Some(w) = comps.windows(2).find(|w| w[0].role == w[1].role) {
+        return Err(Error::malformed(format!(
+            "duplicate component {:?}",
+            w[0].role
+        )));
     }
     // dtype: the tensor's (v1.0), or the main component's (v1.1).
     let main = match layout {
@@ -512,8 +523,7 @@ fn tensor_entry(
     };
     let numel = tensor::numel(&t.shape)?;
     let dense = tensor::dense_nbytes(dtype, &t.shape)?;
-    // Components in the layout's order, then any others by name.
-    comps.sort_by(|a, b| a.role.cmp(&b.role));
+    // Components in the layout's order, then any others by name (sorted above).
     let required = layout.required_parts();
     for role in required {
         if !comps.iter().any(|c| c.role == *role) {
@@ -529,9 +539,14 @@ fn tensor_entry(
         .map(|c| c.role.as_str())
         .collect();
     if !extras.is_empty() {
-        warnings.push(format!(
-            "tensor {name:?}: {layout} tensor has extra components {extras:?} (kept as parts)"
-        ));
+        let more = if extras.len() > 8 { " …" } else { "" };
+        warn(
+            warnings,
+            format!(
+                "tensor {name:?}: {layout} tensor has extra components {:?}{more} (kept as parts)",
+                &extras[..extras.len().min(8)]
+            ),
+        );
     }
     comps.sort_by_key(|c| {
         required
@@ -619,7 +634,7 @@ fn tensor_entry(
     let mut attrs = Map::new();
     for (k, v) in t.attributes {
         check_depth(&v, limits.max_depth, &k)?;
-        attrs.insert(k, v);
+        attrs.push_new(k, v);
     }
     let info = TensorInfo {
         name: name.to_string(),
@@ -670,10 +685,13 @@ fn component(
         .at_offset(c.offset));
     }
     if c.offset % ALIGNMENT != 0 {
-        warnings.push(format!(
-            "tensor {tensor:?}: component {role:?} at offset {} is not 64-byte aligned",
-            c.offset
-        ));
+        warn(
+            warnings,
+            format!(
+                "tensor {tensor:?}: component {role:?} at offset {} is not 64-byte aligned",
+                c.offset
+            ),
+        );
     }
     let encoding = match c.encoding.as_deref() {
         None | Some("raw") => Encoding::Raw,
