@@ -23,9 +23,11 @@
 //! magic; `manifest_size` within the file (and under `Limits::max_index_bytes`); the
 //! manifest is one CBOR map with no trailing bytes, walked with ciborium's low-level
 //! decoder into our own structs (every length checked against the bytes left before
-//! allocating, nesting limited, duplicate keys rejected, indefinite lengths refused); version per §6.1 (`1.0`
-//! read, a newer `1.x` read with a warning in [`crate::Container::warnings`], `2.x` and
-//! other majors an `UnsupportedVersion` error, "zTensor v2 is not supported"); dtype
+//! allocating, nesting limited, duplicate keys rejected in O(n log n), indefinite
+//! lengths refused); version per §6.1 (`1.0` read, a newer `1.x` read with a warning in
+//! [`crate::Container::warnings`], `2.x` and other majors an `UnsupportedVersion`
+//! error, "zTensor v2 is not supported"; a `1.x` file with x ≥ 1 must end with the
+//! footer magic, as v1.1 requires, so a v1.1 file cut at its footer is an error); dtype
 //! known; rank, names and counts within [`crate::Limits`]; shape products checked for
 //! overflow; every component inside the data area (`8 <= offset`, `offset + length <=`
 //! manifest start, no overflow); required components present; raw dense `length ==
@@ -66,6 +68,10 @@
 //! - Components may not overlap the magic or the manifest (the original does not check).
 //! - A known layout with extra components keeps them as extra parts, with a warning.
 //! - An unknown `encoding` lists the tensor but reading it is `Unsupported`.
+//! - Attribute values other than strings are read (the original fails on them).
+//! - Tensors are listed in file order (by the offset of their first component), not in
+//!   the manifest's name order, so a same-format rewrite gives back the same bytes.
+//! - Warnings are capped at 32 per file (a hostile file could raise one per component).
 //!
 //! # Writing ([`ZtensorWriter`], streaming)
 //!
