@@ -96,13 +96,15 @@
 //!   its Python writer stores a 0-d array as `[1]`).
 //! - dtypes: the 13 of the spec; others are refused (`tessera convert --cast`).
 
+mod entry;
 mod manifest;
 mod raw;
 mod read;
 mod write;
 
+pub use entry::{Component, Encoding};
 pub use raw::{dtype_from_name, dtype_name, parse_digest, ParsedDigest, ALIGNMENT, MAGIC};
-pub use read::{Component, Encoding, ZtensorFile};
+pub use read::ZtensorFile;
 pub use write::{write, ZtensorWriter, GENERATOR};
 
 use crate::any::{OpenFn, ReadOptions};
