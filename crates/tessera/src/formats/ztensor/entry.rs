@@ -1,7 +1,7 @@
 //! One tensor object of the manifest, validated against the file: layout, dtype,
 //! shape, components, their bounds and sizes.
 
-use super::manifest::{self as mf, RawComponent, RawTensor};
+use super::manifest::{self as mf, RawTensor};
 use super::raw::{ALIGNMENT, MAGIC};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -100,14 +100,15 @@ pub(super) fn tensor_entry(
 ) -> Result<(TensorInfo, Vec<Component>)> {
     limits.check_rank(t.shape.len() as u64)?;
     let layout = t.format;
-    let raw_comps = t.components;
-    limits.check_entries(raw_comps.len() as u64)?;
-    let mut comps: Vec<Component> = Vec::with_capacity(raw_comps.len());
-    for (role, c) in raw_comps {
-        limits.check_name(role.len() as u64)?;
-        comps.push(component(role, c, manifest_start, warnings, name)?);
+    let mut comps = t.components;
+    limits.check_entries(comps.len() as u64)?;
+    for c in &comps {
+        limits.check_name(c.role.len() as u64)?;
+        check_component(c, manifest_start, warnings, name)?;
     }
-    comps.sort_by(|a, b| a.role.cmp(&b.role));
+    if !comps.windows(2).all(|w| w[0].role < w[1].role) {
+        comps.sort_by(|a, b| a.role.cmp(&b.role));
+    }
     if let Some(w) = comps.windows(2).find(|w| w[0].role == w[1].role) {
         return Err(Error::malformed(format!(
             "duplicate component {:?}",
@@ -268,14 +269,15 @@ pub(super) fn tensor_entry(
     Ok((info, comps))
 }
 
-fn component(
-    role: String,
-    c: RawComponent,
+/// Checks a component's range against the file: inside the data area, no overflow;
+/// warns when unaligned.
+fn check_component(
+    c: &Component,
     manifest_start: u64,
     warnings: &mut Vec<String>,
     tensor: &str,
-) -> Result<Component> {
-    let what = || format!("component {role:?}");
+) -> Result<()> {
+    let what = || format!("component {:?}", c.role);
     let end = c.offset.checked_add(c.length).ok_or_else(|| {
         Error::malformed(format!(
             "{}: offset {} + length {} overflows",
@@ -304,28 +306,10 @@ fn component(
         warn(
             warnings,
             format!(
-                "tensor {tensor:?}: component {role:?} at offset {} is not 64-byte aligned",
-                c.offset
+                "tensor {tensor:?}: component {:?} at offset {} is not 64-byte aligned",
+                c.role, c.offset
             ),
         );
     }
-    let encoding = match c.encoding.as_deref() {
-        None | Some("raw") => Encoding::Raw,
-        Some("zstd") => Encoding::Zstd,
-        Some(other) => Encoding::Other(other.to_string()),
-    };
-    let dtype = c
-        .dtype
-        .as_ref()
-        .map(parse_dtype)
-        .transpose()
-        .map_err(|e| e.at_subject(what()))?;
-    Ok(Component {
-        role,
-        dtype,
-        offset: c.offset,
-        length: c.length,
-        encoding,
-        digest: c.digest,
-    })
+    Ok(())
 }

@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::metadata::{Map, Value};
 use crate::tensor::Layout;
 
+use super::entry::{Component, Encoding};
 use super::raw::dtype_from_name;
 
 /// A decoded manifest. `tensors` is `tensors` (v1.0) or `objects` (v1.1).
@@ -49,25 +50,10 @@ pub struct RawTensor {
     pub shape: Vec<u64>,
     /// `format`: `dense`, `sparse_csr`, `sparse_coo` or another layout.
     pub format: Layout,
-    /// `components`: role → location, in file order.
-    pub components: Vec<(String, RawComponent)>,
+    /// `components`: role → location, in file order (not yet checked against the file).
+    pub components: Vec<Component>,
     /// `attributes` (v1.1 per-object attributes).
     pub attributes: Vec<(String, Value)>,
-}
-
-/// A component object.
-#[derive(Debug)]
-pub struct RawComponent {
-    /// `dtype` (v1.1).
-    pub dtype: Option<DTypeName>,
-    /// `offset`: absolute file offset.
-    pub offset: u64,
-    /// `length`: stored (compressed) bytes.
-    pub length: u64,
-    /// `encoding`: `raw` (default) or `zstd`.
-    pub encoding: Option<String>,
-    /// `digest`: `algorithm:value`.
-    pub digest: Option<String>,
 }
 
 /// Most list slots reserved up front from a count the file states.
@@ -297,7 +283,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn component(&mut self) -> Result<RawComponent> {
+    fn component(&mut self, role: String) -> Result<Component> {
         let n = self.map_len("a component")?;
         self.enter()?;
         let (mut dtype, mut offset, mut length, mut encoding, mut digest) =
@@ -315,10 +301,25 @@ impl<'a> Reader<'a> {
                 _ => 5,
             })?;
             let dup = match key {
-                0 => dtype.replace(self.dtype("\"dtype\"")?).is_some(),
+                0 => {
+                    let d = self
+                        .dtype("\"dtype\"")?
+                        .map_err(|s| Error::malformed(format!("unknown dtype {s:?}")))?;
+                    dtype.replace(d).is_some()
+                }
                 1 => offset.replace(self.uint("\"offset\"")?).is_some(),
                 2 => length.replace(self.uint("\"length\"")?).is_some(),
-                3 => encoding.replace(self.text("\"encoding\"")?).is_some(),
+                3 => {
+                    let e = match self.pull()? {
+                        Header::Text(len) => self.text_body(len, "\"encoding\"", |s| match s {
+                            "raw" => Encoding::Raw,
+                            "zstd" => Encoding::Zstd,
+                            other => Encoding::Other(other.to_string()),
+                        })?,
+                        _ => return Err(self.err("\"encoding\" must be a text string")),
+                    };
+                    encoding.replace(e).is_some()
+                }
                 4 => digest.replace(self.text("\"digest\"")?).is_some(),
                 _ => {
                     self.skip("an unknown component field")?;
@@ -332,11 +333,12 @@ impl<'a> Reader<'a> {
         self.leave();
         let offset = offset.ok_or_else(|| self.err("a component has no \"offset\""))?;
         let length = length.ok_or_else(|| self.err("a component has no \"length\""))?;
-        Ok(RawComponent {
+        Ok(Component {
+            role,
             dtype,
             offset,
             length,
-            encoding,
+            encoding: encoding.unwrap_or(Encoding::Raw),
             digest,
         })
     }
@@ -383,10 +385,9 @@ impl<'a> Reader<'a> {
                     let mut out = Vec::with_capacity(c.min(MAX_PREALLOC));
                     for _ in 0..c {
                         let role = self.text("a component name")?;
-                        let comp = self
-                            .component()
-                            .map_err(|e| e.at_subject(format!("component {role:?}")))?;
-                        out.push((role, comp));
+                        let what = format!("component {role:?}");
+                        let comp = self.component(role).map_err(|e| e.at_subject(what))?;
+                        out.push(comp);
                     }
                     self.leave();
                     components.replace(out).is_some()
@@ -522,7 +523,7 @@ mod tests {
         assert_eq!(t.1.dtype, Some(Ok(DType::I8)));
         assert_eq!(t.1.shape, vec![2]);
         assert_eq!(
-            (t.1.components[0].1.offset, t.1.components[0].1.length),
+            (t.1.components[0].offset, t.1.components[0].length),
             (64, 2)
         );
         // Every prefix fails, never panics.
