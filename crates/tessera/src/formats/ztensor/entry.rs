@@ -34,8 +34,8 @@ impl Encoding {
 /// One component of a tensor, validated against the file.
 #[derive(Debug, Clone)]
 pub struct Component {
-    /// Its role (`data`, `values`, `indices`, …).
-    pub role: String,
+    /// Its role (`data`, `values`, `indices`, …; the usual ones are not allocated).
+    pub role: std::borrow::Cow<'static, str>,
     /// Element type of the component (v1.1 states it per component).
     pub dtype: Option<DType>,
     /// Absolute offset.
@@ -121,7 +121,10 @@ pub(super) fn tensor_entry(
         Layout::SparseCsr | Layout::SparseCoo => "values",
         Layout::Other(_) => "data",
     };
-    let main_dtype = comps.iter().find(|c| c.role == main).and_then(|c| c.dtype);
+    let main_dtype = comps
+        .iter()
+        .find(|c| c.role.as_ref() == main)
+        .and_then(|c| c.dtype);
     let dtype = match (&t.dtype, main_dtype) {
         (Some(s), md) => {
             let d = parse_dtype(s)?;
@@ -143,7 +146,7 @@ pub(super) fn tensor_entry(
     // Components in the layout's order, then any others by name (sorted above).
     let required = layout.required_parts();
     for role in required {
-        if !comps.iter().any(|c| c.role == *role) {
+        if !comps.iter().any(|c| c.role.as_ref() == *role) {
             return Err(Error::malformed(format!(
                 "{} tensor lacks its {role:?} component",
                 layout
@@ -152,8 +155,8 @@ pub(super) fn tensor_entry(
     }
     let extras: Vec<&str> = comps
         .iter()
-        .filter(|c| !required.is_empty() && !required.contains(&c.role.as_str()))
-        .map(|c| c.role.as_str())
+        .filter(|c| !required.is_empty() && !required.contains(&c.role.as_ref()))
+        .map(|c| c.role.as_ref())
         .collect();
     if !extras.is_empty() {
         let more = if extras.len() > 8 { " …" } else { "" };
@@ -168,7 +171,7 @@ pub(super) fn tensor_entry(
     comps.sort_by_key(|c| {
         required
             .iter()
-            .position(|r| *r == c.role)
+            .position(|r| *r == c.role.as_ref())
             .unwrap_or(usize::MAX)
     });
     for c in &comps {
@@ -204,7 +207,7 @@ pub(super) fn tensor_entry(
                 )));
             }
             for c in &comps {
-                let unit = if c.role == "values" {
+                let unit = if c.role.as_ref() == "values" {
                     dtype.size() as u64
                 } else {
                     c.dtype.map_or(8, |d| d.size() as u64)

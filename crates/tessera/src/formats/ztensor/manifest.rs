@@ -14,6 +14,8 @@
 //! - tags are skipped, as ciborium's serde layer does;
 //! - the map must use every byte of the manifest.
 
+use std::borrow::Cow;
+
 use ciborium_io::Read as _;
 use ciborium_ll::{Decoder, Header};
 
@@ -283,7 +285,22 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn component(&mut self, role: String) -> Result<Component> {
+    fn component(&mut self, role: Cow<'static, str>) -> Result<Component> {
+        match self.component_fields() {
+            Ok((dtype, offset, length, encoding, digest)) => Ok(Component {
+                role,
+                dtype,
+                offset,
+                length,
+                encoding,
+                digest,
+            }),
+            Err(e) => Err(e.at_subject(format!("component {role:?}"))),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn component_fields(&mut self) -> Result<(Option<DType>, u64, u64, Encoding, Option<String>)> {
         let n = self.map_len("a component")?;
         self.enter()?;
         let (mut dtype, mut offset, mut length, mut encoding, mut digest) =
@@ -333,14 +350,13 @@ impl<'a> Reader<'a> {
         self.leave();
         let offset = offset.ok_or_else(|| self.err("a component has no \"offset\""))?;
         let length = length.ok_or_else(|| self.err("a component has no \"length\""))?;
-        Ok(Component {
-            role,
+        Ok((
             dtype,
             offset,
             length,
-            encoding: encoding.unwrap_or(Encoding::Raw),
+            encoding.unwrap_or(Encoding::Raw),
             digest,
-        })
+        ))
     }
 
     fn tensor(&mut self) -> Result<RawTensor> {
@@ -384,9 +400,20 @@ impl<'a> Reader<'a> {
                     self.enter()?;
                     let mut out = Vec::with_capacity(c.min(MAX_PREALLOC));
                     for _ in 0..c {
-                        let role = self.text("a component name")?;
-                        let what = format!("component {role:?}");
-                        let comp = self.component(role).map_err(|e| e.at_subject(what))?;
+                        let role = match self.pull()? {
+                            Header::Text(len) => {
+                                self.text_body(len, "a component name", |s| match s {
+                                    "data" => Cow::Borrowed("data"),
+                                    "values" => Cow::Borrowed("values"),
+                                    "indices" => Cow::Borrowed("indices"),
+                                    "indptr" => Cow::Borrowed("indptr"),
+                                    "coords" => Cow::Borrowed("coords"),
+                                    other => Cow::Owned(other.to_string()),
+                                })?
+                            }
+                            _ => return Err(self.err("a component name must be a text string")),
+                        };
+                        let comp = self.component(role)?;
                         out.push(comp);
                     }
                     self.leave();

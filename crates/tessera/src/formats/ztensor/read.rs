@@ -328,7 +328,7 @@ impl<'data> ZtensorFile<'data> {
                 }
             }
             parts.push(Part {
-                role: c.role.clone(),
+                role: c.role.to_string(),
                 bytes,
             });
         }
@@ -346,7 +346,7 @@ fn decoded_bound(info: &TensorInfo, c: &Component, numel: u64) -> Result<(u64, b
     let esize = info.dtype.size() as u64;
     let ndim = info.shape.len() as u64;
     let idx = c.dtype.map_or(8, |d| d.size() as u64);
-    let b = match (&info.layout, c.role.as_str()) {
+    let b = match (&info.layout, c.role.as_ref()) {
         (Layout::Dense, "data") => return Ok((info.dense_nbytes()?, true)),
         (Layout::SparseCsr, "indptr") => {
             return Ok((info.shape[0].saturating_add(1).saturating_mul(idx), true))
