@@ -115,27 +115,34 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Reads the body of a text item of `len` bytes and hands it to `f` (from a stack
-    /// buffer when short, so matching a name allocates nothing).
-    fn text_body<T>(
+    /// Reads the body of a text item of `len` bytes (into a stack buffer when short) and
+    /// matches it: `known` sees the raw bytes and recognises the usual names without
+    /// allocating or validating (an ASCII literal is valid UTF-8); anything else is
+    /// checked as UTF-8 and handed to `other`.
+    fn name_body<T>(
         &mut self,
         len: Option<usize>,
         what: &str,
-        f: impl FnOnce(&str) -> T,
+        known: impl FnOnce(&[u8]) -> Option<T>,
+        other: impl FnOnce(&str) -> T,
     ) -> Result<T> {
         let len = self.check_len(len, what)?;
-        if len <= 64 {
-            let mut buf = [0u8; 64];
-            let b = &mut buf[..len];
-            self.dec.read_exact(b).map_err(|_| truncated())?;
-            let s = std::str::from_utf8(b).map_err(|_| self.err(format!("{what} is not UTF-8")))?;
-            Ok(f(s))
+        let mut buf = [0u8; 64];
+        let mut heap = Vec::new();
+        let b: &mut [u8] = if len <= buf.len() {
+            &mut buf[..len]
         } else {
             // len <= the bytes left (checked above), so this allocation is backed by data.
-            let mut v = vec![0u8; len];
-            self.dec.read_exact(&mut v).map_err(|_| truncated())?;
-            let s = String::from_utf8(v).map_err(|_| self.err(format!("{what} is not UTF-8")))?;
-            Ok(f(&s))
+            heap.resize(len, 0);
+            &mut heap
+        };
+        self.dec.read_exact(b).map_err(|_| truncated())?;
+        if let Some(t) = known(b) {
+            return Ok(t);
+        }
+        match std::str::from_utf8(b) {
+            Ok(s) => Ok(other(s)),
+            Err(_) => Err(self.err(format!("{what} is not UTF-8"))),
         }
     }
 
@@ -278,9 +285,12 @@ impl<'a> Reader<'a> {
 
     fn dtype(&mut self, what: &str) -> Result<DTypeName> {
         match self.pull()? {
-            Header::Text(len) => self.text_body(len, what, |s| {
-                dtype_from_name(s).ok_or_else(|| s.to_string())
-            }),
+            Header::Text(len) => self.name_body(
+                len,
+                what,
+                |_| None,
+                |s| dtype_from_name(s).ok_or_else(|| s.to_string()),
+            ),
             _ => Err(self.err(format!("{what} must be a text string"))),
         }
     }
@@ -309,14 +319,19 @@ impl<'a> Reader<'a> {
             let Header::Text(len) = self.pull()? else {
                 return Err(self.err("a component key must be a text string"));
             };
-            let key = self.text_body(len, "a component key", |s| match s {
-                "dtype" => 0,
-                "offset" => 1,
-                "length" => 2,
-                "encoding" => 3,
-                "digest" => 4,
-                _ => 5,
-            })?;
+            let key = self.name_body(
+                len,
+                "a component key",
+                |b| match b {
+                    b"dtype" => Some(0),
+                    b"offset" => Some(1),
+                    b"length" => Some(2),
+                    b"encoding" => Some(3),
+                    b"digest" => Some(4),
+                    _ => None,
+                },
+                |_| 5,
+            )?;
             let dup = match key {
                 0 => {
                     let d = self
@@ -328,11 +343,16 @@ impl<'a> Reader<'a> {
                 2 => length.replace(self.uint("\"length\"")?).is_some(),
                 3 => {
                     let e = match self.pull()? {
-                        Header::Text(len) => self.text_body(len, "\"encoding\"", |s| match s {
-                            "raw" => Encoding::Raw,
-                            "zstd" => Encoding::Zstd,
-                            other => Encoding::Other(other.to_string()),
-                        })?,
+                        Header::Text(len) => self.name_body(
+                            len,
+                            "\"encoding\"",
+                            |b| match b {
+                                b"raw" => Some(Encoding::Raw),
+                                b"zstd" => Some(Encoding::Zstd),
+                                _ => None,
+                            },
+                            |s| Encoding::Other(s.to_string()),
+                        )?,
                         _ => return Err(self.err("\"encoding\" must be a text string")),
                     };
                     encoding.replace(e).is_some()
@@ -368,14 +388,19 @@ impl<'a> Reader<'a> {
             let Header::Text(len) = self.pull()? else {
                 return Err(self.err("a tensor key must be a text string"));
             };
-            let key = self.text_body(len, "a tensor key", |s| match s {
-                "dtype" => 0,
-                "shape" => 1,
-                "format" => 2,
-                "components" => 3,
-                "attributes" => 4,
-                _ => 5,
-            })?;
+            let key = self.name_body(
+                len,
+                "a tensor key",
+                |b| match b {
+                    b"dtype" => Some(0),
+                    b"shape" => Some(1),
+                    b"format" => Some(2),
+                    b"components" => Some(3),
+                    b"attributes" => Some(4),
+                    _ => None,
+                },
+                |_| 5,
+            )?;
             let dup = match key {
                 0 => dtype.replace(self.dtype("\"dtype\"")?).is_some(),
                 1 => {
@@ -388,9 +413,17 @@ impl<'a> Reader<'a> {
                 }
                 2 => {
                     let l = match self.pull()? {
-                        Header::Text(len) => {
-                            self.text_body(len, "\"format\"", Layout::from_name)?
-                        }
+                        Header::Text(len) => self.name_body(
+                            len,
+                            "\"format\"",
+                            |b| match b {
+                                b"dense" => Some(Layout::Dense),
+                                b"sparse_csr" => Some(Layout::SparseCsr),
+                                b"sparse_coo" => Some(Layout::SparseCoo),
+                                _ => None,
+                            },
+                            Layout::from_name,
+                        )?,
                         _ => return Err(self.err("\"format\" must be a text string")),
                     };
                     format.replace(l).is_some()
@@ -401,16 +434,19 @@ impl<'a> Reader<'a> {
                     let mut out = Vec::with_capacity(c.min(MAX_PREALLOC));
                     for _ in 0..c {
                         let role = match self.pull()? {
-                            Header::Text(len) => {
-                                self.text_body(len, "a component name", |s| match s {
-                                    "data" => Cow::Borrowed("data"),
-                                    "values" => Cow::Borrowed("values"),
-                                    "indices" => Cow::Borrowed("indices"),
-                                    "indptr" => Cow::Borrowed("indptr"),
-                                    "coords" => Cow::Borrowed("coords"),
-                                    other => Cow::Owned(other.to_string()),
-                                })?
-                            }
+                            Header::Text(len) => self.name_body(
+                                len,
+                                "a component name",
+                                |b| match b {
+                                    b"data" => Some(Cow::Borrowed("data")),
+                                    b"values" => Some(Cow::Borrowed("values")),
+                                    b"indices" => Some(Cow::Borrowed("indices")),
+                                    b"indptr" => Some(Cow::Borrowed("indptr")),
+                                    b"coords" => Some(Cow::Borrowed("coords")),
+                                    _ => None,
+                                },
+                                |s| Cow::Owned(s.to_string()),
+                            )?,
                             _ => return Err(self.err("a component name must be a text string")),
                         };
                         let comp = self.component(role)?;
