@@ -172,15 +172,27 @@ impl<'data> ZtensorFile<'data> {
                 i.name.as_str(),
             )
         }
-        let mut order: Vec<usize> = (0..parsed.len()).collect();
-        let place: Vec<(u64, bool)> = parsed.iter().map(|p| (key(&p.0).0, key(&p.0).1)).collect();
-        if !place.windows(2).all(|w| w[0] < w[1]) {
-            order.sort_unstable_by(|&a, &b| {
-                place[a]
-                    .cmp(&place[b])
-                    .then_with(|| parsed[a].0.name.cmp(&parsed[b].0.name))
+        let mut place: Vec<(u64, bool, usize)> = parsed
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let (o, n, _) = key(&p.0);
+                (o, n, i)
+            })
+            .collect();
+        if !place
+            .windows(2)
+            .all(|w| (w[0].0, w[0].1) < (w[1].0, w[1].1))
+        {
+            place.sort_unstable();
+            // Equal places (empty tensors at one offset): by name, as written.
+            place.sort_by(|a, b| {
+                (a.0, a.1)
+                    .cmp(&(b.0, b.1))
+                    .then_with(|| parsed[a.2].0.name.cmp(&parsed[b.2].0.name))
             });
         }
+        let order: Vec<usize> = place.iter().map(|p| p.2).collect();
         // Writers sort the manifest by name (the original's BTreeMap): then the name
         // index comes for free.
         let names_sorted = parsed.windows(2).all(|w| w[0].0.name < w[1].0.name);
