@@ -141,7 +141,6 @@ pub(super) fn tensor_entry(
             _ => return Err(Error::malformed("tensor has no dtype")),
         },
     };
-    let numel = tensor::numel(&t.shape)?;
     let dense = tensor::dense_nbytes(dtype, &t.shape)?;
     // Components in the layout's order, then any others by name (sorted above).
     let required = layout.required_parts();
@@ -206,7 +205,7 @@ pub(super) fn tensor_entry(
                     t.shape
                 )));
             }
-            for c in &comps {
+            for c in comps.iter().filter(|c| required.contains(&c.role.as_ref())) {
                 let unit = if c.role.as_ref() == "values" {
                     dtype.size() as u64
                 } else {
@@ -220,7 +219,6 @@ pub(super) fn tensor_entry(
                     .at_offset(c.offset));
                 }
             }
-            let _ = numel;
         }
         Layout::Other(_) => {}
     }
@@ -228,28 +226,41 @@ pub(super) fn tensor_entry(
         .iter()
         .map(|c| c.length)
         .fold(0u64, u64::saturating_add);
-    let mut encoding = String::new();
-    let mut digests: Vec<String> = Vec::new();
+    // How it is stored, for inspect: the distinct encodings and digest algorithms (a
+    // few; a hostile file with thousands of distinct names gets "mixed").
+    const FEW: usize = 4;
+    let mut encodings: Vec<&str> = Vec::new();
+    let mut algos: Vec<String> = Vec::new();
+    let (mut many_encodings, mut many_algos) = (false, false);
     for c in &comps {
         let e = c.encoding.name();
-        if encoding.is_empty() {
-            encoding.push_str(e);
-        } else if !encoding.split('+').any(|x| x == e) {
-            encoding.push('+');
-            encoding.push_str(e);
+        if !encodings.contains(&e) {
+            if encodings.len() < FEW {
+                encodings.push(e);
+            } else {
+                many_encodings = true;
+            }
         }
         if let Some(d) = &c.digest {
-            let algo = d
-                .split_once(':')
-                .map_or(d.as_str(), |(a, _)| a)
-                .to_ascii_lowercase();
-            if !digests.contains(&algo) {
-                digests.push(algo);
+            let algo = d.split_once(':').map_or(d.as_str(), |(a, _)| a);
+            if !algos.iter().any(|a| a.eq_ignore_ascii_case(algo)) {
+                if algos.len() < FEW {
+                    algos.push(algo.to_ascii_lowercase());
+                } else {
+                    many_algos = true;
+                }
             }
         }
     }
-    if encoding.is_empty() {
-        encoding.push_str("raw");
+    let encoding = match (encodings.as_slice(), many_encodings) {
+        ([], _) => "raw".to_string(),
+        ([one], false) => (*one).to_string(),
+        (_, false) => encodings.join("+"),
+        (_, true) => "mixed".to_string(),
+    };
+    let mut digests = algos;
+    if many_algos {
+        digests.push("…".into());
     }
     let mut attrs = Map::new();
     for (k, v) in t.attributes {
