@@ -65,7 +65,9 @@
 //! - Unaligned component offsets are accepted with a warning (§7.1: SHOULD warn). The
 //!   original reader refuses them; a misaligned raw tensor is still read zero-copy (the
 //!   borrowed slice is simply not 64-byte aligned).
-//! - Components may not overlap the magic or the manifest (the original does not check).
+//! - Components may not overlap the magic, the manifest or each other (empty ones
+//!   aside); the original checks none of this. Overlaps would let a small file make
+//!   `verify` hash, or a reader decode, the same bytes again and again.
 //! - A known layout with extra components keeps them as extra parts, with a warning.
 //! - An unknown `encoding` lists the tensor but reading it is `Unsupported`.
 //! - Attribute values other than strings are read (the original fails on them).

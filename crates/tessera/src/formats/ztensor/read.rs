@@ -226,6 +226,7 @@ impl<'data> ZtensorFile<'data> {
             }
             by_name
         };
+        check_no_overlap(&infos, &components)?;
         Ok(ZtensorFile {
             data,
             version,
@@ -351,6 +352,40 @@ impl<'data> ZtensorFile<'data> {
         view.validate()?;
         Ok(view)
     }
+}
+
+/// Components may not share bytes (empty ones aside): the spec lays them out one after
+/// the other, and overlapping ranges would let a small file make `verify` hash (or a
+/// reader decode) the same bytes over and over.
+fn check_no_overlap(infos: &[TensorInfo], components: &[Vec<Component>]) -> Result<()> {
+    let mut spans: Vec<(u64, u64, usize, usize)> = Vec::new();
+    for (t, comps) in components.iter().enumerate() {
+        for (k, c) in comps.iter().enumerate() {
+            if c.length > 0 {
+                // offset + length was checked for overflow already.
+                spans.push((c.offset, c.offset.saturating_add(c.length), t, k));
+            }
+        }
+    }
+    spans.sort_unstable();
+    for w in spans.windows(2) {
+        let ((_, end, ta, ka), (start, _, tb, kb)) = (w[0], w[1]);
+        if start < end {
+            let name = |t: usize, k: usize| {
+                format!(
+                    "tensor {:?} component {:?}",
+                    infos[t].name, components[t][k].role
+                )
+            };
+            return Err(Error::malformed(format!(
+                "{} overlaps {} at byte {start}",
+                name(tb, kb),
+                name(ta, ka)
+            ))
+            .at_offset(start));
+        }
+    }
+    Ok(())
 }
 
 /// The decoded-size bound of a component (see the module docs).
