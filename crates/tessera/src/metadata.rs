@@ -28,10 +28,19 @@ pub enum Value {
     Map(Map),
 }
 
-/// An insertion-ordered map with string keys.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// An insertion-ordered map with string keys. Lookups and inserts are O(1) (a hash
+/// index beside the ordered entries), so a hostile file with millions of keys costs
+/// linear time.
+#[derive(Debug, Clone, Default)]
 pub struct Map {
     entries: Vec<(String, Value)>,
+    index: std::collections::HashMap<String, usize>,
+}
+
+impl PartialEq for Map {
+    fn eq(&self, other: &Map) -> bool {
+        self.entries == other.entries
+    }
 }
 
 impl Map {
@@ -43,10 +52,12 @@ impl Map {
     pub fn insert(&mut self, key: impl Into<String>, value: impl Into<Value>) {
         let key = key.into();
         let value = value.into();
-        if let Some(slot) = self.entries.iter_mut().find(|(k, _)| *k == key) {
-            slot.1 = value;
-        } else {
-            self.entries.push((key, value));
+        match self.index.get(&key) {
+            Some(&i) => self.entries[i].1 = value,
+            None => {
+                self.index.insert(key.clone(), self.entries.len());
+                self.entries.push((key, value));
+            }
         }
     }
     /// A map from entries whose keys the caller has already checked to be unique, in
@@ -54,16 +65,33 @@ impl Map {
     /// reader facing millions of keys from a hostile file uses this instead). With a
     /// repeated key, `get` sees the first.
     pub fn from_unique(entries: Vec<(String, Value)>) -> Map {
-        Map { entries }
+        let mut m = Map::new();
+        for (k, v) in entries {
+            m.push_new(k, v);
+        }
+        m
+    }
+    /// Appends `key` without looking for it first (O(1), where [`Map::insert`] is O(n)).
+    /// For readers that have already rejected duplicate keys; a duplicate pushed anyway
+    /// is shadowed by the first one in [`Map::get`].
+    pub fn push_new(&mut self, key: String, value: Value) {
+        self.index.entry(key.clone()).or_insert(self.entries.len());
+        self.entries.push((key, value));
     }
     /// The value of `key`.
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.entries.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+        self.index.get(key).map(|&i| &self.entries[i].1)
     }
     /// Removes `key`, returning its value.
     pub fn remove(&mut self, key: &str) -> Option<Value> {
-        let i = self.entries.iter().position(|(k, _)| k == key)?;
-        Some(self.entries.remove(i).1)
+        let i = self.index.remove(key)?;
+        let (_, v) = self.entries.remove(i);
+        // Reindex what moved (and a shadowed duplicate of `key`, if any).
+        self.index.clear();
+        for (j, (k, _)) in self.entries.iter().enumerate() {
+            self.index.entry(k.clone()).or_insert(j);
+        }
+        Some(v)
     }
     /// True when `key` is present.
     pub fn contains_key(&self, key: &str) -> bool {

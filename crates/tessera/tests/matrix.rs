@@ -15,7 +15,8 @@ use tessera::{
 };
 
 /// Formats with both a reader and a writer, which the matrix covers.
-const FORMATS: [Format; 8] = [
+const FORMATS: [Format; 9] = [
+    Format::Wtxt,
     Format::Ztensor,
     Format::Fold,
     Format::Aero,

@@ -220,3 +220,115 @@ fn tight_limits_are_enforced() {
     assert_eq!(e.kind(), ErrorKind::Malformed, "{e}");
     assert!(e.to_string().contains("more than"), "{e}");
 }
+
+#[test]
+fn nonzero_padding_is_a_verify_warning() {
+    let (_, mut data) = vectors("valid-sparse").remove(0);
+    let clean = open(&data).unwrap().verify(&Default::default());
+    assert!(clean.warnings.is_empty(), "{:?}", clean.warnings);
+    // The byte before the second component (at 128) is padding.
+    data[127] = 0xAA;
+    let r = open(&data).unwrap().verify(&Default::default());
+    assert!(r.is_ok());
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    assert!(
+        r.warnings[0].contains("non-zero padding"),
+        "{:?}",
+        r.warnings
+    );
+}
+
+/// Minimal CBOR pieces, hand-written here (not our writer) for big hostile manifests.
+fn cbor_head(major: u8, n: u64) -> Vec<u8> {
+    let m = major << 5;
+    match n {
+        0..=23 => vec![m | n as u8],
+        24..=0xff => vec![m | 24, n as u8],
+        0x100..=0xffff => [vec![m | 25], (n as u16).to_be_bytes().to_vec()].concat(),
+        0x1_0000..=0xffff_ffff => [vec![m | 26], (n as u32).to_be_bytes().to_vec()].concat(),
+        _ => [vec![m | 27], n.to_be_bytes().to_vec()].concat(),
+    }
+}
+fn cbor_text(s: &str) -> Vec<u8> {
+    [cbor_head(3, s.len() as u64), s.as_bytes().to_vec()].concat()
+}
+fn file_with_manifest(m: &[u8]) -> Vec<u8> {
+    [
+        b"ZTEN1000".to_vec(),
+        m.to_vec(),
+        (m.len() as u64).to_le_bytes().to_vec(),
+    ]
+    .concat()
+}
+
+#[test]
+fn huge_maps_are_linear_not_quadratic() {
+    const N: u64 = 200_000;
+    let mut m = cbor_head(5, 3);
+    m.extend(cbor_text("version"));
+    m.extend(cbor_text("1.0"));
+    m.extend(cbor_text("attributes"));
+    m.extend(cbor_head(5, N));
+    for i in 0..N {
+        m.extend(cbor_text(&format!("k{i:07}")));
+        m.extend(cbor_text("v"));
+    }
+    m.extend(cbor_text("tensors"));
+    m.extend(cbor_head(5, 1));
+    m.extend(cbor_text("q"));
+    m.extend(cbor_head(5, 4));
+    for (k, v) in [("dtype", "uint8"), ("format", "packed")] {
+        m.extend(cbor_text(k));
+        m.extend(cbor_text(v));
+    }
+    m.extend(cbor_text("shape"));
+    m.extend(cbor_head(4, 0));
+    m.extend(cbor_text("components"));
+    m.extend(cbor_head(5, N));
+    for i in 0..N {
+        m.extend(cbor_text(&format!("c{i:07}")));
+        m.extend(cbor_head(5, 4));
+        m.extend(cbor_text("offset"));
+        m.extend(cbor_head(0, 8));
+        m.extend(cbor_text("length"));
+        m.extend(cbor_head(0, 0));
+        // A distinct encoding and digest algorithm each.
+        m.extend(cbor_text("encoding"));
+        m.extend(cbor_text(&format!("e{i}")));
+        m.extend(cbor_text("digest"));
+        m.extend(cbor_text(&format!("a{i}:00")));
+    }
+    let data = file_with_manifest(&m);
+    let t = std::time::Instant::now();
+    let f = open(&data).unwrap();
+    assert_eq!(f.metadata().len(), N as usize);
+    assert_eq!(f.components("q").unwrap().len(), N as usize);
+    // One warning per unaligned component would be 200,000 lines: they are capped.
+    assert!(f.warnings().len() <= 33, "{}", f.warnings().len());
+    assert_eq!(f.tensor_infos()[0].storage.encoding, "mixed");
+    assert_eq!(f.tensor("q").unwrap_err().kind(), ErrorKind::Unsupported);
+    let r = f.verify(&Default::default());
+    assert_eq!(
+        r.checks
+            .iter()
+            .filter(|c| c.status == Status::NotChecked)
+            .count(),
+        // one per unknown digest algorithm, plus the structure of the unreadable tensor
+        N as usize + 1
+    );
+    // Generous: quadratic behaviour would take minutes.
+    assert!(t.elapsed().as_secs() < 30, "{:?}", t.elapsed());
+
+    // The same with one duplicate attribute key at the end: malformed, named.
+    let dup = cbor_text(&format!("k{:07}", N - 1));
+    let last = cbor_text(&format!("k{:07}", 0));
+    let pos = m
+        .windows(dup.len())
+        .position(|w| w == dup.as_slice())
+        .unwrap();
+    let mut m2 = m.clone();
+    m2[pos..pos + dup.len()].copy_from_slice(&last);
+    let e = open(&file_with_manifest(&m2)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Malformed);
+    assert!(e.to_string().contains("duplicate key \"k0000000\""), "{e}");
+}

@@ -418,3 +418,58 @@ fn convert_file_is_atomic_and_reads_back() {
     assert_eq!(f.tensor_infos().len(), 8);
     assert!(f.verify(&Default::default()).is_ok());
 }
+
+mod prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn dtype() -> impl Strategy<Value = DType> {
+        proptest::sample::select(ztensor::capabilities().dtypes.to_vec())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Any dense tensors, any options: write, read back, same bytes; write again, same file.
+        #[test]
+        fn dense_round_trip(
+            tensors in proptest::collection::vec(
+                (dtype(), proptest::collection::vec(0u64..4, 0..4), any::<u64>()),
+                0..6,
+            ),
+            zstd in any::<bool>(),
+            digest in 0u8..3,
+        ) {
+            let mut m = Model::new();
+            for (i, (d, shape, seed)) in tensors.iter().enumerate() {
+                let n = tessera::tensor::dense_nbytes(*d, shape).unwrap() as usize;
+                let mut x = *seed | 1;
+                let data: Vec<u8> = (0..n)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        if *d == DType::Bool { (x & 1) as u8 } else { x as u8 }
+                    })
+                    .collect();
+                m.push(TensorView::dense(TensorInfo::dense(format!("t{i}"), *d, shape.clone()), Cow::Owned(data)).unwrap()).unwrap();
+            }
+            let opts = WriteOptions {
+                compression: if zstd { Compression::Zstd(3) } else { Compression::None },
+                digests: match digest { 0 => vec![], 1 => vec![Digest::Crc32c], _ => vec![Digest::Sha256] },
+                ..WriteOptions::default()
+            };
+            let a = write(&m, &opts);
+            let f = ZtensorFile::parse(&a, &ReadOptions::default()).unwrap();
+            prop_assert_eq!(f.tensor_infos().len(), tensors.len());
+            for info in m.tensor_infos() {
+                let want = m.tensor(&info.name).unwrap();
+                let got = f.tensor(&info.name).unwrap();
+                prop_assert_eq!(&got.info.shape, &want.info.shape);
+                prop_assert_eq!(got.info.dtype, want.info.dtype);
+                prop_assert_eq!(got.data().unwrap(), want.data().unwrap());
+            }
+            prop_assert!(f.verify(&Default::default()).is_ok());
+            prop_assert_eq!(write(&f, &opts), a);
+        }
+    }
+}

@@ -12,7 +12,7 @@
 //!
 //! The manifest is a CBOR map `{version, generator, attributes, tensors}`; each tensor
 //! is `{dtype, shape, format, components}` and each component `{offset, length
-//! [, encoding][, digest]}` (see [`raw`]). Layouts: `dense` (`data`), `sparse_csr`
+//! [, encoding][, digest]}`. Layouts: `dense` (`data`), `sparse_csr`
 //! (`values`, `indices` u64, `indptr` u64), `sparse_coo` (`values`, `coords` u64,
 //! ndim × nnz row-major), and any other name, kept as [`crate::Layout::Other`] with its
 //! components as parts, in sorted order.
@@ -21,10 +21,13 @@
 //!
 //! Every check of spec §7.1 and more, each a clear error naming the tensor and offset:
 //! magic; `manifest_size` within the file (and under `Limits::max_index_bytes`); the
-//! manifest is one CBOR map with no trailing bytes, decoded with `ciborium` into our own
-//! structs under a recursion limit, duplicate keys rejected; version per §6.1 (`1.0`
-//! read, a newer `1.x` read with a warning in [`crate::Container::warnings`], `2.x` and
-//! other majors an `UnsupportedVersion` error, "zTensor v2 is not supported"); dtype
+//! manifest is one CBOR map with no trailing bytes, walked with ciborium's low-level
+//! decoder into our own structs (every length checked against the bytes left before
+//! allocating, nesting limited, duplicate keys rejected in O(n log n), indefinite
+//! lengths refused); version per §6.1 (`1.0` read, a newer `1.x` read with a warning in
+//! [`crate::Container::warnings`], `2.x` and other majors an `UnsupportedVersion`
+//! error, "zTensor v2 is not supported"; a `1.x` file with x ≥ 1 must end with the
+//! footer magic, as v1.1 requires, so a v1.1 file cut at its footer is an error); dtype
 //! known; rank, names and counts within [`crate::Limits`]; shape products checked for
 //! overflow; every component inside the data area (`8 <= offset`, `offset + length <=`
 //! manifest start, no overflow); required components present; raw dense `length ==
@@ -42,7 +45,8 @@
 //! `verify` checks `crc32c:` (hex in either case, `0x` optional) and `sha256:` digests
 //! over the stored bytes, per component; other algorithms are reported "not checked",
 //! a tensor without any digest too. Tensors that need decoding (zstd, sparse) get a
-//! `structure` check (decode + validate).
+//! `structure` check (decode + validate). Non-zero bytes between the components (the
+//! spec requires zero padding) are reported as a verify warning.
 //!
 //! Attributes become the file [`crate::Metadata`]: string values as they are (a string
 //! that looks like JSON stays a string); other CBOR values, which the original reader
@@ -61,9 +65,15 @@
 //! - Unaligned component offsets are accepted with a warning (§7.1: SHOULD warn). The
 //!   original reader refuses them; a misaligned raw tensor is still read zero-copy (the
 //!   borrowed slice is simply not 64-byte aligned).
-//! - Components may not overlap the magic or the manifest (the original does not check).
+//! - Components may not overlap the magic, the manifest or each other (empty ones
+//!   aside); the original checks none of this. Overlaps would let a small file make
+//!   `verify` hash, or a reader decode, the same bytes again and again.
 //! - A known layout with extra components keeps them as extra parts, with a warning.
 //! - An unknown `encoding` lists the tensor but reading it is `Unsupported`.
+//! - Attribute values other than strings are read (the original fails on them).
+//! - Tensors are listed in file order (by the offset of their first component), not in
+//!   the manifest's name order, so a same-format rewrite gives back the same bytes.
+//! - Warnings are capped at 32 per file (a hostile file could raise one per component).
 //!
 //! # Writing ([`ZtensorWriter`], streaming)
 //!
@@ -88,12 +98,15 @@
 //!   its Python writer stores a 0-d array as `[1]`).
 //! - dtypes: the 13 of the spec; others are refused (`tessera convert --cast`).
 
+mod entry;
+mod manifest;
 mod raw;
 mod read;
 mod write;
 
+pub use entry::{Component, Encoding};
 pub use raw::{dtype_from_name, dtype_name, parse_digest, ParsedDigest, ALIGNMENT, MAGIC};
-pub use read::{Component, Encoding, ZtensorFile};
+pub use read::ZtensorFile;
 pub use write::{write, ZtensorWriter, GENERATOR};
 
 use crate::any::{OpenFn, ReadOptions};

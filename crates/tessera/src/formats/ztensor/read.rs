@@ -1,11 +1,10 @@
 //! [`ZtensorFile`]: parse and validate a zTensor file, hand out tensor views.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
-use super::raw::{
-    self, Named, ParsedDigest, RawComponent, RawManifest, RawTensor, ALIGNMENT, MAGIC,
-};
+use super::entry::{check_depth, is_index_role, tensor_entry, Component, Encoding};
+use super::manifest::{self as mf, RawManifest};
+use super::raw::{self, ParsedDigest, MAGIC};
 use crate::any::ReadOptions;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
@@ -13,7 +12,7 @@ use crate::format::Format;
 use crate::limits::{self, Limits};
 use crate::metadata::{Map, Metadata};
 use crate::model::{Container, TensorSource};
-use crate::tensor::{self, Layout, Part, Storage, TensorInfo, TensorView};
+use crate::tensor::{Layout, Part, TensorInfo, TensorView};
 use crate::verify::{Status, VerifyOptions, VerifyReport};
 
 /// The largest output a zstd frame can produce per input byte: a 4-byte RLE block
@@ -22,55 +21,18 @@ use crate::verify::{Status, VerifyOptions, VerifyReport};
 /// size the manifest does not state.
 const ZSTD_MAX_RATIO: u64 = 32 * 1024;
 
-/// How a component is stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Encoding {
-    /// As is.
-    Raw,
-    /// A zstd stream (frames with or without a content size).
-    Zstd,
-    /// Something else: the tensor is listed but reading it is `Unsupported`.
-    Other(String),
-}
-
-impl Encoding {
-    /// `raw`, `zstd` or the other name.
-    pub fn name(&self) -> &str {
-        match self {
-            Encoding::Raw => "raw",
-            Encoding::Zstd => "zstd",
-            Encoding::Other(s) => s,
-        }
-    }
-}
-
-/// One component of a tensor, validated against the file.
-#[derive(Debug, Clone)]
-pub struct Component {
-    /// Its role (`data`, `values`, `indices`, …).
-    pub role: String,
-    /// Element type of the component (v1.1 states it per component).
-    pub dtype: Option<DType>,
-    /// Absolute offset.
-    pub offset: u64,
-    /// Stored bytes.
-    pub length: u64,
-    /// Encoding.
-    pub encoding: Encoding,
-    /// `digest` as written.
-    pub digest: Option<String>,
-}
-
 /// An opened zTensor v1.0 (or v1.1) file. See the module docs for what is checked.
 pub struct ZtensorFile<'data> {
     data: &'data [u8],
     version: String,
     generator: Option<String>,
     footer_magic: bool,
+    manifest_start: u64,
     metadata: Metadata,
     infos: Vec<TensorInfo>,
     components: Vec<Vec<Component>>,
-    index: HashMap<String, usize>,
+    /// Tensor positions sorted by name, for lookups by binary search.
+    by_name: Vec<usize>,
     warnings: Vec<String>,
     limits: Limits,
 }
@@ -166,10 +128,10 @@ impl<'data> ZtensorFile<'data> {
         // One pass over the manifest. When it does not fit our schema, a second pass
         // reads only its version, so a v2 manifest is reported as a version error.
         let mut warnings = Vec::new();
-        let m: RawManifest = match raw::decode_cbor(manifest, depth) {
+        let m: RawManifest = match mf::decode(manifest, depth) {
             Ok(m) => m,
             Err(e) => {
-                if let Ok(raw::VersionOnly(Some(v))) = raw::decode_cbor(manifest, depth) {
+                if let Some(v) = mf::version_only(manifest, depth) {
                     check_version(&v, footer_magic, &mut warnings)?;
                 }
                 return Err(e.at_offset(manifest_start));
@@ -186,59 +148,95 @@ impl<'data> ZtensorFile<'data> {
         limits.check_entries(tensors.len() as u64)?;
 
         let mut metadata = Map::new();
+        // Duplicate keys were rejected by the decoder.
         for (k, v) in m.attributes {
-            if metadata.contains_key(&k) {
-                return Err(Error::malformed(format!(
-                    "manifest: duplicate attribute {k:?}"
-                )));
-            }
             check_depth(&v, limits.max_depth, &k)?;
-            metadata.insert(k, v);
+            metadata.push_new(k, v);
         }
 
         let mut parsed = Vec::with_capacity(tensors.len());
-        let mut index = HashMap::with_capacity(tensors.len());
         for (name, t) in tensors {
-            let subject = format!("tensor {name:?}");
-            limits
-                .check_name(name.len() as u64)
-                .map_err(|e| e.at_subject(subject.clone()))?;
-            let (info, comps) = tensor_entry(&name, t, manifest_start, limits, &mut warnings)
-                .map_err(|e| e.at_subject(subject))?;
+            let subject = |e: Error| e.at_subject(format!("tensor {name:?}"));
+            limits.check_name(name.len() as u64).map_err(subject)?;
+            let (info, comps) =
+                tensor_entry(&name, t, manifest_start, limits, &mut warnings).map_err(subject)?;
             parsed.push((info, comps));
         }
         // File order: by the first byte each tensor occupies; an empty tensor shares its
-        // offset with the next one and was written before it; then by name.
-        parsed.sort_by(|a, b| {
-            let key = |i: &TensorInfo| {
-                (
-                    i.storage.offset.unwrap_or(u64::MAX),
-                    i.storage.stored_bytes > 0,
-                )
-            };
-            (key(&a.0), &a.0.name).cmp(&(key(&b.0), &b.0.name))
-        });
-        let mut infos = Vec::with_capacity(parsed.len());
-        let mut components = Vec::with_capacity(parsed.len());
-        for (i, (info, comps)) in parsed.into_iter().enumerate() {
-            if index.insert(info.name.clone(), i).is_some() {
+        // offset with the next one and was written before it; then by name. (Sorting
+        // indices, not the entries, keeps the large entries in place.)
+        fn key(i: &TensorInfo) -> (u64, bool, &str) {
+            (
+                i.storage.offset.unwrap_or(u64::MAX),
+                i.storage.stored_bytes > 0,
+                i.name.as_str(),
+            )
+        }
+        let mut place: Vec<(u64, bool, usize)> = parsed
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let (o, n, _) = key(&p.0);
+                (o, n, i)
+            })
+            .collect();
+        if !place
+            .windows(2)
+            .all(|w| (w[0].0, w[0].1) < (w[1].0, w[1].1))
+        {
+            place.sort_unstable();
+            // Equal places (empty tensors at one offset): by name, as written.
+            place.sort_by(|a, b| {
+                (a.0, a.1)
+                    .cmp(&(b.0, b.1))
+                    .then_with(|| parsed[a.2].0.name.cmp(&parsed[b.2].0.name))
+            });
+        }
+        let order: Vec<usize> = place.iter().map(|p| p.2).collect();
+        // Writers sort the manifest by name (the original's BTreeMap): then the name
+        // index comes for free.
+        let names_sorted = parsed.windows(2).all(|w| w[0].0.name < w[1].0.name);
+        let mut file_pos = vec![0usize; parsed.len()];
+        for (pos, &i) in order.iter().enumerate() {
+            file_pos[i] = pos;
+        }
+        let mut slots: Vec<Option<(TensorInfo, Vec<Component>)>> =
+            parsed.into_iter().map(Some).collect();
+        let mut infos = Vec::with_capacity(slots.len());
+        let mut components = Vec::with_capacity(slots.len());
+        for &i in &order {
+            if let Some((info, comps)) = slots[i].take() {
+                infos.push(info);
+                components.push(comps);
+            }
+        }
+        let by_name: Vec<usize> = if names_sorted {
+            file_pos
+        } else {
+            let mut by_name: Vec<usize> = (0..infos.len()).collect();
+            by_name.sort_unstable_by(|&a, &b| infos[a].name.cmp(&infos[b].name));
+            if let Some(w) = by_name
+                .windows(2)
+                .find(|w| infos[w[0]].name == infos[w[1]].name)
+            {
                 return Err(Error::malformed(format!(
                     "duplicate tensor name {:?}",
-                    info.name
+                    infos[w[0]].name
                 )));
             }
-            infos.push(info);
-            components.push(comps);
-        }
+            by_name
+        };
+        check_no_overlap(&infos, &components)?;
         Ok(ZtensorFile {
             data,
             version,
             generator: m.generator,
             footer_magic,
+            manifest_start,
             metadata,
             infos,
             components,
-            index,
+            by_name,
             warnings,
             limits: limits.clone(),
         })
@@ -258,13 +256,50 @@ impl<'data> ZtensorFile<'data> {
     }
     /// The components of tensor `name`, in part order.
     pub fn components(&self, name: &str) -> Option<&[Component]> {
-        self.index.get(name).map(|&i| self.components[i].as_slice())
+        self.find(name).map(|i| self.components[i].as_slice())
+    }
+
+    /// Bytes between the magic, the components and the manifest must be zero (spec §2:
+    /// "to prevent data leakage"). Returns a warning naming the first non-zero gap.
+    fn nonzero_padding(&self) -> Option<String> {
+        let mut spans: Vec<(u64, u64)> = self
+            .components
+            .iter()
+            .flatten()
+            .map(|c| (c.offset, c.offset.saturating_add(c.length)))
+            .collect();
+        spans.sort_unstable();
+        spans.push((self.manifest_start, self.manifest_start));
+        let mut at = MAGIC.len() as u64;
+        let mut bad: Option<(u64, u64)> = None;
+        let mut count = 0u64;
+        for (start, end) in spans {
+            if start > at {
+                let gap = limits::slice(self.data, at, start - at, "padding").ok()?;
+                let n = gap.iter().filter(|&&b| b != 0).count() as u64;
+                if n > 0 {
+                    bad.get_or_insert((at, start));
+                    count += n;
+                }
+            }
+            at = at.max(end);
+        }
+        bad.map(|(a, b)| {
+            format!(
+                "{count} non-zero padding bytes outside the components (first gap {a}..{b}); the spec requires zero padding"
+            )
+        })
+    }
+
+    fn find(&self, name: &str) -> Option<usize> {
+        self.by_name
+            .binary_search_by(|&i| self.infos[i].name.as_str().cmp(name))
+            .ok()
+            .map(|k| self.by_name[k])
     }
 
     fn position(&self, name: &str) -> Result<usize> {
-        self.index
-            .get(name)
-            .copied()
+        self.find(name)
             .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))
     }
 
@@ -306,7 +341,7 @@ impl<'data> ZtensorFile<'data> {
                 }
             }
             parts.push(Part {
-                role: c.role.clone(),
+                role: c.role.to_string(),
                 bytes,
             });
         }
@@ -319,12 +354,46 @@ impl<'data> ZtensorFile<'data> {
     }
 }
 
+/// Components may not share bytes (empty ones aside): the spec lays them out one after
+/// the other, and overlapping ranges would let a small file make `verify` hash (or a
+/// reader decode) the same bytes over and over.
+fn check_no_overlap(infos: &[TensorInfo], components: &[Vec<Component>]) -> Result<()> {
+    let mut spans: Vec<(u64, u64, usize, usize)> = Vec::new();
+    for (t, comps) in components.iter().enumerate() {
+        for (k, c) in comps.iter().enumerate() {
+            if c.length > 0 {
+                // offset + length was checked for overflow already.
+                spans.push((c.offset, c.offset.saturating_add(c.length), t, k));
+            }
+        }
+    }
+    spans.sort_unstable();
+    for w in spans.windows(2) {
+        let ((_, end, ta, ka), (start, _, tb, kb)) = (w[0], w[1]);
+        if start < end {
+            let name = |t: usize, k: usize| {
+                format!(
+                    "tensor {:?} component {:?}",
+                    infos[t].name, components[t][k].role
+                )
+            };
+            return Err(Error::malformed(format!(
+                "{} overlaps {} at byte {start}",
+                name(tb, kb),
+                name(ta, ka)
+            ))
+            .at_offset(start));
+        }
+    }
+    Ok(())
+}
+
 /// The decoded-size bound of a component (see the module docs).
 fn decoded_bound(info: &TensorInfo, c: &Component, numel: u64) -> Result<(u64, bool)> {
     let esize = info.dtype.size() as u64;
     let ndim = info.shape.len() as u64;
     let idx = c.dtype.map_or(8, |d| d.size() as u64);
-    let b = match (&info.layout, c.role.as_str()) {
+    let b = match (&info.layout, c.role.as_ref()) {
         (Layout::Dense, "data") => return Ok((info.dense_nbytes()?, true)),
         (Layout::SparseCsr, "indptr") => {
             return Ok((info.shape[0].saturating_add(1).saturating_mul(idx), true))
@@ -335,13 +404,6 @@ fn decoded_bound(info: &TensorInfo, c: &Component, numel: u64) -> Result<(u64, b
         _ => u64::MAX,
     };
     Ok((b, false))
-}
-
-fn is_index_role(layout: &Layout, role: &str) -> bool {
-    matches!(
-        (layout, role),
-        (Layout::SparseCsr, "indices" | "indptr") | (Layout::SparseCoo, "coords")
-    )
 }
 
 /// Widens a v1.1 index component of another integer dtype to u64.
@@ -379,253 +441,6 @@ fn widen_to_u64(bytes: &[u8], d: DType, role: &str) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-fn check_depth(v: &crate::metadata::Value, max: usize, key: &str) -> Result<()> {
-    fn depth(v: &crate::metadata::Value) -> usize {
-        match v {
-            crate::metadata::Value::List(l) => 1 + l.iter().map(depth).max().unwrap_or(0),
-            crate::metadata::Value::Map(m) => {
-                1 + m.iter().map(|(_, v)| depth(v)).max().unwrap_or(0)
-            }
-            _ => 0,
-        }
-    }
-    let d = depth(v);
-    Limits::check(
-        &format!("nesting of attribute {key:?}"),
-        d as u64,
-        max as u64,
-    )
-}
-
-fn parse_dtype(d: &raw::DTypeName) -> Result<DType> {
-    d.0.clone()
-        .map_err(|s| Error::malformed(format!("unknown dtype {s:?}")))
-}
-
-/// Validates one tensor object against the file: layout, dtype, shape, components and
-/// their bounds and sizes.
-fn tensor_entry(
-    name: &str,
-    t: RawTensor,
-    manifest_start: u64,
-    limits: &Limits,
-    warnings: &mut Vec<String>,
-) -> Result<(TensorInfo, Vec<Component>)> {
-    limits.check_rank(t.shape.len() as u64)?;
-    let layout = t.format.0;
-    let Named(raw_comps) = t.components;
-    limits.check_entries(raw_comps.len() as u64)?;
-    let mut comps: Vec<Component> = Vec::with_capacity(raw_comps.len());
-    for (role, c) in raw_comps {
-        if comps.iter().any(|x| x.role == role) {
-            return Err(Error::malformed(format!("duplicate component {role:?}")));
-        }
-        limits.check_name(role.len() as u64)?;
-        comps.push(component(&role, c, manifest_start, warnings, name)?);
-    }
-    // dtype: the tensor's (v1.0), or the main component's (v1.1).
-    let main = match layout {
-        Layout::Dense => "data",
-        Layout::SparseCsr | Layout::SparseCoo => "values",
-        Layout::Other(_) => "data",
-    };
-    let main_dtype = comps.iter().find(|c| c.role == main).and_then(|c| c.dtype);
-    let dtype = match (&t.dtype, main_dtype) {
-        (Some(s), md) => {
-            let d = parse_dtype(s)?;
-            if let Some(md) = md.filter(|md| *md != d) {
-                return Err(Error::malformed(format!(
-                    "dtype {d} disagrees with component {main:?} dtype {md}"
-                )));
-            }
-            d
-        }
-        (None, Some(md)) => md,
-        (None, None) => match &layout {
-            Layout::Other(_) => comps.iter().find_map(|c| c.dtype).unwrap_or(DType::U8),
-            _ => return Err(Error::malformed("tensor has no dtype")),
-        },
-    };
-    let numel = tensor::numel(&t.shape)?;
-    let dense = tensor::dense_nbytes(dtype, &t.shape)?;
-    // Components in the layout's order, then any others by name.
-    comps.sort_by(|a, b| a.role.cmp(&b.role));
-    let required = layout.required_parts();
-    for role in required {
-        if !comps.iter().any(|c| c.role == *role) {
-            return Err(Error::malformed(format!(
-                "{} tensor lacks its {role:?} component",
-                layout
-            )));
-        }
-    }
-    let extras: Vec<&str> = comps
-        .iter()
-        .filter(|c| !required.is_empty() && !required.contains(&c.role.as_str()))
-        .map(|c| c.role.as_str())
-        .collect();
-    if !extras.is_empty() {
-        warnings.push(format!(
-            "tensor {name:?}: {layout} tensor has extra components {extras:?} (kept as parts)"
-        ));
-    }
-    comps.sort_by_key(|c| {
-        required
-            .iter()
-            .position(|r| *r == c.role)
-            .unwrap_or(usize::MAX)
-    });
-    for c in &comps {
-        let Some(d) = c.dtype else { continue };
-        if is_index_role(&layout, &c.role) && !d.is_int() {
-            return Err(Error::malformed(format!(
-                "component {:?}: index dtype {d} is not an integer",
-                c.role
-            )));
-        }
-    }
-    // Sizes that can be checked without decoding.
-    match &layout {
-        Layout::Dense => {
-            let c = &comps[0];
-            match c.encoding {
-                Encoding::Raw if c.length != dense => {
-                    return Err(Error::malformed(format!(
-                        "data has {} bytes, {dtype} {:?} needs {dense}",
-                        c.length, t.shape
-                    ))
-                    .at_offset(c.offset))
-                }
-                Encoding::Zstd => limits.check_decoded(dense)?,
-                _ => {}
-            }
-        }
-        Layout::SparseCsr | Layout::SparseCoo => {
-            if layout == Layout::SparseCsr && t.shape.len() != 2 {
-                return Err(Error::malformed(format!(
-                    "sparse_csr needs a 2-D shape, got {:?}",
-                    t.shape
-                )));
-            }
-            for c in &comps {
-                let unit = if c.role == "values" {
-                    dtype.size() as u64
-                } else {
-                    c.dtype.map_or(8, |d| d.size() as u64)
-                };
-                if c.encoding == Encoding::Raw && c.length % unit != 0 {
-                    return Err(Error::malformed(format!(
-                        "component {:?} has {} bytes, not a multiple of {unit}",
-                        c.role, c.length
-                    ))
-                    .at_offset(c.offset));
-                }
-            }
-            let _ = numel;
-        }
-        Layout::Other(_) => {}
-    }
-    let stored: u64 = comps
-        .iter()
-        .map(|c| c.length)
-        .fold(0u64, u64::saturating_add);
-    let mut encodings: Vec<&str> = Vec::new();
-    let mut digests: Vec<String> = Vec::new();
-    for c in &comps {
-        if !encodings.contains(&c.encoding.name()) {
-            encodings.push(c.encoding.name());
-        }
-        if let Some(d) = &c.digest {
-            let algo = d
-                .split_once(':')
-                .map_or(d.as_str(), |(a, _)| a)
-                .to_ascii_lowercase();
-            if !digests.contains(&algo) {
-                digests.push(algo);
-            }
-        }
-    }
-    let mut attrs = Map::new();
-    if let Some(Named(a)) = t.attributes {
-        for (k, v) in a {
-            check_depth(&v.0, limits.max_depth, &k)?;
-            attrs.insert(k, v.0);
-        }
-    }
-    let info = TensorInfo {
-        name: name.to_string(),
-        dtype,
-        shape: t.shape,
-        layout,
-        attrs,
-        storage: Storage {
-            offset: comps.iter().map(|c| c.offset).min(),
-            stored_bytes: stored,
-            encoding: if encodings.is_empty() {
-                "raw".into()
-            } else {
-                encodings.join("+")
-            },
-            digests,
-        },
-    };
-    Ok((info, comps))
-}
-
-fn component(
-    role: &str,
-    c: RawComponent,
-    manifest_start: u64,
-    warnings: &mut Vec<String>,
-    tensor: &str,
-) -> Result<Component> {
-    let what = format!("component {role:?}");
-    let end = c.offset.checked_add(c.length).ok_or_else(|| {
-        Error::malformed(format!(
-            "{what}: offset {} + length {} overflows",
-            c.offset, c.length
-        ))
-    })?;
-    if c.offset < MAGIC.len() as u64 {
-        return Err(
-            Error::malformed(format!("{what}: offset {} is inside the magic", c.offset))
-                .at_offset(c.offset),
-        );
-    }
-    if end > manifest_start {
-        return Err(Error::malformed(format!(
-            "{what}: range {}..{end} runs past the data area, which ends at {manifest_start} where the manifest starts",
-            c.offset
-        ))
-        .at_offset(c.offset));
-    }
-    if c.offset % ALIGNMENT != 0 {
-        warnings.push(format!(
-            "tensor {tensor:?}: component {role:?} at offset {} is not 64-byte aligned",
-            c.offset
-        ));
-    }
-    let encoding = match c.encoding.as_deref() {
-        None | Some("raw") => Encoding::Raw,
-        Some("zstd") => Encoding::Zstd,
-        Some(other) => Encoding::Other(other.to_string()),
-    };
-    let dtype = c
-        .dtype
-        .as_ref()
-        .map(parse_dtype)
-        .transpose()
-        .map_err(|e| e.at_subject(what.clone()))?;
-    Ok(Component {
-        role: role.to_string(),
-        dtype,
-        offset: c.offset,
-        length: c.length,
-        encoding,
-        digest: c.digest,
-    })
-}
-
 impl TensorSource for ZtensorFile<'_> {
     fn metadata(&self) -> &Metadata {
         &self.metadata
@@ -660,6 +475,9 @@ impl Container for ZtensorFile<'_> {
             warnings: self.warnings.clone(),
             ..VerifyReport::default()
         };
+        if let Some(w) = self.nonzero_padding() {
+            report.warnings.push(w);
+        }
         for (i, info) in self.infos.iter().enumerate() {
             let comps = &self.components[i];
             let tensor = format!("tensor {:?}", info.name);
