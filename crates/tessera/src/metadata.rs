@@ -304,6 +304,22 @@ mod tests {
     }
 
     #[test]
+    fn remove_reindexes_and_duplicates_shadow_by_first() {
+        let mut m = Map::from_unique(vec![
+            ("a".into(), Value::Int(1)),
+            ("b".into(), Value::Int(2)),
+            ("a".into(), Value::Int(3)),
+            ("c".into(), Value::Int(4)),
+        ]);
+        assert_eq!(m.get("a"), Some(&Value::Int(1)));
+        assert_eq!(m.remove("b"), Some(Value::Int(2)));
+        assert_eq!(m.get("c"), Some(&Value::Int(4)));
+        assert_eq!(m.remove("a"), Some(Value::Int(1)));
+        assert_eq!(m.get("a"), Some(&Value::Int(3)));
+        assert_eq!(m.keys().collect::<Vec<_>>(), ["a", "c"]);
+    }
+
+    #[test]
     fn json_round_trip_keeps_order_and_big_ints() {
         let j: serde_json::Value =
             serde_json::from_str(r#"{"z":1,"a":[true,null,1.5,"x"],"big":18446744073709551615}"#)
