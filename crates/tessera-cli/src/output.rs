@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tessera::{Container, FileData, ReadOptions};
+use tessera::{Container, FileData, ReadOptions, TensorSource};
 
 use crate::cli::ReadArgs;
 
@@ -52,17 +52,17 @@ pub fn with_file<T>(
 pub struct Progress {
     bar: indicatif::ProgressBar,
     start: Instant,
-    shown: bool,
+    shown: std::cell::Cell<bool>,
     enabled: bool,
 }
 
 impl Progress {
-    /// A bar for `total` units of `what`.
+    /// A bar for `total` bytes of `what`.
     pub fn new(total: u64, what: &str) -> Progress {
         let bar = indicatif::ProgressBar::hidden();
         bar.set_length(total);
         if let Ok(style) = indicatif::ProgressStyle::with_template(
-            "{msg} [{bar:30}] {pos}/{len} {elapsed_precise}",
+            "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {elapsed_precise}",
         ) {
             bar.set_style(style.progress_chars("=> "));
         }
@@ -70,22 +70,106 @@ impl Progress {
         Progress {
             bar,
             start: Instant::now(),
-            shown: false,
+            shown: std::cell::Cell::new(false),
             enabled: std::io::stderr().is_terminal(),
         }
     }
     /// Advances by `n`.
-    pub fn inc(&mut self, n: u64) {
+    pub fn inc(&self, n: u64) {
         self.bar.inc(n);
-        if self.enabled && !self.shown && self.start.elapsed() > Duration::from_secs(1) {
+        if self.enabled && !self.shown.get() && self.start.elapsed() > Duration::from_secs(1) {
             self.bar
                 .set_draw_target(indicatif::ProgressDrawTarget::stderr());
-            self.shown = true;
+            self.shown.set(true);
         }
     }
     /// Removes the bar.
     pub fn finish(self) {
         self.bar.finish_and_clear();
+    }
+}
+
+/// A source that advances a progress bar as a writer pulls each tensor from it.
+pub struct ProgressSource<'a> {
+    inner: &'a dyn TensorSource,
+    progress: Progress,
+}
+
+impl<'a> ProgressSource<'a> {
+    /// Wraps `inner`; the bar counts the dense bytes of its tensors.
+    pub fn new(inner: &'a dyn TensorSource, what: &str) -> ProgressSource<'a> {
+        let total = inner
+            .tensor_infos()
+            .iter()
+            .map(|t| t.dense_nbytes().unwrap_or(0))
+            .sum();
+        ProgressSource {
+            inner,
+            progress: Progress::new(total, what),
+        }
+    }
+    /// Removes the bar.
+    pub fn finish(self) {
+        self.progress.finish();
+    }
+}
+
+impl TensorSource for ProgressSource<'_> {
+    fn metadata(&self) -> &tessera::Metadata {
+        self.inner.metadata()
+    }
+    fn tensor_infos(&self) -> &[tessera::TensorInfo] {
+        self.inner.tensor_infos()
+    }
+    fn tensor(&self, name: &str) -> tessera::Result<tessera::TensorView<'_>> {
+        let v = self.inner.tensor(name)?;
+        self.progress.inc(v.info.dense_nbytes().unwrap_or(0));
+        Ok(v)
+    }
+    fn chunks(&self) -> &[tessera::ChunkInfo] {
+        self.inner.chunks()
+    }
+    fn chunk(&self, name: &str) -> tessera::Result<std::borrow::Cow<'_, [u8]>> {
+        self.inner.chunk(name)
+    }
+    fn source_format(&self) -> Option<tessera::Format> {
+        self.inner.source_format()
+    }
+}
+
+/// A spinner on stderr for work with no natural unit (verify): it appears after one
+/// second, and never when stderr is not a terminal.
+pub struct Spinner {
+    bar: indicatif::ProgressBar,
+    done: std::sync::Arc<std::sync::Mutex<bool>>,
+}
+
+impl Spinner {
+    /// Starts a spinner labelled `what`.
+    pub fn new(what: &str) -> Spinner {
+        let bar = indicatif::ProgressBar::hidden();
+        bar.set_message(what.to_string());
+        let done = std::sync::Arc::new(std::sync::Mutex::new(false));
+        if std::io::stderr().is_terminal() {
+            let (bar2, done2) = (bar.clone(), done.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_secs(1));
+                if let Ok(d) = done2.lock() {
+                    if !*d {
+                        bar2.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                        bar2.enable_steady_tick(Duration::from_millis(120));
+                    }
+                }
+            });
+        }
+        Spinner { bar, done }
+    }
+    /// Stops and clears the spinner.
+    pub fn finish(self) {
+        if let Ok(mut d) = self.done.lock() {
+            *d = true;
+            self.bar.finish_and_clear();
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use tessera::convert::{Compression, Digest};
 use tessera::{ConvertOptions, Format, WriteOptions};
 
 use crate::cli::ConvertArgs;
-use crate::output::{parse_size, with_file};
+use crate::output::{parse_size, with_file, ProgressSource};
 
 /// The output format of a conversion.
 pub fn target_format(to: Option<&str>, output: &std::path::Path) -> anyhow::Result<Format> {
@@ -104,8 +104,10 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         drop_metadata: args.drop_metadata,
     };
     with_file(&args.input, &args.read, |file| {
-        let report = tessera::convert::convert_file(file, format, &args.output, conv, &opts)
-            .map_err(anyhow::Error::new)?;
+        let progress = ProgressSource::new(file, &format!("converting to {}", format.name()));
+        let result = tessera::convert::convert_file(&progress, format, &args.output, conv, &opts);
+        progress.finish();
+        let report = result.map_err(anyhow::Error::new)?;
         for n in &report.notes {
             writeln!(out, "note: {n}")?;
         }

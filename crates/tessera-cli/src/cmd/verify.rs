@@ -12,7 +12,7 @@ use serde_json::json;
 use tessera::{Status, VerifyOptions};
 
 use crate::cli::VerifyArgs;
-use crate::output::with_file;
+use crate::output::{with_file, Spinner};
 
 /// Runs the verb.
 pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
@@ -30,7 +30,9 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         opts.public_key = Some(crate::cmd::keys::load_public_key(p)?);
     }
     with_file(&args.file, &args.read, |file| {
+        let spinner = Spinner::new(&format!("verifying {}", args.file.display()));
         let report = file.verify(&opts);
+        spinner.finish();
         let ok = report.is_ok();
         if args.json {
             let doc = json!({
