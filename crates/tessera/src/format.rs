@@ -209,11 +209,12 @@ impl Format {
 
     /// The error for a detected format that is not implemented (yet).
     pub fn not_supported_yet(self) -> Error {
-        let msg = match self {
-            Format::ZtensorV2 => "zTensor v2 is not supported yet (only v1.0/v1.1)".to_string(),
-            f => format!("{} is detected but not supported yet", f.title()),
-        };
-        Error::new(crate::ErrorKind::Unsupported, msg)
+        match self {
+            Format::ZtensorV2 => {
+                Error::unsupported_version("zTensor v2 is not supported (only v1.0 and v1.1)")
+            }
+            f => Error::unsupported(format!("{} is detected but not supported yet", f.title())),
+        }
     }
 }
 
