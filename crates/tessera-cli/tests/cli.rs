@@ -74,3 +74,88 @@ fn readme_format_table_matches_tessera_formats() {
         "README's format table is stale: regenerate it with `tessera formats --markdown`"
     );
 }
+
+/// Writes a small f32/i32 model as safetensors with the library (the source for
+/// cross-format CLI tests).
+fn small_model(path: &Path) {
+    use std::borrow::Cow;
+    use tessera::{DType, Format, Model, TensorInfo, TensorView};
+    let mut m = Model::new();
+    let w: Vec<u8> = (0..12)
+        .flat_map(|i| (i as f32 / 3.0).to_le_bytes())
+        .collect();
+    m.push(
+        TensorView::dense(
+            TensorInfo::dense("layer.weight", DType::F32, vec![3, 4]),
+            Cow::Owned(w),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let b: Vec<u8> = (0..4).flat_map(|i| (i as i32 - 2).to_le_bytes()).collect();
+    m.push(
+        TensorView::dense(
+            TensorInfo::dense("layer.bias", DType::I32, vec![4]),
+            Cow::Owned(b),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    tessera::convert::write_file(Format::Safetensors, &m, path, &Default::default()).unwrap();
+}
+
+#[test]
+fn diff_of_the_same_model_in_every_format_finds_no_difference() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("m.safetensors");
+    small_model(&src);
+    for ext in [
+        "zt", "fold", "mind", "aero", "gptrs", "gptrsten", "npz", "gguf", "wtxt",
+    ] {
+        let out = dir.path().join(format!("m.{ext}"));
+        let c = tessera()
+            .arg("convert")
+            .arg(&src)
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            c.status.success(),
+            "{ext}: {}",
+            String::from_utf8_lossy(&c.stderr)
+        );
+        let d = tessera().arg("diff").arg(&src).arg(&out).output().unwrap();
+        let text = String::from_utf8_lossy(&d.stdout);
+        assert_eq!(d.status.code(), Some(0), "{ext}: {text}");
+        assert!(text.contains("no differences"), "{ext}: {text}");
+    }
+    // And a real difference is found, with its size.
+    let other = dir.path().join("other.zt");
+    let c = tessera()
+        .arg("convert")
+        .arg(&src)
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert!(c.status.success());
+    let mut bytes = std::fs::read(&other).unwrap();
+    let pos = bytes
+        .windows(4)
+        .position(|w| w == (1.0f32 / 3.0).to_le_bytes())
+        .unwrap();
+    bytes[pos..pos + 4].copy_from_slice(&2.5f32.to_le_bytes());
+    std::fs::write(&other, &bytes).unwrap();
+    let d = tessera()
+        .arg("diff")
+        .arg(&src)
+        .arg(&other)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(d.status.code(), Some(1));
+    let j: serde_json::Value = serde_json::from_slice(&d.stdout).unwrap();
+    assert_eq!(j["changed"][0]["name"], "layer.weight");
+    assert_eq!(j["changed"][0]["elements_differing"], 1);
+    let max = j["changed"][0]["max_abs_diff"].as_f64().unwrap();
+    assert!((max - (2.5 - 1.0 / 3.0)).abs() < 1e-6, "{max}");
+}
