@@ -92,7 +92,7 @@ fn small_model(path: &Path) {
         .unwrap(),
     )
     .unwrap();
-    let b: Vec<u8> = (0..4).flat_map(|i| (i as i32 - 2).to_le_bytes()).collect();
+    let b: Vec<u8> = (0..4i32).flat_map(|i| (i - 2).to_le_bytes()).collect();
     m.push(
         TensorView::dense(
             TensorInfo::dense("layer.bias", DType::I32, vec![4]),
