@@ -20,12 +20,14 @@ use super::wsum::Wsum;
 use crate::convert::{WriteOptions, WriteReport, WriteSeek};
 use crate::error::{Error, Result};
 use crate::model::TensorSource;
-use crate::tensor::{Layout, TensorInfo};
+use crate::tensor::{Layout, TensorInfo, TensorView};
 
 /// Raw chunk size without row blocking, and the target with it (RESOLUTIONS 5).
 pub const CHUNK: u64 = 32 * 1024;
-/// Raw bytes encoded per parallel batch.
+/// Raw bytes encoded per parallel batch of one big array.
 pub const SEGMENT: u64 = 16 << 20;
+/// Raw bytes of small arrays grouped into one pipeline step.
+pub const STEP: u64 = 4 << 20;
 
 /// How one array is cut into chunks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,100 +245,12 @@ pub fn write(
 
     let mut all = Sha256::new();
     let mut fastxor = 0u64;
-    let mut total = 0u64;
-    let mut prev: Option<(String, crate::tensor::TensorView<'_>)> = None;
-    // Text encoded but not yet written: written by this thread while the pool encodes
-    // the next array.
-    let mut unwritten: Vec<Vec<u8>> = Vec::new();
-    for (info, (bytes, ch)) in infos.iter().zip(&plans) {
-        let view = src.tensor(&info.name)?;
-        let data = view.data()?;
-        if data.len() as u64 != *bytes {
-            return Err(Error::invalid_input(format!(
-                "tensor {:?}: {} bytes, {bytes} expected",
-                info.name,
-                data.len()
-            )));
-        }
-        let salt: [u8; 8] = match (&opts.hmac_key, opts.fixed_salt) {
-            (None, _) => [0; 8],
-            (Some(_), Some(s)) => s,
-            (Some(_), None) => rand::random(),
-        };
-        let first = data.len().min(SEGMENT as usize);
-        let pending = prev.take();
-        let to_write = std::mem::take(&mut unwritten);
-        let (all_ref, xor_ref, key) = (&mut all, &mut fastxor, &opts.hmac_key);
-        let (sha, mac, texts) = std::thread::scope(|ts| -> Result<_> {
-            let h = ts.spawn(|| {
-                let (mut sha, mut mac, mut texts) = ([0u8; 32], [0u8; 32], Vec::new());
-                rayon::scope(|s| {
-                    s.spawn(|_| sha = crate::util::sha256(data));
-                    if let Some(key) = key {
-                        s.spawn(|_| mac = hmac(key, &salt, data));
-                    }
-                    if let Some((line, v)) = &pending {
-                        all_ref.update(line.as_bytes());
-                        all_ref.update(v.data().unwrap_or(&[]));
-                    }
-                    texts = encode_segment(data, 0, first, ch.chunk, total, xor_ref);
-                });
-                (sha, mac, texts)
-            });
-            let written = to_write.iter().try_for_each(|t| out.write_all(t));
-            let r = h.join().map_err(|_| {
-                Error::new(
-                    crate::error::ErrorKind::Io,
-                    "wtxt: an encoding thread panicked",
-                )
-            })?;
-            written?;
-            Ok(r)
-        })?;
-        let arr = ArrLine {
-            name: info.name.clone(),
-            dtype: info.dtype,
-            shape: info.shape.clone(),
-            bytes: *bytes,
-            sha256: sha,
-            hmac: mac,
-            salt,
-        };
-        let line = arr.line();
-        let mut head = format!("{line}\n");
-        if let Some(idx) = &ch.idx {
-            head.push_str(&idx.line());
-            head.push('\n');
-        }
-        unwritten.push(head.into_bytes());
-        unwritten.extend(texts);
-        if first < data.len() {
-            for t in unwritten.drain(..) {
-                out.write_all(&t)?;
-            }
-            let mut pos = first;
-            while pos < data.len() {
-                let end = (pos + SEGMENT as usize).min(data.len());
-                let texts = encode_segment(data, pos, end, ch.chunk, total, &mut fastxor);
-                for t in &texts {
-                    out.write_all(t)?;
-                }
-                pos = end;
-            }
-        }
-        unwritten.push(b"endarr\n".to_vec());
-        total += *bytes;
-        prev = Some((line, view));
-    }
-    for t in unwritten.drain(..) {
-        out.write_all(&t)?;
-    }
-    if let Some((line, v)) = &prev {
-        all.update(line.as_bytes());
-        all.update(v.data()?);
-    }
-    drop(prev);
-    out.write_all(b"endwtxt\n")?;
+    let arrays: Vec<(&TensorInfo, u64, Chunking)> = infos
+        .iter()
+        .zip(&plans)
+        .map(|(i, (b, c))| (*i, *b, *c))
+        .collect();
+    encode_arrays(src, &arrays, opts, out, &mut all, &mut fastxor)?;
     let sha256_all: [u8; 32] = all.finalize().into();
     let merkle_this = header::merkle_this(&merkle_prev, &sha256_all, &meta);
     let root = Root {
@@ -377,6 +291,197 @@ pub fn write(
     }
     out.flush()?;
     Ok(report)
+}
+
+fn joined<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> Result<T> {
+    h.join().map_err(|_| {
+        Error::new(
+            crate::error::ErrorKind::Io,
+            "wtxt: a worker thread panicked",
+        )
+    })
+}
+
+/// One array of a step, once hashed: its `arr` line and its bytes.
+type Hashed<'v> = (String, TensorView<'v>);
+
+/// Encodes every array, in steps of about [`STEP`] bytes: while this thread writes the
+/// previous step's text, the pool hashes the step's arrays (SHA-256, HMAC), adds the
+/// previous step's arrays to `sha256_all` and encodes the step's chunks. An array over
+/// [`SEGMENT`] bytes is its own step and is encoded a segment at a time, its share of
+/// `sha256_all` running beside.
+fn encode_arrays<'s>(
+    src: &'s dyn TensorSource,
+    arrays: &[(&TensorInfo, u64, Chunking)],
+    opts: &WriteOptions,
+    out: &mut dyn WriteSeek,
+    all: &mut Sha256,
+    fastxor: &mut u64,
+) -> Result<()> {
+    let mut total = 0u64;
+    let mut pending: Vec<Hashed<'s>> = Vec::new();
+    let mut unwritten: Vec<Vec<u8>> = Vec::new();
+    let mut i = 0;
+    while i < arrays.len() {
+        // The step: arrays up to STEP bytes (at least one).
+        let mut j = i + 1;
+        let mut size = arrays[i].1;
+        while j < arrays.len() && size + arrays[j].1 <= STEP {
+            size += arrays[j].1;
+            j += 1;
+        }
+        let step = &arrays[i..j];
+        let mut views = Vec::with_capacity(step.len());
+        for (info, bytes, _) in step {
+            let v = src.tensor(&info.name)?;
+            let n = v.data()?.len() as u64;
+            if n != *bytes {
+                return Err(Error::invalid_input(format!(
+                    "tensor {:?}: {n} bytes, {bytes} expected",
+                    info.name
+                )));
+            }
+            views.push(v);
+        }
+        let salts: Vec<[u8; 8]> = step
+            .iter()
+            .map(|_| match (&opts.hmac_key, opts.fixed_salt) {
+                (None, _) => [0; 8],
+                (Some(_), Some(s)) => s,
+                (Some(_), None) => rand::random(),
+            })
+            .collect();
+        let datas: Vec<&[u8]> = views.iter().map(|v| v.data().unwrap_or(&[])).collect();
+        let firsts: Vec<usize> = datas
+            .iter()
+            .map(|d| d.len().min(SEGMENT as usize))
+            .collect();
+        let bases: Vec<u64> = step
+            .iter()
+            .scan(total, |t, (_, b, _)| {
+                let base = *t;
+                *t += b;
+                Some(base)
+            })
+            .collect();
+        let to_write = std::mem::take(&mut unwritten);
+        let prev = std::mem::take(&mut pending);
+        let key = &opts.hmac_key;
+        let (all_ref, xor_ref) = (&mut *all, &mut *fastxor);
+        let (shas, macs, texts) = std::thread::scope(|ts| -> Result<_> {
+            let h = ts.spawn(|| {
+                let mut shas = vec![[0u8; 32]; datas.len()];
+                let mut macs = vec![[0u8; 32]; datas.len()];
+                let mut texts = Vec::with_capacity(datas.len());
+                rayon::scope(|s| {
+                    for (k, sha) in shas.iter_mut().enumerate() {
+                        let d = datas[k];
+                        s.spawn(move |_| *sha = crate::util::sha256(d));
+                    }
+                    if let Some(key) = key {
+                        for (k, mac) in macs.iter_mut().enumerate() {
+                            let (d, salt) = (datas[k], &salts[k]);
+                            s.spawn(move |_| *mac = hmac(key, salt, d));
+                        }
+                    }
+                    for (line, v) in &prev {
+                        all_ref.update(line.as_bytes());
+                        all_ref.update(v.data().unwrap_or(&[]));
+                    }
+                    for (k, d) in datas.iter().enumerate() {
+                        texts.push(encode_segment(
+                            d,
+                            0,
+                            firsts[k],
+                            step[k].2.chunk,
+                            bases[k],
+                            xor_ref,
+                        ));
+                    }
+                });
+                (shas, macs, texts)
+            });
+            let written = to_write.iter().try_for_each(|t| out.write_all(t));
+            let r = joined(h)?;
+            written?;
+            Ok(r)
+        })?;
+        drop(prev);
+        // The arr line of each array still to add to sha256_all (None: already added).
+        let mut lines: Vec<Option<String>> = Vec::with_capacity(step.len());
+        for (k, ((info, bytes, ch), text)) in step.iter().zip(texts).enumerate() {
+            let line = ArrLine {
+                name: info.name.clone(),
+                dtype: info.dtype,
+                shape: info.shape.clone(),
+                bytes: *bytes,
+                sha256: shas[k],
+                hmac: macs[k],
+                salt: salts[k],
+            }
+            .line();
+            let mut head = format!("{line}\n");
+            if let Some(idx) = &ch.idx {
+                head.push_str(&idx.line());
+                head.push('\n');
+            }
+            unwritten.push(head.into_bytes());
+            unwritten.extend(text);
+            let data = datas[k];
+            if firsts[k] < data.len() {
+                // A big array (alone in its step): the rest of its segments, with its
+                // share of sha256_all on a thread of its own.
+                for t in unwritten.drain(..) {
+                    out.write_all(&t)?;
+                }
+                let all_ref = &mut *all;
+                std::thread::scope(|ts| -> Result<()> {
+                    let h = ts.spawn(|| {
+                        all_ref.update(line.as_bytes());
+                        all_ref.update(data);
+                    });
+                    let mut pos = firsts[k];
+                    let mut r = Ok(());
+                    while pos < data.len() && r.is_ok() {
+                        let end = (pos + SEGMENT as usize).min(data.len());
+                        let texts = encode_segment(data, pos, end, ch.chunk, bases[k], fastxor);
+                        r = texts.iter().try_for_each(|t| out.write_all(t));
+                        pos = end;
+                    }
+                    joined(h)?;
+                    Ok(r?)
+                })?;
+                unwritten.push(b"endarr\n".to_vec());
+                lines.push(None);
+            } else {
+                unwritten.push(b"endarr\n".to_vec());
+                lines.push(Some(line));
+            }
+        }
+        drop(datas);
+        for (line, v) in lines.into_iter().zip(views) {
+            if let Some(line) = line {
+                pending.push((line, v));
+            }
+        }
+        total += size;
+        i = j;
+    }
+    // The last step's share of sha256_all, beside writing its text.
+    let all_ref = &mut *all;
+    std::thread::scope(|ts| -> Result<()> {
+        let h = ts.spawn(|| {
+            for (line, v) in &pending {
+                all_ref.update(line.as_bytes());
+                all_ref.update(v.data().unwrap_or(&[]));
+            }
+        });
+        let written = unwritten.iter().try_for_each(|t| out.write_all(t));
+        joined(h)?;
+        Ok(written?)
+    })?;
+    out.write_all(b"endwtxt\n")?;
+    Ok(())
 }
 
 /// HMAC-SHA256(key, salt ‖ raw).
