@@ -222,21 +222,18 @@ impl<'d> WtxtFile<'d> {
 
     /// Reads `<path>.wsum` for a WTXT-S.
     pub fn load_wsum(&mut self, path: Option<&std::path::Path>) {
-        let Some(p) = path else {
-            self.wsum_problem = Some("unfinalized: WTXT-S opened without a path, no WSUM".into());
-            return;
-        };
-        let wp = super::wsum::wsum_path(p);
-        match std::fs::read(&wp) {
-            Ok(b) if b.len() <= 4096 => match Wsum::parse(&b) {
+        match path {
+            None => {
+                self.wsum_problem =
+                    Some("unfinalized: WTXT-S opened without a path, no WSUM".into())
+            }
+            Some(p) => match read_wsum(p) {
                 Ok(w) => {
                     self.wsum = Some(w);
                     self.wsum_problem = None;
                 }
-                Err(e) => self.wsum_problem = Some(format!("{}: {e}", wp.display())),
+                Err(e) => self.wsum_problem = Some(e),
             },
-            Ok(_) => self.wsum_problem = Some(format!("{}: too long for a WSUM", wp.display())),
-            Err(_) => self.wsum_problem = Some(format!("unfinalized: {} not found", wp.display())),
         }
     }
 
@@ -258,6 +255,16 @@ impl<'d> WtxtFile<'d> {
     /// Bytes of the `arr` line (no LF) of an array.
     pub fn arr_line_bytes(&self, a: &ArrayRef) -> &[u8] {
         &self.data[a.line.clone()]
+    }
+}
+
+/// Reads and parses `<path>.wsum`; the error says why it cannot be used.
+pub fn read_wsum(path: &std::path::Path) -> std::result::Result<Wsum, String> {
+    let wp = super::wsum::wsum_path(path);
+    match std::fs::read(&wp) {
+        Ok(b) if b.len() <= 4096 => Wsum::parse(&b).map_err(|e| format!("{}: {e}", wp.display())),
+        Ok(_) => Err(format!("{}: too long for a WSUM", wp.display())),
+        Err(_) => Err(format!("unfinalized: {} not found", wp.display())),
     }
 }
 
