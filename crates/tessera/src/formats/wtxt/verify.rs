@@ -31,7 +31,7 @@ fn array_checks(
                 "chunks",
                 Status::Ok,
                 Some(format!(
-                    "{} chunks: parity, base64, crc32c, sha256",
+                    "all {} chunks pass parity, base64, crc32c and sha256",
                     a.chunks.len()
                 )),
             );
