@@ -949,3 +949,34 @@ fn mutations_never_panic() {
         let _ = wtxt::delta::apply(&parse(&a), &dd);
     }
 }
+
+#[test]
+fn salvage_survives_a_broken_header_and_a_truncated_end() {
+    let a = write(&model(), &opts());
+    let b = edit_line(&a, 1, |l| l.replace("endian=LE", "endian=BE"));
+    assert!(wtxt::open_container(Cow::Borrowed(&b), &ReadOptions::default()).is_err());
+    let ro = ReadOptions {
+        salvage: true,
+        ..Default::default()
+    };
+    let f = wtxt::open_container(Cow::Borrowed(&b), &ro).unwrap();
+    assert_eq!(f.tensor_infos().len(), 5);
+    assert!(f
+        .warnings()
+        .iter()
+        .any(|w| w.contains("header") && w.contains("line 2")));
+    let r = f.verify(&VerifyOptions::default());
+    assert!(r.failures().any(|c| c.subject == "header"));
+    assert_eq!(
+        f.tensor("R").unwrap().data().unwrap(),
+        model().tensor("R").unwrap().data().unwrap()
+    );
+    // Cut inside W_base: R and H survive.
+    let text = std::str::from_utf8(&a).unwrap();
+    let cut = text.find("arr name=W_base").unwrap() + 400;
+    let cut = text[..cut].rfind('\n').unwrap() + 1;
+    let f = wtxt::open_container(Cow::Borrowed(&a[..cut]), &ro).unwrap();
+    let names: Vec<&str> = f.tensor_infos().iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["H", "R"]);
+    assert!(wtxt::open_container(Cow::Borrowed(&a[..cut]), &ReadOptions::default()).is_err());
+}

@@ -129,6 +129,9 @@ fn file_checks(
     };
     let wsum = f.wsum.as_ref().or(late.as_ref());
     let root: Option<Root> = f.root.or(wsum.map(|w| w.root));
+    if !f.header_ok {
+        return;
+    }
     let root_subject = if f.root.is_some() {
         "root (line 4)".to_string()
     } else {
