@@ -179,6 +179,17 @@ def test_streaming_wsum(tmp_path):
     assert line.rstrip("\n") == "WSUM 1 " + root[len("root "):]
     assert verify_json(out)[0] == 0
     assert verify_json(wsum)[0] == 0
+    # Signed: the signature covers the WSUM line's bytes before " sign=" (RESOLUTIONS 14).
+    run("keygen", "-o", tmp_path / "key")
+    run("convert", src, out, *TS, "--streaming", "--sign-key", tmp_path / "key")
+    line = wsum.read_text().rstrip("\n")
+    head, tail = line.split(" sign=")
+    sig_b64, keyid = tail.split(" keyid=")
+    public = bytes.fromhex((tmp_path / "key.pub").read_text().split()[-1])
+    assert keyid == hashlib.sha256(public).hexdigest()[:16]
+    import base64
+    assert ref.ed25519_verify(public, head.encode(), base64.b64decode(sig_b64, validate=True))
+    assert verify_json(out, "--public-key", tmp_path / "key.pub")[0] == 0
     wsum.unlink()
     code, doc = verify_json(out)
     assert code == 1 and any("unfinalized" in (c["detail"] or "") for c in doc["checks"])
