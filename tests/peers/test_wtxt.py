@@ -4,6 +4,7 @@
 It writes, we read and verify; we write, it re-derives every hash; corruptions are
 found where they are; delta/apply, sign, streaming and age go through the CLI.
 """
+import base64
 import hashlib
 import importlib.util
 import json
@@ -187,7 +188,7 @@ def test_streaming_wsum(tmp_path):
     sig_b64, keyid = tail.split(" keyid=")
     public = bytes.fromhex((tmp_path / "key.pub").read_text().split()[-1])
     assert keyid == hashlib.sha256(public).hexdigest()[:16]
-    import base64
+
     assert ref.ed25519_verify(public, head.encode(), base64.b64decode(sig_b64, validate=True))
     assert verify_json(out, "--public-key", tmp_path / "key.pub")[0] == 0
     wsum.unlink()
@@ -235,3 +236,10 @@ def test_git_diff_of_one_changed_row_is_one_chunk(tmp_path):
     for h in hunks:
         start = int(h.split("+")[1].split(",")[0].split(" ")[0])
         assert start in (4, 5) or ch <= start <= ch + 576, h
+
+
+def test_reference_parity_matches_the_spec_sample():
+    # The seed's sample line; MANIFEST.md gives its parity nibble: a.
+    line = b"TWFuIGlzIGRpc3Rpbmd1aXNoZWQsIG5vdCBvbmx5IGJ5IGhpcyByZWFzb24sIGJ1dCBieSB0aGlz"
+    assert ref.parity(line) == "a"
+    assert base64.b64decode(line).startswith(b"Man is distinguished")
