@@ -210,6 +210,7 @@ def test_age_passphrase_and_identity(tmp_path):
     assert run("verify", enc, "--passphrase-file", tmp_path / "wrong", check=False).returncode != 0
 
 
+@pytest.mark.skipif(__import__("shutil").which("git") is None, reason="git not installed")
 def test_git_diff_of_one_changed_row_is_one_chunk(tmp_path):
     import subprocess
     m = bytearray(b"".join(struct.pack("<d", i * 0.001) for i in range(4096 * 64)))
