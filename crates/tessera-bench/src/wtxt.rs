@@ -164,6 +164,17 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
     // Each tensor's text goes to its own buffer, kept across runs: like the real
     // output, the whole text is in memory at the end.
     let mut bound_texts: Vec<Vec<u8>> = vec![Vec::new(); tensors.len()];
+    if std::env::var_os("WTXT_ENCODE_ONLY").is_some() {
+        for _ in 0..opts.reps {
+            let t = Instant::now();
+            encode()?;
+            println!(
+                "encode {:.0} MB/s",
+                bytes as f64 / t.elapsed().as_secs_f64() / 1e6
+            );
+        }
+        return Ok(());
+    }
     let (enc, b_enc) = best_pair(opts.reps, &mut encode, || {
         tensors
             .par_iter()

@@ -28,6 +28,9 @@ pub const CHUNK: u64 = 32 * 1024;
 pub const SEGMENT: u64 = 16 << 20;
 /// Raw bytes of small arrays grouped into one pipeline step.
 pub const STEP: u64 = 4 << 20;
+/// Raw bytes one task hashes and encodes (arrays up to this size stay on one core, so
+/// the encoding pass finds them in cache after the SHA-256 pass).
+const TASK: usize = 2 << 20;
 
 /// How one array is cut into chunks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -367,45 +370,84 @@ fn encode_arrays<'s>(
         let to_write = std::mem::take(&mut unwritten);
         let prev = std::mem::take(&mut pending);
         let key = &opts.hmac_key;
-        let (all_ref, xor_ref) = (&mut *all, &mut *fastxor);
-        let (shas, macs, texts) = std::thread::scope(|ts| -> Result<_> {
-            let h = ts.spawn(|| {
-                let mut shas = vec![[0u8; 32]; datas.len()];
-                let mut macs = vec![[0u8; 32]; datas.len()];
-                let mut texts = Vec::with_capacity(datas.len());
-                rayon::scope(|s| {
-                    for (k, sha) in shas.iter_mut().enumerate() {
-                        let d = datas[k];
-                        s.spawn(move |_| *sha = crate::util::sha256(d));
-                    }
-                    if let Some(key) = key {
-                        for (k, mac) in macs.iter_mut().enumerate() {
-                            let (d, salt) = (datas[k], &salts[k]);
-                            s.spawn(move |_| *mac = hmac(key, salt, d));
-                        }
-                    }
-                    for (line, v) in &prev {
-                        all_ref.update(line.as_bytes());
-                        all_ref.update(v.data().unwrap_or(&[]));
-                    }
-                    for (k, d) in datas.iter().enumerate() {
-                        texts.push(encode_segment(
-                            d,
-                            0,
-                            firsts[k],
-                            step[k].2.chunk,
-                            bases[k],
-                            xor_ref,
-                        ));
-                    }
-                });
-                (shas, macs, texts)
+        // Per array: its SHA-256, HMAC and, per chunk of its first segment, the text and
+        // fastxor share.
+        let mut shas = vec![[0u8; 32]; datas.len()];
+        let mut macs = vec![[0u8; 32]; datas.len()];
+        let mut slots: Vec<Vec<(Vec<u8>, u64)>> = datas
+            .iter()
+            .zip(&firsts)
+            .zip(step)
+            .map(|((_, f), (_, _, ch))| vec![(Vec::new(), 0); f.div_ceil(ch.chunk as usize)])
+            .collect();
+        let all_ref = &mut *all;
+        let written = rayon::in_place_scope(|s| {
+            // The previous step's share of sha256_all, in order, on one task.
+            s.spawn(|_| {
+                for (line, v) in &prev {
+                    all_ref.update(line.as_bytes());
+                    all_ref.update(v.data().unwrap_or(&[]));
+                }
             });
-            let written = to_write.iter().try_for_each(|t| out.write_all(t));
-            let r = joined(h)?;
-            written?;
-            Ok(r)
-        })?;
+            for (k, ((sha, mac), slot)) in shas
+                .iter_mut()
+                .zip(macs.iter_mut())
+                .zip(slots.iter_mut())
+                .enumerate()
+            {
+                let (d, salt, chunk, base) =
+                    (datas[k], salts[k], step[k].2.chunk as usize, bases[k]);
+                let seg = &d[..firsts[k]];
+                if seg.len() <= TASK {
+                    // Small: one task hashes the array, then encodes its chunks while
+                    // the bytes are still in this core's cache.
+                    s.spawn(move |_| {
+                        *sha = crate::util::sha256(d);
+                        if let Some(key) = key {
+                            *mac = hmac(key, &salt, d);
+                        }
+                        let mut scratch = Vec::new();
+                        for (i, (t, x)) in slot.iter_mut().enumerate() {
+                            let off = i * chunk;
+                            let raw = &seg[off..(off + chunk).min(seg.len())];
+                            (*t, *x) = encode_one(raw, i as u64, off as u64, base, &mut scratch);
+                        }
+                    });
+                } else {
+                    s.spawn(move |_| *sha = crate::util::sha256(d));
+                    if let Some(key) = key {
+                        s.spawn(move |_| *mac = hmac(key, &salt, d));
+                    }
+                    let per = (TASK / chunk).max(1);
+                    for (j, group) in slot.chunks_mut(per).enumerate() {
+                        s.spawn(move |_| {
+                            let mut scratch = Vec::new();
+                            for (g, (t, x)) in group.iter_mut().enumerate() {
+                                let i = j * per + g;
+                                let off = i * chunk;
+                                let raw = &seg[off..(off + chunk).min(seg.len())];
+                                (*t, *x) =
+                                    encode_one(raw, i as u64, off as u64, base, &mut scratch);
+                            }
+                        });
+                    }
+                }
+            }
+            // Meanwhile this thread writes the previous step's text.
+            to_write.iter().try_for_each(|t| out.write_all(t))
+        });
+        written?;
+        let texts: Vec<Vec<Vec<u8>>> = slots
+            .into_iter()
+            .map(|v| {
+                v.into_iter()
+                    .map(|(t, x)| {
+                        *fastxor ^= x;
+                        t
+                    })
+                    .collect()
+            })
+            .collect();
         drop(prev);
         // The arr line of each array still to add to sha256_all (None: already added).
         let mut lines: Vec<Option<String>> = Vec::with_capacity(step.len());
@@ -513,6 +555,25 @@ pub fn xor_at(b: &[u8], off: u64) -> u64 {
 
 /// Encodes the chunks of `data[from..to]` (chunk-aligned) as `ch` blocks, in parallel.
 /// `base` is the array's offset in the concatenation of all arrays (for fastxor).
+/// The `ch` block of one chunk and its fastxor share (`base`: the array's offset in the
+/// concatenation of all arrays).
+fn encode_one(raw: &[u8], ix: u64, off: u64, base: u64, scratch: &mut Vec<u8>) -> (Vec<u8>, u64) {
+    let line = ChLine {
+        ix,
+        off,
+        len: raw.len() as u64,
+        sha256: crate::util::sha256(raw),
+        crc32c: crate::util::crc32c(raw),
+    }
+    .line();
+    let mut t = Vec::with_capacity(line.len() + armor::text_len(raw.len() as u64) as usize + 8);
+    t.extend_from_slice(line.as_bytes());
+    t.push(b'\n');
+    armor::encode_chunk(raw, scratch, &mut t);
+    t.extend_from_slice(b"endch\n");
+    (t, xor_at(raw, base + off))
+}
+
 fn encode_segment(
     data: &[u8],
     from: usize,
@@ -529,22 +590,7 @@ fn encode_segment(
         .enumerate()
         .map_init(Vec::new, |scratch, (i, raw)| {
             let ix = (first_ix + i) as u64;
-            let off = ix * chunk as u64;
-            let line = ChLine {
-                ix,
-                off,
-                len: raw.len() as u64,
-                sha256: crate::util::sha256(raw),
-                crc32c: crate::util::crc32c(raw),
-            }
-            .line();
-            let mut t =
-                Vec::with_capacity(line.len() + armor::text_len(raw.len() as u64) as usize + 8);
-            t.extend_from_slice(line.as_bytes());
-            t.push(b'\n');
-            armor::encode_chunk(raw, scratch, &mut t);
-            t.extend_from_slice(b"endch\n");
-            (t, xor_at(raw, base + off))
+            encode_one(raw, ix, ix * chunk as u64, base, scratch)
         })
         .collect();
     parts
