@@ -81,6 +81,7 @@ pub mod chunk;
 pub mod crypt;
 pub mod delta;
 pub mod header;
+pub mod pipeline;
 pub mod raw;
 pub mod read;
 pub mod verify;
