@@ -49,6 +49,7 @@ pub fn encode_arrays<'s>(
     let mut total = 0u64;
     let mut pending: Vec<Hashed<'s>> = Vec::new();
     let mut unwritten: Vec<Vec<u8>> = Vec::new();
+    let mut spare: Vec<Vec<u8>> = Vec::new();
     let mut i = 0;
     while i < arrays.len() {
         // The step: arrays up to STEP bytes (at least one).
@@ -103,7 +104,11 @@ pub fn encode_arrays<'s>(
             .iter()
             .zip(&firsts)
             .zip(step)
-            .map(|((_, f), (_, _, ch))| vec![(Vec::new(), 0); f.div_ceil(ch.chunk as usize)])
+            .map(|((_, f), (_, _, ch))| {
+                (0..f.div_ceil(ch.chunk as usize))
+                    .map(|_| (spare.pop().unwrap_or_default(), 0))
+                    .collect()
+            })
             .collect();
         let all_ref = &mut *all;
         let written = rayon::in_place_scope(|s| {
@@ -135,7 +140,7 @@ pub fn encode_arrays<'s>(
                         for (i, (t, x)) in slot.iter_mut().enumerate() {
                             let off = i * chunk;
                             let raw = &seg[off..(off + chunk).min(seg.len())];
-                            (*t, *x) = encode_one(raw, i as u64, off as u64, base, &mut scratch);
+                            *x = encode_into(t, raw, i as u64, off as u64, base, &mut scratch);
                         }
                     });
                 } else {
@@ -151,8 +156,7 @@ pub fn encode_arrays<'s>(
                                 let i = j * per + g;
                                 let off = i * chunk;
                                 let raw = &seg[off..(off + chunk).min(seg.len())];
-                                (*t, *x) =
-                                    encode_one(raw, i as u64, off as u64, base, &mut scratch);
+                                *x = encode_into(t, raw, i as u64, off as u64, base, &mut scratch);
                             }
                         });
                     }
@@ -162,6 +166,8 @@ pub fn encode_arrays<'s>(
             to_write.iter().try_for_each(|t| out.write_all(t))
         });
         written?;
+        // Written text buffers are reused (fresh ones would fault their pages in again).
+        spare.extend(to_write.into_iter().filter(|v| v.capacity() >= 4096));
         let texts: Vec<Vec<Vec<u8>>> = slots
             .into_iter()
             .map(|v| {
@@ -254,6 +260,21 @@ pub fn encode_arrays<'s>(
 /// The `ch` block of one chunk and its fastxor share (`base`: the array's offset in the
 /// concatenation of all arrays).
 fn encode_one(raw: &[u8], ix: u64, off: u64, base: u64, scratch: &mut Vec<u8>) -> (Vec<u8>, u64) {
+    let mut t = Vec::new();
+    let x = encode_into(&mut t, raw, ix, off, base, scratch);
+    (t, x)
+}
+
+/// [`encode_one`] into a reused buffer (cleared first); returns the fastxor share.
+fn encode_into(
+    t: &mut Vec<u8>,
+    raw: &[u8],
+    ix: u64,
+    off: u64,
+    base: u64,
+    scratch: &mut Vec<u8>,
+) -> u64 {
+    t.clear();
     let line = ChLine {
         ix,
         off,
@@ -262,12 +283,12 @@ fn encode_one(raw: &[u8], ix: u64, off: u64, base: u64, scratch: &mut Vec<u8>) -
         crc32c: crate::util::crc32c(raw),
     }
     .line();
-    let mut t = Vec::with_capacity(line.len() + armor::text_len(raw.len() as u64) as usize + 8);
+    t.reserve(line.len() + armor::text_len(raw.len() as u64) as usize + 8);
     t.extend_from_slice(line.as_bytes());
     t.push(b'\n');
-    armor::encode_chunk(raw, scratch, &mut t);
+    armor::encode_chunk(raw, scratch, t);
     t.extend_from_slice(b"endch\n");
-    (t, xor_at(raw, base + off))
+    xor_at(raw, base + off)
 }
 
 /// Encodes the chunks of `data[from..to]` (chunk-aligned) as `ch` blocks, in parallel.
