@@ -6,7 +6,7 @@
 
 use sha2::{Digest, Sha256};
 
-use super::chunk::{decode_array, Decoded};
+use super::chunk::{decode_array_into, Decoded};
 use super::header::{self, Root};
 use super::read::WtxtFile;
 use crate::util::hex;
@@ -81,6 +81,7 @@ pub fn verify(f: &WtxtFile<'_>, opts: &VerifyOptions) -> VerifyReport {
     let mut xor = 0u64;
     let mut base = 0u64;
     let mut prev: Option<(usize, Decoded)> = None;
+    let mut spare: Option<Vec<u8>> = None;
     let n = f.arrays.len();
     for k in 0..=n {
         let mut sha = [0u8; 32];
@@ -97,11 +98,13 @@ pub fn verify(f: &WtxtFile<'_>, opts: &VerifyOptions) -> VerifyReport {
                 all.update(&d.buf);
             }
             if k < n {
-                cur = Some(decode_array(data, &f.arrays[k], true, base));
+                let buf = spare.take().unwrap_or_default();
+                cur = Some(decode_array_into(data, &f.arrays[k], true, base, buf));
             }
         });
         if let Some((pk, d)) = prev.take() {
             array_checks(&mut r, f, pk, &d, sha, mac, key.is_some());
+            spare = Some(d.buf);
         }
         if let Some(d) = cur {
             xor ^= d.xor;
