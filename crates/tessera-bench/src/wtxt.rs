@@ -32,24 +32,32 @@ fn bound_encode(data: &[u8], scratch: &mut Vec<u8>, text: &mut Vec<u8>) -> usize
     text.len()
 }
 
-fn bound_decode(chunks: &[Vec<u8>], raw_len: usize, bufs: &mut (Vec<u8>, Vec<u8>)) -> usize {
-    let (scratch, out) = bufs;
-    out.resize(raw_len, 0);
-    let mut pos = 0;
-    for text in chunks {
-        scratch.clear();
-        for l in text.chunks(77) {
-            scratch.extend_from_slice(&l[..l.len() - 1]);
+thread_local! {
+    /// Per-thread buffers of the decode bound, kept across runs (rayon's `map_init`
+    /// would make fresh ones per split and pay their page faults).
+    static DECODE_BUFS: std::cell::RefCell<(Vec<u8>, Vec<u8>)> = Default::default();
+}
+
+fn bound_decode(chunks: &[Vec<u8>], raw_len: usize) -> usize {
+    DECODE_BUFS.with(|b| {
+        let (scratch, out) = &mut *b.borrow_mut();
+        out.resize(raw_len.max(out.len()), 0);
+        let mut pos = 0;
+        for text in chunks {
+            scratch.clear();
+            for l in text.chunks(77) {
+                scratch.extend_from_slice(&l[..l.len() - 1]);
+            }
+            let n = base64_simd::STANDARD.decoded_length(scratch).unwrap_or(0);
+            let dst = &mut out[pos..pos + n];
+            let _ = base64_simd::STANDARD.decode(scratch, base64_simd::Out::from_slice(dst));
+            std::hint::black_box(tessera::util::sha256(dst));
+            pos += n;
         }
-        let n = base64_simd::STANDARD.decoded_length(scratch).unwrap_or(0);
-        let dst = &mut out[pos..pos + n];
-        let _ = base64_simd::STANDARD.decode(scratch, base64_simd::Out::from_slice(dst));
-        std::hint::black_box(tessera::util::sha256(dst));
-        pos += n;
-    }
-    std::hint::black_box(tessera::util::sha256(out));
-    std::hint::black_box(tessera::util::sha256(out));
-    pos
+        std::hint::black_box(tessera::util::sha256(&out[..pos]));
+        std::hint::black_box(tessera::util::sha256(&out[..pos]));
+        pos
+    })
 }
 
 /// Process CPU time (user + system) in seconds, from /proc/self/stat (Linux; 0 elsewhere).
@@ -62,10 +70,23 @@ fn cpu_secs() -> f64 {
     (t(11) + t(12)) / 100.0
 }
 
+fn cpu_line(ours: f64, bound: f64) {
+    if bound > 0.0 {
+        println!(
+            "    CPU time over all runs: ours {ours:.2} s, bound {bound:.2} s ({:.2}x the bound's work)",
+            ours / bound
+        );
+    }
+}
+
 /// Best wall times of `a` and `b`, run alternately so both see the same machine load
 /// (the benchmark machine is shared), and their total CPU times (work, whatever the
 /// load).
-fn best_pair<A, B>(reps: usize, mut a: impl FnMut() -> A, mut b: impl FnMut() -> B) -> (f64, f64) {
+fn best_pair<A, B>(
+    reps: usize,
+    mut a: impl FnMut() -> A,
+    mut b: impl FnMut() -> B,
+) -> (f64, f64, f64, f64) {
     let (mut ta, mut tb) = (f64::INFINITY, f64::INFINITY);
     let (mut ca, mut cb) = (0.0, 0.0);
     for _ in 0..reps.max(1) {
@@ -78,13 +99,7 @@ fn best_pair<A, B>(reps: usize, mut a: impl FnMut() -> A, mut b: impl FnMut() ->
         tb = tb.min(t.elapsed().as_secs_f64());
         cb += cpu_secs() - c;
     }
-    if cb > 0.0 {
-        println!(
-            "  (CPU time: ours {ca:.2} s, bound {cb:.2} s: {:.2}x the bound's work)",
-            ca / cb
-        );
-    }
-    (ta, tb)
+    (ta, tb, ca, cb)
 }
 
 /// Runs the suite.
@@ -175,7 +190,7 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
         }
         return Ok(());
     }
-    let (enc, b_enc) = best_pair(opts.reps, &mut encode, || {
+    let (enc, b_enc, ca, cb) = best_pair(opts.reps, &mut encode, || {
         tensors
             .par_iter()
             .zip(bound_texts.par_iter_mut())
@@ -191,6 +206,7 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
         enc,
         Some(("bound", b_enc)),
     );
+    cpu_line(ca, cb);
     encode()?;
     let file = outbuf;
 
@@ -215,10 +231,10 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
         texts
             .par_iter()
             .zip(&tensors)
-            .map_init(Default::default, |b, (x, t)| bound_decode(x, t.len(), b))
+            .map(|(x, t)| bound_decode(x, t.len()))
             .sum::<usize>()
     };
-    let (ver, b_dec) = best_pair(
+    let (ver, b_dec, ca, cb) = best_pair(
         opts.reps,
         || {
             let f = wtxt::open_container(Cow::Borrowed(&file), &ReadOptions::default())?;
@@ -232,7 +248,8 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
         ver,
         Some(("bound", b_dec)),
     );
-    let (load, _) = best_pair(
+    cpu_line(ca, cb);
+    let (load, ..) = best_pair(
         opts.reps,
         || {
             let f = wtxt::open_container(Cow::Borrowed(&file), &ReadOptions::default())?;
