@@ -4,6 +4,7 @@
 It writes, we read and verify; we write, it re-derives every hash; corruptions are
 found where they are; delta/apply, sign, streaming and age go through the CLI.
 """
+import base64
 import hashlib
 import importlib.util
 import json
@@ -179,6 +180,17 @@ def test_streaming_wsum(tmp_path):
     assert line.rstrip("\n") == "WSUM 1 " + root[len("root "):]
     assert verify_json(out)[0] == 0
     assert verify_json(wsum)[0] == 0
+    # Signed: the signature covers the WSUM line's bytes before " sign=" (RESOLUTIONS 14).
+    run("keygen", "-o", tmp_path / "key")
+    run("convert", src, out, *TS, "--streaming", "--sign-key", tmp_path / "key")
+    line = wsum.read_text().rstrip("\n")
+    head, tail = line.split(" sign=")
+    sig_b64, keyid = tail.split(" keyid=")
+    public = bytes.fromhex((tmp_path / "key.pub").read_text().split()[-1])
+    assert keyid == hashlib.sha256(public).hexdigest()[:16]
+
+    assert ref.ed25519_verify(public, head.encode(), base64.b64decode(sig_b64, validate=True))
+    assert verify_json(out, "--public-key", tmp_path / "key.pub")[0] == 0
     wsum.unlink()
     code, doc = verify_json(out)
     assert code == 1 and any("unfinalized" in (c["detail"] or "") for c in doc["checks"])
@@ -198,6 +210,7 @@ def test_age_passphrase_and_identity(tmp_path):
     assert run("verify", enc, "--passphrase-file", tmp_path / "wrong", check=False).returncode != 0
 
 
+@pytest.mark.skipif(__import__("shutil").which("git") is None, reason="git not installed")
 def test_git_diff_of_one_changed_row_is_one_chunk(tmp_path):
     import subprocess
     m = bytearray(b"".join(struct.pack("<d", i * 0.001) for i in range(4096 * 64)))
@@ -224,3 +237,10 @@ def test_git_diff_of_one_changed_row_is_one_chunk(tmp_path):
     for h in hunks:
         start = int(h.split("+")[1].split(",")[0].split(" ")[0])
         assert start in (4, 5) or ch <= start <= ch + 576, h
+
+
+def test_reference_parity_matches_the_spec_sample():
+    # The seed's sample line; MANIFEST.md gives its parity nibble: a.
+    line = b"TWFuIGlzIGRpc3Rpbmd1aXNoZWQsIG5vdCBvbmx5IGJ5IGhpcyByZWFzb24sIGJ1dCBieSB0aGlz"
+    assert ref.parity(line) == "a"
+    assert base64.b64decode(line).startswith(b"Man is distinguished")

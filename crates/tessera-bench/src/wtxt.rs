@@ -15,8 +15,7 @@ use crate::common::{report, synthetic_model, Opts};
 
 const CHUNK: usize = 32 * 1024;
 
-fn bound_encode(data: &[u8], bufs: &mut (Vec<u8>, Vec<u8>)) -> usize {
-    let (scratch, text) = bufs;
+fn bound_encode(data: &[u8], scratch: &mut Vec<u8>, text: &mut Vec<u8>) -> usize {
     text.clear();
     for c in data.chunks(CHUNK) {
         let n = base64_simd::STANDARD.encoded_length(c.len());
@@ -33,24 +32,32 @@ fn bound_encode(data: &[u8], bufs: &mut (Vec<u8>, Vec<u8>)) -> usize {
     text.len()
 }
 
-fn bound_decode(chunks: &[Vec<u8>], raw_len: usize, bufs: &mut (Vec<u8>, Vec<u8>)) -> usize {
-    let (scratch, out) = bufs;
-    out.resize(raw_len, 0);
-    let mut pos = 0;
-    for text in chunks {
-        scratch.clear();
-        for l in text.chunks(77) {
-            scratch.extend_from_slice(&l[..l.len() - 1]);
+thread_local! {
+    /// Per-thread buffers of the decode bound, kept across runs (rayon's `map_init`
+    /// would make fresh ones per split and pay their page faults).
+    static DECODE_BUFS: std::cell::RefCell<(Vec<u8>, Vec<u8>)> = Default::default();
+}
+
+fn bound_decode(chunks: &[Vec<u8>], raw_len: usize) -> usize {
+    DECODE_BUFS.with(|b| {
+        let (scratch, out) = &mut *b.borrow_mut();
+        out.resize(raw_len.max(out.len()), 0);
+        let mut pos = 0;
+        for text in chunks {
+            scratch.clear();
+            for l in text.chunks(77) {
+                scratch.extend_from_slice(&l[..l.len() - 1]);
+            }
+            let n = base64_simd::STANDARD.decoded_length(scratch).unwrap_or(0);
+            let dst = &mut out[pos..pos + n];
+            let _ = base64_simd::STANDARD.decode(scratch, base64_simd::Out::from_slice(dst));
+            std::hint::black_box(tessera::util::sha256(dst));
+            pos += n;
         }
-        let n = base64_simd::STANDARD.decoded_length(scratch).unwrap_or(0);
-        let dst = &mut out[pos..pos + n];
-        let _ = base64_simd::STANDARD.decode(scratch, base64_simd::Out::from_slice(dst));
-        std::hint::black_box(tessera::util::sha256(dst));
-        pos += n;
-    }
-    std::hint::black_box(tessera::util::sha256(out));
-    std::hint::black_box(tessera::util::sha256(out));
-    pos
+        std::hint::black_box(tessera::util::sha256(&out[..pos]));
+        std::hint::black_box(tessera::util::sha256(&out[..pos]));
+        pos
+    })
 }
 
 /// Process CPU time (user + system) in seconds, from /proc/self/stat (Linux; 0 elsewhere).
@@ -63,10 +70,23 @@ fn cpu_secs() -> f64 {
     (t(11) + t(12)) / 100.0
 }
 
+fn cpu_line(ours: f64, bound: f64) {
+    if bound > 0.0 {
+        println!(
+            "    CPU time over all runs: ours {ours:.2} s, bound {bound:.2} s ({:.2}x the bound's work)",
+            ours / bound
+        );
+    }
+}
+
 /// Best wall times of `a` and `b`, run alternately so both see the same machine load
 /// (the benchmark machine is shared), and their total CPU times (work, whatever the
 /// load).
-fn best_pair<A, B>(reps: usize, mut a: impl FnMut() -> A, mut b: impl FnMut() -> B) -> (f64, f64) {
+fn best_pair<A, B>(
+    reps: usize,
+    mut a: impl FnMut() -> A,
+    mut b: impl FnMut() -> B,
+) -> (f64, f64, f64, f64) {
     let (mut ta, mut tb) = (f64::INFINITY, f64::INFINITY);
     let (mut ca, mut cb) = (0.0, 0.0);
     for _ in 0..reps.max(1) {
@@ -79,13 +99,7 @@ fn best_pair<A, B>(reps: usize, mut a: impl FnMut() -> A, mut b: impl FnMut() ->
         tb = tb.min(t.elapsed().as_secs_f64());
         cb += cpu_secs() - c;
     }
-    if cb > 0.0 {
-        println!(
-            "  (CPU time: ours {ca:.2} s, bound {cb:.2} s: {:.2}x the bound's work)",
-            ca / cb
-        );
-    }
-    (ta, tb)
+    (ta, tb, ca, cb)
 }
 
 /// Runs the suite.
@@ -108,6 +122,42 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
         rayon::current_num_threads(),
         opts.reps
     );
+    if std::env::var_os("WTXT_MICRO").is_some() {
+        let all: Vec<u8> = tensors.concat();
+        let t = Instant::now();
+        std::hint::black_box(tessera::util::sha256(&all));
+        println!(
+            "micro sha256 1 pass: {:.0} MB/s",
+            bytes as f64 / t.elapsed().as_secs_f64() / 1e6
+        );
+        let t = Instant::now();
+        let mut x = 0u32;
+        for c in all.chunks(CHUNK) {
+            x ^= tessera::util::crc32c(c);
+        }
+        std::hint::black_box(x);
+        println!(
+            "micro crc32c: {:.0} MB/s",
+            bytes as f64 / t.elapsed().as_secs_f64() / 1e6
+        );
+        let t = Instant::now();
+        let mut x = 0u64;
+        for c in all.chunks(CHUNK) {
+            x ^= tessera::formats::wtxt::write::xor_at(c, 3);
+        }
+        std::hint::black_box(x);
+        println!(
+            "micro fastxor: {:.0} MB/s",
+            bytes as f64 / t.elapsed().as_secs_f64() / 1e6
+        );
+        let t = Instant::now();
+        let (mut s1, mut s2) = (Vec::new(), Vec::new());
+        std::hint::black_box(bound_encode(&all, &mut s1, &mut s2));
+        println!(
+            "micro bound_encode 1 thread: {:.0} MB/s",
+            bytes as f64 / t.elapsed().as_secs_f64() / 1e6
+        );
+    }
     let wo = WriteOptions {
         timestamp: Some("2025-01-01T00:00:00Z".into()),
         ..WriteOptions::default()
@@ -125,19 +175,38 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
     };
     // Bound, encode: every tensor's chunks base64'd into 76-column lines and SHA-256'd,
     // plus two whole-tensor SHA-256 passes (array sha256, sha256_all), tensors spread
-    // over the cores, buffers reused (no page faults).
-    let (enc, b_enc) = best_pair(opts.reps, &mut encode, || {
+    // over the cores.
+    // Each tensor's text goes to its own buffer, kept across runs: like the real
+    // output, the whole text is in memory at the end.
+    let mut bound_texts: Vec<Vec<u8>> = vec![Vec::new(); tensors.len()];
+    if std::env::var_os("WTXT_ENCODE_ONLY").is_some() {
+        for _ in 0..opts.reps {
+            let t = Instant::now();
+            encode()?;
+            println!(
+                "encode {:.0} MB/s",
+                bytes as f64 / t.elapsed().as_secs_f64() / 1e6
+            );
+        }
+        return Ok(());
+    }
+    let (enc, b_enc, ca, cb) = best_pair(opts.reps, &mut encode, || {
         tensors
             .par_iter()
-            .map_init(Default::default, |b, t| bound_encode(t, b))
+            .zip(bound_texts.par_iter_mut())
+            .map_init(Vec::new, |scratch, (t, text)| {
+                bound_encode(t, scratch, text)
+            })
             .sum::<usize>()
     });
+    drop(bound_texts);
     report(
         "wtxt encode (write to memory)",
         bytes,
         enc,
         Some(("bound", b_enc)),
     );
+    cpu_line(ca, cb);
     encode()?;
     let file = outbuf;
 
@@ -162,10 +231,10 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
         texts
             .par_iter()
             .zip(&tensors)
-            .map_init(Default::default, |b, (x, t)| bound_decode(x, t.len(), b))
+            .map(|(x, t)| bound_decode(x, t.len()))
             .sum::<usize>()
     };
-    let (ver, b_dec) = best_pair(
+    let (ver, b_dec, ca, cb) = best_pair(
         opts.reps,
         || {
             let f = wtxt::open_container(Cow::Borrowed(&file), &ReadOptions::default())?;
@@ -179,7 +248,8 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
         ver,
         Some(("bound", b_dec)),
     );
-    let (load, _) = best_pair(
+    cpu_line(ca, cb);
+    let (load, ..) = best_pair(
         opts.reps,
         || {
             let f = wtxt::open_container(Cow::Borrowed(&file), &ReadOptions::default())?;

@@ -34,7 +34,7 @@ pub enum Command {
     Keygen(KeygenArgs),
     /// Repair a FOLD file with its Reed-Solomon parity and write the result.
     Repair(RepairArgs),
-    /// WTXT tools: delta, apply, sign.
+    /// WTXT tools: delta, apply, sign, encrypt, decrypt.
     Wtxt(WtxtArgs),
 }
 

@@ -864,3 +864,119 @@ fn armor_damage_in_chunk_lines_is_named_and_contained() {
         assert!(f.tensor("W_base").is_ok());
     }
 }
+
+/// Random byte edits, deletions and insertions never panic: open, verify, read.
+#[test]
+fn mutations_never_panic() {
+    let mut m = Model::new();
+    m.push(
+        TensorView::dense(
+            TensorInfo::dense("a", DType::F32, vec![40, 3]),
+            Cow::Owned((0..480).map(|i| i as u8).collect()),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    m.push(
+        TensorView::dense(
+            TensorInfo::dense("b", DType::U8, vec![200]),
+            Cow::Owned((0..200).map(|i| i as u8).collect()),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let wo = WriteOptions {
+        rows_per_chunk: Some(7),
+        sign_key: Some([1; 32]),
+        hmac_key: Some(b"k".to_vec()),
+        fixed_salt: Some([2; 8]),
+        ..opts()
+    };
+    let a = write(&m, &wo);
+    let mut m2 = Model::new();
+    for info in m.tensor_infos() {
+        let mut v = m.tensor(&info.name).unwrap().into_owned();
+        if info.name == "b" {
+            v.parts[0].bytes.to_mut()[100] = 7;
+        }
+        m2.push(v).unwrap();
+    }
+    let d = wtxt::delta::make(&parse(&a), &parse(&write(&m2, &wo))).unwrap();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut rnd = |n: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % n as u64) as usize
+    };
+    let alphabet = b"AZaz09+/= \n\t\r.:-x0123456789abcdef";
+    for _ in 0..1500 {
+        let mut b = a.clone();
+        for _ in 0..1 + rnd(3) {
+            let p = rnd(b.len());
+            match rnd(3) {
+                0 => b[p] = alphabet[rnd(alphabet.len())],
+                1 => {
+                    b.remove(p);
+                }
+                _ => b.insert(p, alphabet[rnd(alphabet.len())]),
+            }
+        }
+        for salvage in [false, true] {
+            if let Ok(f) = wtxt::open_container(
+                Cow::Borrowed(&b),
+                &ReadOptions {
+                    salvage,
+                    ..Default::default()
+                },
+            ) {
+                let _ = f.verify(&VerifyOptions {
+                    hmac_key: Some(b"k".to_vec()),
+                    public_key: Some(tessera::util::keys::public_key(&[1; 32])),
+                    ..Default::default()
+                });
+                for i in f.tensor_infos() {
+                    let _ = f.tensor(&i.name);
+                }
+            }
+        }
+        // The same edits on a delta.
+        let mut dd = d.clone();
+        for _ in 0..1 + rnd(3) {
+            let p = rnd(dd.len());
+            dd[p] = alphabet[rnd(alphabet.len())];
+        }
+        let _ = wtxt::delta::apply(&parse(&a), &dd);
+    }
+}
+
+#[test]
+fn salvage_survives_a_broken_header_and_a_truncated_end() {
+    let a = write(&model(), &opts());
+    let b = edit_line(&a, 1, |l| l.replace("endian=LE", "endian=BE"));
+    assert!(wtxt::open_container(Cow::Borrowed(&b), &ReadOptions::default()).is_err());
+    let ro = ReadOptions {
+        salvage: true,
+        ..Default::default()
+    };
+    let f = wtxt::open_container(Cow::Borrowed(&b), &ro).unwrap();
+    assert_eq!(f.tensor_infos().len(), 5);
+    assert!(f
+        .warnings()
+        .iter()
+        .any(|w| w.contains("header") && w.contains("line 2")));
+    let r = f.verify(&VerifyOptions::default());
+    assert!(r.failures().any(|c| c.subject == "header"));
+    assert_eq!(
+        f.tensor("R").unwrap().data().unwrap(),
+        model().tensor("R").unwrap().data().unwrap()
+    );
+    // Cut inside W_base: R and H survive.
+    let text = std::str::from_utf8(&a).unwrap();
+    let cut = text.find("arr name=W_base").unwrap() + 400;
+    let cut = text[..cut].rfind('\n').unwrap() + 1;
+    let f = wtxt::open_container(Cow::Borrowed(&a[..cut]), &ro).unwrap();
+    let names: Vec<&str> = f.tensor_infos().iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["H", "R"]);
+    assert!(wtxt::open_container(Cow::Borrowed(&a[..cut]), &ReadOptions::default()).is_err());
+}

@@ -51,9 +51,9 @@ pub fn text_len(len: u64) -> u64 {
 /// Appends the armored lines of `raw` (one chunk) to `out`; `scratch` is reused.
 pub fn encode_chunk(raw: &[u8], scratch: &mut Vec<u8>, out: &mut Vec<u8>) {
     let n = STANDARD.encoded_length(raw.len());
-    scratch.clear();
-    scratch.resize(n, 0);
-    let enc = STANDARD.encode(raw, Out::from_slice(scratch.as_mut_slice()));
+    // Only grows (and zero-fills) when needed: the encoder overwrites what it uses.
+    scratch.resize(n.max(scratch.len()), 0);
+    let enc = STANDARD.encode(raw, Out::from_slice(&mut scratch[..n]));
     out.reserve(text_len(raw.len() as u64) as usize);
     for line in enc.chunks(WIDTH) {
         out.extend_from_slice(line);

@@ -109,7 +109,20 @@ fn check_one(
 
 /// Decodes every chunk of `a` in parallel; `chunk_sha` also checks each chunk's SHA-256.
 pub fn decode_array(data: &[u8], a: &ArrayRef, chunk_sha: bool, base: u64) -> Decoded {
-    let mut buf = vec![0u8; a.arr.bytes as usize];
+    decode_array_into(data, a, chunk_sha, base, Vec::new())
+}
+
+/// [`decode_array`] into a recycled buffer (its pages are already mapped, which saves
+/// the page faults of a fresh allocation per array).
+pub fn decode_array_into(
+    data: &[u8],
+    a: &ArrayRef,
+    chunk_sha: bool,
+    base: u64,
+    mut buf: Vec<u8>,
+) -> Decoded {
+    buf.clear();
+    buf.resize(a.arr.bytes as usize, 0);
     let mut slices: Vec<&mut [u8]> = Vec::with_capacity(a.chunks.len());
     let mut rest: &mut [u8] = &mut buf;
     for c in &a.chunks {

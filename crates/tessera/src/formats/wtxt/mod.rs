@@ -34,7 +34,17 @@
 //!   `tessera-<version>`, `host=cpu`, `cuda=off`. Without an HMAC key `hmac` and `salt`
 //!   are zeros; with one, a random salt per array unless `fixed_salt`.
 //! - The root (and `sign`) line has a fixed width: it is written as a placeholder and
-//!   patched once every array is hashed, so the source is read once.
+//!   patched once every array is hashed, so the source is read once. With
+//!   `WriteOptions::streaming` the header says `root_pending` instead and the root goes
+//!   to `OUT.wsum` (written atomically, listed in `WriteReport::extra_files`).
+//! - Speed: small arrays are grouped in ~4 MiB steps; while the calling thread writes a
+//!   step's text, the rayon pool hashes the next step's arrays, adds the previous step
+//!   to `sha256_all` and encodes the chunks (crc32c, SHA-256, base64 with `base64-simd`,
+//!   parity); an array up to 2 MiB is hashed and encoded by one task, so the second
+//!   pass finds it in cache. An array over 16 MiB is encoded 16 MiB at a time with its `sha256_all`
+//!   share hashed beside. Memory: one step of tensors and text (or one 16 MiB segment),
+//!   plus the hash states. SHA-256 is `sha2`, which uses the SHA-NI instructions when
+//!   the CPU has them (no `asm` feature needed).
 //!
 //! # Deviations and extensions (each says why)
 //!
@@ -57,6 +67,9 @@
 //! `<path>.wsum`; opening a `.wsum` opens its WTXT. age-armored files are decrypted with
 //! the identities or passphrase of `ReadOptions`.
 //!
+//! Not written (read and kept in `WtxtFile::audit` only): the optional `audit` line,
+//! which carries producer-specific numbers the writer has no source for.
+//!
 //! # Limits
 //!
 //! Arrays of at most 999,999,999,999 bytes and 1,000,000 chunks (field widths); an
@@ -68,6 +81,7 @@ pub mod chunk;
 pub mod crypt;
 pub mod delta;
 pub mod header;
+pub mod pipeline;
 pub mod raw;
 pub mod read;
 pub mod verify;

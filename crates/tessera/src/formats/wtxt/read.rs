@@ -69,6 +69,8 @@ pub struct WtxtFile<'d> {
     pub wsum_problem: Option<String>,
     /// The `sign` line and the number of bytes it covers.
     pub sign: Option<(Sign, usize)>,
+    /// False when salvage skipped a broken header (no root to check).
+    pub header_ok: bool,
     /// The arrays, in file (= name) order.
     pub arrays: Vec<ArrayRef>,
     /// Arrays skipped by salvage: (what, why).
@@ -124,38 +126,35 @@ impl<'d> WtxtFile<'d> {
                 pos: 0,
                 n: 0,
             };
-            let (n, _, l) = c.text("WTXT 1")?;
-            if l != "WTXT 1" {
-                return Err(bad(n, format!("expected \"WTXT 1\", found {l:?}")));
-            }
-            let (n, s, l) = c.text("meta")?;
-            let meta = Meta::parse(l, n)?;
-            let meta_line = s..s + l.len();
-            let (n, s, l) = c.text("cap")?;
-            let caps = header::parse_cap(l, n)?;
-            let cap_line = s..s + l.len();
-            let (n, _, l) = c.text("root")?;
-            let root = if l.starts_with("root_pending ") {
-                header::parse_root_pending(l, n)?;
-                None
-            } else {
-                Some(Root::parse(l, n)?)
-            };
-            let mut sign = None;
-            if c.peek_starts(b"sign ") {
-                let (n, s, l) = c.text("sign")?;
-                if root.is_none() {
-                    return Err(bad(
-                        n,
-                        "a WTXT-S (root_pending) is signed in its WSUM, not by a sign line",
-                    ));
-                }
-                sign = Some((Sign::parse(l, n)?, s));
-            }
-            let mut arrays: Vec<ArrayRef> = Vec::new();
             let mut lost = Vec::new();
+            let (meta, meta_line, caps, cap_line, root, sign, header_ok) = match header(&mut c) {
+                Ok(h) => (h.0, h.1, h.2, h.3, h.4, h.5, true),
+                Err(e) if opts.salvage => {
+                    // Keep the arrays: skip to the first one, accept every extension.
+                    lost.push(("header".to_string(), e.to_string()));
+                    c.pos = 0;
+                    c.n = 0;
+                    resync_from(&mut c);
+                    let meta = Meta {
+                        schema: "?".into(),
+                        gen: "0".into(),
+                        ts: "?".into(),
+                        build: "?".into(),
+                        host: "?".into(),
+                        cuda: "?".into(),
+                    };
+                    let caps = header::CAP_ORDER.iter().map(|s| s.to_string()).collect();
+                    (meta, 0..0, caps, 0..0, None, None, false)
+                }
+                Err(e) => return Err(e),
+            };
+            let mut arrays: Vec<ArrayRef> = Vec::new();
             let mut audit = None;
             loop {
+                if opts.salvage && c.pos >= bytes.len() {
+                    lost.push(("end of file".into(), "truncated: no endwtxt".into()));
+                    break;
+                }
                 let save = (c.pos, c.n);
                 let (n, s, l) = c.text("arr, audit or endwtxt")?;
                 if l.starts_with("arr ") {
@@ -206,6 +205,7 @@ impl<'d> WtxtFile<'d> {
                 wsum: None,
                 wsum_problem: None,
                 sign,
+                header_ok,
                 arrays,
                 lost,
                 audit,
@@ -214,7 +214,7 @@ impl<'d> WtxtFile<'d> {
             }
         };
         f.data = data;
-        if f.root.is_none() {
+        if f.root.is_none() && f.header_ok {
             f.load_wsum(opts.path.as_deref());
         }
         Ok(f)
@@ -222,21 +222,18 @@ impl<'d> WtxtFile<'d> {
 
     /// Reads `<path>.wsum` for a WTXT-S.
     pub fn load_wsum(&mut self, path: Option<&std::path::Path>) {
-        let Some(p) = path else {
-            self.wsum_problem = Some("unfinalized: WTXT-S opened without a path, no WSUM".into());
-            return;
-        };
-        let wp = super::wsum::wsum_path(p);
-        match std::fs::read(&wp) {
-            Ok(b) if b.len() <= 4096 => match Wsum::parse(&b) {
+        match path {
+            None => {
+                self.wsum_problem =
+                    Some("unfinalized: WTXT-S opened without a path, no WSUM".into())
+            }
+            Some(p) => match read_wsum(p) {
                 Ok(w) => {
                     self.wsum = Some(w);
                     self.wsum_problem = None;
                 }
-                Err(e) => self.wsum_problem = Some(format!("{}: {e}", wp.display())),
+                Err(e) => self.wsum_problem = Some(e),
             },
-            Ok(_) => self.wsum_problem = Some(format!("{}: too long for a WSUM", wp.display())),
-            Err(_) => self.wsum_problem = Some(format!("unfinalized: {} not found", wp.display())),
         }
     }
 
@@ -261,16 +258,65 @@ impl<'d> WtxtFile<'d> {
     }
 }
 
+/// Reads and parses `<path>.wsum`; the error says why it cannot be used.
+pub fn read_wsum(path: &std::path::Path) -> std::result::Result<Wsum, String> {
+    let wp = super::wsum::wsum_path(path);
+    match std::fs::read(&wp) {
+        Ok(b) if b.len() <= 4096 => Wsum::parse(&b).map_err(|e| format!("{}: {e}", wp.display())),
+        Ok(_) => Err(format!("{}: too long for a WSUM", wp.display())),
+        Err(_) => Err(format!("unfinalized: {} not found", wp.display())),
+    }
+}
+
 fn short(l: &str) -> String {
     l.chars().take(40).collect()
 }
 
-/// Skips to the next `arr `, `audit ` or `endwtxt` line after the one at `from`.
-fn resync(c: &mut Cursor<'_>, from: usize) {
-    c.pos = from;
-    // Recount lines from the start for exact numbers.
-    c.n = c.data[..from].iter().filter(|&&b| b == b'\n').count();
-    let _ = c.next();
+type Header = (
+    Meta,
+    Range<usize>,
+    Vec<String>,
+    Range<usize>,
+    Option<Root>,
+    Option<(Sign, usize)>,
+);
+
+/// Lines 1–4 (5 with `sign`).
+fn header(c: &mut Cursor<'_>) -> Result<Header> {
+    let (n, _, l) = c.text("WTXT 1")?;
+    if l != "WTXT 1" {
+        return Err(bad(n, format!("expected \"WTXT 1\", found {l:?}")));
+    }
+    let (n, s, l) = c.text("meta")?;
+    let meta = Meta::parse(l, n)?;
+    let meta_line = s..s + l.len();
+    let (n, s, l) = c.text("cap")?;
+    let caps = header::parse_cap(l, n)?;
+    let cap_line = s..s + l.len();
+    let (n, _, l) = c.text("root")?;
+    let root = if l.starts_with("root_pending ") {
+        header::parse_root_pending(l, n)?;
+        None
+    } else {
+        Some(Root::parse(l, n)?)
+    };
+    let mut sign = None;
+    if c.peek_starts(b"sign ") {
+        let (n, s, l) = c.text("sign")?;
+        if root.is_none() {
+            return Err(bad(
+                n,
+                "a WTXT-S (root_pending) is signed in its WSUM, not by a sign line",
+            ));
+        }
+        sign = Some((Sign::parse(l, n)?, s));
+    }
+    Ok((meta, meta_line, caps, cap_line, root, sign))
+}
+
+/// Moves the cursor to the next line starting `arr `, `audit ` or equal to `endwtxt`
+/// (at or after the cursor).
+fn resync_from(c: &mut Cursor<'_>) {
     loop {
         let save = (c.pos, c.n);
         match c.next() {
@@ -289,6 +335,15 @@ fn resync(c: &mut Cursor<'_>, from: usize) {
             }
         }
     }
+}
+
+/// Skips to the next `arr `, `audit ` or `endwtxt` line after the one at `from`.
+fn resync(c: &mut Cursor<'_>, from: usize) {
+    c.pos = from;
+    // Recount lines from the start for exact numbers.
+    c.n = c.data[..from].iter().filter(|&&b| b == b'\n').count();
+    let _ = c.next();
+    resync_from(c);
 }
 
 fn parse_array(c: &mut Cursor<'_>, caps: &[String], opts: &ReadOptions) -> Result<ArrayRef> {

@@ -2,20 +2,16 @@
 //! `sign`) line patched in place at the end, or left `root_pending` with a WSUM sibling
 //! in streaming mode.
 //!
-//! Work per array runs on the rayon pool: the array's SHA-256 (and HMAC) on one task,
-//! the previous array's `sha256_all` update inline, and the chunks (crc32c, SHA-256,
-//! base64 lines, fastxor) split across the cores. Text is produced and written a segment
-//! (at most [`SEGMENT`] raw bytes) at a time, so memory stays near one segment plus the
-//! current and previous tensors the source hands out.
+//! The arrays themselves go through [`super::pipeline`]: hashed and encoded on the
+//! rayon pool a step (~4 MiB) or a 16 MiB segment at a time, so memory stays near one
+//! step of tensors and text plus the hash states.
 
 use std::io::SeekFrom;
 
-use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
-use super::armor;
 use super::header::{self, cap_line, is_timestamp, is_token, Meta, Root, Sign, ROOT_PENDING};
-use super::raw::{self, ArrLine, ChLine, IdxLine};
+use super::raw::{self, IdxLine};
 use super::wsum::Wsum;
 use crate::convert::{WriteOptions, WriteReport, WriteSeek};
 use crate::error::{Error, Result};
@@ -24,9 +20,6 @@ use crate::tensor::{Layout, TensorInfo};
 
 /// Raw chunk size without row blocking, and the target with it (RESOLUTIONS 5).
 pub const CHUNK: u64 = 32 * 1024;
-/// Raw bytes encoded per parallel batch.
-pub const SEGMENT: u64 = 16 << 20;
-
 /// How one array is cut into chunks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Chunking {
@@ -243,100 +236,12 @@ pub fn write(
 
     let mut all = Sha256::new();
     let mut fastxor = 0u64;
-    let mut total = 0u64;
-    let mut prev: Option<(String, crate::tensor::TensorView<'_>)> = None;
-    // Text encoded but not yet written: written by this thread while the pool encodes
-    // the next array.
-    let mut unwritten: Vec<Vec<u8>> = Vec::new();
-    for (info, (bytes, ch)) in infos.iter().zip(&plans) {
-        let view = src.tensor(&info.name)?;
-        let data = view.data()?;
-        if data.len() as u64 != *bytes {
-            return Err(Error::invalid_input(format!(
-                "tensor {:?}: {} bytes, {bytes} expected",
-                info.name,
-                data.len()
-            )));
-        }
-        let salt: [u8; 8] = match (&opts.hmac_key, opts.fixed_salt) {
-            (None, _) => [0; 8],
-            (Some(_), Some(s)) => s,
-            (Some(_), None) => rand::random(),
-        };
-        let first = data.len().min(SEGMENT as usize);
-        let pending = prev.take();
-        let to_write = std::mem::take(&mut unwritten);
-        let (all_ref, xor_ref, key) = (&mut all, &mut fastxor, &opts.hmac_key);
-        let (sha, mac, texts) = std::thread::scope(|ts| -> Result<_> {
-            let h = ts.spawn(|| {
-                let (mut sha, mut mac, mut texts) = ([0u8; 32], [0u8; 32], Vec::new());
-                rayon::scope(|s| {
-                    s.spawn(|_| sha = crate::util::sha256(data));
-                    if let Some(key) = key {
-                        s.spawn(|_| mac = hmac(key, &salt, data));
-                    }
-                    if let Some((line, v)) = &pending {
-                        all_ref.update(line.as_bytes());
-                        all_ref.update(v.data().unwrap_or(&[]));
-                    }
-                    texts = encode_segment(data, 0, first, ch.chunk, total, xor_ref);
-                });
-                (sha, mac, texts)
-            });
-            let written = to_write.iter().try_for_each(|t| out.write_all(t));
-            let r = h.join().map_err(|_| {
-                Error::new(
-                    crate::error::ErrorKind::Io,
-                    "wtxt: an encoding thread panicked",
-                )
-            })?;
-            written?;
-            Ok(r)
-        })?;
-        let arr = ArrLine {
-            name: info.name.clone(),
-            dtype: info.dtype,
-            shape: info.shape.clone(),
-            bytes: *bytes,
-            sha256: sha,
-            hmac: mac,
-            salt,
-        };
-        let line = arr.line();
-        let mut head = format!("{line}\n");
-        if let Some(idx) = &ch.idx {
-            head.push_str(&idx.line());
-            head.push('\n');
-        }
-        unwritten.push(head.into_bytes());
-        unwritten.extend(texts);
-        if first < data.len() {
-            for t in unwritten.drain(..) {
-                out.write_all(&t)?;
-            }
-            let mut pos = first;
-            while pos < data.len() {
-                let end = (pos + SEGMENT as usize).min(data.len());
-                let texts = encode_segment(data, pos, end, ch.chunk, total, &mut fastxor);
-                for t in &texts {
-                    out.write_all(t)?;
-                }
-                pos = end;
-            }
-        }
-        unwritten.push(b"endarr\n".to_vec());
-        total += *bytes;
-        prev = Some((line, view));
-    }
-    for t in unwritten.drain(..) {
-        out.write_all(&t)?;
-    }
-    if let Some((line, v)) = &prev {
-        all.update(line.as_bytes());
-        all.update(v.data()?);
-    }
-    drop(prev);
-    out.write_all(b"endwtxt\n")?;
+    let arrays: Vec<(&TensorInfo, u64, Chunking)> = infos
+        .iter()
+        .zip(&plans)
+        .map(|(i, (b, c))| (*i, *b, *c))
+        .collect();
+    super::pipeline::encode_arrays(src, &arrays, opts, out, &mut all, &mut fastxor)?;
     let sha256_all: [u8; 32] = all.finalize().into();
     let merkle_this = header::merkle_this(&merkle_prev, &sha256_all, &meta);
     let root = Root {
@@ -404,49 +309,4 @@ pub fn xor_at(b: &[u8], off: u64) -> u64 {
     tail[..w.remainder().len()].copy_from_slice(w.remainder());
     acc ^= u64::from_le_bytes(tail);
     acc.rotate_left(((off % 8) * 8) as u32)
-}
-
-/// Encodes the chunks of `data[from..to]` (chunk-aligned) as `ch` blocks, in parallel.
-/// `base` is the array's offset in the concatenation of all arrays (for fastxor).
-fn encode_segment(
-    data: &[u8],
-    from: usize,
-    to: usize,
-    chunk: u64,
-    base: u64,
-    fastxor: &mut u64,
-) -> Vec<Vec<u8>> {
-    let chunk = chunk as usize;
-    let seg = &data[from..to];
-    let first_ix = from / chunk;
-    let parts: Vec<(Vec<u8>, u64)> = seg
-        .par_chunks(chunk)
-        .enumerate()
-        .map_init(Vec::new, |scratch, (i, raw)| {
-            let ix = (first_ix + i) as u64;
-            let off = ix * chunk as u64;
-            let line = ChLine {
-                ix,
-                off,
-                len: raw.len() as u64,
-                sha256: crate::util::sha256(raw),
-                crc32c: crate::util::crc32c(raw),
-            }
-            .line();
-            let mut t =
-                Vec::with_capacity(line.len() + armor::text_len(raw.len() as u64) as usize + 8);
-            t.extend_from_slice(line.as_bytes());
-            t.push(b'\n');
-            armor::encode_chunk(raw, scratch, &mut t);
-            t.extend_from_slice(b"endch\n");
-            (t, xor_at(raw, base + off))
-        })
-        .collect();
-    parts
-        .into_iter()
-        .map(|(t, x)| {
-            *fastxor ^= x;
-            t
-        })
-        .collect()
 }
