@@ -367,10 +367,12 @@ fn parse_array(c: &mut Cursor<'_>, caps: &[String], opts: &ReadOptions) -> Resul
     let line = start..start + l.len();
     let mut idx = None;
     let mut idx_line = None;
+    let mut idx_no = n;
     if c.peek_starts(b"idx ") {
-        let (n, s, l) = c.text("idx")?;
-        idx = Some(IdxLine::parse(l, n)?);
+        let (m, s, l) = c.text("idx")?;
+        idx = Some(IdxLine::parse(l, m)?);
         idx_line = Some(s..s + l.len());
+        idx_no = m;
     }
     let mut chunks: Vec<ChunkRef> = Vec::new();
     let mut off = 0u64;
@@ -413,6 +415,9 @@ fn parse_array(c: &mut Cursor<'_>, caps: &[String], opts: &ReadOptions) -> Resul
             ),
         ));
     }
+    if let Some(ix) = &idx {
+        check_row_blocking(ix, idx_no, &arr, &chunks)?;
+    }
     Ok(ArrayRef {
         arr,
         line_no: n,
@@ -422,6 +427,50 @@ fn parse_array(c: &mut Cursor<'_>, caps: &[String], opts: &ReadOptions) -> Resul
         chunks,
         block: start..c.pos,
     })
+}
+
+/// An `idx` line with `row_blocking=on` must say what the chunks are: `row_size` is
+/// the array's row size (RESOLUTIONS 5) and every chunk but the last holds exactly
+/// `rows_per_chunk` rows (the last at most that many). Nothing else checks these
+/// numbers, so without this a changed `idx` line would go unnoticed.
+fn check_row_blocking(ix: &IdxLine, n: usize, arr: &ArrLine, chunks: &[ChunkRef]) -> Result<()> {
+    if !ix.row_blocking {
+        return Ok(());
+    }
+    let want =
+        super::raw::row_size(arr.dtype, &arr.shape).map_err(|e| bad(n, e.message().to_string()))?;
+    if ix.row_size != want {
+        return Err(bad(
+            n,
+            format!(
+                "idx row_size={} but a row of {:?} ({} {:?}) is {want} bytes",
+                ix.row_size, arr.name, arr.dtype, arr.shape
+            ),
+        ));
+    }
+    let per = ix
+        .rows_per_chunk
+        .checked_mul(ix.row_size)
+        .filter(|_| ix.rows_per_chunk > 0)
+        .ok_or_else(|| {
+            bad(
+                n,
+                format!("idx rows_per_chunk={} is impossible", ix.rows_per_chunk),
+            )
+        })?;
+    for (k, ch) in chunks.iter().enumerate() {
+        let last = k + 1 == chunks.len();
+        if (!last && ch.ch.len != per) || (last && ch.ch.len > per) {
+            return Err(bad(
+                ch.line_no,
+                format!(
+                    "ch len={} disagrees with idx rows_per_chunk={} × row_size={} ({per} bytes)",
+                    ch.ch.len, ix.rows_per_chunk, ix.row_size
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Skips a chunk's base64 lines and its `endch`; records damage when the layout is off.
