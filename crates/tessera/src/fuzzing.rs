@@ -81,7 +81,9 @@ pub fn round_trip(data: &[u8]) {
     let mut model = Model::new();
     let mut rest = &data[1..];
     let mut i = 0;
-    while rest.len() >= 3 && i < 4 {
+    // A .npy file holds exactly one array.
+    let max_tensors = if format == Format::Npy { 1 } else { 4 };
+    while rest.len() >= 3 && i < max_tensors {
         let dtype = caps.dtypes[rest[0] as usize % caps.dtypes.len()];
         let rank = (rest[1] % 4) as usize;
         let dims: Vec<u64> = rest[2..]
@@ -100,7 +102,13 @@ pub fn round_trip(data: &[u8]) {
             bytes.iter_mut().for_each(|b| *b &= 1);
         }
         rest = &rest[n.min(rest.len())..];
-        let info = TensorInfo::dense(format!("t{i}"), dtype, dims);
+        // .npy names its one array "array".
+        let name = if format == Format::Npy {
+            "array".to_string()
+        } else {
+            format!("t{i}")
+        };
+        let info = TensorInfo::dense(name, dtype, dims);
         let Ok(view) = TensorView::dense(info, Cow::Owned(bytes)) else {
             return;
         };
