@@ -114,11 +114,14 @@ pub mod check;
 pub mod ecc;
 pub mod index;
 pub mod npz;
-pub mod pyjson;
 pub mod raw;
 pub mod read;
 pub mod sten;
 pub mod write;
+
+/// Python's `json` text, shared with AERO (it lives in [`crate::util::pyjson`]); kept
+/// here too so the path `formats::fold::pyjson` still works.
+pub use crate::util::pyjson;
 
 use std::borrow::Cow;
 

@@ -76,9 +76,10 @@ impl<'d> FoldFile<'d> {
             ));
         }
         // Python's JSON dialect (NaN, big ints), as pyfolds reads it.
-        let j = super::pyjson::loads(index, limits.max_depth.saturating_add(2)).map_err(|e| {
-            Error::malformed(format!("index: {}", e.message())).at_offset(header.index_off)
-        })?;
+        let j =
+            crate::util::pyjson::loads(index, limits.max_depth.saturating_add(2)).map_err(|e| {
+                Error::malformed(format!("index: {}", e.message())).at_offset(header.index_off)
+            })?;
         let top = j.as_map().ok_or_else(|| {
             Error::malformed("index is not a JSON object").at_offset(header.index_off)
         })?;

@@ -175,7 +175,7 @@ pub fn logical_tensors(chunk: &str, h: &Header) -> Result<Vec<(TensorInfo, PartR
             .map(|(_, v)| v.as_str())
     };
     let attrs = match meta(KEY_ATTRS) {
-        Some(text) => match super::pyjson::loads(text.as_bytes(), 64)? {
+        Some(text) => match crate::util::pyjson::loads(text.as_bytes(), 64)? {
             Value::Map(m) => m,
             _ => return Err(Error::malformed(format!("{KEY_ATTRS} is not an object"))),
         },
@@ -250,7 +250,8 @@ pub fn encode_header<'a>(view: &'a TensorView<'_>) -> Result<(Vec<u8>, Vec<&'a [
     if !info.attrs.is_empty() {
         meta.insert(
             KEY_ATTRS.into(),
-            super::pyjson::dumps_map(&info.attrs, super::pyjson::DumpOptions::INDEX).into(),
+            crate::util::pyjson::dumps_map(&info.attrs, crate::util::pyjson::DumpOptions::INDEX)
+                .into(),
         );
     }
     let mut header = serde_json::Map::new();

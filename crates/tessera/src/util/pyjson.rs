@@ -1,4 +1,7 @@
-//! JSON text exactly as CPython's `json.dumps(obj, separators=(",", ":"))` writes it.
+//! JSON text exactly as CPython's `json.dumps(obj, separators=(",", ":"))` writes it,
+//! and read as `json.loads` reads it. Shared by FOLD (index, `manifest_hash`, STEN
+//! attributes) and AERO (`meta.json`, which the original writes with
+//! `json.dumps(meta, separators=(",", ":"), sort_keys=True)`).
 //!
 //! FOLD's `manifest_hash` is the SHA-256 of
 //! `json.dumps(metadata, sort_keys=True, separators=(",", ":"))` (with `ensure_ascii`
@@ -46,7 +49,8 @@ pub struct DumpOptions {
 }
 
 impl DumpOptions {
-    /// `json.dumps(obj, sort_keys=True, separators=(",", ":"))`: the manifest hash input.
+    /// `json.dumps(obj, sort_keys=True, separators=(",", ":"))`: FOLD's manifest hash
+    /// input and AERO's `meta.json`.
     pub const CANONICAL: DumpOptions = DumpOptions {
         sort_keys: true,
         ensure_ascii: true,
@@ -424,7 +428,7 @@ mod tests {
     use super::*;
 
     /// Vectors produced by CPython's `json` module (`tests/data/fold/gen_pyjson.py`).
-    const VECTORS: &str = include_str!("../../../tests/data/fold/pyjson_vectors.json");
+    const VECTORS: &str = include_str!("../../tests/data/fold/pyjson_vectors.json");
 
     #[test]
     fn matches_cpython_json_dumps() {
