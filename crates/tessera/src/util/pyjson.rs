@@ -517,6 +517,30 @@ mod tests {
         }
     }
 
+    /// Hand-picked cases that were AERO's own `meta.json` writer tests before it used this
+    /// module (the expected strings are what CPython prints).
+    #[test]
+    fn former_aero_cases() {
+        for (f, s) in [
+            (1.0, "1.0"),
+            (0.1, "0.1"),
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000.0"),
+            (1e-5, "1e-05"),
+            (0.0001, "0.0001"),
+            (-2.5e-7, "-2.5e-07"),
+            (123.456, "123.456"),
+            (1.2345678901234568e17, "1.2345678901234568e+17"),
+        ] {
+            assert_eq!(float_repr(f), s);
+        }
+        let v = loads(r#"{"b":1,"a":"é\n","c":[1.0,2]}"#.as_bytes(), 4).unwrap();
+        assert_eq!(
+            dumps(&v, DumpOptions::CANONICAL),
+            r#"{"a":"\u00e9\n","b":1,"c":[1.0,2]}"#
+        );
+    }
+
     fn from_tagged(t: &serde_json::Value) -> Value {
         let tag = t[0].as_str().unwrap();
         let body = &t[1];
