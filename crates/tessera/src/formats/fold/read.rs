@@ -251,8 +251,11 @@ impl<'d> FoldFile<'d> {
 
     fn list_npz(&mut self, i: usize) -> Result<bool> {
         let payload = self.decoded(i)?;
-        let arrays = npz::list(&payload, &self.limits)?;
+        let (arrays, warnings) = npz::list(&payload, &self.limits)?;
         let chunk = self.entries[i].name.clone();
+        let subject = self.entries[i].subject();
+        self.warnings
+            .extend(warnings.into_iter().map(|w| format!("{subject}: {w}")));
         for a in arrays {
             let name = format!("{chunk}/{}", a.name);
             if self.infos.iter().any(|t| t.name == name) {

@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::io::{Cursor, Read};
 
+use super::header::NpyHeader;
 use super::read::{self, ArrayLayout};
 use crate::any::ReadOptions;
 use crate::error::{Error, Result};
@@ -275,6 +276,13 @@ impl<'data> NpzFile<'data> {
             warnings,
             limits: limits.clone(),
         })
+    }
+
+    /// The `.npy` header of array `name` (the member `name.npy`), as parsed at open.
+    pub fn header(&self, name: &str) -> Option<&NpyHeader> {
+        self.index
+            .get(name)
+            .map(|&i| &self.members[i].layout.header)
     }
 
     fn stored(&self, m: &Member) -> &'data [u8] {
