@@ -404,7 +404,7 @@ impl<'d> FoldFile<'d> {
                     return Err(e);
                 }
             }
-            return Err(Error::not_found(format!("no tensor named {name:?}")));
+            return Err(Error::no_tensor(name));
         };
         let info = self.infos[t].clone();
         let subject = || format!("tensor {name:?}");

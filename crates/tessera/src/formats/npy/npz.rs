@@ -307,10 +307,7 @@ impl TensorSource for NpzFile<'_> {
         &self.infos
     }
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
-        let i = *self
-            .index
-            .get(name)
-            .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))?;
+        let i = crate::model::tensor_position(&self.index, name)?;
         let m = &self.members[i];
         let subject = || format!("member {:?}", m.entry);
         let h = &m.layout.header;
