@@ -56,5 +56,8 @@ pub fn list(payload: &[u8], limits: &Limits) -> Result<(Vec<Array>, Vec<String>)
 pub fn read(payload: &[u8], name: &str, limits: &Limits) -> Result<Vec<u8>> {
     let z = open(payload, limits)?;
     let view = z.tensor(name)?;
-    Ok(view.data()?.to_vec())
+    view.data()?; // one dense part
+                  // An inflated or reordered array is already owned: take it without copying.
+    let part = view.parts.into_iter().next();
+    Ok(part.map(|p| p.bytes.into_owned()).unwrap_or_default())
 }
