@@ -338,7 +338,7 @@ impl TensorSource for Prepared<'_> {
             .infos
             .iter()
             .position(|t| t.name == name)
-            .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))?;
+            .ok_or_else(|| Error::no_tensor(name))?;
         let v = self.src.tensor(name)?;
         let mut v = match self.plans[i] {
             Plan::AsIs => v,

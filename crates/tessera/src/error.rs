@@ -104,6 +104,11 @@ impl Error {
     pub fn not_found(message: impl Into<String>) -> Error {
         Error::new(ErrorKind::NotFound, message)
     }
+    /// `NotFound` for a tensor name no reader has: "no tensor named …", the same words
+    /// from every format.
+    pub fn no_tensor(name: &str) -> Error {
+        Error::not_found(format!("no tensor named {name:?}"))
+    }
     /// `UnsupportedVersion`.
     pub fn unsupported_version(message: impl Into<String>) -> Error {
         Error::new(ErrorKind::UnsupportedVersion, message)

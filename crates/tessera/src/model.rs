@@ -10,6 +10,18 @@ use crate::metadata::Metadata;
 use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
 
+/// The position of tensor `name` in a reader's name → index map, or
+/// [`Error::no_tensor`]: the lookup every reader's `tensor()` starts with.
+pub fn tensor_position(
+    index: &std::collections::HashMap<String, usize>,
+    name: &str,
+) -> Result<usize> {
+    index
+        .get(name)
+        .copied()
+        .ok_or_else(|| Error::no_tensor(name))
+}
+
 /// Anything tensors can be read from: an opened file, an in-memory [`Model`], or an
 /// adapter (cast, densify) over another source. Writers take a `&dyn TensorSource` and
 /// ask for one tensor at a time, so memory stays near one tensor.
@@ -122,7 +134,7 @@ impl TensorSource for Model {
             .tensors
             .iter()
             .find(|t| t.info.name == name)
-            .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))?;
+            .ok_or_else(|| Error::no_tensor(name))?;
         Ok(TensorView {
             info: t.info.clone(),
             parts: t

@@ -469,3 +469,33 @@ fn npz_payloads_are_never_unpickled() {
         &[1, 0, 0, 0, 2, 0, 0, 0]
     );
 }
+
+/// FOLD reads NPZ0 chunks with the npy module, which reorders Fortran-order arrays
+/// (FOLD's own parser used to report them as unsupported).
+#[test]
+fn npz_fortran_order_arrays_are_read_in_c_order() {
+    let mut h = "{'descr': '<u2', 'fortran_order': True, 'shape': (2, 3), }".to_string();
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    npy.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    npy.extend_from_slice(h.as_bytes());
+    // [[1, 2, 3], [4, 5, 6]] stored column by column.
+    for v in [1u16, 4, 2, 5, 3, 6] {
+        npy.extend_from_slice(&v.to_le_bytes());
+    }
+    let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    let opts = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    zip.start_file("f.npy", opts).unwrap();
+    zip.write_all(&npy).unwrap();
+    let d = one_chunk(b"NPZ0", true, &zip.finish().unwrap().into_inner());
+    let f = tessera::open(&d, &ReadOptions::default()).unwrap();
+    let t = f.tensor("t/f").unwrap();
+    assert_eq!(t.info.shape, [2, 3]);
+    let want: Vec<u8> = (1u16..=6).flat_map(u16::to_le_bytes).collect();
+    assert_eq!(t.data().unwrap(), &want[..]);
+    assert!(f.verify(&VerifyOptions::default()).is_ok());
+}

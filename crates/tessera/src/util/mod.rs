@@ -1,9 +1,10 @@
 //! Small shared pieces: hex, bounded byte reading, zstd with an output bound, atomic
-//! file writes.
+//! file writes, Python-compatible JSON.
 
 pub mod atomic;
 pub mod bytes;
 pub mod keys;
+pub mod pyjson;
 
 use crate::error::{Error, Result};
 

@@ -1,4 +1,5 @@
-//! msgpack (via `rmp`) and Python-compatible JSON for AERO's metadata chunks.
+//! msgpack (via `rmp`) for AERO's metadata chunks (`meta.json` is written with the
+//! shared [`crate::util::pyjson`]).
 //!
 //! The decoder reads into our own [`Value`] tree with every length checked against the
 //! bytes left (each element takes at least one byte, so no allocation can exceed the
@@ -262,145 +263,9 @@ pub fn map_of(pairs: Vec<(&str, Value)>) -> Value {
     Value::Map(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
 }
 
-/// `json.dumps(v, separators=(",", ":"), sort_keys=True)` as Python writes it
-/// (`ensure_ascii`, `repr` floats).
-pub fn python_json(v: &serde_json::Value) -> String {
-    let mut s = String::new();
-    write_json(v, &mut s);
-    s
-}
-
-fn write_json(v: &serde_json::Value, s: &mut String) {
-    use serde_json::Value as J;
-    match v {
-        J::Null => s.push_str("null"),
-        J::Bool(b) => s.push_str(if *b { "true" } else { "false" }),
-        J::Number(n) => {
-            if n.is_f64() {
-                s.push_str(&python_float(n.as_f64().unwrap_or(f64::NAN)));
-            } else {
-                s.push_str(&n.to_string());
-            }
-        }
-        J::String(t) => json_str(t, s),
-        J::Array(a) => {
-            s.push('[');
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    s.push(',');
-                }
-                write_json(x, s);
-            }
-            s.push(']');
-        }
-        J::Object(o) => {
-            let mut keys: Vec<&String> = o.keys().collect();
-            keys.sort();
-            s.push('{');
-            for (i, k) in keys.iter().enumerate() {
-                if i > 0 {
-                    s.push(',');
-                }
-                json_str(k, s);
-                s.push(':');
-                if let Some(x) = o.get(*k) {
-                    write_json(x, s);
-                }
-            }
-            s.push('}');
-        }
-    }
-}
-
-fn json_str(t: &str, s: &mut String) {
-    s.push('"');
-    for c in t.chars() {
-        match c {
-            '"' => s.push_str("\\\""),
-            '\\' => s.push_str("\\\\"),
-            '\n' => s.push_str("\\n"),
-            '\r' => s.push_str("\\r"),
-            '\t' => s.push_str("\\t"),
-            '\u{8}' => s.push_str("\\b"),
-            '\u{c}' => s.push_str("\\f"),
-            c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
-                let mut buf = [0u16; 2];
-                for u in c.encode_utf16(&mut buf) {
-                    s.push_str(&format!("\\u{u:04x}"));
-                }
-            }
-            c => s.push(c),
-        }
-    }
-    s.push('"');
-}
-
-/// Python's `repr(float)`: shortest round-trip digits, positional for exponents in
-/// `-4..16`, otherwise `d.ddde+XX`.
-pub fn python_float(f: f64) -> String {
-    if f.is_nan() {
-        return "NaN".into();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "Infinity" } else { "-Infinity" }.into();
-    }
-    if f == 0.0 {
-        return if f.is_sign_negative() { "-0.0" } else { "0.0" }.into();
-    }
-    let sci = format!("{f:e}"); // e.g. "-1.2345e17", shortest round-trip digits
-    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let neg = mant.starts_with('-');
-    let digits: String = mant.chars().filter(|c| c.is_ascii_digit()).collect();
-    let sign = if neg { "-" } else { "" };
-    if (-4..16).contains(&exp) {
-        let n = digits.len() as i32;
-        let body = if exp >= 0 {
-            let int_len = exp + 1;
-            if n <= int_len {
-                format!("{digits}{}.0", "0".repeat((int_len - n) as usize))
-            } else {
-                format!(
-                    "{}.{}",
-                    &digits[..int_len as usize],
-                    &digits[int_len as usize..]
-                )
-            }
-        } else {
-            format!("0.{}{digits}", "0".repeat((-exp - 1) as usize))
-        };
-        format!("{sign}{body}")
-    } else {
-        let m = if digits.len() > 1 {
-            format!("{}.{}", &digits[..1], &digits[1..])
-        } else {
-            digits
-        };
-        let es = if exp < 0 { '-' } else { '+' };
-        format!("{sign}{m}e{es}{:02}", exp.abs())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn python_float_repr() {
-        for (f, s) in [
-            (1.0, "1.0"),
-            (0.1, "0.1"),
-            (1e16, "1e+16"),
-            (1e15, "1000000000000000.0"),
-            (1e-5, "1e-05"),
-            (0.0001, "0.0001"),
-            (-2.5e-7, "-2.5e-07"),
-            (123.456, "123.456"),
-            (1.2345678901234568e17, "1.2345678901234568e+17"),
-        ] {
-            assert_eq!(python_float(f), s);
-        }
-    }
 
     #[test]
     fn msgpack_round_trip_and_bounds() {
@@ -422,12 +287,5 @@ mod tests {
         assert!(decode(&[0xdf, 0xff, 0xff, 0xff, 0xff], 8, 100).is_err());
         // Nesting is bounded.
         assert!(decode(&[0x91; 100], 16, 1000).is_err());
-    }
-
-    #[test]
-    fn python_json_sorts_and_escapes() {
-        let j: serde_json::Value =
-            serde_json::from_str(r#"{"b":1,"a":"é\n","c":[1.0,2]}"#).unwrap();
-        assert_eq!(python_json(&j), r#"{"a":"\u00e9\n","b":1,"c":[1.0,2]}"#);
     }
 }

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::metadata::{Map, Metadata, Value};
 use crate::model::TensorSource;
 use crate::tensor::{Layout, TensorView};
+use crate::util::pyjson;
 
 pub(super) struct TensorPlan {
     pub(super) name: String,
@@ -200,7 +201,12 @@ pub(super) fn tidx(plans: &[TensorPlan]) -> Value {
 /// whether it holds the metadata exactly, key order aside (a JSON object is unordered and
 /// the original sorts it); when not, MMSG carries the exact tree.
 pub(super) fn meta_json(mjsn: &Metadata, meta: &Metadata) -> (String, bool) {
-    let text = codec::python_json(&Value::Map(mjsn.clone()).to_json());
+    // meta.json stays strict JSON (our reader and most others refuse Python's bare
+    // `NaN`/`Infinity`): values JSON cannot hold take `Value::to_json`'s form first
+    // (non-finite floats and integers beyond 64 bits as strings, bytes as
+    // `{"$bytes": hex}`); the exact tree rides in MMSG (`exact` is false then).
+    let strict = Value::from_json(&Value::Map(mjsn.clone()).to_json());
+    let text = pyjson::dumps(&strict, pyjson::DumpOptions::CANONICAL);
     let exact = serde_json::from_str::<serde_json::Value>(&text)
         .map(|j| sorted(&Value::from_json(&j)) == sorted(&Value::Map(meta.clone())))
         .unwrap_or(false);

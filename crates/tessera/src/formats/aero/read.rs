@@ -370,10 +370,7 @@ impl<'d> AeroFile<'d> {
     }
     /// The index of tensor `name`.
     pub fn tensor_index(&self, name: &str) -> Result<usize> {
-        self.by_name
-            .get(name)
-            .copied()
-            .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))
+        crate::model::tensor_position(&self.by_name, name)
     }
 
     /// The metadata.

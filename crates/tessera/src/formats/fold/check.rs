@@ -3,10 +3,10 @@
 use std::io::Write;
 
 use super::ecc;
-use super::pyjson::{dumps_map, DumpOptions};
 use super::read::{EccState, FoldFile, HashField};
 use crate::error::{Error, Result};
 use crate::metadata::{Map, Value};
+use crate::util::pyjson::{dumps_map, DumpOptions};
 use crate::verify::{Status, VerifyReport};
 
 /// `manifest_hash` of `metadata` as pyfolds computes it: SHA-256 (hex) of

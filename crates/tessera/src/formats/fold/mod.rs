@@ -64,9 +64,9 @@
 //!   tensor. Anything else keeps the logical description in `__metadata__`:
 //!   `tessera.layout` (`sparse_csr`, `sparse_coo`, or another layout name),
 //!   `tessera.dtype` and `tessera.shape` (JSON list), and the parts as entries keyed by
-//!   role (`values`, `indices`, `indptr`, `coords`, or component names; dtypes safetensors
-//!   lacks — `f8_e4m3fnuz`, `f8_e5m2fnuz`, `c128` — and other layouts' parts are stored as
-//!   `U8` bytes). Per-tensor attributes go to `tessera.attrs` (JSON). This is lossless for
+//!   role (`values`, `indices`, `indptr`, `coords`, or component names; `c128`, which
+//!   safetensors lacks, `f8_e4m3fnuz` and `f8_e5m2fnuz`, and other layouts' parts are
+//!   stored as `U8` bytes). Per-tensor attributes go to `tessera.attrs` (JSON). This is lossless for
 //!   every dtype and layout. A `STEN` payload without these keys (pyfolds HEAD's
 //!   `torch_state`) yields one tensor per entry, `<chunk>/<entry>`.
 //! - `NPZ0` (pyfolds' `nuclear_arrays`): a numpy `.npz`; each array is a tensor
@@ -114,11 +114,14 @@ pub mod check;
 pub mod ecc;
 pub mod index;
 pub mod npz;
-pub mod pyjson;
 pub mod raw;
 pub mod read;
 pub mod sten;
 pub mod write;
+
+/// Python's `json` text, shared with AERO (it lives in [`crate::util::pyjson`]); kept
+/// here too so the path `formats::fold::pyjson` still works.
+pub use crate::util::pyjson;
 
 use std::borrow::Cow;
 

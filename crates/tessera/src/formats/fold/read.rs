@@ -76,9 +76,10 @@ impl<'d> FoldFile<'d> {
             ));
         }
         // Python's JSON dialect (NaN, big ints), as pyfolds reads it.
-        let j = super::pyjson::loads(index, limits.max_depth.saturating_add(2)).map_err(|e| {
-            Error::malformed(format!("index: {}", e.message())).at_offset(header.index_off)
-        })?;
+        let j =
+            crate::util::pyjson::loads(index, limits.max_depth.saturating_add(2)).map_err(|e| {
+                Error::malformed(format!("index: {}", e.message())).at_offset(header.index_off)
+            })?;
         let top = j.as_map().ok_or_else(|| {
             Error::malformed("index is not a JSON object").at_offset(header.index_off)
         })?;
@@ -250,8 +251,11 @@ impl<'d> FoldFile<'d> {
 
     fn list_npz(&mut self, i: usize) -> Result<bool> {
         let payload = self.decoded(i)?;
-        let arrays = npz::list(&payload, &self.limits)?;
+        let (arrays, warnings) = npz::list(&payload, &self.limits)?;
         let chunk = self.entries[i].name.clone();
+        let subject = self.entries[i].subject();
+        self.warnings
+            .extend(warnings.into_iter().map(|w| format!("{subject}: {w}")));
         for a in arrays {
             let name = format!("{chunk}/{}", a.name);
             if self.infos.iter().any(|t| t.name == name) {
@@ -400,7 +404,7 @@ impl<'d> FoldFile<'d> {
                     return Err(e);
                 }
             }
-            return Err(Error::not_found(format!("no tensor named {name:?}")));
+            return Err(Error::no_tensor(name));
         };
         let info = self.infos[t].clone();
         let subject = || format!("tensor {name:?}");

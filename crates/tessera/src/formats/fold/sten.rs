@@ -1,14 +1,21 @@
 //! `STEN` chunk payloads: a small safetensors file holding one logical tensor.
 //!
-//! A private, minimal safetensors encoder/decoder (8-byte little-endian header length,
-//! a JSON header padded with spaces to a multiple of 8, then the data, contiguous). It
-//! exists because the crate's safetensors module was written in parallel; the two can
-//! be unified later. See the module docs of `formats::fold` for the mapping.
+//! The safetensors side is the crate's safetensors module: its header parser
+//! (`safetensors::Header`: duplicate keys refused, `__metadata__` strings only), its
+//! dtype names, and its header text ([`safetensors::header_in_order`]; entries in part
+//! order, so the reader gives the parts back in the view's order; a single-tensor
+//! payload is exactly what the package writes). What stays here is FOLD's convention on
+//! top (see the module docs of `formats::fold`): the `tessera.*` keys, parts as entries
+//! keyed by role, and reading the header alone from a stream (a compressed chunk is
+//! listed without inflating its data), with byte ranges checked against the payload.
+//! [`safetensors::SafetensorsFile::parse`] is not used: it needs the whole file in
+//! memory, and its whole-file rules (no gaps, data ending at the end) were never FOLD's.
 
 use std::io::Read;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::formats::safetensors;
 use crate::metadata::{Map, Value};
 use crate::tensor::{Layout, TensorInfo, TensorView};
 
@@ -20,35 +27,18 @@ pub const KEY_DTYPE: &str = "tessera.dtype";
 pub const KEY_SHAPE: &str = "tessera.shape";
 /// Per-tensor attributes (JSON object).
 pub const KEY_ATTRS: &str = "tessera.attrs";
-/// Largest safetensors header we parse inside a chunk.
-const MAX_HEADER: u64 = 100 << 20;
+/// Largest safetensors header we parse inside a chunk (safetensors' own bound).
+const MAX_HEADER: u64 = safetensors::MAX_HEADER_SIZE;
 
-/// The safetensors name of a dtype, when safetensors has it.
+/// The safetensors name FOLD stores a dtype under, when stored natively: safetensors'
+/// own names, except the fnuz float8 types, which FOLD has always stored as `U8` bytes
+/// with `tessera.dtype` (kept so the bytes we write do not change; reading accepts
+/// either).
 pub fn st_name(d: DType) -> Option<&'static str> {
-    Some(match d {
-        DType::Bool => "BOOL",
-        DType::U8 => "U8",
-        DType::I8 => "I8",
-        DType::U16 => "U16",
-        DType::I16 => "I16",
-        DType::U32 => "U32",
-        DType::I32 => "I32",
-        DType::U64 => "U64",
-        DType::I64 => "I64",
-        DType::F16 => "F16",
-        DType::BF16 => "BF16",
-        DType::F32 => "F32",
-        DType::F64 => "F64",
-        DType::F8E4M3FN => "F8_E4M3",
-        DType::F8E5M2 => "F8_E5M2",
-        DType::F8E8M0 => "F8_E8M0",
-        DType::C64 => "C64",
-        DType::F8E4M3FNUZ | DType::F8E5M2FNUZ | DType::C128 => return None,
-    })
-}
-
-fn from_st_name(s: &str) -> Option<DType> {
-    DType::ALL.into_iter().find(|d| st_name(*d) == Some(s))
+    match d {
+        DType::F8E4M3FNUZ | DType::F8E5M2FNUZ => None,
+        d => safetensors::dtype_name(d).map(|(name, _rank)| name),
+    }
 }
 
 /// One stored safetensors entry.
@@ -93,46 +83,23 @@ pub fn read_header(mut r: impl Read, payload_len: u64) -> Result<Header> {
     if text.len() as u64 != n {
         return Err(Error::malformed("STEN header truncated"));
     }
-    let j: serde_json::Value = serde_json::from_slice(&text)
-        .map_err(|e| Error::malformed("STEN header is not JSON").with_source(e))?;
-    let obj = j
-        .as_object()
-        .ok_or_else(|| Error::malformed("STEN header is not a JSON object"))?;
+    let parsed: safetensors::Header = serde_json::from_slice(&text)
+        .map_err(|e| Error::malformed("STEN header is not a safetensors header").with_source(e))?;
     let data_start = 8 + n;
     let mut h = Header {
         data_start,
+        metadata: parsed.metadata.unwrap_or_default(),
         ..Header::default()
     };
-    for (k, v) in obj {
-        if k == "__metadata__" {
-            let m = v
-                .as_object()
-                .ok_or_else(|| Error::malformed("STEN __metadata__ is not an object"))?;
-            for (mk, mv) in m {
-                let s = mv.as_str().ok_or_else(|| {
-                    Error::malformed(format!("STEN __metadata__ {mk:?} is not a string"))
-                })?;
-                h.metadata.push((mk.clone(), s.to_string()));
-            }
-            continue;
-        }
+    for (k, v) in parsed.tensors {
         let bad = |why: &str| Error::malformed(format!("STEN entry {k:?}: {why}"));
-        let dt = v["dtype"].as_str().ok_or_else(|| bad("no dtype"))?;
-        let dtype = from_st_name(dt).ok_or_else(|| {
+        let dt = v.dtype.as_str();
+        let dtype = safetensors::dtype_from_name(dt).map_err(|_| {
             Error::unsupported(format!("STEN entry {k:?}: unsupported dtype {dt:?}"))
         })?;
-        let shape = v["shape"]
-            .as_array()
-            .ok_or_else(|| bad("no shape"))?
-            .iter()
-            .map(|d| d.as_u64().ok_or_else(|| bad("bad shape")))
-            .collect::<Result<Vec<u64>>>()?;
-        let offs = v["data_offsets"]
-            .as_array()
-            .filter(|a| a.len() == 2)
-            .ok_or_else(|| bad("no data_offsets"))?;
-        let (b, e) = match (offs[0].as_u64(), offs[1].as_u64()) {
-            (Some(b), Some(e)) if b <= e => (b, e),
+        let shape = v.shape;
+        let (b, e) = match v.data_offsets {
+            (b, e) if b <= e => (b, e),
             _ => return Err(bad("bad data_offsets")),
         };
         let want = crate::tensor::dense_nbytes(dtype, &shape)?;
@@ -154,7 +121,7 @@ pub fn read_header(mut r: impl Read, payload_len: u64) -> Result<Header> {
             return Err(bad("data_offsets run past the payload"));
         }
         h.entries.push(Entry {
-            key: k.clone(),
+            key: k,
             dtype,
             shape,
             range: (ab, ae),
@@ -175,7 +142,7 @@ pub fn logical_tensors(chunk: &str, h: &Header) -> Result<Vec<(TensorInfo, PartR
             .map(|(_, v)| v.as_str())
     };
     let attrs = match meta(KEY_ATTRS) {
-        Some(text) => match super::pyjson::loads(text.as_bytes(), 64)? {
+        Some(text) => match crate::util::pyjson::loads(text.as_bytes(), 64)? {
             Value::Map(m) => m,
             _ => return Err(Error::malformed(format!("{KEY_ATTRS} is not an object"))),
         },
@@ -229,88 +196,93 @@ pub fn logical_tensors(chunk: &str, h: &Header) -> Result<Vec<(TensorInfo, PartR
 }
 
 /// The header bytes (length prefix included) for `view`, and the parts to write after
-/// it, in order.
+/// it, in order. The header text is the safetensors module's, entries in part order.
 pub fn encode_header<'a>(view: &'a TensorView<'_>) -> Result<(Vec<u8>, Vec<&'a [u8]>)> {
     let info = &view.info;
-    let mut meta = serde_json::Map::new();
+    let mut meta = Map::new();
     let native = st_name(info.dtype);
     let dense_native = info.layout == Layout::Dense && native.is_some();
     if info.layout != Layout::Dense {
-        meta.insert(KEY_LAYOUT.into(), info.layout.name().into());
+        meta.insert(KEY_LAYOUT, Value::Str(info.layout.name().into()));
     }
     if !dense_native {
-        meta.insert(KEY_DTYPE.into(), info.dtype.name().into());
+        meta.insert(KEY_DTYPE, Value::Str(info.dtype.name().into()));
         meta.insert(
-            KEY_SHAPE.into(),
-            serde_json::to_string(&info.shape)
-                .unwrap_or_default()
-                .into(),
+            KEY_SHAPE,
+            Value::Str(serde_json::to_string(&info.shape).unwrap_or_default()),
         );
     }
     if !info.attrs.is_empty() {
         meta.insert(
-            KEY_ATTRS.into(),
-            super::pyjson::dumps_map(&info.attrs, super::pyjson::DumpOptions::INDEX).into(),
+            KEY_ATTRS,
+            Value::Str(crate::util::pyjson::dumps_map(
+                &info.attrs,
+                crate::util::pyjson::DumpOptions::INDEX,
+            )),
         );
     }
-    let mut header = serde_json::Map::new();
-    if !meta.is_empty() {
-        header.insert("__metadata__".into(), serde_json::Value::Object(meta));
-    }
-    let mut parts = Vec::new();
-    let mut off = 0u64;
-    let mut add = |key: &str, dt: &str, shape: Vec<u64>, bytes: &'a [u8]| {
-        let end = off + bytes.len() as u64;
-        header.insert(
-            key.to_string(),
-            serde_json::json!({"dtype": dt, "shape": shape, "data_offsets": [off, end]}),
-        );
-        off = end;
-        parts.push(bytes);
-    };
+    // Entries as (key, dtype, shape, bytes).
+    let mut entries: Vec<(String, DType, Vec<u64>, &'a [u8])> = Vec::new();
     let raw = |b: &[u8]| vec![b.len() as u64];
     match &info.layout {
-        Layout::Dense if dense_native => add(
-            &info.name,
-            native.unwrap_or("U8"),
+        Layout::Dense if dense_native => entries.push((
+            info.name.clone(),
+            info.dtype,
             info.shape.clone(),
             view.data()?,
-        ),
+        )),
         Layout::Dense => {
             let d = view.data()?;
-            add("data", "U8", raw(d), d)
+            entries.push(("data".into(), DType::U8, raw(d), d))
         }
         Layout::SparseCsr | Layout::SparseCoo => {
             for p in &view.parts {
                 let b = p.bytes.as_ref();
                 if p.role == "values" {
                     match native {
-                        Some(dt) => {
-                            add("values", dt, vec![(b.len() / info.dtype.size()) as u64], b)
-                        }
-                        None => add("values", "U8", raw(b), b),
+                        Some(_) => entries.push((
+                            "values".into(),
+                            info.dtype,
+                            vec![(b.len() / info.dtype.size()) as u64],
+                            b,
+                        )),
+                        None => entries.push(("values".into(), DType::U8, raw(b), b)),
                     }
                 } else if p.role == "coords" && !info.shape.is_empty() {
                     let ndim = info.shape.len() as u64;
-                    add("coords", "U64", vec![ndim, b.len() as u64 / 8 / ndim], b)
+                    entries.push((
+                        "coords".into(),
+                        DType::U64,
+                        vec![ndim, b.len() as u64 / 8 / ndim],
+                        b,
+                    ))
                 } else {
-                    add(&p.role, "U64", vec![b.len() as u64 / 8], b)
+                    entries.push((p.role.clone(), DType::U64, vec![b.len() as u64 / 8], b))
                 }
             }
         }
         Layout::Other(_) => {
             for p in &view.parts {
-                add(&p.role, "U8", raw(&p.bytes), &p.bytes)
+                entries.push((p.role.clone(), DType::U8, raw(&p.bytes), &p.bytes))
             }
         }
     }
-    let mut text = serde_json::to_vec(&serde_json::Value::Object(header))
-        .map_err(|e| Error::invalid_input("STEN header").with_source(e))?;
-    while text.len() % 8 != 0 {
-        text.push(b' ');
+    let infos: Vec<TensorInfo> = entries
+        .iter()
+        .map(|(k, d, shape, _)| TensorInfo::dense(k.clone(), *d, shape.clone()))
+        .collect();
+    for (info, (k, _, _, b)) in infos.iter().zip(&entries) {
+        if info.dense_nbytes()? != b.len() as u64 {
+            return Err(Error::invalid_input(format!(
+                "STEN part {k:?}: {} bytes do not fill {} {:?}",
+                b.len(),
+                info.dtype,
+                info.shape
+            )));
+        }
     }
-    let mut out = Vec::with_capacity(8 + text.len());
-    out.extend_from_slice(&(text.len() as u64).to_le_bytes());
-    out.extend_from_slice(&text);
-    Ok((out, parts))
+    // Parts keep the view's order (the reader gives them back in header order).
+    let header = safetensors::header_in_order(&infos, &meta)?;
+    let parts = entries.into_iter().map(|(.., b)| b).collect();
+    Ok((header, parts))
 }

@@ -9,7 +9,6 @@ use std::io::{Seek, SeekFrom, Write};
 use sha2::Digest as _;
 
 use super::ecc;
-use super::pyjson::{dumps_map, DumpOptions};
 use super::raw::{
     ChunkHeader, FileHeader, CHUNK_HEADER_LEN, FLAG_COMP_NONE, FLAG_COMP_ZSTD, FORMAT_NAME,
     HEADER_LEN, MAX_CHUNK_SIZE, VERSION,
@@ -17,6 +16,7 @@ use super::raw::{
 use crate::convert::Compression;
 use crate::error::{Error, Result};
 use crate::metadata::{Map, Value};
+use crate::util::pyjson::{dumps_map, DumpOptions};
 
 struct IndexEntry {
     name: String,

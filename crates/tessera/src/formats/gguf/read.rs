@@ -404,10 +404,7 @@ impl TensorSource for GgufFile<'_> {
         &self.infos
     }
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
-        let i = *self
-            .index
-            .get(name)
-            .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))?;
+        let i = crate::model::tensor_position(&self.index, name)?;
         let (off, len) = self.ranges[i];
         let bytes = slice(self.data, off, len, "tensor data")?;
         let info = self.infos[i].clone();

@@ -409,10 +409,7 @@ impl TensorSource for GptrsFile<'_> {
         &self.infos
     }
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
-        let i = *self
-            .by_name
-            .get(name)
-            .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))?;
+        let i = crate::model::tensor_position(&self.by_name, name)?;
         let e = &self.entries[i];
         let bytes = limits::slice(self.data, e.offset_abs, e.byte_len, "tensor data")
             .map_err(|err| err.at_subject(format!("tensor {name:?}")))?;

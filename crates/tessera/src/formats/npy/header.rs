@@ -85,6 +85,12 @@ pub fn dtype_from_descr(descr: &str) -> Result<(DType, ByteOrder, Option<String>
             ));
             DType::F8E4M3FN
         }
+        "O" => {
+            return Err(Error::unsupported(format!(
+                "dtype descr {descr:?} is an array of pickled Python objects: not supported \
+                 (object arrays are never unpickled)"
+            )))
+        }
         _ => {
             return Err(Error::unsupported(format!(
                 "dtype descr {descr:?} is not supported (bool, integers, f2/f4/f8, c8/c16 and \

@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::io::{Cursor, Read};
 
+use super::header::NpyHeader;
 use super::read::{self, ArrayLayout};
 use crate::any::ReadOptions;
 use crate::error::{Error, Result};
@@ -277,6 +278,13 @@ impl<'data> NpzFile<'data> {
         })
     }
 
+    /// The `.npy` header of array `name` (the member `name.npy`), as parsed at open.
+    pub fn header(&self, name: &str) -> Option<&NpyHeader> {
+        self.index
+            .get(name)
+            .map(|&i| &self.members[i].layout.header)
+    }
+
     fn stored(&self, m: &Member) -> &'data [u8] {
         // In bounds: checked in parse().
         &self.data[m.data_start as usize..(m.data_start + m.compressed) as usize]
@@ -299,10 +307,7 @@ impl TensorSource for NpzFile<'_> {
         &self.infos
     }
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
-        let i = *self
-            .index
-            .get(name)
-            .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))?;
+        let i = crate::model::tensor_position(&self.index, name)?;
         let m = &self.members[i];
         let subject = || format!("member {:?}", m.entry);
         let h = &m.layout.header;

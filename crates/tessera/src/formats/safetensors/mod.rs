@@ -58,9 +58,11 @@ mod raw;
 mod read;
 mod write;
 
+/// The parsed (not yet validated) JSON header, for FOLD's STEN chunks.
+pub(crate) use raw::Header;
 pub use raw::{dtype_from_name, dtype_name, MAX_HEADER_SIZE};
 pub use read::SafetensorsFile;
-pub use write::{metadata_string, SafetensorsWriter};
+pub use write::{header_in_order, metadata_string, SafetensorsWriter};
 
 use crate::any::{OpenFn, ReadOptions};
 use crate::convert::{Capabilities, MetadataSupport, WriteFn};

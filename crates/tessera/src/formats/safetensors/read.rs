@@ -181,10 +181,7 @@ impl TensorSource for SafetensorsFile<'_> {
         &self.infos
     }
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
-        let i = *self
-            .index
-            .get(name)
-            .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))?;
+        let i = crate::model::tensor_position(&self.index, name)?;
         let (b, e) = self.ranges[i];
         TensorView::dense(self.infos[i].clone(), Cow::Borrowed(&self.data[b..e]))
     }

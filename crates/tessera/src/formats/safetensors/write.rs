@@ -85,47 +85,69 @@ fn header_bytes(metadata: &Metadata, plan: &[Planned]) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// The tensors in the given order, checked as [`SafetensorsWriter::new`] checks them.
+fn plan(infos: &[TensorInfo]) -> Result<Vec<Planned>> {
+    let mut plan = Vec::with_capacity(infos.len());
+    let mut names = std::collections::HashSet::new();
+    for info in infos {
+        if info.layout != Layout::Dense {
+            return Err(Error::unsupported(format!(
+                "tensor {:?} is {}; safetensors stores only dense tensors (use --densify)",
+                info.name, info.layout
+            )));
+        }
+        if info.name == METADATA_KEY {
+            return Err(Error::invalid_input(
+                "a tensor cannot be named \"__metadata__\" in safetensors",
+            ));
+        }
+        if !names.insert(info.name.as_str()) {
+            return Err(Error::invalid_input(format!(
+                "duplicate tensor name {:?}",
+                info.name
+            )));
+        }
+        let (dtype, rank) = raw::dtype_name(info.dtype).ok_or_else(|| {
+            Error::unsupported(format!(
+                "tensor {:?} is {}, which safetensors cannot store (use --cast)",
+                info.name, info.dtype
+            ))
+        })?;
+        plan.push(Planned {
+            name: info.name.clone(),
+            dtype,
+            rank,
+            shape: info.shape.clone(),
+            nbytes: info.dense_nbytes()?,
+        });
+    }
+    Ok(plan)
+}
+
+/// The original's order: dtype rank descending, then name bytewise ascending.
+fn sort_plan(plan: &mut [Planned]) {
+    plan.sort_by(|a, b| b.rank.cmp(&a.rank).then_with(|| a.name.cmp(&b.name)));
+}
+
+/// The 8-byte length and the header for `infos` laid out in the order given (their
+/// bytes follow in that order), for callers that write the data themselves (FOLD's STEN
+/// chunks). Same text as [`SafetensorsWriter::new`], which sorts the tensors as the
+/// `safetensors` package does; every safetensors reader accepts any order.
+pub fn header_in_order(infos: &[TensorInfo], metadata: &Metadata) -> Result<Vec<u8>> {
+    let text = header_bytes(metadata, &plan(infos)?)?;
+    let mut out = Vec::with_capacity(8 + text.len());
+    out.extend_from_slice(&(text.len() as u64).to_le_bytes());
+    out.extend_from_slice(&text);
+    Ok(out)
+}
+
 impl<W: Write> SafetensorsWriter<W> {
     /// Plans the file from the tensor descriptions and writes the 8-byte length and the
     /// header. Errors (`Unsupported`) name a tensor that is not dense or whose dtype
     /// safetensors cannot name (c128).
     pub fn new(mut out: W, infos: &[TensorInfo], metadata: &Metadata) -> Result<Self> {
-        let mut plan = Vec::with_capacity(infos.len());
-        let mut names = std::collections::HashSet::new();
-        for info in infos {
-            if info.layout != Layout::Dense {
-                return Err(Error::unsupported(format!(
-                    "tensor {:?} is {}; safetensors stores only dense tensors (use --densify)",
-                    info.name, info.layout
-                )));
-            }
-            if info.name == METADATA_KEY {
-                return Err(Error::invalid_input(
-                    "a tensor cannot be named \"__metadata__\" in safetensors",
-                ));
-            }
-            if !names.insert(info.name.as_str()) {
-                return Err(Error::invalid_input(format!(
-                    "duplicate tensor name {:?}",
-                    info.name
-                )));
-            }
-            let (dtype, rank) = raw::dtype_name(info.dtype).ok_or_else(|| {
-                Error::unsupported(format!(
-                    "tensor {:?} is {}, which safetensors cannot store (use --cast)",
-                    info.name, info.dtype
-                ))
-            })?;
-            plan.push(Planned {
-                name: info.name.clone(),
-                dtype,
-                rank,
-                shape: info.shape.clone(),
-                nbytes: info.dense_nbytes()?,
-            });
-        }
-        // The original's order: dtype rank descending, then name bytewise ascending.
-        plan.sort_by(|a, b| b.rank.cmp(&a.rank).then_with(|| a.name.cmp(&b.name)));
+        let mut plan = plan(infos)?;
+        sort_plan(&mut plan);
         let header = header_bytes(metadata, &plan)?;
         out.write_all(&(header.len() as u64).to_le_bytes())?;
         out.write_all(&header)?;

@@ -299,8 +299,7 @@ impl<'data> ZtensorFile<'data> {
     }
 
     fn position(&self, name: &str) -> Result<usize> {
-        self.find(name)
-            .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))
+        self.find(name).ok_or_else(|| Error::no_tensor(name))
     }
 
     /// The decoded bytes of one component. `bound`: the exact decoded size when the

@@ -1,4 +1,7 @@
-//! JSON text exactly as CPython's `json.dumps(obj, separators=(",", ":"))` writes it.
+//! JSON text exactly as CPython's `json.dumps(obj, separators=(",", ":"))` writes it,
+//! and read as `json.loads` reads it. Shared by FOLD (index, `manifest_hash`, STEN
+//! attributes) and AERO (`meta.json`, which the original writes with
+//! `json.dumps(meta, separators=(",", ":"), sort_keys=True)`).
 //!
 //! FOLD's `manifest_hash` is the SHA-256 of
 //! `json.dumps(metadata, sort_keys=True, separators=(",", ":"))` (with `ensure_ascii`
@@ -46,7 +49,8 @@ pub struct DumpOptions {
 }
 
 impl DumpOptions {
-    /// `json.dumps(obj, sort_keys=True, separators=(",", ":"))`: the manifest hash input.
+    /// `json.dumps(obj, sort_keys=True, separators=(",", ":"))`: FOLD's manifest hash
+    /// input and AERO's `meta.json`.
     pub const CANONICAL: DumpOptions = DumpOptions {
         sort_keys: true,
         ensure_ascii: true,
@@ -424,7 +428,7 @@ mod tests {
     use super::*;
 
     /// Vectors produced by CPython's `json` module (`tests/data/fold/gen_pyjson.py`).
-    const VECTORS: &str = include_str!("../../../tests/data/fold/pyjson_vectors.json");
+    const VECTORS: &str = include_str!("../../tests/data/fold/pyjson_vectors.json");
 
     #[test]
     fn matches_cpython_json_dumps() {
@@ -511,6 +515,30 @@ mod tests {
             let e = loads(bad, 8).unwrap_err();
             assert_eq!(e.kind(), crate::ErrorKind::Malformed, "{bad:?}");
         }
+    }
+
+    /// Hand-picked cases that were AERO's own `meta.json` writer tests before it used this
+    /// module (the expected strings are what CPython prints).
+    #[test]
+    fn former_aero_cases() {
+        for (f, s) in [
+            (1.0, "1.0"),
+            (0.1, "0.1"),
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000.0"),
+            (1e-5, "1e-05"),
+            (0.0001, "0.0001"),
+            (-2.5e-7, "-2.5e-07"),
+            (123.456, "123.456"),
+            (1.2345678901234568e17, "1.2345678901234568e+17"),
+        ] {
+            assert_eq!(float_repr(f), s);
+        }
+        let v = loads(r#"{"b":1,"a":"é\n","c":[1.0,2]}"#.as_bytes(), 4).unwrap();
+        assert_eq!(
+            dumps(&v, DumpOptions::CANONICAL),
+            r#"{"a":"\u00e9\n","b":1,"c":[1.0,2]}"#
+        );
     }
 
     fn from_tagged(t: &serde_json::Value) -> Value {
