@@ -62,12 +62,19 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
 
     println!("\n-- write ({} MiB)", total >> 20);
     let bound_path = dir.path().join("raw.bin");
+    // Like for like: what a user gets (temp file, fsync, rename) against one write_all
+    // of the same bytes plus fsync.
     let t_bound = best_of(opts.reps, || {
         let mut f = std::fs::File::create(&bound_path).expect("create");
         f.write_all(&raw).expect("write");
-        f.flush().expect("flush");
+        f.sync_all().expect("fsync");
     });
-    report("one write_all of the same bytes", total, t_bound, None);
+    report(
+        "one write_all + fsync of the same bytes",
+        total,
+        t_bound,
+        None,
+    );
     let views = st_views(&model);
     let st_crate_path = dir.path().join("crate.safetensors");
     let t_st_crate = best_of(opts.reps, || {
@@ -76,10 +83,13 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
             None,
             &st_crate_path,
         )
-        .expect("safetensors crate write")
+        .expect("safetensors crate write");
+        std::fs::File::open(&st_crate_path)
+            .and_then(|f| f.sync_all())
+            .expect("fsync")
     });
     report(
-        "safetensors crate serialize_to_file",
+        "safetensors crate serialize_to_file + fsync",
         total,
         t_st_crate,
         Some(("write_all", t_bound)),
@@ -89,16 +99,12 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
         (Format::Ztensor, "zt"),
     ] {
         let p = dir.path().join(format!("model.{ext}"));
-        // Like-for-like with write_all: the writer into a plain file, no fsync/rename.
         let t = best_of(opts.reps, || {
-            let f = std::fs::File::create(&p).expect("create");
-            let mut w = std::io::BufWriter::with_capacity(8 << 20, f);
-            tessera::convert::write_to(format, &model, &mut w, &WriteOptions::default())
-                .expect("write");
-            w.flush().expect("flush");
+            tessera::convert::write_file(format, &model, &p, &WriteOptions::default())
+                .expect("write")
         });
         report(
-            &format!("tessera {ext} writer"),
+            &format!("tessera {ext} write_file (atomic, fsync)"),
             total,
             t,
             Some(("write_all", t_bound)),
@@ -121,7 +127,7 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
         t_memcpy,
         None,
     );
-    let t_vec = best_of(opts.reps, || raw.to_vec().len());
+    let t_vec = best_of(opts.reps, || raw.to_vec());
     report(
         "memcpy into a fresh Vec",
         total,
@@ -162,7 +168,7 @@ fn bench_read(label: &str, path: &Path, total: usize, opts: &Opts) -> tessera::R
             let v = file.tensor(&i.name).expect("tensor");
             out.push(OwnedBytes::copy_from(v.parts[0].bytes.as_ref()).expect("copy"));
         }
-        out.len()
+        out
     });
     report(
         "tessera load every tensor into owned memory",
