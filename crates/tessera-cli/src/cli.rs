@@ -142,6 +142,9 @@ pub struct ConvertArgs {
     /// WTXT: CUDA version token.
     #[arg(long, value_name = "C")]
     pub cuda: Option<String>,
+    /// WTXT: an audit line, e.g. 'kahan_max_resid=1.1e-15 notes="gamma=0.96"'.
+    #[arg(long, value_name = "FIELDS")]
+    pub audit: Option<String>,
     /// WTXT: rows per chunk (row blocking).
     #[arg(long, value_name = "N")]
     pub rows_per_chunk: Option<u64>,

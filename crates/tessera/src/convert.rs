@@ -68,6 +68,9 @@ pub struct WriteOptions {
     pub host: Option<String>,
     /// CUDA version token (WTXT `cuda`).
     pub cuda: Option<String>,
+    /// The optional `audit` line of a WTXT snapshot: `key=value` fields, quoted values
+    /// allowed (`kahan_max_resid=1.1e-15 notes="gamma=0.96"`).
+    pub audit: Option<String>,
     /// Rows per chunk (WTXT row blocking).
     pub rows_per_chunk: Option<u64>,
     /// Streaming finalization (WTXT-S + WSUM).

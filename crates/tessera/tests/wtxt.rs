@@ -980,3 +980,36 @@ fn salvage_survives_a_broken_header_and_a_truncated_end() {
     assert_eq!(names, ["H", "R"]);
     assert!(wtxt::open_container(Cow::Borrowed(&a[..cut]), &ReadOptions::default()).is_err());
 }
+
+#[test]
+fn audit_line_is_written_read_back_and_checked() {
+    let m = model();
+    let mut o = opts();
+    o.audit =
+        Some(r#"kahan_max_resid=1.1e-15 denom_min=0.004 notes="Sera gamma=0.96 r=4096""#.into());
+    let b = write(&m, &o);
+    let text = String::from_utf8(b.clone()).unwrap();
+    assert!(text.ends_with(
+        "audit kahan_max_resid=1.1e-15 denom_min=0.004 notes=\"Sera gamma=0.96 r=4096\"\nendwtxt\n"
+    ));
+    let f = open(&b);
+    assert_eq!(
+        f.file().audit.as_deref(),
+        Some(r#"audit kahan_max_resid=1.1e-15 denom_min=0.004 notes="Sera gamma=0.96 r=4096""#)
+    );
+    assert!(tessera::Container::verify(&f, &Default::default()).is_ok());
+    for bad in [
+        "",
+        "no_equals",
+        "a=b  c=d",
+        "a=\"open",
+        "a=b ",
+        "a=x\ty",
+        "a=é",
+    ] {
+        o.audit = Some(bad.into());
+        let mut c = Cursor::new(Vec::new());
+        let e = write_to(Format::Wtxt, &m, &mut c, &o).unwrap_err();
+        assert_eq!(e.kind(), tessera::ErrorKind::InvalidInput, "{bad:?}: {e}");
+    }
+}

@@ -65,6 +65,7 @@ pub fn write_options(args: &ConvertArgs) -> anyhow::Result<WriteOptions> {
     o.host = args.host.clone();
     o.cuda = args.cuda.clone();
     o.rows_per_chunk = args.rows_per_chunk;
+    o.audit = args.audit.clone();
     o.streaming = args.streaming;
     if let Some(s) = &args.salt {
         let b = tessera::util::unhex(s)

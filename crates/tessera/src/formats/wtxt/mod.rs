@@ -67,8 +67,8 @@
 //! `<path>.wsum`; opening a `.wsum` opens its WTXT. age-armored files are decrypted with
 //! the identities or passphrase of `ReadOptions`.
 //!
-//! Not written (read and kept in `WtxtFile::audit` only): the optional `audit` line,
-//! which carries producer-specific numbers the writer has no source for.
+//! The optional `audit` line is written from `WriteOptions::audit` (checked to be
+//! `key=value` fields) and read into `WtxtFile::audit`; no integrity layer covers it.
 //!
 //! # Limits
 //!

@@ -253,7 +253,70 @@ pub fn encode_arrays<'s>(
         joined(h)?;
         Ok(written?)
     })?;
+    if let Some(audit) = &opts.audit {
+        check_audit(audit)?;
+        out.write_all(b"audit ")?;
+        out.write_all(audit.as_bytes())?;
+        out.write_all(b"\n")?;
+    }
     out.write_all(b"endwtxt\n")?;
+    Ok(())
+}
+
+/// An `audit` value: printable ASCII `key=value` fields separated by single spaces, a
+/// value either a token (no space, `=` or `"`) or a quoted string without `"`.
+pub fn check_audit(audit: &str) -> Result<()> {
+    let bad =
+        |why: &str| crate::error::Error::invalid_input(format!("audit line {audit:?}: {why}"));
+    if audit.is_empty() {
+        return Err(bad("is empty"));
+    }
+    let b = audit.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let key_start = i;
+        while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+            i += 1;
+        }
+        if i == key_start || i >= b.len() || b[i] != b'=' {
+            return Err(bad(
+                "expects key=value fields (keys of letters, digits and _)",
+            ));
+        }
+        i += 1;
+        if i < b.len() && b[i] == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                if !(0x20..0x7f).contains(&b[i]) {
+                    return Err(bad("quoted values hold printable ASCII only"));
+                }
+                i += 1;
+            }
+            if i >= b.len() {
+                return Err(bad("unterminated quote"));
+            }
+            i += 1;
+        } else {
+            let v = i;
+            while i < b.len() && b[i] != b' ' {
+                if !(0x21..0x7f).contains(&b[i]) || b[i] == b'=' || b[i] == b'"' {
+                    return Err(bad(
+                        "token values are printable ASCII without space, = or \"",
+                    ));
+                }
+                i += 1;
+            }
+            if i == v {
+                return Err(bad("empty value"));
+            }
+        }
+        if i < b.len() {
+            if b[i] != b' ' || i + 1 == b.len() {
+                return Err(bad("fields are separated by single spaces"));
+            }
+            i += 1;
+        }
+    }
     Ok(())
 }
 
