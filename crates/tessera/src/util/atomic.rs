@@ -1,7 +1,8 @@
 //! Crash-safe file replacement.
 //!
 //! [`write_atomic`] writes into a temporary file in the target's directory, flushes and
-//! fsyncs it, renames it over the target and fsyncs the directory. A crash or an error at
+//! fsyncs it and the directory, renames it over the target and fsyncs the directory
+//! again. A crash or an error at
 //! any point leaves either the complete old file or the complete new one under the
 //! target name, never a mix; on error the temporary file is removed.
 
@@ -38,6 +39,9 @@ pub fn write_atomic<T>(
     let file = w.into_inner().map_err(|e| Error::from(e.into_error()))?;
     file.sync_all()?;
     drop(file);
+    // The temporary file's directory entry is durable before the rename, the rename
+    // itself after it.
+    sync_dir(&dir);
     tmp_path
         .persist(path)
         .map_err(|e| Error::from(e.error).at_subject(path.display().to_string()))?;
