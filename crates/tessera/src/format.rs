@@ -213,6 +213,10 @@ impl Format {
             Format::ZtensorV2 => {
                 Error::unsupported_version("zTensor v2 is not supported (only v1.0 and v1.1)")
             }
+            Format::WtxtDelta => Error::unsupported(
+                "a WTXT delta holds changed chunks, not a model: apply it to its base with \
+                 `tessera wtxt apply BASE DELTA -o OUT`",
+            ),
             f => Error::unsupported(format!("{} is detected but not supported yet", f.title())),
         }
     }
