@@ -73,6 +73,24 @@ fn write(d: DType, n: Num, out: &mut Vec<u8>, name: &str) -> Result<()> {
             "tensor {name:?}: value {v} does not fit in {d}; cast refused"
         ))
     };
+    // A finite value that becomes infinite in a narrower float is a loss the caller did
+    // not ask for: refuse it, as an out-of-range integer is refused.
+    let overflow = |v: f64, narrowed: f64| {
+        if v.is_finite() && !narrowed.is_finite() {
+            Err(Error::invalid_input(format!(
+                "tensor {name:?}: value {v} overflows {d}; cast refused"
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    match (&d, &n) {
+        (F32, Num::F(v)) => overflow(*v, *v as f32 as f64)?,
+        (F16, Num::F(v)) => overflow(*v, half::f16::from_f64(*v).to_f64())?,
+        (BF16, Num::F(v)) => overflow(*v, half::bf16::from_f64(*v).to_f64())?,
+        (F16, Num::I(v)) => overflow(*v as f64, half::f16::from_f64(*v as f64).to_f64())?,
+        _ => {}
+    }
     match (d, n) {
         (F64, Num::F(v)) => out.extend_from_slice(&v.to_le_bytes()),
         (F64, Num::I(v)) => out.extend_from_slice(&(v as f64).to_le_bytes()),
@@ -177,6 +195,19 @@ mod tests {
         let v = TensorView::dense(TensorInfo::dense("b", DType::I64, vec![1]), Cow::Owned(big))
             .unwrap();
         assert!(cast_view(v, DType::I32).is_err());
+
+        let huge: Vec<u8> = 1e300f64.to_le_bytes().to_vec();
+        let v = TensorView::dense(TensorInfo::dense("h", DType::F64, vec![]), Cow::Owned(huge))
+            .unwrap();
+        let e = cast_view(v, DType::F32).unwrap_err();
+        assert!(e.to_string().contains("overflows f32"), "{e}");
+        let inf: Vec<u8> = f64::INFINITY.to_le_bytes().to_vec();
+        let v =
+            TensorView::dense(TensorInfo::dense("i", DType::F64, vec![]), Cow::Owned(inf)).unwrap();
+        assert_eq!(
+            cast_view(v, DType::F32).unwrap().data().unwrap(),
+            &f32::INFINITY.to_le_bytes()
+        );
 
         let neg: Vec<u8> = (-5i64).to_le_bytes().to_vec();
         let v =
