@@ -227,9 +227,18 @@ impl File {
     }
 
     /// One tensor: `(info, [(role, Buffer), …])`. Parts borrow the mapped file when the
-    /// format stores them raw; `densify=True` turns a sparse tensor into a dense one.
-    #[pyo3(signature = (name, *, densify=false))]
-    fn tensor<'py>(&self, py: Python<'py>, name: &str, densify: bool) -> PyResult<TensorOut<'py>> {
+    /// format stores them raw, unless `copy=True`: then every part is owned and writable
+    /// (raw parts are copied, with the GIL released, into fresh huge-page-advised
+    /// buffers; decoded parts are already owned). `densify=True` turns a sparse tensor
+    /// into a dense one.
+    #[pyo3(signature = (name, *, densify=false, copy=false))]
+    fn tensor<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        densify: bool,
+        copy: bool,
+    ) -> PyResult<TensorOut<'py>> {
         let shared = &self.shared;
         let (info, parts) = py
             .detach(|| {
@@ -238,11 +247,11 @@ impl File {
                     if densify && matches!(v.info.layout, Layout::SparseCsr | Layout::SparseCoo) {
                         v = tessera::sparse::densify(v)?;
                     }
-                    let parts: Vec<(String, PartBytes)> = v
+                    let parts = v
                         .parts
                         .into_iter()
-                        .map(|p| (p.role, PartBytes::from_cow(shared, p.bytes)))
-                        .collect();
+                        .map(|p| Ok((p.role, PartBytes::from_cow(shared, p.bytes, copy)?)))
+                        .collect::<tessera::Result<Vec<(String, PartBytes)>>>()?;
                     Ok::<_, tessera::Error>((v.info, parts))
                 })
             })

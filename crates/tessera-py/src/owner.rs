@@ -10,9 +10,14 @@
 //!   and by every [`Buffer`] that points into the mapping.
 //! - [`Buffer`]: a Python object exposing numpy's `__array_interface__` over either a
 //!   range of the mapped file (read-only, zero-copy; it holds the `Arc<Shared>` so the
-//!   map outlives every array) or a decoded buffer it owns (writable). `np.asarray(buf)`
+//!   map outlives every array), a decoded buffer it owns (writable), or a copy of a
+//!   mapped range it owns (writable; what safetensors' API returns). `np.asarray(buf)`
 //!   makes the array; numpy keeps `buf` as the array's `base`, so the bytes live exactly
 //!   as long as the last array or view of them.
+//!
+//! Writable arrays only ever point into memory Rust owns mutably and no longer touches
+//! (a `Vec<u8>` or an [`OwnedBytes`], pointer taken through `&mut`): the read-only map
+//! is never exposed writable, and nothing Rust holds as `&[u8]` is written through.
 //!
 //! `__array_interface__` rather than the buffer protocol: the extension is built once for
 //! every CPython ≥ 3.9 (abi3), and the buffer protocol is only in the limited API from 3.11.
@@ -21,6 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
+use tessera::source::OwnedBytes;
 use tessera::{Container, FileData};
 
 type DynContainer<'a> = Box<dyn Container + 'a>;
@@ -95,22 +101,30 @@ pub enum PartBytes {
     Mapped { offset: usize, len: usize },
     /// Decoded bytes.
     Owned(Vec<u8>),
+    /// A copy of borrowed bytes (an anonymous huge-page map when large).
+    Copied(OwnedBytes),
 }
 
 impl PartBytes {
-    /// Classifies a part: a borrow of the file becomes a range, anything else a copy
-    /// (owned bytes are moved, not copied).
-    pub fn from_cow(shared: &Shared, bytes: std::borrow::Cow<'_, [u8]>) -> PartBytes {
-        match bytes {
+    /// Classifies a part: a borrow of the file becomes a range (or, with `copy`, a
+    /// fresh copy of it), any other borrow a copy; owned (decoded) bytes are moved, never
+    /// copied. Copies go through [`OwnedBytes::copy_from`] (huge pages when large: a
+    /// fresh buffer's page faults dominate a plain copy). Call it with the GIL released.
+    pub fn from_cow(
+        shared: &Shared,
+        bytes: std::borrow::Cow<'_, [u8]>,
+        copy: bool,
+    ) -> tessera::Result<PartBytes> {
+        Ok(match bytes {
             std::borrow::Cow::Borrowed(b) => match shared.offset_of(b) {
-                Some(offset) => PartBytes::Mapped {
+                Some(offset) if !copy => PartBytes::Mapped {
                     offset,
                     len: b.len(),
                 },
-                None => PartBytes::Owned(b.to_vec()),
+                _ => PartBytes::Copied(OwnedBytes::copy_from(b)?),
             },
             std::borrow::Cow::Owned(v) => PartBytes::Owned(v),
-        }
+        })
     }
 
     /// Makes the Python buffer object.
@@ -128,14 +142,26 @@ impl PartBytes {
                 writable: true,
                 _keep: Keep::Owned(v),
             },
+            PartBytes::Copied(mut o) => {
+                // Through `&mut`: numpy will write here, and Rust never reads it again.
+                let bytes: &mut [u8] = &mut o;
+                Buffer {
+                    ptr: bytes.as_mut_ptr() as usize,
+                    len: bytes.len(),
+                    writable: true,
+                    _keep: Keep::Copied(o),
+                }
+            }
         }
     }
 }
 
 enum Keep {
-    // Both are held only to keep the memory `ptr` points into alive.
+    // All are held only to keep the memory `ptr` points into alive. Moving a `Vec` or an
+    // `OwnedBytes` (a map) does not move the bytes it owns.
     File(#[allow(dead_code)] Arc<Shared>),
     Owned(#[allow(dead_code)] Vec<u8>),
+    Copied(#[allow(dead_code)] OwnedBytes),
 }
 
 /// Bytes numpy can wrap without a copy (`np.asarray(buffer)` gives a 1-D `uint8` array).
@@ -143,8 +169,9 @@ enum Keep {
 pub struct Buffer {
     // The pointer is valid for `len` bytes for as long as `_keep` lives: `_keep` holds
     // either the file's mapping (never unmapped while an `Arc<Shared>` exists, never
-    // written) or the Vec the pointer was taken from (never touched again by Rust, so
-    // numpy may write into it when `writable`).
+    // written) or the `Vec` / `OwnedBytes` the pointer was taken from through `&mut`
+    // (never touched again by Rust but to drop it, so numpy may write into it when
+    // `writable`).
     ptr: usize,
     len: usize,
     writable: bool,
@@ -173,6 +200,13 @@ impl Buffer {
     #[getter]
     fn borrowed(&self) -> bool {
         matches!(self._keep, Keep::File(_))
+    }
+
+    /// True when the bytes are a copy held in an anonymous map advised for transparent
+    /// huge pages (copies of 2 MiB and more).
+    #[getter]
+    fn huge_pages(&self) -> bool {
+        matches!(&self._keep, Keep::Copied(o) if o.is_huge())
     }
 
     fn __repr__(&self) -> String {

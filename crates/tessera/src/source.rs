@@ -4,7 +4,7 @@
 //! never know which one they got.
 
 use std::fs::File;
-use std::ops::Deref;
+use std::ops::{Deref, DerefMut};
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -126,6 +126,15 @@ impl Deref for OwnedBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match &self.inner {
+            OwnedInner::Anon(m) => m,
+            OwnedInner::Heap(v) => v,
+        }
+    }
+}
+
+impl DerefMut for OwnedBytes {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match &mut self.inner {
             OwnedInner::Anon(m) => m,
             OwnedInner::Heap(v) => v,
         }
