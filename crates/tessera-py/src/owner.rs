@@ -103,6 +103,71 @@ pub enum PartBytes {
     Owned(Vec<u8>),
     /// A copy of borrowed bytes (an anonymous huge-page map when large).
     Copied(OwnedBytes),
+    /// A copy of borrowed bytes at `ptr` inside a chunk shared with other copies (see
+    /// [`copy_packed`]); `ptr` was taken through `&mut` before the chunk was shared.
+    Packed {
+        chunk: Arc<OwnedBytes>,
+        ptr: usize,
+        len: usize,
+    },
+}
+
+/// Target size of the shared chunks [`copy_packed`] fills (a multiple of 2 MiB).
+pub const PACK_CHUNK: usize = 16 << 20;
+
+/// Copies small borrowed parts (each under [`OwnedBytes::HUGE_THRESHOLD`]), in order,
+/// packed back to back (64-byte aligned) into shared chunks of about [`PACK_CHUNK`]
+/// bytes, each an anonymous map advised for huge pages: a tensor too small for a huge
+/// page of its own still gets its copy without 4 KiB page faults. A chunk lives as long
+/// as any array in it. A group of parts under 2 MiB in all gets plain separate copies.
+pub fn copy_packed(parts: &[&[u8]]) -> tessera::Result<Vec<PartBytes>> {
+    const ALIGN: usize = 64;
+    let align = |n: usize, to: usize| n.div_ceil(to).saturating_mul(to);
+    let mut out = Vec::with_capacity(parts.len());
+    let mut start = 0;
+    while start < parts.len() {
+        // The parts [start, end) and their offsets in one chunk. Each part is under
+        // 2 MiB and a group stops at PACK_CHUNK, so nothing here can overflow.
+        let (mut end, mut used, mut offsets) = (start, 0usize, Vec::new());
+        while end < parts.len() {
+            let off = align(used, ALIGN);
+            let next = off.saturating_add(parts[end].len());
+            if next > PACK_CHUNK && end > start {
+                break;
+            }
+            offsets.push(off);
+            used = next;
+            end += 1;
+        }
+        let group = &parts[start..end];
+        if used < OwnedBytes::HUGE_THRESHOLD {
+            for p in group {
+                out.push(PartBytes::Copied(OwnedBytes::copy_from(p)?));
+            }
+        } else {
+            let mut chunk = OwnedBytes::zeroed(align(used, OwnedBytes::HUGE_THRESHOLD))?;
+            let mut ptrs = Vec::with_capacity(group.len());
+            {
+                let buf: &mut [u8] = &mut chunk;
+                for (p, &off) in group.iter().zip(&offsets) {
+                    let dst = &mut buf[off..off + p.len()];
+                    dst.copy_from_slice(p);
+                    // Through `&mut`: numpy will write here; Rust never reads it again.
+                    ptrs.push((dst.as_mut_ptr() as usize, p.len()));
+                }
+            }
+            let chunk = Arc::new(chunk);
+            for (ptr, len) in ptrs {
+                out.push(PartBytes::Packed {
+                    chunk: chunk.clone(),
+                    ptr,
+                    len,
+                });
+            }
+        }
+        start = end;
+    }
+    Ok(out)
 }
 
 impl PartBytes {
@@ -152,6 +217,12 @@ impl PartBytes {
                     _keep: Keep::Copied(o),
                 }
             }
+            PartBytes::Packed { chunk, ptr, len } => Buffer {
+                ptr,
+                len,
+                writable: true,
+                _keep: Keep::Packed(chunk),
+            },
         }
     }
 }
@@ -162,6 +233,8 @@ enum Keep {
     File(#[allow(dead_code)] Arc<Shared>),
     Owned(#[allow(dead_code)] Vec<u8>),
     Copied(#[allow(dead_code)] OwnedBytes),
+    // A chunk of copies: each `Buffer` into it has its own disjoint range.
+    Packed(#[allow(dead_code)] Arc<OwnedBytes>),
 }
 
 /// Bytes numpy can wrap without a copy (`np.asarray(buffer)` gives a 1-D `uint8` array).
@@ -171,7 +244,7 @@ pub struct Buffer {
     // either the file's mapping (never unmapped while an `Arc<Shared>` exists, never
     // written) or the `Vec` / `OwnedBytes` the pointer was taken from through `&mut`
     // (never touched again by Rust but to drop it, so numpy may write into it when
-    // `writable`).
+    // `writable`; the buffers sharing a packed chunk have disjoint ranges of it).
     ptr: usize,
     len: usize,
     writable: bool,
@@ -203,10 +276,21 @@ impl Buffer {
     }
 
     /// True when the bytes are a copy held in an anonymous map advised for transparent
-    /// huge pages (copies of 2 MiB and more).
+    /// huge pages (copies of 2 MiB and more, and copies packed together).
     #[getter]
     fn huge_pages(&self) -> bool {
-        matches!(&self._keep, Keep::Copied(o) if o.is_huge())
+        match &self._keep {
+            Keep::Copied(o) => o.is_huge(),
+            Keep::Packed(c) => c.is_huge(),
+            _ => false,
+        }
+    }
+
+    /// True when the bytes share a chunk with other tensors' copies (see `packed` in
+    /// `File.tensors`).
+    #[getter]
+    fn packed(&self) -> bool {
+        matches!(self._keep, Keep::Packed(_))
     }
 
     fn __repr__(&self) -> String {

@@ -220,3 +220,39 @@ def test_decoded_tensors_are_not_copied_twice(tmp):
     owner = root_base(a)
     # The decoder's own buffer, handed over as is (a copy would be a huge-page buffer).
     assert not owner.borrowed and not owner.huge_pages
+
+
+def test_small_copies_are_packed_into_shared_huge_page_buffers(fmt, tmp):
+    """load_file packs tensors under 2 MiB into shared huge-page chunks (~16 MiB each):
+    every array still has its own bytes (disjoint, writable, independent)."""
+    path = tmp / f"m.{ext(fmt)}"
+    # 40 tensors of 512 KiB (20 MiB: more than one chunk) and a tiny one.
+    arrays = {f"t{i:02}": np.full(1 << 17, i, dtype=np.float32) for i in range(40)}
+    arrays["tiny"] = np.arange(3, dtype=np.float32)
+    tessera.save(arrays, path, format=fmt["name"])
+    loaded = tnp.load_file(path)
+    assert list(loaded) == list(tessera.open(path))
+    for k, v in arrays.items():
+        assert same(loaded[k], v), k
+    if not fmt["zero_copy"]:
+        return  # decoded tensors are handed over, not copied
+    owners = [root_base(a) for a in loaded.values()]
+    assert all(o.packed and o.huge_pages and not o.borrowed for o in owners)
+    spans = sorted((address(a), address(a) + a.nbytes) for a in loaded.values())
+    assert all(end <= nxt for (_, end), (nxt, _) in zip(spans, spans[1:])), "copies overlap"
+    assert all(address(a) % 64 == 0 for a in loaded.values())
+    # Writing one array changes no other, nor the file.
+    loaded["t05"][:] = -1.0
+    loaded["tiny"] *= 2
+    for k, v in arrays.items():
+        if k not in ("t05", "tiny"):
+            assert same(loaded[k], v), k
+    assert same(tnp.load_file(path)["t05"], arrays["t05"])
+    # An array outlives the others of its chunk.
+    keep = loaded["t07"]
+    del loaded, owners
+    gc.collect()
+    assert same(keep, arrays["t07"])
+    # get_tensors(copy=False) is zero-copy, like get_tensor.
+    zc = tessera.open(path).get_tensors(["t01", "tiny"])
+    assert list(zc) == ["t01", "tiny"] and all(borrowed(a) for a in zc.values())

@@ -2,7 +2,9 @@
 
 ``load_file``/``load`` return numpy arrays the caller owns (writable, independent of the
 file), as safetensors does; the copy out of the memory-mapped file goes into fresh
-buffers advised for transparent huge pages, which is what makes it fast. ``copy=False``
+buffers advised for transparent huge pages, which is what makes it fast (tensors under
+2 MiB are packed together into shared buffers of about 16 MiB: an array keeps its
+buffer alive, see :meth:`tessera.File.get_tensors`). ``copy=False``
 returns zero-copy arrays instead: read-only views of the mapped file (or of the bytes
 given to ``load``) when the format stores tensors raw; decoded tensors (compressed,
 text, big-endian) are owned and writable either way. ``tessera.open(path)[name]`` is
@@ -63,8 +65,7 @@ def load(data: bytes, *, copy: bool = True) -> Dict[str, np.ndarray]:
     """Deserializes bytes of any supported format into writable arrays; with
     ``copy=False``, raw-stored tensors are read-only views of one internal copy of
     ``data``."""
-    f = _load_bytes(data)
-    return {k: f.get_tensor(k, densify=True, copy=copy) for k in f}
+    return _load_bytes(data).get_tensors(densify=True, copy=copy)
 
 
 def load_file(filename: Union[str, "os.PathLike[str]"], *, copy: bool = True) -> Dict[str, np.ndarray]:
@@ -72,5 +73,4 @@ def load_file(filename: Union[str, "os.PathLike[str]"], *, copy: bool = True) ->
     caller owns (as ``safetensors.numpy.load_file``). ``copy=False``: zero-copy,
     read-only arrays over the memory-mapped file where the format stores tensors raw
     (the map stays alive as long as any of them)."""
-    f = _open(filename)
-    return {k: f.get_tensor(k, densify=True, copy=copy) for k in f}
+    return _open(filename).get_tensors(densify=True, copy=copy)
