@@ -8,7 +8,8 @@ original zTensor package (ztensor==1.0.1, .zt), in one run, with ratios.
 Each figure is the best of --repeat runs on a warm page cache (the files were just
 written). Loads are measured two ways: ``load_file`` as a drop-in (it copies into
 writable arrays the caller owns, as safetensors and ztensor do: the like-for-like
-comparison) and ``load_file(copy=False)`` (zero-copy, read-only arrays over the mapped
+comparison; tessera copies into huge-page-advised buffers, packing tensors under 2 MiB
+together) and ``load_file(copy=False)`` (zero-copy, read-only arrays over the mapped
 file). Each is timed for the call alone (the zero-copy load maps the file and reads
 nothing yet) and for the call plus touching every page of every array, which is what a
 user ends up paying. Ratios are peer time / tessera time: above 1 means tessera is
