@@ -11,7 +11,8 @@
 //! - [`Buffer`]: a Python object exposing numpy's `__array_interface__` over either a
 //!   range of the mapped file (read-only, zero-copy; it holds the `Arc<Shared>` so the
 //!   map outlives every array), a decoded buffer it owns (writable), or a copy of a
-//!   mapped range it owns (writable; what safetensors' API returns). `np.asarray(buf)`
+//!   mapped range it owns, alone or in a chunk packed with other copies (writable; what
+//!   safetensors' API returns). `np.asarray(buf)`
 //!   makes the array; numpy keeps `buf` as the array's `base`, so the bytes live exactly
 //!   as long as the last array or view of them.
 //!
