@@ -14,7 +14,7 @@ use tessera::{
     VerifyOptions,
 };
 
-use crate::owner::{Buffer, Opened, PartBytes, Shared};
+use crate::owner::{copy_packed, Buffer, Opened, PartBytes, Shared};
 use crate::values::{map_to_py, IntoPy};
 
 /// A tensor handed to Python: its description and its parts.
@@ -227,9 +227,18 @@ impl File {
     }
 
     /// One tensor: `(info, [(role, Buffer), …])`. Parts borrow the mapped file when the
-    /// format stores them raw; `densify=True` turns a sparse tensor into a dense one.
-    #[pyo3(signature = (name, *, densify=false))]
-    fn tensor<'py>(&self, py: Python<'py>, name: &str, densify: bool) -> PyResult<TensorOut<'py>> {
+    /// format stores them raw, unless `copy=True`: then every part is owned and writable
+    /// (raw parts are copied, with the GIL released, into fresh huge-page-advised
+    /// buffers; decoded parts are already owned). `densify=True` turns a sparse tensor
+    /// into a dense one.
+    #[pyo3(signature = (name, *, densify=false, copy=false))]
+    fn tensor<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        densify: bool,
+        copy: bool,
+    ) -> PyResult<TensorOut<'py>> {
         let shared = &self.shared;
         let (info, parts) = py
             .detach(|| {
@@ -238,11 +247,11 @@ impl File {
                     if densify && matches!(v.info.layout, Layout::SparseCsr | Layout::SparseCoo) {
                         v = tessera::sparse::densify(v)?;
                     }
-                    let parts: Vec<(String, PartBytes)> = v
+                    let parts = v
                         .parts
                         .into_iter()
-                        .map(|p| (p.role, PartBytes::from_cow(shared, p.bytes)))
-                        .collect();
+                        .map(|p| Ok((p.role, PartBytes::from_cow(shared, p.bytes, copy)?)))
+                        .collect::<tessera::Result<Vec<(String, PartBytes)>>>()?;
                     Ok::<_, tessera::Error>((v.info, parts))
                 })
             })
@@ -252,6 +261,86 @@ impl File {
             .map(|(role, b)| (role, b.into_buffer(shared)))
             .collect();
         Ok((info_to_py(py, &info)?, parts))
+    }
+
+    /// Several tensors, in the order of `names`, each as `tensor` returns it. With
+    /// `copy=True` the raw parts under 2 MiB are copied packed together into shared
+    /// huge-page chunks of about 16 MiB (larger ones each get their own buffer): fast,
+    /// but an array keeps its whole chunk alive. This is the drop-ins' `load_file`.
+    #[pyo3(signature = (names, *, densify=false, copy=false))]
+    fn tensors<'py>(
+        &self,
+        py: Python<'py>,
+        names: Vec<String>,
+        densify: bool,
+        copy: bool,
+    ) -> PyResult<Vec<TensorOut<'py>>> {
+        enum Slot {
+            Ready(PartBytes),
+            Small(usize),
+        }
+        let shared = &self.shared;
+        let loaded = py
+            .detach(|| {
+                shared.with(|c| {
+                    let mut small: Vec<&[u8]> = Vec::new();
+                    let mut slots = Vec::with_capacity(names.len());
+                    for name in &names {
+                        let mut v = c.tensor(name)?;
+                        if densify && matches!(v.info.layout, Layout::SparseCsr | Layout::SparseCoo)
+                        {
+                            v = tessera::sparse::densify(v)?;
+                        }
+                        let mut parts = Vec::with_capacity(v.parts.len());
+                        for p in v.parts {
+                            let slot = match p.bytes {
+                                std::borrow::Cow::Borrowed(b)
+                                    if copy
+                                        && b.len()
+                                            < tessera::source::OwnedBytes::HUGE_THRESHOLD =>
+                                {
+                                    small.push(b);
+                                    Slot::Small(small.len() - 1)
+                                }
+                                bytes => Slot::Ready(PartBytes::from_cow(shared, bytes, copy)?),
+                            };
+                            parts.push((p.role, slot));
+                        }
+                        slots.push((v.info, parts));
+                    }
+                    let mut packed: Vec<Option<PartBytes>> =
+                        copy_packed(&small)?.into_iter().map(Some).collect();
+                    let mut out = Vec::with_capacity(slots.len());
+                    for (info, parts) in slots {
+                        let parts = parts
+                            .into_iter()
+                            .map(|(role, slot)| match slot {
+                                Slot::Ready(b) => Ok((role, b)),
+                                Slot::Small(i) => packed
+                                    .get_mut(i)
+                                    .and_then(Option::take)
+                                    .map(|b| (role, b))
+                                    .ok_or_else(|| {
+                                        tessera::Error::invalid_input("internal: packed part lost")
+                                    }),
+                            })
+                            .collect::<tessera::Result<Vec<_>>>()?;
+                        out.push((info, parts));
+                    }
+                    Ok::<_, tessera::Error>(out)
+                })
+            })
+            .py()?;
+        loaded
+            .into_iter()
+            .map(|(info, parts)| {
+                let parts = parts
+                    .into_iter()
+                    .map(|(role, b)| (role, b.into_buffer(shared)))
+                    .collect();
+                Ok((info_to_py(py, &info)?, parts))
+            })
+            .collect()
     }
 
     /// Runs every integrity layer the format has. Returns

@@ -10,9 +10,15 @@
 //!   and by every [`Buffer`] that points into the mapping.
 //! - [`Buffer`]: a Python object exposing numpy's `__array_interface__` over either a
 //!   range of the mapped file (read-only, zero-copy; it holds the `Arc<Shared>` so the
-//!   map outlives every array) or a decoded buffer it owns (writable). `np.asarray(buf)`
+//!   map outlives every array), a decoded buffer it owns (writable), or a copy of a
+//!   mapped range it owns, alone or in a chunk packed with other copies (writable; what
+//!   safetensors' API returns). `np.asarray(buf)`
 //!   makes the array; numpy keeps `buf` as the array's `base`, so the bytes live exactly
 //!   as long as the last array or view of them.
+//!
+//! Writable arrays only ever point into memory Rust owns mutably and no longer touches
+//! (a `Vec<u8>` or an [`OwnedBytes`], pointer taken through `&mut`): the read-only map
+//! is never exposed writable, and nothing Rust holds as `&[u8]` is written through.
 //!
 //! `__array_interface__` rather than the buffer protocol: the extension is built once for
 //! every CPython ≥ 3.9 (abi3), and the buffer protocol is only in the limited API from 3.11.
@@ -21,6 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
+use tessera::source::OwnedBytes;
 use tessera::{Container, FileData};
 
 type DynContainer<'a> = Box<dyn Container + 'a>;
@@ -95,22 +102,95 @@ pub enum PartBytes {
     Mapped { offset: usize, len: usize },
     /// Decoded bytes.
     Owned(Vec<u8>),
+    /// A copy of borrowed bytes (an anonymous huge-page map when large).
+    Copied(OwnedBytes),
+    /// A copy of borrowed bytes at `ptr` inside a chunk shared with other copies (see
+    /// [`copy_packed`]); `ptr` was taken through `&mut` before the chunk was shared.
+    Packed {
+        chunk: Arc<OwnedBytes>,
+        ptr: usize,
+        len: usize,
+    },
+}
+
+/// Target size of the shared chunks [`copy_packed`] fills (a multiple of 2 MiB).
+pub const PACK_CHUNK: usize = 16 << 20;
+
+/// Copies small borrowed parts (each under [`OwnedBytes::HUGE_THRESHOLD`]), in order,
+/// packed back to back (64-byte aligned) into shared chunks of about [`PACK_CHUNK`]
+/// bytes, each an anonymous map advised for huge pages: a tensor too small for a huge
+/// page of its own still gets its copy without 4 KiB page faults. A chunk lives as long
+/// as any array in it. A group of parts under 2 MiB in all gets plain separate copies.
+pub fn copy_packed(parts: &[&[u8]]) -> tessera::Result<Vec<PartBytes>> {
+    const ALIGN: usize = 64;
+    let align = |n: usize, to: usize| n.div_ceil(to).saturating_mul(to);
+    let mut out = Vec::with_capacity(parts.len());
+    let mut start = 0;
+    while start < parts.len() {
+        // The parts [start, end) and their offsets in one chunk. Each part is under
+        // 2 MiB and a group stops at PACK_CHUNK, so nothing here can overflow.
+        let (mut end, mut used, mut offsets) = (start, 0usize, Vec::new());
+        while end < parts.len() {
+            let off = align(used, ALIGN);
+            let next = off.saturating_add(parts[end].len());
+            if next > PACK_CHUNK && end > start {
+                break;
+            }
+            offsets.push(off);
+            used = next;
+            end += 1;
+        }
+        let group = &parts[start..end];
+        if used < OwnedBytes::HUGE_THRESHOLD {
+            for p in group {
+                out.push(PartBytes::Copied(OwnedBytes::copy_from(p)?));
+            }
+        } else {
+            let mut chunk = OwnedBytes::zeroed(align(used, OwnedBytes::HUGE_THRESHOLD))?;
+            let mut ptrs = Vec::with_capacity(group.len());
+            {
+                let buf: &mut [u8] = &mut chunk;
+                for (p, &off) in group.iter().zip(&offsets) {
+                    let dst = &mut buf[off..off + p.len()];
+                    dst.copy_from_slice(p);
+                    // Through `&mut`: numpy will write here; Rust never reads it again.
+                    ptrs.push((dst.as_mut_ptr() as usize, p.len()));
+                }
+            }
+            let chunk = Arc::new(chunk);
+            for (ptr, len) in ptrs {
+                out.push(PartBytes::Packed {
+                    chunk: chunk.clone(),
+                    ptr,
+                    len,
+                });
+            }
+        }
+        start = end;
+    }
+    Ok(out)
 }
 
 impl PartBytes {
-    /// Classifies a part: a borrow of the file becomes a range, anything else a copy
-    /// (owned bytes are moved, not copied).
-    pub fn from_cow(shared: &Shared, bytes: std::borrow::Cow<'_, [u8]>) -> PartBytes {
-        match bytes {
+    /// Classifies a part: a borrow of the file becomes a range (or, with `copy`, a
+    /// fresh copy of it), any other borrow a copy; owned (decoded) bytes are moved, never
+    /// copied. Copies go through [`OwnedBytes::copy_from`] (huge pages when large: a
+    /// fresh buffer's page faults dominate a plain copy). Call it with the GIL released.
+    pub fn from_cow(
+        shared: &Shared,
+        bytes: std::borrow::Cow<'_, [u8]>,
+        copy: bool,
+    ) -> tessera::Result<PartBytes> {
+        Ok(match bytes {
             std::borrow::Cow::Borrowed(b) => match shared.offset_of(b) {
-                Some(offset) => PartBytes::Mapped {
+                Some(offset) if !copy => PartBytes::Mapped {
                     offset,
                     len: b.len(),
                 },
-                None => PartBytes::Owned(b.to_vec()),
+                _ => PartBytes::Copied(OwnedBytes::copy_from(b)?),
             },
             std::borrow::Cow::Owned(v) => PartBytes::Owned(v),
-        }
+        })
     }
 
     /// Makes the Python buffer object.
@@ -128,14 +208,34 @@ impl PartBytes {
                 writable: true,
                 _keep: Keep::Owned(v),
             },
+            PartBytes::Copied(mut o) => {
+                // Through `&mut`: numpy will write here, and Rust never reads it again.
+                let bytes: &mut [u8] = &mut o;
+                Buffer {
+                    ptr: bytes.as_mut_ptr() as usize,
+                    len: bytes.len(),
+                    writable: true,
+                    _keep: Keep::Copied(o),
+                }
+            }
+            PartBytes::Packed { chunk, ptr, len } => Buffer {
+                ptr,
+                len,
+                writable: true,
+                _keep: Keep::Packed(chunk),
+            },
         }
     }
 }
 
 enum Keep {
-    // Both are held only to keep the memory `ptr` points into alive.
+    // All are held only to keep the memory `ptr` points into alive. Moving a `Vec` or an
+    // `OwnedBytes` (a map) does not move the bytes it owns.
     File(#[allow(dead_code)] Arc<Shared>),
     Owned(#[allow(dead_code)] Vec<u8>),
+    Copied(#[allow(dead_code)] OwnedBytes),
+    // A chunk of copies: each `Buffer` into it has its own disjoint range.
+    Packed(#[allow(dead_code)] Arc<OwnedBytes>),
 }
 
 /// Bytes numpy can wrap without a copy (`np.asarray(buffer)` gives a 1-D `uint8` array).
@@ -143,8 +243,9 @@ enum Keep {
 pub struct Buffer {
     // The pointer is valid for `len` bytes for as long as `_keep` lives: `_keep` holds
     // either the file's mapping (never unmapped while an `Arc<Shared>` exists, never
-    // written) or the Vec the pointer was taken from (never touched again by Rust, so
-    // numpy may write into it when `writable`).
+    // written) or the `Vec` / `OwnedBytes` the pointer was taken from through `&mut`
+    // (never touched again by Rust but to drop it, so numpy may write into it when
+    // `writable`; the buffers sharing a packed chunk have disjoint ranges of it).
     ptr: usize,
     len: usize,
     writable: bool,
@@ -173,6 +274,24 @@ impl Buffer {
     #[getter]
     fn borrowed(&self) -> bool {
         matches!(self._keep, Keep::File(_))
+    }
+
+    /// True when the bytes are a copy held in an anonymous map advised for transparent
+    /// huge pages (copies of 2 MiB and more, and copies packed together).
+    #[getter]
+    fn huge_pages(&self) -> bool {
+        match &self._keep {
+            Keep::Copied(o) => o.is_huge(),
+            Keep::Packed(c) => c.is_huge(),
+            _ => false,
+        }
+    }
+
+    /// True when the bytes share a chunk with other tensors' copies (see `packed` in
+    /// `File.tensors`).
+    #[getter]
+    fn packed(&self) -> bool {
+        matches!(self._keep, Keep::Packed(_))
     }
 
     fn __repr__(&self) -> String {

@@ -34,17 +34,40 @@ def tensors():
     }
 
 
+def in_place(a):
+    """What a user does to loaded weights: in-place arithmetic (it needs a writable
+    array; a read-only one raises "assignment destination is read-only")."""
+    if a.dtype == np.bool_:
+        a ^= True
+    elif a.dtype.kind == "f":
+        a *= 0.5
+        a += 1
+    else:
+        a *= 3
+        a -= 1
+    return a
+
+
 def script(numpy_mod, safe_open, path, meta=None):
     """What a user of safetensors.numpy writes; returns everything it observed."""
     t = tensors()
     numpy_mod.save_file(t, str(path), metadata=meta)
     out = {"load_file": numpy_mod.load_file(str(path))}
+    out["writable"] = {k: v.flags.writeable for k, v in out["load_file"].items()}
+    out["load_file_changed"] = {k: in_place(v).copy() for k, v in numpy_mod.load_file(str(path)).items()}
+    # Loaded arrays are the caller's: changing them changes neither the file nor a
+    # re-load (nor the arrays of the first load).
+    out["reload_after_change"] = numpy_mod.load_file(str(path))
     blob = numpy_mod.save(t, metadata=meta)
     out["load"] = numpy_mod.load(blob)
+    out["load_changed"] = {k: in_place(v) for k, v in numpy_mod.load(blob).items()}
+    out["load_again"] = numpy_mod.load(blob)
     with safe_open(str(path), framework="np") as f:
         out["keys"] = list(f.keys())
         out["metadata"] = f.metadata()
         out["get_tensor"] = {k: f.get_tensor(k) for k in f.keys()}
+        out["get_tensor_changed"] = {k: in_place(f.get_tensor(k)) for k in f.keys()}
+        out["get_tensor_again"] = {k: f.get_tensor(k) for k in f.keys()}
         s = f.get_slice("embed.weight")
         out["shape"] = s.get_shape()
         out["dtype"] = s.get_dtype()
@@ -52,6 +75,8 @@ def script(numpy_mod, safe_open, path, meta=None):
         out["slice_cols"] = s[:, 1:3]
         out["slice_step"] = s[::3, ::2]
         out["slice_int"] = s[1]
+        out["slice_changed"] = in_place(s[1:3])
+        out["slice_again"] = s[1:3]
         out["slice_i16"] = f.get_slice("layer.0.w")[1:, :2]
         out["i16_dtype"] = f.get_slice("layer.0.w").get_dtype()
         out["u8_dtype"] = f.get_slice("u8").get_dtype()
@@ -82,6 +107,12 @@ def test_same_script_same_results(tmp):
     ours = script(tnp, tessera.safe_open, tmp / "ours.safetensors", meta)
     assert ours["metadata"] == meta
     assert_same_results(ref, ours)
+    # Not vacuous: safetensors' arrays are writable, and the changes changed values.
+    assert all(ref["writable"].values())
+    t = tensors()
+    for k in t:
+        assert not same(ref["load_file_changed"][k], t[k]), k
+        assert same(ref["reload_after_change"][k], t[k]), k
     # And both write the same bytes (without metadata: safetensors orders metadata keys
     # by a randomly seeded hash map, tessera keeps the caller's order).
     assert snp.save(tensors()) == tnp.save(tensors())

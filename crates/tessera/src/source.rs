@@ -4,7 +4,7 @@
 //! never know which one they got.
 
 use std::fs::File;
-use std::ops::Deref;
+use std::ops::{Deref, DerefMut};
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -116,6 +116,26 @@ impl OwnedBytes {
         })
     }
 
+    /// A zero-filled buffer of `len` bytes, to be filled in place (through `DerefMut`):
+    /// an anonymous map advised for huge pages when `len` is 2 MiB or more (its pages
+    /// cost nothing until written), a `Vec` otherwise.
+    pub fn zeroed(len: usize) -> Result<OwnedBytes> {
+        if len < Self::HUGE_THRESHOLD {
+            return Ok(OwnedBytes {
+                inner: OwnedInner::Heap(vec![0; len]),
+            });
+        }
+        let map = memmap2::MmapMut::map_anon(len)
+            .map_err(|e| Error::from(e).at_subject("allocating an owned tensor buffer"))?;
+        #[cfg(target_os = "linux")]
+        {
+            let _ = map.advise(memmap2::Advice::HugePage);
+        }
+        Ok(OwnedBytes {
+            inner: OwnedInner::Anon(map),
+        })
+    }
+
     /// True when backed by an anonymous (huge-page advised) map.
     pub fn is_huge(&self) -> bool {
         matches!(self.inner, OwnedInner::Anon(_))
@@ -126,6 +146,15 @@ impl Deref for OwnedBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match &self.inner {
+            OwnedInner::Anon(m) => m,
+            OwnedInner::Heap(v) => v,
+        }
+    }
+}
+
+impl DerefMut for OwnedBytes {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match &mut self.inner {
             OwnedInner::Anon(m) => m,
             OwnedInner::Heap(v) => v,
         }
@@ -146,6 +175,12 @@ mod tests {
         let o = OwnedBytes::copy_from(&large).unwrap();
         assert_eq!(&*o, &large[..]);
         assert!(o.is_huge());
+        let mut z = OwnedBytes::zeroed(large.len()).unwrap();
+        assert!(z.is_huge() && z.iter().all(|&b| b == 0));
+        z.copy_from_slice(&large);
+        assert_eq!(&*z, &large[..]);
+        let z = OwnedBytes::zeroed(10).unwrap();
+        assert!(!z.is_huge() && *z == [0u8; 10]);
     }
 
     #[test]

@@ -136,8 +136,9 @@ class File(Mapping):
 
     Dense tensors come back as numpy arrays that borrow the memory-mapped file without a
     copy (read-only) when the format stores them raw, and as owned, writable arrays when
-    they had to be decoded (compressed, text, big-endian). With ``framework="pt"`` they
-    are torch tensors. Tensors in other layouts come back as :class:`Tensor`.
+    they had to be decoded (compressed, text, big-endian); ``get_tensor(name,
+    copy=True)`` always gives an owned, writable array. With ``framework="pt"`` they are
+    torch tensors (always owned). Tensors in other layouts come back as :class:`Tensor`.
     """
 
     def __init__(self, native: Any, framework: str = "np", device: Any = "cpu") -> None:
@@ -225,11 +226,41 @@ class File(Mapping):
     def tensor_infos(self) -> List[Dict[str, Any]]:
         return [self.tensor_info(n) for n in self._names]
 
-    def get_tensor(self, name: str, *, framework: Optional[str] = None, densify: bool = False) -> Any:
+    def get_tensor(
+        self, name: str, *, framework: Optional[str] = None, densify: bool = False, copy: bool = False
+    ) -> Any:
         """One tensor as a numpy array (or torch tensor with ``framework="pt"``).
-        ``densify=True`` turns sparse tensors into dense arrays."""
+        ``densify=True`` turns sparse tensors into dense arrays.
+
+        numpy arrays of raw-stored tensors borrow the mapped file (zero-copy, read-only)
+        unless ``copy=True``, which copies them into a fresh buffer the array owns
+        (writable, independent of the file; buffers of 2 MiB and more are advised for
+        transparent huge pages, which makes the copy several times faster than into
+        ``malloc``'d memory). Decoded tensors are owned and writable either way, and are
+        never copied twice. torch tensors are always owned."""
         fw = self._framework if framework is None else _framework(framework)
-        info, parts = self._f.tensor(name, densify=densify)
+        info, parts = self._f.tensor(name, densify=densify, copy=copy and fw == "np")
+        return self._wrap(info, parts, fw)
+
+    def get_tensors(
+        self,
+        names: Optional[Sequence[str]] = None,
+        *,
+        framework: Optional[str] = None,
+        densify: bool = False,
+        copy: bool = False,
+    ) -> Dict[str, Any]:
+        """Several tensors (default: all, in file order) as a dict, read in one call
+        with the GIL released. As :meth:`get_tensor`, except that with ``copy=True``
+        tensors under 2 MiB are copied packed together into shared huge-page buffers of
+        about 16 MiB (faster; an array keeps its whole buffer alive, its neighbours'
+        bytes included). This is what :func:`tessera.numpy.load_file` does."""
+        fw = self._framework if framework is None else _framework(framework)
+        names = list(self._names if names is None else names)
+        loaded = self._f.tensors(names, densify=densify, copy=copy and fw == "np")
+        return {n: self._wrap(info, parts, fw) for n, (info, parts) in zip(names, loaded)}
+
+    def _wrap(self, info: Dict[str, Any], parts: Any, fw: str) -> Any:
         raw = {role: np.asarray(buf) for role, buf in parts}
         if info["layout"] != "dense":
             return Tensor._from_raw(info, raw)
@@ -374,7 +405,10 @@ class _Slice:
         return shape[0]
 
     def __getitem__(self, index: Any) -> Any:
+        # Only the selected part is copied (a view of the map first, then its copy).
         arr = self._owner._file.get_tensor(self._name, framework="np", densify=True)
+        if self._owner._framework == "np" and not self._owner._copy:
+            return arr[index]
         part = np.array(arr[index], copy=True)
         if self._owner._framework == "pt":
             raw = np.ascontiguousarray(part).reshape(-1).view(np.uint8)
@@ -390,11 +424,16 @@ class safe_open:
                 t = f.get_tensor(k)
             part = f.get_slice("embed")[:, :128]
             meta = f.metadata()
+
+    As in safetensors, ``get_tensor`` and ``get_slice(...)[...]`` return arrays the
+    caller owns (writable). With ``framework="np"``, ``copy=False`` returns zero-copy,
+    read-only arrays over the mapped file instead (as :func:`tessera.open` does).
     """
 
-    def __init__(self, filename: PathLike, framework: str, device: Any = "cpu") -> None:
+    def __init__(self, filename: PathLike, framework: str, device: Any = "cpu", *, copy: bool = True) -> None:
         self._framework = _framework(framework)
         self._device = device
+        self._copy = bool(copy)
         self._file = open(filename, self._framework, device=device)
 
     def keys(self) -> List[str]:
@@ -413,7 +452,7 @@ class safe_open:
         return {k: v if isinstance(v, str) else json.dumps(_jsonable(v)) for k, v in md.items()}
 
     def get_tensor(self, name: str) -> Any:
-        return self._file.get_tensor(name, densify=True)
+        return self._file.get_tensor(name, densify=True, copy=self._copy)
 
     def get_slice(self, name: str) -> _Slice:
         return _Slice(self, name)

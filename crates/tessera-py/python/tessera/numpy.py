@@ -1,7 +1,14 @@
 """Drop-in for ``safetensors.numpy``, for every format tessera reads and writes.
 
-``load_file``/``load`` return numpy arrays that borrow the memory-mapped file (read-only,
-no copy) when the format stores tensors raw; decoded tensors are owned and writable.
+``load_file``/``load`` return numpy arrays the caller owns (writable, independent of the
+file), as safetensors does; the copy out of the memory-mapped file goes into fresh
+buffers advised for transparent huge pages, which is what makes it fast (tensors under
+2 MiB are packed together into shared buffers of about 16 MiB: an array keeps its
+buffer alive, see :meth:`tessera.File.get_tensors`). ``copy=False``
+returns zero-copy arrays instead: read-only views of the mapped file (or of the bytes
+given to ``load``) when the format stores tensors raw; decoded tensors (compressed,
+text, big-endian) are owned and writable either way. ``tessera.open(path)[name]`` is
+zero-copy too.
 ``save_file`` picks the format from the file extension (``.safetensors``, ``.zt``,
 ``.fold``, ``.aero``, …) or ``format=``, defaulting to safetensors for unknown
 extensions; extra keyword options are those of :func:`tessera.save`.
@@ -54,13 +61,16 @@ def save_file(
     _save(tensor_dict, filename, format=_format_for(filename, format), metadata=metadata, **options)
 
 
-def load(data: bytes) -> Dict[str, np.ndarray]:
-    """Deserializes bytes of any supported format."""
-    f = _load_bytes(data)
-    return {k: f.get_tensor(k, densify=True) for k in f}
+def load(data: bytes, *, copy: bool = True) -> Dict[str, np.ndarray]:
+    """Deserializes bytes of any supported format into writable arrays; with
+    ``copy=False``, raw-stored tensors are read-only views of one internal copy of
+    ``data``."""
+    return _load_bytes(data).get_tensors(densify=True, copy=copy)
 
 
-def load_file(filename: Union[str, "os.PathLike[str]"]) -> Dict[str, np.ndarray]:
-    """Loads every tensor of a file of any supported format (zero-copy where stored raw)."""
-    f = _open(filename)
-    return {k: f.get_tensor(k, densify=True) for k in f}
+def load_file(filename: Union[str, "os.PathLike[str]"], *, copy: bool = True) -> Dict[str, np.ndarray]:
+    """Loads every tensor of a file of any supported format into writable arrays the
+    caller owns (as ``safetensors.numpy.load_file``). ``copy=False``: zero-copy,
+    read-only arrays over the memory-mapped file where the format stores tensors raw
+    (the map stays alive as long as any of them)."""
+    return _open(filename).get_tensors(densify=True, copy=copy)
