@@ -159,3 +159,40 @@ fn diff_of_the_same_model_in_every_format_finds_no_difference() {
     let max = j["changed"][0]["max_abs_diff"].as_f64().unwrap();
     assert!((max - (2.5 - 1.0 / 3.0)).abs() < 1e-6, "{max}");
 }
+
+#[test]
+fn tour_writes_verifies_and_converts_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tessera()
+        .arg("tour")
+        .arg("--dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!text.contains("FAILED"), "{text}");
+    assert!(!text.contains("not supported yet"), "{text}");
+    assert!(text.contains("9 formats written and verified"), "{text}");
+    for ext in [
+        "wtxt",
+        "zt",
+        "fold",
+        "aero",
+        "gptrs",
+        "gptrsten",
+        "safetensors",
+        "npz",
+        "gguf",
+    ] {
+        assert!(
+            dir.path().join(format!("tour.{ext}")).exists(),
+            "tour.{ext} missing"
+        );
+    }
+}
