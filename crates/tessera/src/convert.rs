@@ -190,6 +190,8 @@ pub struct Prepared<'s> {
     src: &'s dyn TensorSource,
     infos: Vec<TensorInfo>,
     plans: Vec<Plan>,
+    /// Tensor name → position in `infos`/`plans`.
+    index: std::collections::HashMap<String, usize>,
     metadata: Metadata,
     keep_chunks: bool,
     notes: Vec<String>,
@@ -232,10 +234,7 @@ pub fn prepare<'s>(
                 notes.push(format!("densified {:?} ({})", info.name, info.layout));
                 true
             }
-            Layout::Other(l) if caps.other_layouts => {
-                let _ = l;
-                false
-            }
+            Layout::Other(_) if caps.other_layouts => false,
             Layout::Other(l) => {
                 return Err(Error::unsupported(format!(
                     "tensor {:?} has layout {l:?}, which {} cannot store",
@@ -312,10 +311,16 @@ pub fn prepare<'s>(
         }
         notes.push(format!("dropped {opaque} opaque chunks"));
     }
+    let index = infos
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.clone(), i))
+        .collect();
     Ok(Prepared {
         src,
         infos,
         plans,
+        index,
         metadata,
         keep_chunks,
         notes,
@@ -337,11 +342,7 @@ impl TensorSource for Prepared<'_> {
         &self.infos
     }
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
-        let i = self
-            .infos
-            .iter()
-            .position(|t| t.name == name)
-            .ok_or_else(|| Error::no_tensor(name))?;
+        let i = crate::model::tensor_position(&self.index, name)?;
         let v = self.src.tensor(name)?;
         let mut v = match self.plans[i] {
             Plan::AsIs => v,

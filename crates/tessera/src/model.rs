@@ -3,19 +3,17 @@
 //! in-memory set of tensors.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::metadata::Metadata;
-use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
+use crate::tensor::{ChunkInfo, Part, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
 
 /// The position of tensor `name` in a reader's name → index map, or
 /// [`Error::no_tensor`]: the lookup every reader's `tensor()` starts with.
-pub fn tensor_position(
-    index: &std::collections::HashMap<String, usize>,
-    name: &str,
-) -> Result<usize> {
+pub fn tensor_position(index: &HashMap<String, usize>, name: &str) -> Result<usize> {
     index
         .get(name)
         .copied()
@@ -68,9 +66,13 @@ pub struct Model {
     /// File-level metadata.
     pub metadata: Metadata,
     infos: Vec<TensorInfo>,
-    tensors: Vec<TensorView<'static>>,
-    chunks: Vec<(ChunkInfo, Vec<u8>)>,
+    /// The parts of `infos[i]`.
+    parts: Vec<Vec<Part<'static>>>,
+    /// Tensor name → position, so pushes and lookups stay O(1) for big models.
+    index: HashMap<String, usize>,
     chunk_infos: Vec<ChunkInfo>,
+    /// The bytes of `chunk_infos[i]`.
+    chunk_bytes: Vec<Vec<u8>>,
 }
 
 impl Model {
@@ -82,15 +84,16 @@ impl Model {
     /// Adds a tensor after validating it. Names must be unique.
     pub fn push(&mut self, view: TensorView<'_>) -> Result<()> {
         view.validate()?;
-        if self.infos.iter().any(|i| i.name == view.info.name) {
+        if self.index.contains_key(&view.info.name) {
             return Err(Error::invalid_input(format!(
                 "duplicate tensor name {:?}",
                 view.info.name
             )));
         }
         let view = view.into_owned();
-        self.infos.push(view.info.clone());
-        self.tensors.push(view);
+        self.index.insert(view.info.name.clone(), self.infos.len());
+        self.infos.push(view.info);
+        self.parts.push(view.parts);
         Ok(())
     }
 
@@ -103,8 +106,8 @@ impl Model {
             )));
         }
         info.len = Some(bytes.len() as u64);
-        self.chunk_infos.push(info.clone());
-        self.chunks.push((info, bytes));
+        self.chunk_infos.push(info);
+        self.chunk_bytes.push(bytes);
         Ok(())
     }
 
@@ -130,17 +133,12 @@ impl TensorSource for Model {
         &self.infos
     }
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
-        let t = self
-            .tensors
-            .iter()
-            .find(|t| t.info.name == name)
-            .ok_or_else(|| Error::no_tensor(name))?;
+        let i = tensor_position(&self.index, name)?;
         Ok(TensorView {
-            info: t.info.clone(),
-            parts: t
-                .parts
+            info: self.infos[i].clone(),
+            parts: self.parts[i]
                 .iter()
-                .map(|p| crate::tensor::Part {
+                .map(|p| Part {
                     role: p.role.clone(),
                     bytes: Cow::Borrowed(p.bytes.as_ref()),
                 })
@@ -151,10 +149,10 @@ impl TensorSource for Model {
         &self.chunk_infos
     }
     fn chunk(&self, name: &str) -> Result<Cow<'_, [u8]>> {
-        self.chunks
+        self.chunk_infos
             .iter()
-            .find(|(c, _)| c.name == name)
-            .map(|(_, b)| Cow::Borrowed(b.as_slice()))
+            .position(|c| c.name == name)
+            .map(|i| Cow::Borrowed(self.chunk_bytes[i].as_slice()))
             .ok_or_else(|| Error::not_found(format!("no chunk named {name:?}")))
     }
 }
