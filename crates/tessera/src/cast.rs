@@ -45,25 +45,23 @@ enum Num {
 }
 
 fn read(d: DType, b: &[u8], i: usize) -> Result<Num> {
-    let v = d
-        .element_as_f64(b, i)
-        .ok_or_else(|| Error::invalid_input("element out of range"))?;
-    Ok(if d.is_int() || d == DType::Bool {
-        let sz = d.size();
-        let s = &b[i * sz..(i + 1) * sz];
-        let mut w = [0u8; 8];
-        w[..sz].copy_from_slice(s);
-        let u = u64::from_le_bytes(w);
-        let signed = matches!(d, DType::I8 | DType::I16 | DType::I32 | DType::I64);
-        Num::I(if signed {
-            let shift = 64 - 8 * sz as u32;
-            (((u << shift) as i64) >> shift) as i128
-        } else {
-            u as i128
-        })
+    let out_of_range = || Error::invalid_input("element out of range");
+    if !(d.is_int() || d == DType::Bool) {
+        return d.element_as_f64(b, i).map(Num::F).ok_or_else(out_of_range);
+    }
+    // Integers exactly, not through f64 (which loses precision past 2^53).
+    let sz = d.size();
+    let s = b.get(i * sz..(i + 1) * sz).ok_or_else(out_of_range)?;
+    let mut w = [0u8; 8];
+    w[..sz].copy_from_slice(s);
+    let u = u64::from_le_bytes(w);
+    let signed = matches!(d, DType::I8 | DType::I16 | DType::I32 | DType::I64);
+    Ok(Num::I(if signed {
+        let shift = 64 - 8 * sz as u32;
+        (((u << shift) as i64) >> shift) as i128
     } else {
-        Num::F(v)
-    })
+        u as i128
+    }))
 }
 
 fn write(d: DType, n: Num, out: &mut Vec<u8>, name: &str) -> Result<()> {
