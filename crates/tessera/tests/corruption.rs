@@ -239,10 +239,48 @@ fn npz_crc_covers_every_member_data_byte() {
 }
 
 #[test]
-fn formats_without_checksums_are_measured() {
-    // safetensors, GGUF and GPTRS have no checksum over tensor data: report only.
+fn formats_without_checksums_miss_only_data_and_metadata_text() {
+    // safetensors, GGUF and GPTRS have no checksum over tensor data or metadata, so a
+    // flip there (a value, or a key) goes unnoticed; every other byte (magic, lengths, offsets, names,
+    // dtypes, shapes, JSON/KV structure) must be caught by the structural checks.
+    let m = model();
     for f in [Format::Safetensors, Format::Gguf, Format::GptrsCheckpoint] {
-        let (_, c) = campaign(f, &WriteOptions::default(), &VerifyOptions::default());
-        assert!(c.detected + c.harmless + c.undetected.len() > 0);
+        let (clean, c) = campaign(f, &WriteOptions::default(), &VerifyOptions::default());
+        let mut uncovered: Vec<std::ops::Range<usize>> = Vec::new();
+        for info in m.tensor_infos() {
+            let bytes = m.tensor(&info.name).unwrap().parts[0].bytes.to_vec();
+            let at = clean
+                .windows(bytes.len())
+                .position(|w| w == bytes.as_slice())
+                .unwrap();
+            uncovered.push(at..at + bytes.len());
+        }
+        if f == Format::Gguf {
+            // GGUF stores no tensor lengths: the last tensor ("b", dims [6]) may grow
+            // into the alignment padding after it (24 bytes padded to 32) unnoticed.
+            let info = [b'b', 1, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0];
+            let at = clean.windows(info.len()).position(|w| w == info).unwrap();
+            uncovered.push(at + 5..at + 13);
+        }
+        // Metadata text: the key and value, and GPTRS's config wrapper around them.
+        for text in [
+            &b"description"[..],
+            b"campaign",
+            br#""kind":"tensors","config""#,
+        ] {
+            for at in (0..clean.len()).filter(|&i| clean[i..].starts_with(text)) {
+                uncovered.push(at..at + text.len());
+            }
+        }
+        let elsewhere: Vec<usize> = c
+            .undetected
+            .iter()
+            .copied()
+            .filter(|i| !uncovered.iter().any(|r| r.contains(i)))
+            .collect();
+        assert!(
+            elsewhere.is_empty(),
+            "{f}: undetected flips outside data and metadata text at {elsewhere:?}"
+        );
     }
 }

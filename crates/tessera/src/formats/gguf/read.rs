@@ -44,6 +44,9 @@ pub struct GgufFile<'d> {
     data_offset: u64,
     endian: Endian,
     warnings: Vec<String>,
+    /// Why llama.cpp would refuse the data layout (tensors not packed in tensor-info
+    /// order, or the final padding missing), if it would.
+    layout_problem: Option<String>,
 }
 
 impl<'d> GgufFile<'d> {
@@ -193,17 +196,14 @@ impl<'d> GgufFile<'d> {
             infos.push(info);
             ranges.push((abs, nbytes));
         }
-        if !canonical {
-            warnings.push(
-                "tensor data is not packed in tensor-info order (llama.cpp refuses such files)"
-                    .into(),
-            );
+        let layout_problem = if !canonical {
+            Some("tensor data is not packed in tensor-info order (llama.cpp refuses such files)")
         } else if expected > 0 && data_offset.saturating_add(expected) > data.len() as u64 {
-            warnings.push(
-                "the file ends before the padding after the last tensor (llama.cpp refuses such files)"
-                    .into(),
-            );
-        }
+            Some("the file ends before the padding after the last tensor (llama.cpp refuses such files)")
+        } else {
+            None
+        };
+        warnings.extend(layout_problem.map(String::from));
         if endian.big {
             warnings.push(
                 "big-endian file: plain tensors are byte-swapped on reading (not zero-copy); \
@@ -237,6 +237,7 @@ impl<'d> GgufFile<'d> {
             data_offset,
             endian,
             warnings,
+            layout_problem: layout_problem.map(String::from),
         })
     }
 
@@ -445,6 +446,13 @@ impl Container for GgufFile<'_> {
             ..Default::default()
         };
         rep.ok("file", "structure");
+        // GGUF has no checksum, so the data layout is the one check that catches a
+        // damaged shape or offset that still stays inside the file: gguf-py and our
+        // writer pack tensors in order with alignment padding, as llama.cpp requires.
+        match &self.layout_problem {
+            None => rep.ok("file", "layout"),
+            Some(p) => rep.failed("file", "layout", p.clone()),
+        }
         rep.push(
             "file",
             "checksum",
