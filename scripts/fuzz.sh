@@ -16,13 +16,14 @@ export RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module -Cllvm-args=-sanitizer-co
 -Cllvm-args=-sanitizer-coverage-trace-compares -Cdebug-assertions -Coverflow-checks"
 # An explicit --target keeps the coverage flags off build scripts and proc macros.
 HOST=$(rustc -vV | sed -n 's/^host: //p')
-cargo build --release --quiet --manifest-path fuzz/Cargo.toml --target-dir fuzz/target --target "$HOST"
-BIN="fuzz/target/$HOST/release"
+FUZZ_TARGET="${TESSERA_FUZZ_TARGET_DIR:-fuzz/target}"
+cargo build --release --quiet --manifest-path fuzz/Cargo.toml --target-dir "$FUZZ_TARGET" --target "$HOST"
+BIN="$FUZZ_TARGET/$HOST/release"
 
 seed_dir() { # target -> directory of seeds
   local t="$1" d="fuzz/corpus/$1"
   mkdir -p "$d"
-  local src=(../shared/interop-samples crates/tessera/tests/data)
+  local src=(tests/interop-samples crates/tessera/tests/data)
   for s in "${src[@]}"; do
     [ -d "$s" ] || continue
     find "$s" -type f ! -name '*.md' ! -name '*.py' ! -name '*.txt' | while read -r f; do

@@ -24,7 +24,7 @@ cargo test --workspace --quiet 2>&1 | tail -n 200
 
 echo "== cargo build (CLI for the peer tests)"
 cargo build --release --quiet -p tessera-cli
-export TESSERA_BIN="$PWD/target/release/tessera"
+export TESSERA_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/tessera"
 
 echo "== maturin develop (the tessera Python package into $VENV)"
 VIRTUAL_ENV="$(cd "$VENV" && pwd)" "$VENV/bin/maturin" develop --release --quiet \

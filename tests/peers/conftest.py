@@ -14,7 +14,7 @@ import types
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SAMPLES = ROOT.parent / "shared" / "interop-samples"
+SAMPLES = ROOT / "tests" / "interop-samples"
 
 
 def _bin():

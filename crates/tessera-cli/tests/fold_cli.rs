@@ -5,7 +5,7 @@ use tessera_cli::{exit_code_for, run, Cli};
 
 const NEURON: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/interop-samples/fold/pyfolds102_save_fold_or_mind_MPJRDNeuron.fold"
+    "/../../tests/interop-samples/fold/pyfolds102_save_fold_or_mind_MPJRDNeuron.fold"
 );
 
 fn tessera(args: &[&str]) -> (u8, String) {

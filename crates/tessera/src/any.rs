@@ -8,7 +8,7 @@ use crate::limits::Limits;
 use crate::model::Container;
 
 /// Options for opening a file.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ReadOptions {
     /// Caps on what the reader accepts.
     pub limits: Limits,
@@ -21,6 +21,26 @@ pub struct ReadOptions {
     pub age_identities: Vec<String>,
     /// age passphrase for encrypted files.
     pub age_passphrase: Option<String>,
+    /// Check every digest the format stores for a tensor's or chunk's bytes before
+    /// [`crate::TensorSource::tensor`] / `chunk` hands them out (an `Integrity` error
+    /// names the file, tensor or chunk and the layer otherwise). On by default; off only
+    /// when the caller asks (`--no-verify`, `verify=False`), and then the output says so.
+    /// A checked read is still zero-copy where the bytes are stored raw: the bytes are
+    /// hashed in place, once per tensor or chunk.
+    pub verify: bool,
+}
+
+impl Default for ReadOptions {
+    fn default() -> ReadOptions {
+        ReadOptions {
+            limits: Limits::default(),
+            path: None,
+            salvage: false,
+            age_identities: Vec::new(),
+            age_passphrase: None,
+            verify: true,
+        }
+    }
 }
 
 /// A reader entry point: parse and validate `data`, return the opened file.

@@ -7,7 +7,7 @@ use tessera::{Container, ErrorKind, Layout, Limits, TensorSource, Value, VerifyO
 
 const SAMPLES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/interop-samples/aero/"
+    "/../../tests/interop-samples/aero/"
 );
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/aero/");
 const PLAIN: &str = "aerotensor_HEAD630e8a4_write_model_plain.aero";

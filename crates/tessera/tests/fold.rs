@@ -12,7 +12,7 @@ use tessera::{
 
 const SAMPLES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/interop-samples/fold/"
+    "/../../tests/interop-samples/fold/"
 );
 
 fn sample(name: &str) -> Vec<u8> {

@@ -73,7 +73,7 @@ fn fuzz_regressions_replay_without_panic() {
 
 #[test]
 fn interop_samples_exercise_without_panic() {
-    let samples = root().join("../shared/interop-samples");
+    let samples = root().join("tests/interop-samples");
     let files: Vec<PathBuf> = files_under(&samples)
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e != "md"))

@@ -13,7 +13,7 @@ use tessera::{
 
 const SAMPLES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/interop-samples/gptrs"
+    "/../../tests/interop-samples/gptrs"
 );
 const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/gptrs");
 

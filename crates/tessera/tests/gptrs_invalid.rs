@@ -8,7 +8,7 @@ use tessera::{ErrorKind, Limits, ReadOptions, Status, TensorSource};
 
 const SAMPLES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/interop-samples/gptrs"
+    "/../../tests/interop-samples/gptrs"
 );
 const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/gptrs");
 

@@ -8,7 +8,7 @@ use tessera::{Container, DType, Layout, ReadOptions, Status, TensorSource};
 
 const SAMPLE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/interop-samples/ztensor/pypi_ztensor_1.0.1_mixed.zt"
+    "/../../tests/interop-samples/ztensor/pypi_ztensor_1.0.1_mixed.zt"
 );
 
 fn le<T: Copy, const N: usize>(v: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {

@@ -13,7 +13,7 @@ use tessera::{
 
 pub const SAMPLES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/interop-samples/aero/"
+    "/../../tests/interop-samples/aero/"
 );
 pub const PLAIN: &str = "aerotensor_HEAD630e8a4_write_model_plain.aero";
 pub const IHSH: &str = "aerotensor_f1d395d_write_model_ihsh.aero";
