@@ -44,7 +44,7 @@ impl B {
         while self.0.len() % align != 0 {
             self.0.push(0);
         }
-        self.0.extend(std::iter::repeat(0u8).take(extra));
+        self.0.extend(std::iter::repeat_n(0u8, extra));
         self
     }
     fn bytes(&self) -> &[u8] {

@@ -14,7 +14,10 @@ fn samples() -> PathBuf {
 
 fn listed() -> BTreeMap<String, String> {
     let text = std::fs::read_to_string(samples().join("MANIFEST.md")).unwrap();
-    let body = text.split("sha256:").nth(1).expect("MANIFEST has a sha256: list");
+    let body = text
+        .split("sha256:")
+        .nth(1)
+        .expect("MANIFEST has a sha256: list");
     body.lines()
         .filter_map(|l| {
             let (hex, name) = l.split_once("  ")?;
@@ -30,7 +33,12 @@ fn files(dir: &Path, base: &Path, out: &mut Vec<String>) {
         if p.is_dir() {
             files(&p, base, out);
         } else if p.extension().is_none_or(|x| x != "md") {
-            out.push(p.strip_prefix(base).unwrap().to_string_lossy().replace('\\', "/"));
+            out.push(
+                p.strip_prefix(base)
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('\\', "/"),
+            );
         }
     }
 }
@@ -38,7 +46,11 @@ fn files(dir: &Path, base: &Path, out: &mut Vec<String>) {
 #[test]
 fn every_sample_is_listed_with_its_sha256() {
     let listed = listed();
-    assert!(listed.len() >= 11, "MANIFEST lists {} samples", listed.len());
+    assert!(
+        listed.len() >= 11,
+        "MANIFEST lists {} samples",
+        listed.len()
+    );
     let mut found = Vec::new();
     files(&samples(), &samples(), &mut found);
     found.sort();

@@ -291,7 +291,7 @@ impl AeroFile<'_> {
         };
         let shard = &self.chunks[chunk].entry;
         let end = data_off.checked_add(data_len);
-        if end.map_or(true, |e| e > shard.chunk_ulen) {
+        if end.is_none_or(|e| e > shard.chunk_ulen) {
             return Err(ctx(Error::malformed(format!(
                 "data_off {data_off} + data_len {data_len} exceeds shard {shard_id} ({} bytes)",
                 shard.chunk_ulen

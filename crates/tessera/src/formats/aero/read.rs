@@ -212,7 +212,7 @@ impl<'d> AeroFile<'d> {
                 .map_err(|_| at("chunk name is not valid UTF-8".into()))?
                 .to_string();
             let end = e.chunk_offset.checked_add(e.chunk_length);
-            if end.map_or(true, |end| end > size) {
+            if end.is_none_or(|end| end > size) {
                 return Err(at(format!(
                     "chunk {name:?}: chunk_offset {} + chunk_length {} exceeds the file size {size}",
                     e.chunk_offset, e.chunk_length

@@ -110,7 +110,7 @@ impl ValueReader {
         })?;
         let n = self.endian.u64(r, "array length")?;
         let need = n.checked_mul(item.min_size());
-        if need.map_or(true, |need| need > r.remaining() as u64) {
+        if need.is_none_or(|need| need > r.remaining() as u64) {
             return Err(Error::malformed(format!(
                 "array of {n} {} items cannot fit in the {} bytes left",
                 item.short_name(),
@@ -418,7 +418,7 @@ pub(crate) fn is_default(ann: &Value, value: &Value) -> bool {
     let inferred = Ty::infer(value);
     if ann.as_str() == Some(JSON_ANNOTATION) {
         let mut scratch = Vec::new();
-        return inferred.map_or(true, |t| encode(&mut scratch, &t, value, true).is_none());
+        return inferred.is_none_or(|t| encode(&mut scratch, &t, value, true).is_none());
     }
     let (Some(annotated), Some(inferred)) = (Ty::parse(ann, 0), inferred) else {
         return false;

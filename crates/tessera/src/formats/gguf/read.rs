@@ -88,7 +88,7 @@ impl<'d> GgufFile<'d> {
         let need = kv_count
             .checked_mul(MIN_KV)
             .and_then(|a| a.checked_add(tensor_count.checked_mul(MIN_TENSOR_INFO)?));
-        if need.map_or(true, |n| n > room) {
+        if need.is_none_or(|n| n > room) {
             return Err(Error::malformed(format!(
                 "{tensor_count} tensors and {kv_count} metadata keys cannot fit in the {room} bytes left"
             ))
