@@ -15,7 +15,7 @@ fn samples() -> PathBuf {
 fn listed() -> BTreeMap<String, String> {
     let text = std::fs::read_to_string(samples().join("MANIFEST.md")).unwrap();
     let body = text
-        .split("sha256:")
+        .split("\nsha256:\n")
         .nth(1)
         .expect("MANIFEST has a sha256: list");
     body.lines()
