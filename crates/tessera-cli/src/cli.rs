@@ -50,6 +50,10 @@ pub struct ReadArgs {
     /// age passphrase file to decrypt an encrypted input.
     #[arg(long, value_name = "FILE")]
     pub passphrase_file: Option<PathBuf>,
+    /// Use tensor and chunk bytes without checking the digests the file stores for them
+    /// (faster, and unsafe: damaged bytes pass through). The output says so.
+    #[arg(long)]
+    pub no_verify: bool,
 }
 
 /// `tessera inspect`.

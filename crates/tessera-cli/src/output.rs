@@ -14,6 +14,7 @@ pub fn read_options(path: &Path, args: &ReadArgs) -> anyhow::Result<ReadOptions>
     let mut opts = ReadOptions {
         path: Some(path.to_path_buf()),
         salvage: args.salvage,
+        verify: !args.no_verify,
         ..ReadOptions::default()
     };
     for id in &args.identity {
@@ -34,13 +35,46 @@ pub fn read_options(path: &Path, args: &ReadArgs) -> anyhow::Result<ReadOptions>
     Ok(opts)
 }
 
-/// Maps `path`, opens it as whatever format it is, and runs `f` on it.
+/// Maps `path`, opens it as whatever format it is, and runs `f` on it. Tensor and chunk
+/// reads check every digest the file stores for their bytes unless `--no-verify`, which
+/// is announced on stderr.
 pub fn with_file<T>(
     path: &Path,
     args: &ReadArgs,
     f: impl FnOnce(&dyn Container) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
-    let opts = read_options(path, args)?;
+    if args.no_verify {
+        eprintln!(
+            "note: --no-verify: the digests {} stores are not checked; its bytes are used as stored",
+            path.display()
+        );
+    }
+    open_with(path, read_options(path, args)?, f)
+}
+
+/// [`with_file`] for the verbs that audit a file rather than hand its bytes out
+/// (`inspect`, `verify`): a part too damaged to list is reported, not fatal.
+/// `--no-verify` means nothing to them and is refused.
+pub fn with_file_audit<T>(
+    path: &Path,
+    args: &ReadArgs,
+    f: impl FnOnce(&dyn Container) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    if args.no_verify {
+        return Err(anyhow::Error::new(tessera::Error::invalid_input(
+            "--no-verify applies to the verbs that read tensor bytes (convert, extract, diff); this one hands none out",
+        )));
+    }
+    let mut opts = read_options(path, args)?;
+    opts.audit = true;
+    open_with(path, opts, f)
+}
+
+fn open_with<T>(
+    path: &Path,
+    opts: ReadOptions,
+    f: impl FnOnce(&dyn Container) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     let data = FileData::open(path).map_err(anyhow::Error::new)?;
     let file = tessera::open(&data, &opts)
         .map_err(|e| anyhow::Error::new(e).context(path.display().to_string()))?;

@@ -1,11 +1,16 @@
 //! Opening any supported file: detect the format by content, dispatch to its reader.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::limits::Limits;
+use crate::metadata::Metadata;
 use crate::model::Container;
+use crate::model::TensorSource;
+use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
+use crate::verify::{VerifyOptions, VerifyReport};
 
 /// Options for opening a file.
 #[derive(Debug, Clone)]
@@ -28,6 +33,11 @@ pub struct ReadOptions {
     /// A checked read is still zero-copy where the bytes are stored raw: the bytes are
     /// hashed in place, once per tensor or chunk.
     pub verify: bool,
+    /// Open to inspect or verify, not to hand tensors out: a part too damaged to list
+    /// (a FOLD tensor chunk whose payload fails its checks) is reported in `warnings()`
+    /// and by `verify` instead of failing the open. `tessera inspect` and `tessera
+    /// verify` set it; a reader that would otherwise silently list fewer tensors fails.
+    pub audit: bool,
 }
 
 impl Default for ReadOptions {
@@ -39,6 +49,7 @@ impl Default for ReadOptions {
             age_identities: Vec::new(),
             age_passphrase: None,
             verify: true,
+            audit: false,
         }
     }
 }
@@ -66,8 +77,68 @@ pub fn reader_for(format: Format) -> Option<OpenFn> {
 /// Opens `data` as whatever format its first bytes say. A known format that is not
 /// implemented is an `Unsupported` error ("… is detected but not supported yet"), not
 /// `UnknownFormat`.
+///
+/// When `opts.path` is set, every error the opened file returns later (a tensor or chunk
+/// read that fails its digest, say) names that file first.
 pub fn open<'d>(data: &'d [u8], opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
     let format = Format::detect_or_err(data)?;
     let open = reader_for(format).ok_or_else(|| format.not_supported_yet())?;
-    open(data, opts).map_err(|e| e.in_format(format.name()))
+    let file = open(data, opts).map_err(|e| e.in_format(format.name()))?;
+    Ok(match &opts.path {
+        Some(p) => Box::new(Labeled {
+            inner: file,
+            file: p.display().to_string(),
+            format: format.name(),
+        }),
+        None => file,
+    })
+}
+
+/// An opened file whose read errors name the file and its format.
+struct Labeled<'d> {
+    inner: Box<dyn Container + 'd>,
+    file: String,
+    format: &'static str,
+}
+
+impl Labeled<'_> {
+    fn label(&self, e: Error) -> Error {
+        e.in_format(self.format).in_file(self.file.clone())
+    }
+}
+
+impl TensorSource for Labeled<'_> {
+    fn metadata(&self) -> &Metadata {
+        self.inner.metadata()
+    }
+    fn tensor_infos(&self) -> &[TensorInfo] {
+        self.inner.tensor_infos()
+    }
+    fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
+        self.inner.tensor(name).map_err(|e| self.label(e))
+    }
+    fn chunks(&self) -> &[ChunkInfo] {
+        self.inner.chunks()
+    }
+    fn chunk(&self, name: &str) -> Result<Cow<'_, [u8]>> {
+        self.inner.chunk(name).map_err(|e| self.label(e))
+    }
+    fn source_format(&self) -> Option<Format> {
+        self.inner.source_format()
+    }
+}
+
+impl Container for Labeled<'_> {
+    fn format(&self) -> Format {
+        self.inner.format()
+    }
+    fn version(&self) -> String {
+        self.inner.version()
+    }
+    fn verify(&self, opts: &VerifyOptions) -> VerifyReport {
+        self.inner.verify(opts)
+    }
+    fn warnings(&self) -> Vec<String> {
+        self.inner.warnings()
+    }
 }

@@ -54,6 +54,7 @@ impl ErrorKind {
 
 struct Inner {
     kind: ErrorKind,
+    file: Option<String>,
     format: Option<&'static str>,
     subject: Option<String>,
     offset: Option<u64>,
@@ -72,6 +73,7 @@ impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
         Error(Box::new(Inner {
             kind,
+            file: None,
             format: None,
             subject: None,
             offset: None,
@@ -126,6 +128,18 @@ impl Error {
         }
         self
     }
+    /// Sets the file the problem is in, shown first (`model.zt: ztensor: tensor "w": …`),
+    /// unless one is set.
+    pub fn in_file(mut self, file: impl Into<String>) -> Error {
+        if self.0.file.is_none() {
+            self.0.file = Some(file.into());
+        }
+        self
+    }
+    /// The file, if known.
+    pub fn file(&self) -> Option<&str> {
+        self.0.file.as_deref()
+    }
     /// Sets the byte offset where the problem is, unless one is set.
     pub fn at_offset(mut self, offset: u64) -> Error {
         self.0.offset.get_or_insert(offset);
@@ -163,6 +177,9 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let i = &self.0;
         let mut ctx = Vec::new();
+        if let Some(file) = &i.file {
+            ctx.push(file.clone());
+        }
         if let Some(fmt) = i.format {
             ctx.push(fmt.to_string());
         }

@@ -542,7 +542,16 @@ fn more_than_half_nsym_is_unrecoverable() {
     let good = write(&m, Compression::None, Some(16));
     let mut bad = good.clone();
     damage(&mut bad, "dense.f64", 9);
-    let f = tessera::open(&bad, &ReadOptions::default()).unwrap();
+    // A reading open refuses a file with a tensor chunk beyond repair, naming it...
+    let e = tessera::open(&bad, &ReadOptions::default()).err().unwrap();
+    assert_eq!(e.kind(), ErrorKind::Integrity);
+    assert!(e.to_string().contains("\"dense.f64\""), "{e}");
+    // ...an auditing open (inspect, verify) lists the rest and reports it.
+    let audit = ReadOptions {
+        audit: true,
+        ..ReadOptions::default()
+    };
+    let f = tessera::open(&bad, &audit).unwrap();
     let r = f.verify(&VerifyOptions::default());
     assert!(!r.is_ok());
     let failed: Vec<_> = r
@@ -575,7 +584,14 @@ fn damage_without_ecc_is_an_integrity_error_at_the_chunk() {
     let e = f.entries().iter().find(|e| e.name == "dense.i32").unwrap();
     let off = e.payload_off() as usize + e.header.comp_len as usize - 1;
     bad[off] ^= 1;
-    let f = tessera::open(&bad, &ReadOptions::default()).unwrap();
+    let e = tessera::open(&bad, &ReadOptions::default()).err().unwrap();
+    assert_eq!(e.kind(), ErrorKind::Integrity);
+    assert_eq!(e.subject(), Some("chunk \"dense.i32\""));
+    let audit = ReadOptions {
+        audit: true,
+        ..ReadOptions::default()
+    };
+    let f = tessera::open(&bad, &audit).unwrap();
     let err = f.tensor("dense.i32").unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Integrity);
     assert_eq!(err.subject(), Some("chunk \"dense.i32\""));

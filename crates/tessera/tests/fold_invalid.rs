@@ -358,7 +358,16 @@ fn hostile_sten_payloads() {
     for (n, payload) in cases.iter().enumerate() {
         for z in [false, true] {
             let d = one_chunk(b"STEN", z, payload);
-            let f = tessera::open(&d, &ReadOptions::default()).unwrap();
+            // Reading: the open (or the tensor read) fails; never a file with the tensor
+            // silently missing.
+            match tessera::open(&d, &ReadOptions::default()) {
+                Err(e) => assert!(
+                    matches!(e.kind(), ErrorKind::Malformed | ErrorKind::Unsupported),
+                    "case {n}: {e}"
+                ),
+                Ok(f) => assert!(f.tensor("t").is_err(), "case {n}"),
+            }
+            let f = tessera::open(&d, &audit()).unwrap();
             let err = f.tensor("t").unwrap_err();
             assert!(
                 matches!(err.kind(), ErrorKind::Malformed | ErrorKind::Unsupported),
@@ -442,8 +451,11 @@ fn npz_payloads_are_never_unpickled() {
         .unwrap();
     let bytes = zip.finish().unwrap().into_inner();
     let d = one_chunk(b"NPZ0", true, &bytes);
-    let f = tessera::open(&d, &ReadOptions::default()).unwrap();
-    // The object array makes the chunk unreadable as tensors: reported, not executed.
+    // The object array makes the chunk unreadable as tensors: a reading open refuses
+    // the file (its tensors would be missing), an auditing one reports it.
+    let e = tessera::open(&d, &ReadOptions::default()).err().unwrap();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    let f = tessera::open(&d, &audit()).unwrap();
     assert!(
         f.warnings().iter().any(|w| w.contains("object arrays")),
         "{:?}",
@@ -498,4 +510,12 @@ fn npz_fortran_order_arrays_are_read_in_c_order() {
     let want: Vec<u8> = (1u16..=6).flat_map(u16::to_le_bytes).collect();
     assert_eq!(t.data().unwrap(), &want[..]);
     assert!(f.verify(&VerifyOptions::default()).is_ok());
+}
+
+/// Open to inspect or verify: damaged tensor chunks are reported, not fatal.
+fn audit() -> ReadOptions {
+    ReadOptions {
+        audit: true,
+        ..ReadOptions::default()
+    }
 }

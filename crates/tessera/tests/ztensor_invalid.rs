@@ -119,9 +119,29 @@ fn digest_mismatch_is_reported_at_the_right_tensor() {
             .unwrap()
             .to_string();
         let f = open(&data).unwrap();
-        // The bytes still read: digests are checked by verify.
+        // A checked read refuses the damaged tensor, naming the layer; the others read.
         for info in f.tensor_infos() {
-            f.tensor(&info.name).unwrap();
+            let r = f.tensor(&info.name);
+            if info.name == bad {
+                let e = r.err().unwrap();
+                assert_eq!(e.kind(), ErrorKind::Integrity, "{name}: {e}");
+                assert!(
+                    e.to_string().contains(&format!("tensor {bad:?}"))
+                        && (e.to_string().contains("crc32c") || e.to_string().contains("sha256")),
+                    "{name}: {e}"
+                );
+            } else {
+                r.unwrap();
+            }
+        }
+        // Unchecked (`verify: false`), every tensor's bytes are handed out as stored.
+        let unchecked = ReadOptions {
+            verify: false,
+            ..ReadOptions::default()
+        };
+        let u = ZtensorFile::parse(&data, &unchecked).unwrap();
+        for info in u.tensor_infos() {
+            u.tensor(&info.name).unwrap();
         }
         let r = f.verify(&Default::default());
         assert!(!r.is_ok(), "{name}");

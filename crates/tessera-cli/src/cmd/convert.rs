@@ -109,6 +109,15 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         let result = tessera::convert::convert_file(&progress, format, &args.output, conv, &opts);
         progress.finish();
         let report = result.map_err(anyhow::Error::new)?;
+        if args.read.salvage {
+            // What salvage skipped (damaged arrays, unreadable tensor chunks).
+            for w in file.warnings() {
+                eprintln!("warning: {w}");
+            }
+        }
+        if args.read.no_verify {
+            writeln!(out, "note: stored digests not checked (--no-verify)")?;
+        }
         for n in &report.notes {
             writeln!(out, "note: {n}")?;
         }

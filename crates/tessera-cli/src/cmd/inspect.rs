@@ -12,7 +12,7 @@ use serde_json::json;
 use tessera::{ChunkInfo, Container, TensorInfo, Value};
 
 use crate::cli::InspectArgs;
-use crate::output::{human_bytes, with_file};
+use crate::output::{human_bytes, with_file_audit};
 
 /// JSON for one tensor description.
 pub fn tensor_json(t: &TensorInfo) -> serde_json::Value {
@@ -58,7 +58,7 @@ pub fn inspect_json(file: &dyn Container, path: &str) -> serde_json::Value {
 
 /// Runs the verb.
 pub fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
-    with_file(&args.file, &args.read, |file| {
+    with_file_audit(&args.file, &args.read, |file| {
         if args.json {
             let doc = inspect_json(file, &args.file.display().to_string());
             writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;

@@ -12,7 +12,7 @@ use serde_json::json;
 use tessera::{Status, VerifyOptions};
 
 use crate::cli::VerifyArgs;
-use crate::output::{with_file, Spinner};
+use crate::output::{with_file_audit, Spinner};
 
 /// Runs the verb.
 pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
@@ -29,7 +29,7 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     if let Some(p) = &args.public_key {
         opts.public_key = Some(crate::cmd::keys::load_public_key(p)?);
     }
-    with_file(&args.file, &args.read, |file| {
+    with_file_audit(&args.file, &args.read, |file| {
         let spinner = Spinner::new(&format!("verifying {}", args.file.display()));
         let report = file.verify(&opts);
         spinner.finish();

@@ -179,7 +179,9 @@ pub use raw::{dtype_from_u16, dtype_to_u16};
 pub use read::AeroFile;
 
 fn open<'d>(data: &'d [u8], opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
-    Ok(Box::new(AeroFile::open(data, &opts.limits)?))
+    let mut f = AeroFile::open(data, &opts.limits)?;
+    f.verify = opts.verify;
+    Ok(Box::new(f))
 }
 
 /// Reader entry point.
@@ -195,7 +197,7 @@ impl TensorSource for AeroFile<'_> {
         AeroFile::tensor_infos(self)
     }
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
-        AeroFile::tensor(self, name)
+        self.tensor_read(name)
     }
     fn chunks(&self) -> &[ChunkInfo] {
         self.chunk_infos()
@@ -206,6 +208,9 @@ impl TensorSource for AeroFile<'_> {
             .iter()
             .position(|c| c.name == name)
             .ok_or_else(|| crate::Error::not_found(format!("no chunk named {name:?}")))?;
+        if self.verify {
+            self.check_chunk(i)?;
+        }
         self.chunk_payload(i)
     }
     fn source_format(&self) -> Option<Format> {

@@ -230,7 +230,7 @@ fn control_digest(f: &AeroFile<'_>, ci: usize) -> Result<([u8; 32], [u8; 32], St
 }
 
 /// The PHSH chunk of WTSH chunk `ci`, found by name `<shard>.phsh`.
-fn phsh_for(f: &AeroFile<'_>, ci: usize) -> Option<usize> {
+pub(super) fn phsh_for(f: &AeroFile<'_>, ci: usize) -> Option<usize> {
     let want = format!("{}.phsh", f.chunks[ci].name);
     f.chunks
         .iter()

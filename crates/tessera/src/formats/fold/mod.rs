@@ -147,7 +147,7 @@ pub const OPEN: Option<OpenFn> = Some(open);
 pub const WRITE: Option<WriteFn> = Some(write);
 
 fn open<'d>(data: &'d [u8], opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
-    let mut f = FoldFile::parse(data, &opts.limits)?;
+    let mut f = FoldFile::open(data, opts)?;
     if let Some((stored, computed)) = f.manifest_check() {
         if stored != computed {
             f.warnings.push(format!(

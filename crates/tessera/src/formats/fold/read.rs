@@ -50,12 +50,42 @@ pub struct FoldFile<'d> {
     pub(super) warnings: Vec<String>,
     /// Chunks whose tensors could not be listed, and why (reported by verify).
     pub(super) damaged: Vec<(usize, Error)>,
+    /// Check every read payload's CRC-32C, SHA-256 and `chunk_hashes` entry
+    /// ([`crate::ReadOptions::verify`]); off, payloads are used unchecked.
+    verify: bool,
+    /// Per chunk: set once its stored payload passed every check unrepaired, so a chunk
+    /// read again (one tensor after another of an NPZ0) is hashed once.
+    verified: Vec<std::sync::OnceLock<()>>,
+}
+
+/// The chunk types whose payload is tensors: a damaged one may never pass for an
+/// opaque chunk (that would drop its tensors without a word).
+fn holds_tensors(ctype: &str) -> bool {
+    matches!(ctype, "STEN" | "NPZ0")
 }
 
 impl<'d> FoldFile<'d> {
+    /// Opens `data` as the library's reader does: payloads checked on read as
+    /// `opts.verify` says; a tensor chunk whose tensors cannot be listed (damaged beyond
+    /// repair, malformed) fails the open, unless `opts.salvage` (its tensors are then
+    /// reported lost in `warnings()`) or `opts.audit` (inspect / verify).
+    pub fn open(data: &'d [u8], opts: &crate::ReadOptions) -> Result<FoldFile<'d>> {
+        Self::parse_inner(data, &opts.limits, opts.verify, opts.salvage || opts.audit)
+    }
+
     /// Parses and validates `data` (spec §6 steps 1–3; integrity is checked on read and
-    /// by `verify`).
+    /// by `verify`). Lenient: a tensor chunk whose tensors cannot be listed is kept as a
+    /// damaged chunk with a warning (for `verify` and `repair`).
     pub fn parse(data: &'d [u8], limits: &Limits) -> Result<FoldFile<'d>> {
+        Self::parse_inner(data, limits, true, true)
+    }
+
+    fn parse_inner(
+        data: &'d [u8],
+        limits: &Limits,
+        verify: bool,
+        lenient: bool,
+    ) -> Result<FoldFile<'d>> {
         let header = FileHeader::parse(data)?;
         if header.index_len > MAX_INDEX_SIZE {
             return Err(Error::limit(format!(
@@ -169,12 +199,15 @@ impl<'d> FoldFile<'d> {
             srcs: Vec::new(),
             warnings,
             damaged: Vec::new(),
+            verify,
+            verified: Vec::new(),
         };
-        f.list_contents();
+        f.verified = (0..f.entries.len()).map(|_| Default::default()).collect();
+        f.list_contents(lenient)?;
         Ok(f)
     }
 
-    fn list_contents(&mut self) {
+    fn list_contents(&mut self, lenient: bool) -> Result<()> {
         for i in 0..self.entries.len() {
             let e = &self.entries[i];
             let ctype = e.ctype();
@@ -185,13 +218,37 @@ impl<'d> FoldFile<'d> {
             };
             let holds = match holds {
                 Ok(h) => h,
-                Err(err) => {
-                    let msg = format!("{}: tensors not readable: {err}", self.entries[i].subject());
+                Err(err) if lenient => {
+                    let msg = format!(
+                        "{}: {} chunk whose tensors cannot be read (lost to a conversion): {err}",
+                        self.entries[i].subject(),
+                        ctype
+                    );
                     self.warnings.push(msg.clone());
                     self.damaged.push((i, err));
                     false
                 }
+                Err(err) => {
+                    let hint = if err.kind() == crate::ErrorKind::Integrity {
+                        "; `tessera verify` reports every layer, `tessera repair` restores chunks with ECC, --salvage reads the other chunks"
+                    } else {
+                        "; --salvage reads the other chunks"
+                    };
+                    return Err(Error::new(
+                        err.kind(),
+                        format!(
+                            "{} chunk holds tensors and cannot be read: {}{hint}",
+                            ctype,
+                            err.message()
+                        ),
+                    )
+                    .at_subject(self.entries[i].subject())
+                    .at_offset(self.entries[i].payload_off()));
+                }
             };
+            // A damaged tensor chunk (lenient open) still holds tensors: it is never
+            // carried or dropped as if it were an opaque chunk.
+            let holds = holds || holds_tensors(&ctype);
             let e = &self.entries[i];
             self.chunk_infos.push(ChunkInfo {
                 name: e.name.clone(),
@@ -201,6 +258,7 @@ impl<'d> FoldFile<'d> {
                 holds_tensors: holds,
             });
         }
+        Ok(())
     }
 
     fn storage(&self, i: usize) -> Storage {
@@ -225,8 +283,8 @@ impl<'d> FoldFile<'d> {
     fn list_sten(&mut self, i: usize) -> Result<bool> {
         // Check (and repair) the stored bytes first, CRC-32C only, so the listing never
         // comes from damaged bytes; then decode just the safetensors header.
+        let stored = self.payload(i)?;
         let e = &self.entries[i];
-        let stored = self.checked(i, false)?.bytes;
         let h = match e.header.flags {
             FLAG_COMP_ZSTD => zstd::stream::read::Decoder::with_buffer(stored.as_ref())
                 .map_err(|err| Error::malformed("zstd").with_source(err))
@@ -357,10 +415,43 @@ impl<'d> FoldFile<'d> {
         }
     }
 
-    /// Chunk `i`'s decoded bytes: checked (CRC-32C), repaired if needed, decompressed.
+    /// Chunk `i`'s stored payload for reading: with `verify`, checked (CRC-32C, SHA-256,
+    /// its `chunk_hashes` entry) and repaired by ECC if needed, once per chunk; without,
+    /// as stored.
+    pub fn payload(&self, i: usize) -> Result<Cow<'d, [u8]>> {
+        let (comp, _) = self.stored(i);
+        if !self.verify || self.verified[i].get().is_some() {
+            return Ok(Cow::Borrowed(comp));
+        }
+        let e = &self.entries[i];
+        if let (Some(want), HashField::Sha256(have)) = (
+            self.raw_metadata
+                .get("chunk_hashes")
+                .and_then(Value::as_map)
+                .and_then(|h| h.get(&e.name))
+                .and_then(Value::as_str),
+            &e.sha256,
+        ) {
+            let want = want.strip_prefix("sha256:").unwrap_or(want);
+            if !want.eq_ignore_ascii_case(&crate::util::hex(have)) {
+                return Err(Error::integrity(format!(
+                    "chunk_hashes mismatch: metadata lists {want}, the index entry says {}",
+                    crate::util::hex(have)
+                ))
+                .at_subject(e.subject()));
+            }
+        }
+        let c = self.checked(i, true)?;
+        if c.repair.is_none() {
+            let _ = self.verified[i].set(());
+        }
+        Ok(c.bytes)
+    }
+
+    /// Chunk `i`'s decoded bytes: [`FoldFile::payload`], decompressed.
     pub fn decoded(&self, i: usize) -> Result<Cow<'d, [u8]>> {
-        let c = self.checked(i, false)?;
-        self.decompress(i, c.bytes)
+        let c = self.payload(i)?;
+        self.decompress(i, c)
     }
 
     /// The global header.

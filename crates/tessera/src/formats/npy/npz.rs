@@ -51,6 +51,11 @@ pub struct NpzFile<'data> {
     metadata: Metadata,
     warnings: Vec<String>,
     limits: Limits,
+    /// Check members' CRC-32 before handing bytes out ([`ReadOptions::verify`]);
+    /// deflated members are checked as they are inflated whatever this says.
+    verify: bool,
+    /// Per member: set once a stored (uncompressed, zero-copy) member's CRC-32 matched.
+    checked: Vec<std::sync::OnceLock<()>>,
 }
 
 fn zip_err(e: zip::result::ZipError) -> Error {
@@ -267,7 +272,10 @@ impl<'data> NpzFile<'data> {
                 w[0].2, w[1].2
             )));
         }
+        let checked = (0..members.len()).map(|_| Default::default()).collect();
         Ok(NpzFile {
+            verify: opts.verify,
+            checked,
             data,
             members,
             infos,
@@ -313,7 +321,20 @@ impl TensorSource for NpzFile<'_> {
         let h = &m.layout.header;
         let (off, n) = (h.data_offset, m.layout.nbytes as usize);
         let stored = match self.image(m).map_err(|e| e.at_subject(subject()))? {
-            Cow::Borrowed(b) => Cow::Borrowed(&b[off..off + n]),
+            Cow::Borrowed(b) => {
+                if self.verify && self.checked[i].get().is_none() {
+                    let crc = crc32fast::hash(b);
+                    if crc != m.crc32 {
+                        return Err(Error::integrity(format!(
+                            "crc32 mismatch: directory says {:08x}, data gives {crc:08x}",
+                            m.crc32
+                        ))
+                        .at_subject(subject()));
+                    }
+                    let _ = self.checked[i].set(());
+                }
+                Cow::Borrowed(&b[off..off + n])
+            }
             Cow::Owned(mut v) => {
                 let crc = crc32fast::hash(&v);
                 if crc != m.crc32 {

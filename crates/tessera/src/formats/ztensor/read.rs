@@ -35,6 +35,11 @@ pub struct ZtensorFile<'data> {
     by_name: Vec<usize>,
     warnings: Vec<String>,
     limits: Limits,
+    /// Check stored digests before handing bytes out ([`ReadOptions::verify`]).
+    verify: bool,
+    /// Per tensor (file order): set once every digest of its components has matched,
+    /// so a tensor read twice is hashed once.
+    checked: Vec<std::sync::OnceLock<()>>,
 }
 
 impl std::fmt::Debug for ZtensorFile<'_> {
@@ -82,7 +87,9 @@ fn check_version(v: &str, footer_magic: bool, warnings: &mut Vec<String>) -> Res
 impl<'data> ZtensorFile<'data> {
     /// Parses and validates `data` (the whole file).
     pub fn parse(data: &'data [u8], opts: &ReadOptions) -> Result<ZtensorFile<'data>> {
-        Self::parse_inner(data, &opts.limits).map_err(|e| e.in_format("ztensor"))
+        let mut f = Self::parse_inner(data, &opts.limits).map_err(|e| e.in_format("ztensor"))?;
+        f.verify = opts.verify;
+        Ok(f)
     }
 
     fn parse_inner(data: &'data [u8], limits: &Limits) -> Result<ZtensorFile<'data>> {
@@ -227,7 +234,9 @@ impl<'data> ZtensorFile<'data> {
             by_name
         };
         check_no_overlap(&infos, &components)?;
+        let checked = (0..infos.len()).map(|_| Default::default()).collect();
         Ok(ZtensorFile {
+            checked,
             data,
             version,
             generator: m.generator,
@@ -239,6 +248,7 @@ impl<'data> ZtensorFile<'data> {
             by_name,
             warnings,
             limits: limits.clone(),
+            verify: true,
         })
     }
 
@@ -325,6 +335,60 @@ impl<'data> ZtensorFile<'data> {
                 c.role
             ))),
         }
+    }
+
+    /// Checks every stored digest of tensor `i`'s components over the stored bytes (the
+    /// digests cover what is on disk, compressed or not), once: a tensor that passed is
+    /// not hashed again. An unknown algorithm cannot be checked and is let through (it
+    /// shows as "not checked" in `verify`); a malformed digest is an integrity failure.
+    fn check_digests(&self, i: usize) -> Result<()> {
+        if self.checked[i].get().is_some() {
+            return Ok(());
+        }
+        for c in &self.components[i] {
+            let Some(d) = &c.digest else { continue };
+            let stored = limits::slice(self.data, c.offset, c.length, "component")?;
+            let fail = |layer: &str, detail: String| {
+                Err(Error::integrity(format!(
+                    "component {:?}: {layer} mismatch: {detail}",
+                    c.role
+                ))
+                .at_offset(c.offset))
+            };
+            match raw::parse_digest(d) {
+                ParsedDigest::Crc32c(want) => {
+                    let got = crate::util::crc32c(stored);
+                    if got != want {
+                        return fail(
+                            "crc32c",
+                            format!("stored 0x{want:08X}, computed 0x{got:08X}"),
+                        );
+                    }
+                }
+                ParsedDigest::Sha256(want) => {
+                    let got = crate::util::sha256(stored);
+                    if got != want {
+                        return fail(
+                            "sha256",
+                            format!(
+                                "stored {}, computed {}",
+                                crate::util::hex(&want),
+                                crate::util::hex(&got)
+                            ),
+                        );
+                    }
+                }
+                ParsedDigest::Bad { algorithm, reason } => {
+                    return Err(Error::integrity(format!(
+                        "component {:?}: malformed {algorithm} digest: {reason}",
+                        c.role
+                    )))
+                }
+                ParsedDigest::Unknown(_) => {}
+            }
+        }
+        let _ = self.checked[i].set(());
+        Ok(())
     }
 
     fn read_view(&self, i: usize) -> Result<TensorView<'data>> {
@@ -449,7 +513,12 @@ impl TensorSource for ZtensorFile<'_> {
     }
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         let i = self.position(name)?;
-        self.read_view(i).map_err(|e| {
+        let checked = if self.verify {
+            self.check_digests(i)
+        } else {
+            Ok(())
+        };
+        checked.and_then(|()| self.read_view(i)).map_err(|e| {
             e.at_subject(format!("tensor {name:?}"))
                 .in_format("ztensor")
         })
