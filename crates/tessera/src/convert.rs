@@ -343,7 +343,7 @@ impl TensorSource for Prepared<'_> {
     }
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         let i = crate::model::tensor_position(&self.index, name)?;
-        let v = self.src.tensor(name).map_err(|e| self.from_source(e))?;
+        let v = self.src.tensor(name).map_err(|e| self.source_error(e))?;
         let mut v = match self.plans[i] {
             Plan::AsIs => v,
             Plan::Densify => crate::sparse::densify(v)?,
@@ -361,7 +361,7 @@ impl TensorSource for Prepared<'_> {
         }
     }
     fn chunk(&self, name: &str) -> Result<Cow<'_, [u8]>> {
-        self.src.chunk(name).map_err(|e| self.from_source(e))
+        self.src.chunk(name).map_err(|e| self.source_error(e))
     }
     fn source_format(&self) -> Option<Format> {
         self.src.source_format()
@@ -371,7 +371,7 @@ impl TensorSource for Prepared<'_> {
 impl Prepared<'_> {
     /// A reading error names the source's format, not the target's (the writer that
     /// pulled the bytes would otherwise put its own name first).
-    fn from_source(&self, e: Error) -> Error {
+    fn source_error(&self, e: Error) -> Error {
         match self.src.source_format() {
             Some(f) => e.in_format(f.name()),
             None => e,
