@@ -317,7 +317,7 @@ impl TensorSource for NpzFile<'_> {
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         let i = crate::model::tensor_position(&self.index, name)?;
         let m = &self.members[i];
-        let subject = || format!("member {:?}", m.entry);
+        let subject = || format!("tensor {name:?} (member {:?})", m.entry);
         let h = &m.layout.header;
         let (off, n) = (h.data_offset, m.layout.nbytes as usize);
         let stored = match self.image(m).map_err(|e| e.at_subject(subject()))? {
