@@ -76,8 +76,8 @@ fn open_with<T>(
     f: impl FnOnce(&dyn Container) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     let data = FileData::open(path).map_err(anyhow::Error::new)?;
-    let file = tessera::open(&data, &opts)
-        .map_err(|e| anyhow::Error::new(e).context(path.display().to_string()))?;
+    // The library's errors name the file (opts.path).
+    let file = tessera::open(&data, &opts).map_err(anyhow::Error::new)?;
     f(file.as_ref())
 }
 

@@ -56,12 +56,14 @@ fn open_data(data: FileData, opts: &ReadOptions, path: Option<PathBuf>) -> tesse
 
 fn read_options(
     salvage: bool,
+    verify: bool,
     age_identities: Option<Vec<String>>,
     age_passphrase: Option<String>,
     path: Option<PathBuf>,
 ) -> ReadOptions {
     ReadOptions {
         salvage,
+        verify,
         age_identities: age_identities.unwrap_or_default(),
         age_passphrase,
         path,
@@ -94,17 +96,26 @@ impl TensorSource for AsSource<'_> {
 }
 
 /// Opens a file (memory-mapped unless `mmap=False`), detecting the format by content.
+/// With `verify`, every tensor or chunk read checks the digests the file stores for its
+/// bytes first (once each; still zero-copy where stored raw).
 #[pyfunction]
-#[pyo3(signature = (path, *, mmap=true, salvage=false, age_identities=None, age_passphrase=None))]
+#[pyo3(signature = (path, *, mmap=true, salvage=false, verify=true, age_identities=None, age_passphrase=None))]
 pub fn open_file(
     py: Python<'_>,
     path: PathBuf,
     mmap: bool,
     salvage: bool,
+    verify: bool,
     age_identities: Option<Vec<String>>,
     age_passphrase: Option<String>,
 ) -> PyResult<File> {
-    let opts = read_options(salvage, age_identities, age_passphrase, Some(path.clone()));
+    let opts = read_options(
+        salvage,
+        verify,
+        age_identities,
+        age_passphrase,
+        Some(path.clone()),
+    );
     py.detach(|| {
         let data = if mmap {
             FileData::open(&path)?
@@ -118,15 +129,16 @@ pub fn open_file(
 
 /// Opens bytes already in memory (they are copied once).
 #[pyfunction]
-#[pyo3(signature = (data, *, salvage=false, age_identities=None, age_passphrase=None))]
+#[pyo3(signature = (data, *, salvage=false, verify=true, age_identities=None, age_passphrase=None))]
 pub fn open_bytes(
     py: Python<'_>,
     data: &[u8],
     salvage: bool,
+    verify: bool,
     age_identities: Option<Vec<String>>,
     age_passphrase: Option<String>,
 ) -> PyResult<File> {
-    let opts = read_options(salvage, age_identities, age_passphrase, None);
+    let opts = read_options(salvage, verify, age_identities, age_passphrase, None);
     py.detach(|| open_data(FileData::Owned(data.to_vec()), &opts, None))
         .py()
 }

@@ -81,9 +81,13 @@ pub fn reader_for(format: Format) -> Option<OpenFn> {
 /// When `opts.path` is set, every error the opened file returns later (a tensor or chunk
 /// read that fails its digest, say) names that file first.
 pub fn open<'d>(data: &'d [u8], opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
-    let format = Format::detect_or_err(data)?;
-    let open = reader_for(format).ok_or_else(|| format.not_supported_yet())?;
-    let file = open(data, opts).map_err(|e| e.in_format(format.name()))?;
+    let named = |e: Error| match &opts.path {
+        Some(p) => e.in_file(p.display().to_string()),
+        None => e,
+    };
+    let format = Format::detect_or_err(data).map_err(named)?;
+    let open = reader_for(format).ok_or_else(|| named(format.not_supported_yet()))?;
+    let file = open(data, opts).map_err(|e| named(e.in_format(format.name())))?;
     Ok(match &opts.path {
         Some(p) => Box::new(Labeled {
             inner: file,

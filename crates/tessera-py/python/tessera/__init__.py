@@ -309,15 +309,25 @@ def open(
     device: Any = "cpu",
     mmap: bool = True,
     salvage: bool = False,
+    verify: bool = False,
     age_identities: Optional[Sequence[str]] = None,
     age_passphrase: Optional[str] = None,
 ) -> File:
     """Opens a tensor container of any supported format, detected by content (never by
-    extension). The file is memory-mapped unless ``mmap=False``."""
+    extension). The file is memory-mapped unless ``mmap=False``.
+
+    ``f[name]`` and ``get_tensor(..., copy=False)`` are zero-copy views of the mapped
+    file and, by default, **unchecked**: the digests the file stores are not compared
+    with the bytes. ``verify=True`` checks them on every read (once per tensor or chunk;
+    still zero-copy), raising :class:`IntegrityError` on a mismatch; :meth:`File.verify`
+    checks everything at once. The copying loaders (:func:`tessera.numpy.load_file`,
+    :func:`tessera.torch.load_file`, :class:`safe_open`, :func:`convert`) check by
+    default and take ``verify=False`` to skip it."""
     native = _tessera.open_file(
         os.fspath(path),
         mmap=mmap,
         salvage=salvage,
+        verify=verify,
         age_identities=list(age_identities) if age_identities else None,
         age_passphrase=age_passphrase,
     )
@@ -325,14 +335,23 @@ def open(
 
 
 def load(data: Union[bytes, bytearray, memoryview], framework: str = "np", **kwargs: Any) -> File:
-    """Opens a container held in memory (the bytes are copied once)."""
+    """Opens a container held in memory (the bytes are copied once). Reads check the
+    stored digests unless ``verify=False``."""
     return File(_tessera.open_bytes(bytes(data), **kwargs), framework)
 
 
-def convert(src: PathLike, dst: PathLike, format: Optional[str] = None, **options: Any) -> SaveReport:
+def convert(
+    src: PathLike,
+    dst: PathLike,
+    format: Optional[str] = None,
+    *,
+    verify: bool = True,
+    **options: Any,
+) -> SaveReport:
     """Converts a file of any readable format into ``format`` (default: from ``dst``'s
-    extension). See :meth:`File.convert`."""
-    with open(src) as f:
+    extension). See :meth:`File.convert`. Every tensor and chunk is checked against the
+    digests the source stores before it is written, unless ``verify=False``."""
+    with open(src, verify=verify) as f:
         return f.convert(dst, format, **options)
 
 
@@ -430,11 +449,21 @@ class safe_open:
     read-only arrays over the mapped file instead (as :func:`tessera.open` does).
     """
 
-    def __init__(self, filename: PathLike, framework: str, device: Any = "cpu", *, copy: bool = True) -> None:
+    def __init__(
+        self,
+        filename: PathLike,
+        framework: str,
+        device: Any = "cpu",
+        *,
+        copy: bool = True,
+        verify: Optional[bool] = None,
+    ) -> None:
         self._framework = _framework(framework)
         self._device = device
         self._copy = bool(copy)
-        self._file = open(filename, self._framework, device=device)
+        # Copies are checked against the stored digests; zero-copy views only if asked.
+        check = self._copy if verify is None else bool(verify)
+        self._file = open(filename, self._framework, device=device, verify=check)
 
     def keys(self) -> List[str]:
         """Tensor names, sorted (as safetensors returns them)."""

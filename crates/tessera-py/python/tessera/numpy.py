@@ -61,16 +61,26 @@ def save_file(
     _save(tensor_dict, filename, format=_format_for(filename, format), metadata=metadata, **options)
 
 
-def load(data: bytes, *, copy: bool = True) -> Dict[str, np.ndarray]:
+def load(data: bytes, *, copy: bool = True, verify: Optional[bool] = None) -> Dict[str, np.ndarray]:
     """Deserializes bytes of any supported format into writable arrays; with
     ``copy=False``, raw-stored tensors are read-only views of one internal copy of
-    ``data``."""
-    return _load_bytes(data).get_tensors(densify=True, copy=copy)
+    ``data``. ``verify`` as in :func:`load_file`."""
+    check = copy if verify is None else bool(verify)
+    return _load_bytes(data, verify=check).get_tensors(densify=True, copy=copy)
 
 
-def load_file(filename: Union[str, "os.PathLike[str]"], *, copy: bool = True) -> Dict[str, np.ndarray]:
+def load_file(
+    filename: Union[str, "os.PathLike[str]"], *, copy: bool = True, verify: Optional[bool] = None
+) -> Dict[str, np.ndarray]:
     """Loads every tensor of a file of any supported format into writable arrays the
     caller owns (as ``safetensors.numpy.load_file``). ``copy=False``: zero-copy,
     read-only arrays over the memory-mapped file where the format stores tensors raw
-    (the map stays alive as long as any of them)."""
-    return _open(filename).get_tensors(densify=True, copy=copy)
+    (the map stays alive as long as any of them).
+
+    Every digest the file stores for a tensor's bytes (zTensor crc32c/sha256, FOLD
+    CRC-32C/SHA-256, AERO BLAKE3, npz CRC-32, …) is checked before the tensor is
+    returned, raising :class:`tessera.IntegrityError` on a mismatch. ``verify`` defaults
+    to ``copy``: zero-copy views are unchecked unless ``verify=True``; ``verify=False``
+    skips the check for copies too."""
+    check = copy if verify is None else bool(verify)
+    return _open(filename, verify=check).get_tensors(densify=True, copy=copy)

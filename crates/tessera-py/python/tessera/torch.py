@@ -40,14 +40,16 @@ def save_file(
     _save(tensors, filename, format=_format_for(filename, format), metadata=metadata, **options)
 
 
-def load(data: bytes, device: Any = "cpu") -> Dict[str, Any]:
-    """Deserializes bytes of any supported format into torch tensors."""
-    f = _load_bytes(data, framework="pt")
+def load(data: bytes, device: Any = "cpu", *, verify: bool = True) -> Dict[str, Any]:
+    """Deserializes bytes of any supported format into torch tensors (stored digests
+    checked unless ``verify=False``)."""
+    f = _load_bytes(data, framework="pt", verify=verify)
     f._device = device
     return {k: f.get_tensor(k, densify=True) for k in f}
 
 
-def load_file(filename: Union[str, "os.PathLike[str]"], device: Any = "cpu") -> Dict[str, Any]:
-    """Loads every tensor of a file of any supported format as torch tensors."""
-    f = _open(filename, "pt", device=device)
+def load_file(filename: Union[str, "os.PathLike[str]"], device: Any = "cpu", *, verify: bool = True) -> Dict[str, Any]:
+    """Loads every tensor of a file of any supported format as torch tensors; every
+    digest the file stores is checked first unless ``verify=False``."""
+    f = _open(filename, "pt", device=device, verify=verify)
     return {k: f.get_tensor(k, densify=True) for k in f}
