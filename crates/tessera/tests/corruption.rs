@@ -3,6 +3,12 @@
 //! provably harmless (every tensor and the metadata read back exactly as written).
 //! Counts per format are printed (`cargo test --test corruption -- --nocapture`).
 //!
+//! The "read path" column asks the question a loader asks, without `verify`: open with
+//! the default options and read every tensor. Each flip is refused (the open or a read
+//! fails), exact (every tensor reads back as written), or **served**: a read returned
+//! bytes other than those written. Formats whose digests cover the tensor bytes (WTXT,
+//! FOLD, AERO, zTensor with digests, NPZ) must serve nothing damaged.
+//!
 //! Formats whose integrity layers cover every byte that matters (WTXT signed, FOLD,
 //! AERO with IHSH + per-tensor hashes + page hashes) must have no undetected flip.
 //! For the others the test measures what their specs leave uncovered, and asserts
@@ -61,6 +67,38 @@ struct Counts {
     detected: usize,
     harmless: usize,
     undetected: Vec<usize>,
+    /// Read path: flips whose damage made a read fail.
+    read_refused: usize,
+    /// Read path: flips after which a read handed out bytes other than those written.
+    read_served: Vec<usize>,
+}
+
+/// The read path alone (no `verify`): Some(true) refused, Some(false) exact, None served.
+fn read_path(data: &[u8], want: &Model) -> Option<bool> {
+    let Ok(file) = tessera::open(data, &ReadOptions::default()) else {
+        return Some(true);
+    };
+    let mut refused = false;
+    for info in file.tensor_infos() {
+        let Ok(exp) = want.tensor(&info.name) else {
+            continue; // a renamed tensor: not bytes served under a name that was written
+        };
+        match file.tensor(&info.name) {
+            Err(_) => refused = true,
+            Ok(got) => {
+                let same = got.parts.len() == exp.parts.len()
+                    && got
+                        .parts
+                        .iter()
+                        .zip(&exp.parts)
+                        .all(|(a, b)| a.bytes.as_ref() == b.bytes.as_ref());
+                if !same {
+                    return None;
+                }
+            }
+        }
+    }
+    Some(refused)
 }
 
 fn classify(data: &[u8], want: &Model, vopts: &VerifyOptions) -> Option<bool> {
@@ -113,15 +151,22 @@ fn campaign(format: Format, opts: &WriteOptions, vopts: &VerifyOptions) -> (Vec<
             Some(false) => counts.harmless += 1,
             None => counts.undetected.push(i),
         }
+        match read_path(&d, &reference) {
+            Some(true) => counts.read_refused += 1,
+            Some(false) => {}
+            None => counts.read_served.push(i),
+        }
         d[i] ^= 0x01;
     }
     println!(
-        "{:<12} {:>6} bytes: {:>6} detected, {:>5} harmless, {:>5} undetected",
+        "{:<12} {:>6} bytes: {:>6} detected, {:>5} harmless, {:>5} undetected | read path: {:>6} refused, {:>5} served damaged",
         format.name(),
         clean.len(),
         counts.detected,
         counts.harmless,
-        counts.undetected.len()
+        counts.undetected.len(),
+        counts.read_refused,
+        counts.read_served.len()
     );
     (clean, counts)
 }
@@ -146,6 +191,11 @@ fn wtxt_signed_every_flip_is_detected_or_harmless() {
         "wtxt: undetected flips at {:?}",
         c.undetected
     );
+    assert!(
+        c.read_served.is_empty(),
+        "wtxt: reads served damaged bytes after flips at {:?}",
+        c.read_served
+    );
 }
 
 #[test]
@@ -160,6 +210,11 @@ fn fold_every_flip_is_detected_or_harmless() {
         c.undetected.is_empty(),
         "fold: undetected flips at {:?}",
         c.undetected
+    );
+    assert!(
+        c.read_served.is_empty(),
+        "fold: reads served damaged bytes after flips at {:?}",
+        c.read_served
     );
 }
 
@@ -177,6 +232,11 @@ fn aero_with_every_layer_every_flip_is_detected_or_harmless() {
         c.undetected.is_empty(),
         "aero: undetected flips at {:?}",
         c.undetected
+    );
+    assert!(
+        c.read_served.is_empty(),
+        "aero: reads served damaged bytes after flips at {:?}",
+        c.read_served
     );
 }
 
@@ -201,12 +261,22 @@ fn ztensor_digests_cover_every_component_byte() {
         in_data.is_empty(),
         "ztensor: undetected flips in component bytes at {in_data:?}"
     );
+    assert!(
+        c.read_served.is_empty(),
+        "ztensor: reads served damaged bytes after flips at {:?}",
+        c.read_served
+    );
     let zstd = WriteOptions {
         digests: vec![Digest::Crc32c],
         compression: Compression::Zstd(3),
         ..Default::default()
     };
-    campaign(Format::Ztensor, &zstd, &VerifyOptions::default());
+    let (_, c) = campaign(Format::Ztensor, &zstd, &VerifyOptions::default());
+    assert!(
+        c.read_served.is_empty(),
+        "ztensor+zstd: reads served damaged bytes after flips at {:?}",
+        c.read_served
+    );
 }
 
 #[test]
@@ -236,6 +306,11 @@ fn npz_crc_covers_every_member_data_byte() {
             info.name
         );
     }
+    assert!(
+        c.read_served.is_empty(),
+        "npz: reads served damaged bytes after flips at {:?}",
+        c.read_served
+    );
 }
 
 #[test]
