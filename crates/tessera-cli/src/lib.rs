@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod cmd;
 pub mod output;
+pub mod term;
 
 use std::io::Write;
 

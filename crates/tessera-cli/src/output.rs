@@ -44,10 +44,10 @@ pub fn with_file<T>(
     f: impl FnOnce(&dyn Container) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     if args.no_verify {
-        eprintln!(
+        crate::term::warn(&format!(
             "note: --no-verify: the digests {} stores are not checked; its bytes are used as stored",
             path.display()
-        );
+        ));
     }
     open_with(path, read_options(path, args)?, f)
 }

@@ -112,14 +112,14 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         if args.read.salvage {
             // What salvage skipped (damaged arrays, unreadable tensor chunks).
             for w in file.warnings() {
-                eprintln!("warning: {w}");
+                crate::term::warn(&format!("warning: {w}"));
             }
         }
         if args.read.no_verify {
             writeln!(out, "note: stored digests not checked (--no-verify)")?;
         }
         for n in &report.notes {
-            writeln!(out, "note: {n}")?;
+            writeln!(out, "note: {}", crate::term::escape(n))?;
         }
         let size = std::fs::metadata(&args.output)
             .map(|m| m.len())

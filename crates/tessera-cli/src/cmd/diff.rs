@@ -18,6 +18,7 @@ use tessera::{Container, DType, Layout, TensorView};
 
 use crate::cli::DiffArgs;
 use crate::output::with_file;
+use crate::term::escape;
 
 /// How two versions of one tensor differ.
 #[derive(Debug, Default)]
@@ -152,10 +153,10 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                 writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
             } else {
                 for n in &removed {
-                    writeln!(out, "- {n}")?;
+                    writeln!(out, "- {}", escape(n))?;
                 }
                 for n in &added {
-                    writeln!(out, "+ {n}")?;
+                    writeln!(out, "+ {}", escape(n))?;
                 }
                 for d in &changed {
                     let mut parts = Vec::new();
@@ -175,16 +176,16 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                     } else if !d.bytes_equal {
                         parts.push("bytes differ".into());
                     }
-                    writeln!(out, "~ {}: {}", d.name, parts.join(", "))?;
+                    writeln!(out, "~ {}: {}", escape(&d.name), parts.join(", "))?;
                 }
                 for k in &meta_removed {
-                    writeln!(out, "- metadata {k}")?;
+                    writeln!(out, "- metadata {}", escape(k))?;
                 }
                 for k in &meta_added {
-                    writeln!(out, "+ metadata {k}")?;
+                    writeln!(out, "+ metadata {}", escape(k))?;
                 }
                 for k in &meta_changed {
-                    writeln!(out, "~ metadata {k}")?;
+                    writeln!(out, "~ metadata {}", escape(k))?;
                 }
                 if same {
                     writeln!(out, "no differences in {} tensors", names_a.len())?;

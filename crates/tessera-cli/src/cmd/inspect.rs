@@ -13,6 +13,7 @@ use tessera::{ChunkInfo, Container, TensorInfo, Value};
 
 use crate::cli::InspectArgs;
 use crate::output::{human_bytes, with_file_audit};
+use crate::term::escape;
 
 /// JSON for one tensor description.
 pub fn tensor_json(t: &TensorInfo) -> serde_json::Value {
@@ -84,20 +85,23 @@ pub fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             let shape = format!("{:?}", t.shape);
             let mut line = format!(
                 "  {:<width$}  {:<9} {:<16} {:<10} {:>10}",
-                t.name,
+                escape(&t.name),
                 t.dtype.name(),
                 shape,
                 t.layout.name(),
                 human_bytes(t.storage.stored_bytes),
             );
             if !t.storage.encoding.is_empty() {
-                line.push_str(&format!("  {}", t.storage.encoding));
+                line.push_str(&format!("  {}", escape(&t.storage.encoding)));
             }
             if !t.storage.digests.is_empty() {
-                line.push_str(&format!("  [{}]", t.storage.digests.join(", ")));
+                line.push_str(&format!("  [{}]", escape(&t.storage.digests.join(", "))));
             }
             if !t.attrs.is_empty() {
-                line.push_str(&format!("  {}", Value::Map(t.attrs.clone())));
+                line.push_str(&format!(
+                    "  {}",
+                    escape(&Value::Map(t.attrs.clone()).to_string())
+                ));
             }
             writeln!(out, "{line}")?;
         }
@@ -113,7 +117,7 @@ pub fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                     s.truncate(cut);
                     s.push_str("...");
                 }
-                writeln!(out, "  {k}: {s}")?;
+                writeln!(out, "  {}: {}", escape(k), escape(&s))?;
             }
         }
         if !file.chunks().is_empty() {
@@ -144,15 +148,15 @@ pub fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                 writeln!(
                     out,
                     "  {:<24} {:<6} {:>10}  {}{label}",
-                    c.name,
-                    c.kind,
+                    escape(&c.name),
+                    escape(&c.kind),
                     human_bytes(c.len.unwrap_or(c.storage.stored_bytes)),
-                    c.storage.encoding,
+                    escape(&c.storage.encoding),
                 )?;
             }
         }
         for w in file.warnings() {
-            writeln!(out, "warning: {w}")?;
+            writeln!(out, "warning: {}", escape(&w))?;
         }
         Ok(0)
     })

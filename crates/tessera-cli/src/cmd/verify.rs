@@ -13,6 +13,7 @@ use tessera::{Status, VerifyOptions};
 
 use crate::cli::VerifyArgs;
 use crate::output::{with_file_audit, Spinner};
+use crate::term::escape;
 
 /// Runs the verb.
 pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
@@ -58,12 +59,25 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                     Status::Repaired => "REPAIRED",
                 };
                 match &c.detail {
-                    Some(d) => writeln!(out, "{:<16} {:<28} {}: {d}", mark, c.subject, c.layer)?,
-                    None => writeln!(out, "{:<16} {:<28} {}", mark, c.subject, c.layer)?,
+                    Some(d) => writeln!(
+                        out,
+                        "{:<16} {:<28} {}: {}",
+                        mark,
+                        escape(&c.subject),
+                        escape(&c.layer),
+                        escape(d)
+                    )?,
+                    None => writeln!(
+                        out,
+                        "{:<16} {:<28} {}",
+                        mark,
+                        escape(&c.subject),
+                        escape(&c.layer)
+                    )?,
                 }
             }
             for w in &report.warnings {
-                writeln!(out, "warning: {w}")?;
+                writeln!(out, "warning: {}", escape(w))?;
             }
             let failed = report.failures().count();
             if ok {
