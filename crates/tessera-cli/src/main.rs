@@ -1,10 +1,63 @@
 //! The `tessera` binary: parse arguments, run the verb, map errors to exit codes.
+//!
+//! Signals: SIGINT and SIGTERM remove every temporary file a write in progress has open
+//! (the target is untouched: it is replaced only by the final rename) and exit with the
+//! conventional 130 / 143. SIGBUS, which a memory-mapped input raises when another
+//! process truncates it while it is read, does the same and exits 2 with a message that
+//! says so, instead of a bare "Bus error".
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
+#[cfg(unix)]
+#[allow(unsafe_code)]
+mod signals {
+    use libc::c_int;
+
+    extern "C" fn on_signal(sig: c_int) {
+        // Async-signal-safe only: atomic loads, unlink(2), write(2), _exit(2).
+        tessera::util::atomic::remove_temporaries();
+        let (msg, code): (&[u8], c_int) = match sig {
+            libc::SIGINT => (
+                b"\ntessera: interrupted; the output in progress was removed\n",
+                130,
+            ),
+            libc::SIGTERM => (
+                b"\ntessera: terminated; the output in progress was removed\n",
+                143,
+            ),
+            _ => (
+                b"\ntessera: an input file shrank or became unreadable while it was being read \
+(truncated by another process?); stopped, the output in progress was removed\n",
+                2,
+            ),
+        };
+        // SAFETY: write(2) and _exit(2) are async-signal-safe; `msg` is a static slice.
+        unsafe {
+            libc::write(2, msg.as_ptr().cast(), msg.len());
+            libc::_exit(code);
+        }
+    }
+
+    /// Installs the handler for SIGINT, SIGTERM and SIGBUS.
+    pub fn install() {
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGBUS] {
+            // SAFETY: a zeroed sigaction with a valid handler address and an empty mask is
+            // a valid argument; the handler only makes async-signal-safe calls.
+            unsafe {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+                libc::sigemptyset(&mut sa.sa_mask);
+                libc::sigaction(sig, &sa, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    #[cfg(unix)]
+    signals::install();
     let cli = tessera_cli::Cli::parse();
     // Everything printed passes through the escaper: text from a file never reaches
     // the terminal raw (see `term`).

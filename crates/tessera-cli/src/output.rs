@@ -78,6 +78,13 @@ fn open_with<T>(
     let data = FileData::open(path).map_err(anyhow::Error::new)?;
     // The library's errors name the file (opts.path).
     let file = tessera::open(&data, &opts).map_err(anyhow::Error::new)?;
+    // Test hook: a pause after the open lets a test change the input underneath.
+    if let Some(ms) = std::env::var("TESSERA_TEST_PAUSE_AFTER_OPEN_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
     f(file.as_ref())
 }
 

@@ -196,3 +196,13 @@ fn tour_writes_verifies_and_converts_every_format() {
         );
     }
 }
+
+#[test]
+fn a_directory_is_called_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tessera().arg("inspect").arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.to_lowercase().contains("is a directory"), "{err}");
+    assert!(!err.contains("No such device"), "{err}");
+}

@@ -217,6 +217,16 @@ impl std::error::Error for Error {
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Error {
+        // EFAULT: the kernel could not read a buffer we passed it, which for Tessera
+        // means a memory-mapped input shrank under us (another process truncated it).
+        #[cfg(unix)]
+        if e.raw_os_error() == Some(libc::EFAULT) {
+            return Error::new(
+                ErrorKind::Io,
+                "an input file shrank or became unreadable while it was being read (truncated by another process?)",
+            )
+            .with_source(e);
+        }
         let msg = e.to_string();
         // An unexpected EOF while reading a file is a truncation, not an OS failure.
         let kind = if e.kind() == std::io::ErrorKind::UnexpectedEof {

@@ -23,7 +23,16 @@ impl FileData {
     pub fn open(path: &Path) -> Result<FileData> {
         let file =
             File::open(path).map_err(|e| Error::from(e).at_subject(path.display().to_string()))?;
-        let len = file.metadata()?.len();
+        let meta = file.metadata()?;
+        if meta.is_dir() {
+            // Mapping a directory fails with ENODEV ("No such device"): say what it is.
+            #[cfg(unix)]
+            let e = std::io::Error::from_raw_os_error(libc::EISDIR);
+            #[cfg(not(unix))]
+            let e = std::io::Error::other("is a directory");
+            return Err(Error::from(e).at_subject(path.display().to_string()));
+        }
+        let len = meta.len();
         if len == 0 {
             return Ok(FileData::Owned(Vec::new()));
         }
