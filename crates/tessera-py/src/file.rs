@@ -412,13 +412,18 @@ impl File {
     ) -> PyResult<(Vec<String>, Vec<PathBuf>)> {
         let format = crate::save::resolve_format(format, Some(&path))?;
         let (wopts, copts) = crate::save::parse_options(options.as_ref())?;
-        let report = py
-            .detach(|| {
-                self.shared.with(|c| {
-                    tessera::convert::convert_file(&AsSource(c), format, &path, copts, &wopts)
-                })
+        let (r, raised) = py.detach(|| {
+            self.shared.with(|c| {
+                let src = AsSource(c);
+                let guarded = crate::save::Interruptible::new(&src);
+                let r = tessera::convert::convert_file(&guarded, format, &path, copts, &wopts);
+                (r, guarded.take_raised())
             })
-            .py()?;
+        });
+        if let Some(e) = raised {
+            return Err(e);
+        }
+        let report = r.py()?;
         Ok((report.notes, report.extra_files))
     }
 

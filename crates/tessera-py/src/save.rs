@@ -263,6 +263,71 @@ pub fn resolve_format(format: Option<&str>, path: Option<&PathBuf>) -> PyResult<
     Ok(f)
 }
 
+/// A source that looks for a pending signal (Ctrl-C) before handing out each tensor and
+/// chunk, so that a long write stops within one tensor of it: the writer then fails, the
+/// atomic writer removes its temporary, and the caller re-raises the Python exception
+/// kept here (`KeyboardInterrupt`) with [`Interruptible::result`].
+pub(crate) struct Interruptible<'a, S: TensorSource + ?Sized> {
+    inner: &'a S,
+    raised: std::sync::Mutex<Option<PyErr>>,
+}
+
+impl<'a, S: TensorSource + ?Sized> Interruptible<'a, S> {
+    pub(crate) fn new(inner: &'a S) -> Interruptible<'a, S> {
+        Interruptible {
+            inner,
+            raised: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn check(&self) -> tessera::Result<()> {
+        if let Err(e) = Python::attach(|py| py.check_signals()) {
+            if let Ok(mut r) = self.raised.lock() {
+                *r = Some(e);
+            }
+            return Err(Error::invalid_input("interrupted"));
+        }
+        Ok(())
+    }
+
+    /// The signal's exception, if one was raised while the work ran.
+    pub(crate) fn take_raised(&self) -> Option<PyErr> {
+        self.raised.lock().ok().and_then(|mut g| g.take())
+    }
+
+    /// The outcome of work done over this source: the signal's exception if one was
+    /// raised, else `r` as a Python result.
+    pub(crate) fn result<T>(&self, r: tessera::Result<T>) -> PyResult<T> {
+        match self.take_raised() {
+            Some(e) => Err(e),
+            None => r.py(),
+        }
+    }
+}
+
+impl<S: TensorSource + ?Sized> TensorSource for Interruptible<'_, S> {
+    fn metadata(&self) -> &Metadata {
+        self.inner.metadata()
+    }
+    fn tensor_infos(&self) -> &[TensorInfo] {
+        self.inner.tensor_infos()
+    }
+    fn tensor(&self, name: &str) -> tessera::Result<tessera::TensorView<'_>> {
+        self.check()?;
+        self.inner.tensor(name)
+    }
+    fn chunks(&self) -> &[tessera::ChunkInfo] {
+        self.inner.chunks()
+    }
+    fn chunk(&self, name: &str) -> tessera::Result<Cow<'_, [u8]>> {
+        self.check()?;
+        self.inner.chunk(name)
+    }
+    fn source_format(&self) -> Option<tessera::Format> {
+        self.inner.source_format()
+    }
+}
+
 /// Writes tensors to `path` (atomically) or, without a path, returns the file's bytes.
 /// Returns `(notes, extra_files, bytes_or_None)`.
 #[pyfunction]
@@ -302,6 +367,7 @@ pub fn save<'py>(
         src.infos.push(info);
         src.parts.push(parts);
     }
+    let guarded = Interruptible::new(&src);
     let out = py.detach(
         || -> tessera::Result<(Vec<String>, Vec<PathBuf>, Option<Vec<u8>>)> {
             // The caller's tensors: a bad one is invalid input, not a malformed file.
@@ -312,11 +378,11 @@ pub fn save<'py>(
             }
             match &path {
                 Some(p) => {
-                    let r = convert::convert_file(&src, format, p, copts, &wopts)?;
+                    let r = convert::convert_file(&guarded, format, p, copts, &wopts)?;
                     Ok((r.notes, r.extra_files, None))
                 }
                 None => {
-                    let prepared = convert::prepare(&src, format, copts)?;
+                    let prepared = convert::prepare(&guarded, format, copts)?;
                     let mut cur = Cursor::new(Vec::new());
                     let r = convert::write_to(format, &prepared, &mut cur, &wopts)?;
                     let mut notes = prepared.notes().to_vec();
@@ -326,6 +392,6 @@ pub fn save<'py>(
             }
         },
     );
-    let (notes, extra, bytes) = out.py()?;
+    let (notes, extra, bytes) = guarded.result(out)?;
     Ok((notes, extra, bytes.map(|b| PyBytes::new(py, &b))))
 }
