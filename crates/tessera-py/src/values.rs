@@ -36,8 +36,26 @@ pub fn to_py_err(e: tessera::Error) -> PyErr {
 
 fn make_exception(py: Python<'_>, e: &tessera::Error) -> PyResult<PyErr> {
     let module = py.import("tessera.errors")?;
-    let class = module.getattr(class_name(e.kind()))?;
+    // OS errors get the class Python itself would raise (FileNotFoundError, …), still a
+    // TesseraError, with errno and strerror set.
+    let name = match (e.kind(), e.os_error()) {
+        (tessera::ErrorKind::Io, Some(n)) => match n {
+            libc::ENOENT => "TesseraFileNotFoundError",
+            libc::EISDIR => "TesseraIsADirectoryError",
+            libc::EACCES | libc::EPERM => "TesseraPermissionError",
+            _ => class_name(e.kind()),
+        },
+        (k, _) => class_name(k),
+    };
+    let class = module.getattr(name)?;
     let exc = class.call1((e.to_string(),))?;
+    if let Some(n) = e.os_error() {
+        exc.setattr("errno", n)?;
+        exc.setattr("strerror", std::io::Error::from_raw_os_error(n).to_string())?;
+        if let Some(f) = e.file().or(e.subject()) {
+            exc.setattr("filename", f)?;
+        }
+    }
     exc.setattr("kind", e.kind().name())?;
     exc.setattr("format", e.format())?;
     exc.setattr("subject", e.subject())?;

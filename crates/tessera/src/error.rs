@@ -55,6 +55,8 @@ impl ErrorKind {
 struct Inner {
     kind: ErrorKind,
     file: Option<String>,
+    /// The OS error number of an `Io` error (`ENOENT`, `EISDIR`, `EACCES`, …).
+    os_error: Option<i32>,
     format: Option<&'static str>,
     subject: Option<String>,
     offset: Option<u64>,
@@ -74,6 +76,7 @@ impl Error {
         Error(Box::new(Inner {
             kind,
             file: None,
+            os_error: None,
             format: None,
             subject: None,
             offset: None,
@@ -139,6 +142,10 @@ impl Error {
     /// The file, if known.
     pub fn file(&self) -> Option<&str> {
         self.0.file.as_deref()
+    }
+    /// The OS error number, for an error that came from the operating system.
+    pub fn os_error(&self) -> Option<i32> {
+        self.0.os_error
     }
     /// Sets the byte offset where the problem is, unless one is set.
     pub fn at_offset(mut self, offset: u64) -> Error {
@@ -234,7 +241,9 @@ impl From<std::io::Error> for Error {
         } else {
             ErrorKind::Io
         };
-        Error::new(kind, msg)
+        let mut err = Error::new(kind, msg);
+        err.0.os_error = e.raw_os_error();
+        err
     }
 }
 

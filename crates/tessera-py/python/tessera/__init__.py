@@ -44,6 +44,9 @@ __all__ = [
     "save",
     "convert",
     "safe_open",
+    "serialize",
+    "serialize_file",
+    "deserialize",
     "formats",
     "public_key",
     "File",
@@ -424,6 +427,8 @@ class _Slice:
         return shape[0]
 
     def __getitem__(self, index: Any) -> Any:
+        self._owner._check_open()
+        index = _check_index(index, self._info["shape"])
         # Only the selected part is copied (a view of the map first, then its copy).
         arr = self._owner._file.get_tensor(self._name, framework="np", densify=True)
         if self._owner._framework == "np" and not self._owner._copy:
@@ -433,6 +438,61 @@ class _Slice:
             raw = np.ascontiguousarray(part).reshape(-1).view(np.uint8)
             return to_torch(raw, self._info["dtype"], part.shape, self._owner._device)
         return part
+
+
+def _check_index(index: Any, shape: Sequence[int]) -> Tuple[Any, ...]:
+    """safetensors' slicing rules: ints, slices and one ``...`` only (no fancy indexing,
+    no ``None``), every bound inside its dimension (no silent clamping), at most as many
+    indices as dimensions. Raises :class:`InvalidInputError` (a ``ValueError``) saying
+    which index and which dimension."""
+    items = index if isinstance(index, tuple) else (index,)
+    dims = list(shape)
+    if sum(1 for x in items if x is Ellipsis) > 1:
+        raise InvalidInputError("an index can only have a single ellipsis ('...')")
+    for pos, x in enumerate(items):
+        if x is Ellipsis:
+            continue
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer, slice)):
+            raise InvalidInputError(
+                f"unsupported slice index at position {pos}: expected slice, int, or ellipsis, "
+                f"not {type(x).__name__}"
+            )
+    fixed = [x for x in items if x is not Ellipsis]
+    if len(fixed) > len(dims):
+        raise InvalidInputError(f"{len(fixed)} indices for a tensor of {len(dims)} dimensions {dims}")
+    # Which dimension each index applies to: those before '...' from the front, those
+    # after it from the back.
+    if Ellipsis in items:
+        e = items.index(Ellipsis)
+        before, after = items[:e], items[e + 1 :]
+        targets = list(zip(before, range(len(before)))) + list(
+            zip(after, range(len(dims) - len(after), len(dims)))
+        )
+    else:
+        targets = list(zip(items, range(len(items))))
+    for x, d in targets:
+        size = dims[d]
+        if isinstance(x, slice):
+            if x.step is not None and (not isinstance(x.step, (int, np.integer)) or x.step < 1):
+                raise InvalidInputError(f"slice step {x.step!r} for dimension #{d}: only positive steps")
+            for bound in (x.start, x.stop):
+                if bound is None:
+                    continue
+                if isinstance(bound, bool) or not isinstance(bound, (int, np.integer)):
+                    raise InvalidInputError(f"slice bound {bound!r} for dimension #{d} is not an int")
+                if not -size <= bound <= size:
+                    raise InvalidInputError(
+                        f"index {bound} out of bounds for tensor dimension #{d} of size {size}"
+                    )
+            start = 0 if x.start is None else (x.start + size if x.start < 0 else x.start)
+            stop = size if x.stop is None else (x.stop + size if x.stop < 0 else x.stop)
+            if start > stop:
+                raise InvalidInputError(
+                    f"slice {start}:{stop} for dimension #{d} of size {size} ends before it starts"
+                )
+        elif not -size <= x < size:
+            raise InvalidInputError(f"index {x} out of bounds for tensor dimension #{d} of size {size}")
+    return items
 
 
 class safe_open:
@@ -457,7 +517,12 @@ class safe_open:
         *,
         copy: bool = True,
         verify: Optional[bool] = None,
+        backend: Optional[str] = None,
     ) -> None:
+        # safetensors' backend= picks its I/O path; tessera has one (a memory map).
+        if backend not in (None, "rust", "mmap"):
+            raise InvalidInputError(f"backend={backend!r}: tessera reads through a memory map only")
+        self._closed = False
         self._framework = _framework(framework)
         self._device = device
         self._copy = bool(copy)
@@ -465,32 +530,85 @@ class safe_open:
         check = self._copy if verify is None else bool(verify)
         self._file = open(filename, self._framework, device=device, verify=check)
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidInputError("file is closed")
+
     def keys(self) -> List[str]:
         """Tensor names, sorted (as safetensors returns them)."""
+        self._check_open()
         return sorted(self._file.keys())
 
     def offset_keys(self) -> List[str]:
         """Tensor names in file order."""
+        self._check_open()
         return self._file.keys()
 
     def metadata(self) -> Optional[Dict[str, str]]:
         """The file metadata as str -> str (non-string values as JSON), or None."""
+        self._check_open()
         md = self._file.metadata
         if not md:
             return None
         return {k: v if isinstance(v, str) else json.dumps(_jsonable(v)) for k, v in md.items()}
 
     def get_tensor(self, name: str) -> Any:
+        self._check_open()
         return self._file.get_tensor(name, densify=True, copy=self._copy)
 
     def get_slice(self, name: str) -> _Slice:
+        self._check_open()
         return _Slice(self, name)
 
     def __enter__(self) -> "safe_open":
+        self._check_open()
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._closed = True
         self._file.close()
+
+
+# --- safetensors' bytes-level functions -------------------------------------------
+
+
+def _spec(name: str, spec: Any) -> Tuple[str, str, List[int], str, List[Tuple[str, Any]]]:
+    if isinstance(spec, Mapping):
+        dtype, shape, data = spec.get("dtype"), spec.get("shape"), spec.get("data")
+    else:
+        dtype, shape, data = (getattr(spec, k, None) for k in ("dtype", "shape", "data"))
+    if dtype is None or shape is None or data is None:
+        raise InvalidInputError(f"tensor {name!r}: needs dtype, shape and data (bytes)")
+    return (name, _tessera.canonical_dtype(str(dtype)), [int(d) for d in shape], "dense", [("data", bytes(data))])
+
+
+def serialize(tensor_dict: Mapping, metadata: Optional[Dict[str, str]] = None) -> bytes:
+    """safetensors' ``serialize``: ``{name: {"dtype", "shape", "data"}}`` (dtype as
+    ``"F32"`` or ``"float32"``, data as bytes) to the bytes of a .safetensors file."""
+    items = [_spec(n, t) for n, t in tensor_dict.items()]
+    _, _, data = _tessera.save(items, None, format="safetensors", metadata=metadata, options={})
+    return bytes(data)
+
+
+def serialize_file(tensor_dict: Mapping, filename: PathLike, metadata: Optional[Dict[str, str]] = None) -> None:
+    """safetensors' ``serialize_file``: as :func:`serialize`, written atomically."""
+    items = [_spec(n, t) for n, t in tensor_dict.items()]
+    _tessera.save(items, os.fspath(filename), format="safetensors", metadata=metadata, options={})
+
+
+def deserialize(data: Union[bytes, bytearray, memoryview]) -> List[Tuple[str, Dict[str, Any]]]:
+    """safetensors' ``deserialize``: the bytes of a file of any format tessera reads to
+    ``[(name, {"dtype": "F32", "shape": [...], "data": bytearray})]`` in file order,
+    every stored digest checked first."""
+    f = load(bytes(data))
+    out = []
+    for name in f.keys():
+        info = f.tensor_info(name)
+        raw = f.get_tensor(name, densify=True, copy=True)
+        d = info["dtype"]
+        buf = np.ascontiguousarray(raw).reshape(-1).view(np.uint8).tobytes()
+        out.append((name, {"dtype": SAFETENSORS_NAMES.get(d, d.upper()), "shape": list(info["shape"]), "data": bytearray(buf)}))
+    return out
 
 
 def _jsonable(v: Any) -> Any:

@@ -26,6 +26,9 @@ __all__ = [
     "InvalidInputError",
     "NotFoundError",
     "IoError",
+    "TesseraFileNotFoundError",
+    "TesseraIsADirectoryError",
+    "TesseraPermissionError",
 ]
 
 
@@ -75,4 +78,22 @@ class NotFoundError(TesseraError, KeyError):
 
 
 class IoError(TesseraError, OSError):
-    """An operating-system I/O error."""
+    """An operating-system I/O error; ``errno``, ``strerror`` and ``filename`` are set
+    when the system gave a number. A missing file, a directory and a permission problem
+    raise the subclasses below, which are also the built-in ``FileNotFoundError``,
+    ``IsADirectoryError`` and ``PermissionError``."""
+
+    def __str__(self) -> str:  # OSError would format "[Errno …]" once errno is set
+        return Exception.__str__(self)
+
+
+class TesseraFileNotFoundError(IoError, FileNotFoundError):
+    """The file does not exist (``errno`` is ``ENOENT``)."""
+
+
+class TesseraIsADirectoryError(IoError, IsADirectoryError):
+    """The path is a directory (``errno`` is ``EISDIR``)."""
+
+
+class TesseraPermissionError(IoError, PermissionError):
+    """The file may not be read or written (``errno`` is ``EACCES`` or ``EPERM``)."""
