@@ -30,6 +30,9 @@ from .errors import (
     LimitError,
     NotFoundError,
     TesseraError,
+    TesseraFileNotFoundError,
+    TesseraIsADirectoryError,
+    TesseraPermissionError,
     UnknownFormatError,
     UnsupportedError,
     UnsupportedVersionError,
@@ -63,6 +66,9 @@ __all__ = [
     "LimitError",
     "InvalidInputError",
     "NotFoundError",
+    "TesseraFileNotFoundError",
+    "TesseraIsADirectoryError",
+    "TesseraPermissionError",
     "IoError",
 ]
 

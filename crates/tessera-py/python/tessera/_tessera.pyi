@@ -58,6 +58,7 @@ def open_file(
     *,
     mmap: bool = True,
     salvage: bool = False,
+    verify: bool = True,
     age_identities: Optional[Sequence[str]] = None,
     age_passphrase: Optional[str] = None,
 ) -> File: ...
@@ -65,6 +66,7 @@ def open_bytes(
     data: bytes,
     *,
     salvage: bool = False,
+    verify: bool = True,
     age_identities: Optional[Sequence[str]] = None,
     age_passphrase: Optional[str] = None,
 ) -> File: ...
