@@ -73,7 +73,10 @@
 //!   a matching digest then proves nothing about that part. No IHSH: "not checked";
 //! - `--tensor NAME` ([`crate::VerifyOptions::tensors`]): IHSH, then for each tensor its
 //!   `hash_b3`, the PHSH pages it overlaps (not the rest of the shard) or, with neither,
-//!   its shard's BLAKE3. [`read::AeroFile::tensor_checked`] does the same on read.
+//!   its shard's BLAKE3. [`read::AeroFile::tensor_checked`] does the same on read, and
+//!   it is what `tensor()` does when the file was opened with `ReadOptions::verify` (the
+//!   default): each tensor hashed once, a shard's BLAKE3 once for all its tensors, only
+//!   the PHSH pages a tensor touches; `chunk()` checks the chunk's BLAKE3 once.
 //!
 //! # Metadata mapping
 //!

@@ -46,8 +46,10 @@
 //! `json.dumps` text; a mismatch is a warning at open, as in pyfolds, and a failed check
 //! in `verify`), and decompression bounded by `uncomp_len`, which must match exactly.
 //! A `sha256:` prefix (later pyfolds) is accepted; `hmac-sha256:` hashes are reported
-//! "not checked". Tensor and chunk reads check CRC-32C (and repair); uncompressed
-//! tensors are then borrowed from the mapped file (zero-copy). `verify` checks
+//! "not checked". Tensor and chunk reads check CRC-32C, SHA-256 and the chunk's
+//! `chunk_hashes` entry (and repair with the parity), once per chunk, when
+//! `ReadOptions::verify` is on (the default); with it off, CRC-32C only (it triggers
+//! the repair). Uncompressed tensors are then borrowed from the mapped file (zero-copy). `verify` checks
 //! everything, including whether the parity still matches the payload. Stricter than
 //! pyfolds: a missing `manifest_hash` or `chunk_hashes`, a chunk `chunk_hashes` does
 //! not list, or a listed name with no chunk, fails `verify` (spec §4 requires them;
@@ -75,9 +77,12 @@
 //!   chunk: listed, extracted, verified, carried through FOLD→FOLD rewrites, never
 //!   unpickled. `JSON` chunks are kept as chunks so their bytes survive unchanged.
 //!
-//! A chunk whose tensors cannot be listed (damaged beyond repair, malformed payload)
-//! does not fail the open: it is listed as an opaque chunk, with a warning, and
-//! `verify` reports it.
+//! A `STEN` or `NPZ0` chunk whose tensors cannot be listed (damaged beyond repair,
+//! malformed payload) fails the open, naming the chunk: its tensors would otherwise be
+//! missing from every conversion without a word. With `ReadOptions::salvage` the rest
+//! is read and the loss is a warning; with `ReadOptions::audit` (`inspect`, `verify`)
+//! the chunk is listed as damaged and `verify` reports it. Such a chunk is never
+//! carried or dropped as an opaque chunk.
 //!
 //! # Writing
 //!

@@ -48,6 +48,12 @@
 //! `structure` check (decode + validate). Non-zero bytes between the components (the
 //! spec requires zero padding) are reported as a verify warning.
 //!
+//! Reads are checked too: with `ReadOptions::verify` (the default) `tensor()` checks
+//! every stored `crc32c`/`sha256` digest of the tensor's components before returning
+//! them (once per tensor; raw components stay borrowed), an `Integrity` error naming
+//! the tensor, component and algorithm otherwise; an unknown algorithm is let through
+//! (it cannot be checked) and shows as "not checked" in `verify`.
+//!
 //! Attributes become the file [`crate::Metadata`]: string values as they are (a string
 //! that looks like JSON stays a string); other CBOR values, which the original reader
 //! rejects, are read into our value tree rather than refused.
