@@ -105,7 +105,9 @@ def test_peer_file_inspects_with_its_values(tmp_path):
         if qname in (None, "BF16"):
             assert t["layout"] == "dense"
         else:
-            assert t["layout"] == "ggml_" + qname.lower() and t["dtype"] == "u8"
+            # Shown as the ggml type gguf-py wrote, stored as u8 blocks.
+            assert t["layout"] == "ggml_" + qname.lower() and t["dtype"] == qname.lower()
+            assert t["storage_dtype"] == "u8"
             assert t["attrs"]["ggml_type"] == int(Q[qname])
 
 

@@ -147,7 +147,10 @@ pub fn open_bytes(
 pub fn info_to_py<'py>(py: Python<'py>, info: &TensorInfo) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("name", &info.name)?;
-    d.set_item("dtype", info.dtype.name())?;
+    // What users know the element type as (`q8_0` for a GGUF packed tensor), and the
+    // type of the stored bytes (`u8` there, the same otherwise).
+    d.set_item("dtype", info.dtype_label())?;
+    d.set_item("storage_dtype", info.dtype.name())?;
     d.set_item("shape", info.shape.clone())?;
     d.set_item("layout", info.layout.name())?;
     d.set_item("attrs", map_to_py(py, &info.attrs)?)?;

@@ -128,6 +128,16 @@ impl TensorInfo {
     pub fn numel(&self) -> Result<u64> {
         numel(&self.shape)
     }
+    /// The element type as users know it: the ggml type (`q8_0`, `q4_k`, …) for a GGUF
+    /// packed-block tensor (layout `ggml_<type>`, whose `dtype` is only the `u8` of its
+    /// storage), the dtype's name otherwise. What `inspect`, `diff` and Python show.
+    pub fn dtype_label(&self) -> &str {
+        match &self.layout {
+            Layout::Other(l) => l.strip_prefix("ggml_").unwrap_or(self.dtype.name()),
+            _ => self.dtype.name(),
+        }
+    }
+
     /// Bytes of the dense form, checked.
     pub fn dense_nbytes(&self) -> Result<u64> {
         dense_nbytes(self.dtype, &self.shape)

@@ -14,7 +14,7 @@
 use std::io::Write;
 
 use serde_json::json;
-use tessera::{Container, DType, Layout, TensorView};
+use tessera::{Container, Layout, TensorView};
 
 use crate::cli::DiffArgs;
 use crate::output::with_file;
@@ -26,7 +26,7 @@ pub struct TensorDiff {
     /// Name.
     pub name: String,
     /// (a, b) dtypes when they differ.
-    pub dtype: Option<(DType, DType)>,
+    pub dtype: Option<(String, String)>,
     /// (a, b) shapes when they differ.
     pub shape: Option<(Vec<u64>, Vec<u64>)>,
     /// (a, b) layouts when they differ.
@@ -53,8 +53,13 @@ fn compare(a: &dyn Container, b: &dyn Container, name: &str) -> anyhow::Result<O
         name: name.to_string(),
         ..TensorDiff::default()
     };
-    if va.info.dtype != vb.info.dtype {
-        d.dtype = Some((va.info.dtype, vb.info.dtype));
+    // Compared as users know them: a GGUF q8_0 tensor against a q4_0 one differs in
+    // type although both are stored as u8 blocks.
+    if va.info.dtype_label() != vb.info.dtype_label() {
+        d.dtype = Some((
+            va.info.dtype_label().to_string(),
+            vb.info.dtype_label().to_string(),
+        ));
     }
     if va.info.shape != vb.info.shape {
         d.shape = Some((va.info.shape.clone(), vb.info.shape.clone()));
@@ -141,7 +146,7 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                     "removed": removed,
                     "changed": changed.iter().map(|d| json!({
                         "name": d.name,
-                        "dtype": d.dtype.map(|(x, y)| [x.name(), y.name()]),
+                        "dtype": d.dtype.as_ref().map(|(x, y)| [x, y]),
                         "shape": d.shape.as_ref().map(|(x, y)| json!([x, y])),
                         "layout": d.layout.as_ref().map(|(x, y)| [x, y]),
                         "bytes_equal": d.bytes_equal,
@@ -160,7 +165,7 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                 }
                 for d in &changed {
                     let mut parts = Vec::new();
-                    if let Some((x, y)) = d.dtype {
+                    if let Some((x, y)) = &d.dtype {
                         parts.push(format!("dtype {x} -> {y}"));
                     }
                     if let Some((x, y)) = &d.shape {

@@ -1,8 +1,13 @@
 //! `tessera inspect FILE [--json]`.
 //!
+//! `dtype` is the element type as users know it: a GGUF packed tensor shows its ggml
+//! type (`q8_0`, `q4_k`, …) with its logical shape; `storage_dtype` is the type of the
+//! stored bytes (`u8` there, the dtype otherwise).
+//!
 //! JSON shape:
-//! `{"file", "format", "title", "version", "tensors": [{"name", "dtype", "shape",
-//! "layout", "stored_bytes", "encoding", "offset", "digests", "attrs"}], "metadata": {…},
+//! `{"file", "format", "title", "version", "tensors": [{"name", "dtype", "storage_dtype",
+//! "shape", "layout", "stored_bytes", "encoding", "offset", "digests", "attrs"}],
+//! "metadata": {…},
 //! "chunks": [{"name", "kind", "len", "stored_bytes", "encoding", "offset"}],
 //! "warnings": [..]}`
 
@@ -19,7 +24,8 @@ use crate::term::escape;
 pub fn tensor_json(t: &TensorInfo) -> serde_json::Value {
     json!({
         "name": t.name,
-        "dtype": t.dtype.name(),
+        "dtype": t.dtype_label(),
+        "storage_dtype": t.dtype.name(),
         "shape": t.shape,
         "layout": t.layout.name(),
         "stored_bytes": t.storage.stored_bytes,
@@ -86,7 +92,7 @@ pub fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             let mut line = format!(
                 "  {:<width$}  {:<9} {:<16} {:<10} {:>10}",
                 escape(&t.name),
-                t.dtype.name(),
+                t.dtype_label(),
                 shape,
                 t.layout.name(),
                 human_bytes(t.storage.stored_bytes),

@@ -434,6 +434,7 @@ class _Slice:
 
     def __getitem__(self, index: Any) -> Any:
         self._owner._check_open()
+        _refuse_packed(self._info)
         index = _check_index(index, self._info["shape"])
         # Only the selected part is copied (a view of the map first, then its copy).
         arr = self._owner._file.get_tensor(self._name, framework="np", densify=True)
@@ -444,6 +445,18 @@ class _Slice:
             raw = np.ascontiguousarray(part).reshape(-1).view(np.uint8)
             return to_torch(raw, self._info["dtype"], part.shape, self._owner._device)
         return part
+
+
+def _refuse_packed(info: Dict[str, Any]) -> None:
+    """Element access to a tensor stored in packed blocks (GGUF ``q8_0``, ``q4_k``, …)
+    would need dequantization, which tessera does not do yet: say so and what works."""
+    if info["layout"] not in ("dense", "sparse_csr", "sparse_coo"):
+        raise UnsupportedError(
+            f"tensor {info['name']!r} is {info['dtype']} ({info['layout']}), stored in packed "
+            f"blocks; slicing it needs dequantization, which tessera does not do yet. "
+            f"File.get_tensor(name) returns a tessera.Tensor whose .parts['data'] holds the "
+            f"packed bytes; tessera.convert keeps them as they are."
+        )
 
 
 def _check_index(index: Any, shape: Sequence[int]) -> Tuple[Any, ...]:
@@ -610,6 +623,7 @@ def deserialize(data: Union[bytes, bytearray, memoryview]) -> List[Tuple[str, Di
     out = []
     for name in f.keys():
         info = f.tensor_info(name)
+        _refuse_packed(info)
         raw = f.get_tensor(name, densify=True, copy=True)
         d = info["dtype"]
         buf = np.ascontiguousarray(raw).reshape(-1).view(np.uint8).tobytes()
