@@ -143,7 +143,9 @@ def test_delta_apply_sign_cli(tmp_path):
     target = tmp_path / "target.wtxt"
     target.write_bytes(ref.encode(arrs, gen=124))
     d = tmp_path / "d.wtxtdelta"
-    run("wtxt", "delta", base, target, "-o", d)
+    # This target does not chain from the base (merkle_prev is zero): only the
+    # extension, which carries the target's root, rebuilds it byte for byte.
+    run("wtxt", "delta", base, target, "-o", d, "--with-target-root")
     text = d.read_text()
     assert text.count("\nch ") == 1 and "enddelta" in text
     out = tmp_path / "out.wtxt"
@@ -244,3 +246,129 @@ def test_reference_parity_matches_the_spec_sample():
     line = b"TWFuIGlzIGRpc3Rpbmd1aXNoZWQsIG5vdCBvbmx5IGJ5IGhpcyByZWFzb24sIGJ1dCBieSB0aGlz"
     assert ref.parity(line) == "a"
     assert base64.b64decode(line).startswith(b"Man is distinguished")
+
+
+# --- DELTA v2 as RESOLUTIONS item 15 defines it, against an encoder written from it ---
+
+
+def _blocks(text):
+    """{array name: (arr line, [chunk block text])} of a WTXT snapshot, parsed here."""
+    out, cur, lines, i = {}, None, text.split("\n"), 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("arr "):
+            name = line.split()[1][len("name="):]
+            cur = out[name] = (line, [])
+        elif line.startswith("ch "):
+            n = int(dict(f.split("=", 1) for f in line.split()[1:])["lines"])
+            cur[1].append("\n".join(lines[i:i + n + 2]) + "\n")  # ch, body, endch
+            i += n + 1
+        i += 1
+    return out
+
+
+def ref_delta(base: bytes, target: bytes) -> bytes:
+    """An independent DELTA v2 encoder: the header with the base's sha256_all, the
+    target's meta line, one bare `arr name=` block per array with changed chunks, then
+    `enddelta` (RESOLUTIONS 15)."""
+    b, t = base.decode(), target.decode()
+    root = dict(f.split("=", 1) for f in b.split("\n")[3].split()[1:])
+    out = ["WTXT-DELTA 2 base_sha256_all=" + root["sha256_all"], t.split("\n")[1]]
+    bb, tb = _blocks(b), _blocks(t)
+    assert list(bb) == list(tb)
+    for name in tb:
+        changed = [y for x, y in zip(bb[name][1], tb[name][1]) if x != y]
+        if changed:
+            out.append("arr name=" + name)
+            out.append("".join(changed).rstrip("\n"))
+            out.append("endarr")
+    out.append("enddelta")
+    return ("\n".join(out) + "\n").encode()
+
+
+def conforming(delta: bytes) -> bool:
+    """Every line is one the resolution's grammar allows, in its order."""
+    lines = delta.decode().split("\n")[:-1]
+    ok = lines[0].startswith("WTXT-DELTA 2 base_sha256_all=") and lines[1].startswith("meta ")
+    state = "top"
+    for line in lines[2:]:
+        if state == "top":
+            if line == "enddelta":
+                state = "end"
+            elif line.startswith("arr name=") and " " not in line[len("arr "):]:
+                state = "arr"
+            else:
+                return False
+        elif state == "arr":
+            if line == "endarr":
+                state = "top"
+            elif line.startswith("ch "):
+                state = "ch"
+            else:
+                return False
+        elif state == "ch":
+            if line == "endch":
+                state = "arr"
+        else:
+            return False
+    return ok and state == "end"
+
+
+def _chained(tmp_path):
+    arrs = arrays()
+    base = ref.encode(arrs, rows_per_chunk=64)
+    root = dict(f.split("=", 1) for f in base.decode().split("\n")[3].split()[1:])
+    rb = bytearray(arrs[0][3])
+    rb[300 * 512:300 * 512 + 8] = struct.pack("<d", 42.0)
+    arrs[0] = ("R", "f64", [512, 64], bytes(rb))
+    target = ref.encode(arrs, gen=124, rows_per_chunk=64, merkle_prev=bytes.fromhex(root["merkle_this"]))
+    (tmp_path / "base.wtxt").write_bytes(base)
+    (tmp_path / "target.wtxt").write_bytes(target)
+    return tmp_path / "base.wtxt", tmp_path / "target.wtxt"
+
+
+def test_conforming_delta_both_ways(tmp_path):
+    base, target = _chained(tmp_path)
+    theirs = ref_delta(base.read_bytes(), target.read_bytes())
+    assert conforming(theirs) and theirs.count(b"\nch ") == 1
+    # Their delta applied by us gives their target, byte for byte.
+    (tmp_path / "theirs.wtxtdelta").write_bytes(theirs)
+    out = tmp_path / "out.wtxt"
+    run("wtxt", "apply", base, tmp_path / "theirs.wtxtdelta", "-o", out)
+    assert out.read_bytes() == target.read_bytes()
+    ref.check(out.read_bytes())
+    # Our default delta is the conforming one: the same bytes as theirs.
+    ours = tmp_path / "ours.wtxtdelta"
+    run("wtxt", "delta", base, target, "-o", ours)
+    assert conforming(ours.read_bytes())
+    assert ours.read_bytes() == theirs
+    # The extension is opt-in and not conforming.
+    ext = tmp_path / "ext.wtxtdelta"
+    run("wtxt", "delta", base, target, "-o", ext, "--with-target-root")
+    assert not conforming(ext.read_bytes())
+    assert b"\ncap " in ext.read_bytes() and b"\nroot " in ext.read_bytes()
+    run("wtxt", "apply", base, ext, "-o", out)
+    assert out.read_bytes() == target.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda d: d.replace(b"enddelta\n", b""),  # cut short
+        lambda d: d.replace(b"WTXT-DELTA 2", b"WTXT-DELTA 3"),  # another version
+        lambda d: d.replace(b"arr name=R\n", b"arr name=Q\n"),  # an array the base lacks
+        lambda d: d.replace(b"ch ix=000004", b"ch ix=000005", 1),  # ix/off/len not the base's
+        lambda d: d.replace(b"endarr\n", b"", 1),  # no endarr
+        lambda d: d + b"trailing\n",  # text after enddelta
+        lambda d: d.replace(b"base_sha256_all=", b"base_sha256_all=00", 1),  # bad hex width
+    ],
+)
+def test_malformed_conforming_deltas_are_refused(tmp_path, mutate):
+    base, target = _chained(tmp_path)
+    theirs = ref_delta(base.read_bytes(), target.read_bytes())
+    assert b"ch ix=000004" in theirs
+    bad = tmp_path / "bad.wtxtdelta"
+    bad.write_bytes(mutate(theirs))
+    r = run("wtxt", "apply", base, bad, "-o", tmp_path / "x.wtxt", check=False)
+    assert r.returncode != 0, r.stdout
+    assert not (tmp_path / "x.wtxt").exists()

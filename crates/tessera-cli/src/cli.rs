@@ -271,6 +271,11 @@ pub enum WtxtCommand {
         /// Output delta file.
         #[arg(short, long, value_name = "OUT")]
         output: PathBuf,
+        /// Tessera's extension: carry the target's `cap` and `root` lines and arrays'
+        /// HMACs, so any target is rebuilt byte for byte and checked against its root.
+        /// Conforming DELTA v2 readers reject such a delta.
+        #[arg(long)]
+        with_target_root: bool,
     },
     /// Apply a delta to its base, giving the target snapshot (unsigned).
     Apply {

@@ -45,7 +45,9 @@ fn delta_round_trip_is_byte_identical_and_small() {
         ..opts()
     };
     let target = write(&m2, &o2);
-    let d = delta::make(&parse(&base), &parse(&target)).unwrap();
+    // Any target (this one does not chain from the base) is rebuilt byte for byte by
+    // the extended form, which carries the target's cap and root lines.
+    let d = delta::make_with_target_root(&parse(&base), &parse(&target)).unwrap();
     let text = std::str::from_utf8(&d).unwrap();
     assert!(text.starts_with("WTXT-DELTA 2 base_sha256_all="));
     assert_eq!(
@@ -73,7 +75,7 @@ fn delta_round_trip_is_byte_identical_and_small() {
     bad[j] = if bad[j] == b'A' { b'B' } else { b'A' };
     assert!(delta::apply(&parse(&base), &bad).is_err());
     // Identical snapshots: an empty delta.
-    let same = delta::make(&parse(&base), &parse(&base)).unwrap();
+    let same = delta::make_with_target_root(&parse(&base), &parse(&base)).unwrap();
     assert_eq!(same.iter().filter(|&&b| b == b'\n').count(), 5);
     assert_eq!(delta::apply(&parse(&base), &same).unwrap(), base);
     // Reshaped arrays need a full snapshot.
@@ -87,6 +89,38 @@ fn delta_round_trip_is_byte_identical_and_small() {
     }
     let e = delta::make(&parse(&base), &parse(&write(&m3, &opts()))).unwrap_err();
     assert!(e.to_string().contains("full snapshot"), "{e}");
+}
+
+/// RESOLUTIONS item 15 exactly: the default delta has no `cap`/`root` lines and bare
+/// `arr name=` lines, and applying it to its base rebuilds a target written with
+/// `--prev BASE` byte for byte.
+#[test]
+fn conforming_delta_has_only_the_resolutions_lines_and_rebuilds_a_chained_target() {
+    use wtxt::delta;
+    let m = model();
+    let dir = tempfile::tempdir().unwrap();
+    let base = write(&m, &opts());
+    let base_path = dir.path().join("base.wtxt");
+    std::fs::write(&base_path, &base).unwrap();
+    let target = write(
+        &with_row_changed(&m, 1000),
+        &WriteOptions {
+            prev: Some(base_path),
+            generation: None,
+            ..opts()
+        },
+    );
+    let d = delta::make(&parse(&base), &parse(&target)).unwrap();
+    let text = std::str::from_utf8(&d).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("WTXT-DELTA 2 base_sha256_all="));
+    assert!(lines[1].starts_with("meta "));
+    assert_eq!(lines[2], "arr name=R");
+    assert_eq!(*lines.last().unwrap(), "enddelta");
+    assert!(!lines
+        .iter()
+        .any(|l| l.starts_with("cap ") || l.starts_with("root ")));
+    assert_eq!(delta::apply(&parse(&base), &d).unwrap(), target);
 }
 
 #[test]
@@ -109,9 +143,25 @@ fn delta_of_keyed_signed_snapshots_and_resigning() {
         ..opts()
     };
     let target = write(&with_row_changed(&m, 7), &o2);
-    let d = delta::make(&parse(&base), &parse(&target)).unwrap();
+    // Keyed HMACs ride only in the extended form.
+    let d = delta::make_with_target_root(&parse(&base), &parse(&target)).unwrap();
     let applied = delta::apply(&parse(&base), &d).unwrap();
     assert_eq!(applied, target);
+    // The conforming form cannot carry them: the changed array comes out
+    // unauthenticated, the unchanged ones keep theirs, and the file still verifies
+    // (with the key, the unchanged arrays' HMACs check; the changed one says so).
+    let c = delta::make(&parse(&base), &parse(&target)).unwrap();
+    assert!(!std::str::from_utf8(&c).unwrap().contains(" hmac="));
+    let conforming = delta::apply(&parse(&base), &c).unwrap();
+    let text = std::str::from_utf8(&conforming).unwrap();
+    let r_line = text.lines().find(|l| l.starts_with("arr name=R ")).unwrap();
+    assert!(r_line.ends_with(&format!("hmac={} salt={}", "0".repeat(64), "0".repeat(16))));
+    let f = open(&conforming);
+    let r = f.verify(&VerifyOptions {
+        hmac_key: key.clone(),
+        ..Default::default()
+    });
+    assert!(r.failures().next().is_none(), "{:?}", failures(&r));
     let signed = delta::sign(&applied, &seed).unwrap();
     assert_eq!(
         signed,

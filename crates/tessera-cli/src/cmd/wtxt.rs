@@ -1,8 +1,11 @@
 //! `tessera wtxt delta|apply|sign|encrypt|decrypt`.
 //!
-//! - `delta BASE TARGET -o D.wtxtdelta`: the chunks that changed (DELTA v2).
-//! - `apply BASE D -o OUT [--sign-key K]`: the target, byte for byte (unsigned unless
-//!   re-signed); a delta for another base is refused.
+//! - `delta BASE TARGET -o D.wtxtdelta [--with-target-root]`: the chunks that changed
+//!   (DELTA v2 as RESOLUTIONS item 15 defines it; `--with-target-root` adds Tessera's
+//!   extension, the target's `cap`/`root` lines and HMACs, which rebuilds any target
+//!   byte for byte but which a conforming reader rejects).
+//! - `apply BASE D -o OUT [--sign-key K]`: the target (unsigned unless re-signed), from
+//!   either form; a delta for another base is refused.
 //! - `sign FILE --key K [-o OUT]`: add or replace the `sign` line (or sign a `.wsum`).
 //! - `encrypt FILE -o OUT (-r age1… | --passphrase-file F)`, `decrypt FILE -o OUT
 //!   (--identity F | --passphrase-file F)`: age ASCII armor.
@@ -43,10 +46,16 @@ pub fn run(args: &WtxtArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             base,
             target,
             output,
+            with_target_root,
         } => {
             let (bd, td) = (open(base)?, open(target)?);
-            let d = delta::make(&parse(base, &bd)?, &parse(target, &td)?)
-                .map_err(anyhow::Error::new)?;
+            let (b, t) = (parse(base, &bd)?, parse(target, &td)?);
+            let d = if *with_target_root {
+                delta::make_with_target_root(&b, &t)
+            } else {
+                delta::make(&b, &t)
+            }
+            .map_err(anyhow::Error::new)?;
             save(output, &d)?;
             writeln!(
                 out,

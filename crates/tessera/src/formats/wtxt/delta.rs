@@ -1,11 +1,11 @@
 //! DELTA v2: the chunks that changed between two snapshots, and applying them.
 //!
+//! The conforming form (RESOLUTIONS item 15), what [`make`] writes by default:
+//!
 //! ```text
 //! WTXT-DELTA 2 base_sha256_all=<hex256>
 //! meta …            (the target's meta line)
-//! cap ext=…         (the target's cap line)            -- ours, see below
-//! root …            (the target's root line)           -- ours, see below
-//! arr name=R[ hmac=<hex256> salt=<hex16>]
+//! arr name=R
 //! ch ix=000007 off=… len=… sha256=… crc32c=… b64=on width=76 lines=…
 //! <base64 lines + parity>
 //! endch
@@ -13,14 +13,27 @@
 //! enddelta
 //! ```
 //!
-//! An `arr` block is written for every array whose chunks or `hmac`/`salt` differ; the
-//! `hmac=`/`salt=` fields are present when the target's are not zero. Carrying the
-//! target's `cap` and `root` lines lets the applier rebuild the target byte for byte
-//! (a `merkle_prev` and keyed HMACs cannot be recomputed) and check its result against
-//! the target's `sha256_all`, `merkle_this` and `fastxor` before writing anything.
+//! An `arr` block is written for every array with a changed chunk; each `ch` matches the
+//! base chunk's `ix`, `off` and `len`. Applying it ([`apply`]) checks the base's
+//! `sha256_all`, every chunk's crc32c and sha256, then rebuilds the snapshot: the base's
+//! `cap` line, the delta's `meta` line, each changed array's `arr` line with its new
+//! sha256, and a `root` line computed from the result with `merkle_prev` = the base's
+//! `merkle_this` (the chain a delta moves along). The result is byte-identical to a
+//! target written with `--prev BASE` whose arrays carry no HMAC; a changed array's HMAC
+//! cannot be recomputed without the key, so it comes out unauthenticated (`hmac=0…0`)
+//! and unchanged arrays keep theirs. The result is unsigned (re-sign with
+//! `tessera wtxt sign`).
+//!
+//! **Extension** (`tessera wtxt delta --with-target-root`, [`make_with_target_root`]):
+//! the target's `cap` and `root` lines follow the `meta` line, and an `arr` line carries
+//! `hmac=`/`salt=` when the target's are not zero; an `arr` block is also written for an
+//! array whose HMAC alone changed. With them the applier rebuilds any target byte for
+//! byte (a `merkle_prev` of any chain, keyed HMACs) and checks its result against the
+//! target's `sha256_all`, `merkle_this` and `fastxor` before writing anything. A
+//! conforming reader rejects these lines; [`apply`] accepts both forms.
+//!
 //! Both snapshots must have the same arrays (names, dtypes, shapes, `idx` lines,
-//! chunking); otherwise the delta is refused with a request for a full snapshot. The
-//! result is unsigned (re-sign with `tessera wtxt sign`).
+//! chunking); otherwise the delta is refused with a request for a full snapshot.
 
 use sha2::{Digest, Sha256};
 
@@ -54,8 +67,19 @@ fn block<'a>(f: &'a WtxtFile<'_>, a: &ArrayRef, ix: usize) -> &'a [u8] {
     &f.bytes()[start..c.text.end + 6]
 }
 
-/// The delta that turns `base` into `target`.
+/// The conforming delta (RESOLUTIONS item 15) that turns `base` into `target`.
 pub fn make(base: &WtxtFile<'_>, target: &WtxtFile<'_>) -> Result<Vec<u8>> {
+    make_form(base, target, false)
+}
+
+/// The extended delta: the target's `cap` and `root` lines and arrays' `hmac`/`salt`
+/// ride along, so any target is rebuilt byte for byte and checked against its root.
+/// Not readable by a conforming DELTA v2 reader.
+pub fn make_with_target_root(base: &WtxtFile<'_>, target: &WtxtFile<'_>) -> Result<Vec<u8>> {
+    make_form(base, target, true)
+}
+
+fn make_form(base: &WtxtFile<'_>, target: &WtxtFile<'_>, extended: bool) -> Result<Vec<u8>> {
     let broot = final_root(base, "base")?;
     let troot = final_root(target, "target")?;
     let names = |f: &WtxtFile<'_>| {
@@ -68,13 +92,21 @@ pub fn make(base: &WtxtFile<'_>, target: &WtxtFile<'_>) -> Result<Vec<u8>> {
         return Err(full_snapshot("the snapshots hold different arrays".into()));
     }
     let mut out = format!(
-        "WTXT-DELTA 2 base_sha256_all={}\n{}\n{}\n{}\n",
+        "WTXT-DELTA 2 base_sha256_all={}\n{}\n",
         hex(&broot.sha256_all),
         target.meta.line(),
-        std::str::from_utf8(&target.bytes()[target.cap_line.clone()]).unwrap_or_default(),
-        troot.line()
     )
     .into_bytes();
+    if extended {
+        out.extend_from_slice(
+            format!(
+                "{}\n{}\n",
+                std::str::from_utf8(&target.bytes()[target.cap_line.clone()]).unwrap_or_default(),
+                troot.line()
+            )
+            .as_bytes(),
+        );
+    }
     for (a, b) in base.arrays.iter().zip(&target.arrays) {
         let name = &a.arr.name;
         let same_layout = a.arr.dtype == b.arr.dtype
@@ -95,11 +127,11 @@ pub fn make(base: &WtxtFile<'_>, target: &WtxtFile<'_>) -> Result<Vec<u8>> {
             .collect();
         let keyed = b.arr.hmac != [0; 32] || b.arr.salt != [0; 8];
         let auth_differs = (a.arr.hmac, a.arr.salt) != (b.arr.hmac, b.arr.salt);
-        if changed.is_empty() && !auth_differs {
+        if changed.is_empty() && !(extended && auth_differs) {
             continue;
         }
         out.extend_from_slice(format!("arr name={name}").as_bytes());
-        if keyed {
+        if extended && keyed {
             out.extend_from_slice(
                 format!(" hmac={} salt={}", hex(&b.arr.hmac), hex(&b.arr.salt)).as_bytes(),
             );
@@ -161,10 +193,17 @@ pub fn apply(base: &WtxtFile<'_>, delta: &[u8]) -> Result<Vec<u8>> {
     }
     let (n, meta_s) = l.next()?;
     let meta = Meta::parse(meta_s, n)?;
-    let (n, cap_s) = l.next()?;
-    header::parse_cap(cap_s, n)?;
-    let (n, root_s) = l.next()?;
-    let troot = Root::parse(root_s, n)?;
+    // The extension's target `cap` and `root` lines, when present.
+    let save = (l.pos, l.n);
+    let (n, next) = l.next()?;
+    let target = if next.starts_with("cap ") {
+        header::parse_cap(next, n)?;
+        let (n, root_s) = l.next()?;
+        Some((next, Root::parse(root_s, n)?))
+    } else {
+        (l.pos, l.n) = save;
+        None
+    };
     let mut arrays: Vec<(String, DeltaArray)> = Vec::new();
     loop {
         let (n, s) = l.next()?;
@@ -174,7 +213,7 @@ pub fn apply(base: &WtxtFile<'_>, delta: &[u8]) -> Result<Vec<u8>> {
             }
             break;
         }
-        let (name, hmac, salt) = if s.contains(" hmac=") {
+        let (name, hmac, salt) = if s.contains(" hmac=") && target.is_some() {
             let f = fields(s, "arr", &["name", "hmac", "salt"], n)?;
             (
                 f[0].to_string(),
@@ -240,15 +279,21 @@ pub fn apply(base: &WtxtFile<'_>, delta: &[u8]) -> Result<Vec<u8>> {
         }
         arrays.push((name, DeltaArray { hmac, salt, chunks }));
     }
-    rebuild(base, delta, &meta, cap_s, &troot, &arrays)
+    if arrays
+        .iter()
+        .any(|(n, _)| arrays.iter().filter(|(m, _)| m == n).count() > 1)
+    {
+        return Err(Error::malformed("delta: an array has two arr blocks"));
+    }
+    rebuild(base, delta, &meta, target, broot, &arrays)
 }
 
 fn rebuild(
     base: &WtxtFile<'_>,
     delta: &[u8],
     meta: &Meta,
-    cap: &str,
-    troot: &Root,
+    target: Option<(&str, Root)>,
+    broot: Root,
     arrays: &[(String, DeltaArray)],
 ) -> Result<Vec<u8>> {
     let mut body = Vec::with_capacity(base.bytes().len());
@@ -298,12 +343,31 @@ fn rebuild(
         body.extend_from_slice(b"endarr\n");
     }
     let sha256_all: [u8; 32] = all.finalize().into();
-    let this = header::merkle_this(&troot.merkle_prev, &sha256_all, meta);
-    if sha256_all != troot.sha256_all || this != troot.merkle_this || xor != troot.fastxor {
-        return Err(Error::integrity(
-            "applying the delta does not give the target's root (sha256_all, merkle_this or fastxor differ)",
-        ));
-    }
+    let (cap, troot) = match target {
+        Some((cap, troot)) => {
+            let this = header::merkle_this(&troot.merkle_prev, &sha256_all, meta);
+            if sha256_all != troot.sha256_all || this != troot.merkle_this || xor != troot.fastxor {
+                return Err(Error::integrity(
+                    "applying the delta does not give the target's root (sha256_all, merkle_this or fastxor differ)",
+                ));
+            }
+            (cap.to_string(), troot)
+        }
+        None => {
+            // Conforming form: the root is the result's own, chained from the base.
+            let merkle_prev = broot.merkle_this;
+            let root = Root {
+                sha256_all,
+                merkle_prev,
+                merkle_this: header::merkle_this(&merkle_prev, &sha256_all, meta),
+                fastxor: xor,
+            };
+            let cap = std::str::from_utf8(&base.bytes()[base.cap_line.clone()])
+                .map_err(|_| Error::malformed("base: cap line is not UTF-8"))?
+                .to_string();
+            (cap, root)
+        }
+    };
     let mut out = format!("WTXT 1\n{}\n{cap}\n{}\n", meta.line(), troot.line()).into_bytes();
     out.extend_from_slice(&body);
     out.extend_from_slice(b"endwtxt\n");

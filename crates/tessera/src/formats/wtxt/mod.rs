@@ -51,10 +51,13 @@
 //! - `ext_names`: tensor names from other formats carry `.` (`layers.0.weight`), which
 //!   `[A-Za-z0-9_]+` forbids. Rather than rename (lossy) we allow any TOKEN (printable
 //!   ASCII, no space, `=`, `"`) when `cap` lists `ext_names`.
-//! - DELTA v2 carries, after the target's `meta` line, its `cap` and `root` lines, and on
-//!   an `arr` line `hmac=`/`salt=` when the target's array is authenticated: without
-//!   them the applier could not reproduce the target byte for byte (merkle_prev and
-//!   keyed HMACs cannot be recomputed), and with the root it checks its result.
+//! - DELTA v2 is written as RESOLUTIONS item 15 says (header, the target's `meta`, bare
+//!   `arr name=` blocks, `enddelta`); applying it chains the result's root from the
+//!   base. As an opt-in extension (`--with-target-root`) a delta also carries the
+//!   target's `cap` and `root` lines and `hmac=`/`salt=` on `arr` lines, which rebuilds
+//!   any target byte for byte (a `merkle_prev` of another chain and keyed HMACs cannot
+//!   be recomputed) and checks the result against the target's root. `apply` reads
+//!   both; see [`delta`].
 //! - A WTXT-S carries no `sign` line; its WSUM is signed (RESOLUTIONS 14).
 //!
 //! # Reading
