@@ -88,7 +88,9 @@ def test_peer_file_inspects_with_its_values(tmp_path):
     doc = run_json("inspect", p)
     assert doc["format"] == "gguf" and doc["version"] == "3" and doc["warnings"] == []
     meta = doc["metadata"]
-    types = meta["tessera.gguf_types"]
+    # The value types are shown beside the metadata, not as a key of it.
+    assert "tessera.gguf_types" not in meta
+    types = doc["metadata_types"]
     assert list(meta)[:3] == ["general.architecture", "general.alignment", "t.u8"]
     assert types["general.alignment"] == "u32" and meta["general.alignment"] == 64
     for k, v, _, _, ann in KVS:

@@ -176,6 +176,9 @@ impl TensorSource for ProgressSource<'_> {
     fn source_format(&self) -> Option<tessera::Format> {
         self.inner.source_format()
     }
+    fn metadata_types(&self) -> Option<&tessera::Map> {
+        self.inner.metadata_types()
+    }
 }
 
 /// A spinner on stderr for work with no natural unit (verify): it appears after one

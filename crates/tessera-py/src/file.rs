@@ -93,6 +93,9 @@ impl TensorSource for AsSource<'_> {
     fn source_format(&self) -> Option<tessera::Format> {
         self.0.source_format()
     }
+    fn metadata_types(&self) -> Option<&Metadata> {
+        self.0.metadata_types()
+    }
 }
 
 /// Opens a file (memory-mapped unless `mmap=False`), detecting the format by content.

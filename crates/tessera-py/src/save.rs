@@ -326,6 +326,9 @@ impl<S: TensorSource + ?Sized> TensorSource for Interruptible<'_, S> {
     fn source_format(&self) -> Option<tessera::Format> {
         self.inner.source_format()
     }
+    fn metadata_types(&self) -> Option<&tessera::Map> {
+        self.inner.metadata_types()
+    }
 }
 
 /// Writes tensors to `path` (atomically) or, without a path, returns the file's bytes.

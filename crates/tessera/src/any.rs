@@ -130,6 +130,9 @@ impl TensorSource for Labeled<'_> {
     fn source_format(&self) -> Option<Format> {
         self.inner.source_format()
     }
+    fn metadata_types(&self) -> Option<&Metadata> {
+        self.inner.metadata_types()
+    }
 }
 
 impl Container for Labeled<'_> {

@@ -193,6 +193,8 @@ pub struct Prepared<'s> {
     /// Tensor name → position in `infos`/`plans`.
     index: std::collections::HashMap<String, usize>,
     metadata: Metadata,
+    /// The source's metadata value types, forwarded to a target of the same format.
+    metadata_types: Option<Metadata>,
     keep_chunks: bool,
     notes: Vec<String>,
 }
@@ -294,6 +296,25 @@ pub fn prepare<'s>(
         notes.push(format!("dropped {} metadata keys", metadata.len()));
         metadata = Metadata::new();
     }
+    // GGUF's value types ride beside the metadata into a GGUF target; into any other
+    // format they are kept in the metadata under `tessera.gguf_types` (unless the source
+    // has a key of that name), so GGUF -> X -> GGUF keeps them.
+    let mut metadata_types = None;
+    if let Some(types) = src.metadata_types() {
+        if target == Format::Gguf {
+            metadata_types = Some(types.clone());
+        } else if caps.metadata != MetadataSupport::None
+            && !metadata.is_empty()
+            && metadata
+                .get(crate::formats::gguf::meta::TYPES_KEY)
+                .is_none()
+        {
+            metadata.insert(
+                crate::formats::gguf::meta::TYPES_KEY,
+                crate::metadata::Value::Map(types.clone()),
+            );
+        }
+    }
     let opaque = src.chunks().iter().filter(|c| !c.holds_tensors).count();
     let keep_chunks = caps.chunks || opaque == 0;
     if !keep_chunks {
@@ -322,6 +343,7 @@ pub fn prepare<'s>(
         plans,
         index,
         metadata,
+        metadata_types,
         keep_chunks,
         notes,
     })
@@ -365,6 +387,9 @@ impl TensorSource for Prepared<'_> {
     }
     fn source_format(&self) -> Option<Format> {
         self.src.source_format()
+    }
+    fn metadata_types(&self) -> Option<&Metadata> {
+        self.metadata_types.as_ref()
     }
 }
 

@@ -44,6 +44,12 @@ pub trait TensorSource {
     fn source_format(&self) -> Option<Format> {
         None
     }
+    /// Value-type annotations of the metadata that only the source's format has (GGUF's
+    /// `u32` vs `i64`, `[str]`, …: key → annotation), kept beside the metadata rather
+    /// than in it, so a writer of the same format rewrites the metadata exactly.
+    fn metadata_types(&self) -> Option<&crate::metadata::Map> {
+        None
+    }
 }
 
 /// An opened file of some format.
@@ -65,6 +71,8 @@ pub trait Container: TensorSource {
 pub struct Model {
     /// File-level metadata.
     pub metadata: Metadata,
+    /// The source's metadata value types, see [`TensorSource::metadata_types`].
+    pub metadata_types: Option<Metadata>,
     infos: Vec<TensorInfo>,
     /// The parts of `infos[i]`.
     parts: Vec<Vec<Part<'static>>>,
@@ -115,6 +123,7 @@ impl Model {
     pub fn from_source(src: &dyn TensorSource) -> Result<Model> {
         let mut m = Model::new();
         m.metadata = src.metadata().clone();
+        m.metadata_types = src.metadata_types().cloned();
         for info in src.tensor_infos() {
             m.push(src.tensor(&info.name)?)?;
         }
@@ -128,6 +137,9 @@ impl Model {
 impl TensorSource for Model {
     fn metadata(&self) -> &Metadata {
         &self.metadata
+    }
+    fn metadata_types(&self) -> Option<&Metadata> {
+        self.metadata_types.as_ref()
     }
     fn tensor_infos(&self) -> &[TensorInfo] {
         &self.infos

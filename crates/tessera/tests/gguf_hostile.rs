@@ -176,9 +176,27 @@ fn unknown_and_invalid_values() {
     let mut b = B::header(3, 0, 2);
     b.str(b"k").u32(7).u8(1).str(b"k").u32(7).u8(0);
     assert_eq!(kind(b.bytes()), ErrorKind::Malformed);
+    // A file's own key named like our old reserved one is just its metadata: it reads,
+    // and a GGUF -> GGUF rewrite keeps it as a KV.
     let mut b = B::header(3, 0, 1);
     b.str(b"tessera.gguf_types").u32(7).u8(1);
-    assert_eq!(kind(b.bytes()), ErrorKind::Unsupported);
+    {
+        use tessera::TensorSource;
+        let f = GgufFile::parse(b.bytes(), &Limits::default()).unwrap();
+        assert_eq!(
+            f.metadata().get("tessera.gguf_types"),
+            Some(&tessera::Value::Bool(true))
+        );
+        let mut out = std::io::Cursor::new(Vec::new());
+        tessera::convert::write_to(tessera::Format::Gguf, &f, &mut out, &Default::default())
+            .unwrap();
+        let out = out.into_inner();
+        let g = GgufFile::parse(&out, &Limits::default()).unwrap();
+        assert_eq!(
+            g.metadata().get("tessera.gguf_types"),
+            Some(&tessera::Value::Bool(true))
+        );
+    }
     // Our json_keys KV with the wrong type; and listing a key that is not JSON text.
     let mut b = B::header(3, 0, 1);
     b.str(b"tessera.json_keys").u32(7).u8(1);
@@ -356,7 +374,8 @@ fn many_keys_parse_and_rewrite_in_linear_time() {
     b.pad_to(32, 0);
     let f = GgufFile::parse(b.bytes(), &Limits::default()).unwrap();
     use tessera::TensorSource;
-    assert_eq!(f.metadata().len() as u64, n + 1);
+    assert_eq!(f.metadata().len() as u64, n);
+    assert_eq!(f.metadata_types().unwrap().len() as u64, n);
     let mut out = std::io::Cursor::new(Vec::new());
     tessera::convert::write_to(
         tessera::Format::Gguf,

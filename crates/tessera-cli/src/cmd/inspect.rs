@@ -9,7 +9,8 @@
 //! "shape", "layout", "stored_bytes", "encoding", "offset", "digests", "attrs"}],
 //! "metadata": {…},
 //! "chunks": [{"name", "kind", "len", "stored_bytes", "encoding", "offset"}],
-//! "warnings": [..]}`
+//! "warnings": [..]}`, plus `"metadata_types"` (key → GGUF value type) for a GGUF file
+//! whose types our writer would not infer.
 
 use std::io::Write;
 
@@ -51,7 +52,7 @@ pub fn chunk_json(c: &ChunkInfo) -> serde_json::Value {
 
 /// The whole inspect document.
 pub fn inspect_json(file: &dyn Container, path: &str) -> serde_json::Value {
-    json!({
+    let mut doc = json!({
         "file": path,
         "format": file.format().name(),
         "title": file.format().title(),
@@ -60,7 +61,12 @@ pub fn inspect_json(file: &dyn Container, path: &str) -> serde_json::Value {
         "metadata": Value::Map(file.metadata().clone()).to_json(),
         "chunks": file.chunks().iter().map(chunk_json).collect::<Vec<_>>(),
         "warnings": file.warnings(),
-    })
+    });
+    // GGUF's value types (key -> `u32`, `[str]`, …), beside the metadata.
+    if let (Some(t), Some(obj)) = (file.metadata_types(), doc.as_object_mut()) {
+        obj.insert("metadata_types".into(), Value::Map(t.clone()).to_json());
+    }
+    doc
 }
 
 /// Runs the verb.

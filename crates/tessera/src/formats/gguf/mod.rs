@@ -38,15 +38,16 @@
 //! - **Metadata.** Each KV becomes a metadata entry, in file order: integers → `Int`,
 //!   floats → `Float`, bool, string (`Bytes` if not UTF-8, with a warning), arrays →
 //!   `List`, arrays of u8 → `Bytes`, nested arrays → nested lists. The GGUF type of every
-//!   key is kept in one reserved entry, `tessera.gguf_types` (a map key → `u32`, `f32`,
-//!   `[str]`, `[[u8]]`, …; see [`meta`]), added last — only when some key's type is not
-//!   the one our writer would infer from its value (real GGUF files always have such
-//!   keys; files we wrote from another format's metadata never do, so A → GGUF → A
-//!   gives back exactly A's metadata). The writer consumes it (it is never
-//!   written as a KV) and uses each key's annotation when the value fits it, so
-//!   GGUF → GGUF rewrites the metadata byte-exact; because it also parses annotated values
-//!   that went through string-only formats (zTensor, safetensors), GGUF → zTensor → GGUF
-//!   keeps the types too. Keys without an annotation (metadata from other formats) get
+//!   key (a map key → `u32`, `f32`, `[str]`, `[[u8]]`, …; see [`meta`]) rides beside the
+//!   metadata, never in it: `TensorSource::metadata_types`, shown by `inspect --json`
+//!   as `metadata_types` — only when some key's type is not the one our writer would
+//!   infer from its value (real GGUF files always have such keys; files we wrote from
+//!   another format's metadata never do, so A → GGUF → A gives back exactly A's
+//!   metadata). The writer uses each key's annotation when the value fits it, so GGUF →
+//!   GGUF rewrites the metadata byte-exact. A conversion into another format keeps the
+//!   map in that file's metadata under `tessera.gguf_types` (unless the source has a key
+//!   of that name), and the writer reads it back from a non-GGUF source, so GGUF →
+//!   zTensor → GGUF keeps the types too. Keys without an annotation (metadata from other formats) get
 //!   an inferred type: strings stay GGUF strings, ints `i32`/`i64`/`u64`, floats `f64`,
 //!   bytes `[u8]`, homogeneous lists arrays. Maps, nulls and mixed lists (ints with
 //!   floats included), which GGUF has no type for, are written as GGUF strings holding
@@ -78,9 +79,10 @@
 //!   gguf-py does not).
 //! - More than 4 dimensions or names over 64 bytes: accepted with a warning (ggml
 //!   limits, not the format's); the writer notes them.
-//! - A file that itself has a `tessera.gguf_types` key, or a `tessera.json_keys` key
-//!   that is not an array of strings, is refused (`Unsupported`); a listed key whose
-//!   value is not JSON text is kept as a string, with a warning.
+//! - A file's own `tessera.gguf_types` key is ordinary metadata (read, rewritten as a
+//!   KV). A `tessera.json_keys` key that is not an array of strings is refused
+//!   (`Unsupported`); a listed key whose value is not JSON text is kept as a string,
+//!   with a warning.
 //! - Big-endian files (v3; the version field reads as `0x03000000`, gguf-py's test) are
 //!   read: every header number in big-endian order; F16/F32/F64/I16/I32/I64 tensors are
 //!   byte-swapped into our little-endian form (owned, not zero-copy, encoding

@@ -13,7 +13,7 @@ use crate::tensor::{Layout, Part, Storage, TensorInfo, TensorView};
 use crate::util::bytes::ByteReader;
 use crate::verify::{Status, VerifyOptions, VerifyReport};
 
-use super::meta::{is_default, ValueReader, JSON_ANNOTATION, JSON_KEYS_KEY, TYPES_KEY};
+use super::meta::{is_default, ValueReader, JSON_ANNOTATION, JSON_KEYS_KEY};
 use super::raw::{
     align_up, Endian, GgmlType, GgufType, ATTR_GGML_TYPE, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC,
     KEY_ALIGNMENT,
@@ -35,6 +35,8 @@ pub struct GgufFile<'d> {
     data: &'d [u8],
     version: u32,
     metadata: Metadata,
+    /// Each key's GGUF value type when some differ from what our writer would infer.
+    metadata_types: Option<Map>,
     infos: Vec<TensorInfo>,
     /// Absolute byte range of each tensor's data.
     ranges: Vec<(u64, u64)>,
@@ -117,12 +119,6 @@ impl<'d> GgufFile<'d> {
                 return Err(Error::malformed("duplicate key")
                     .at_subject(subject())
                     .at_offset(at));
-            }
-            if key == TYPES_KEY {
-                return Err(Error::unsupported(format!(
-                    "the key {TYPES_KEY:?} is reserved by Tessera for GGUF value types"
-                ))
-                .at_offset(at));
             }
             let tpos = r.pos() as u64;
             let tag = endian
@@ -221,15 +217,14 @@ impl<'d> GgufFile<'d> {
             }
             values.push((k, v));
         }
-        let mut metadata = Metadata::from_unique(values);
-        if carries_types {
-            // Not among the file's keys: that is refused above.
-            metadata.insert(TYPES_KEY, Value::Map(Map::from_unique(types)));
-        }
+        let metadata = Metadata::from_unique(values);
+        // The value types ride beside the metadata (`metadata_types`), never in it.
+        let metadata_types = carries_types.then(|| Map::from_unique(types));
         Ok(GgufFile {
             data,
             version,
             metadata,
+            metadata_types,
             infos,
             ranges,
             index,
@@ -400,6 +395,9 @@ fn read_tensor_info(
 impl TensorSource for GgufFile<'_> {
     fn metadata(&self) -> &Metadata {
         &self.metadata
+    }
+    fn metadata_types(&self) -> Option<&Map> {
+        self.metadata_types.as_ref()
     }
     fn tensor_infos(&self) -> &[TensorInfo] {
         &self.infos

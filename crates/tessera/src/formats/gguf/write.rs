@@ -107,7 +107,18 @@ fn plan_tensor(info: &TensorInfo, notes: &mut Vec<String>) -> Result<Planned> {
 /// Encodes the metadata KVs; returns (bytes, count, alignment).
 fn encode_metadata(src: &dyn TensorSource, notes: &mut Vec<String>) -> Result<(Vec<u8>, u64, u64)> {
     let meta = src.metadata();
-    let anns = annotations(meta);
+    // The value types: beside the metadata when the source is a GGUF file (a key of
+    // that name is then the file's own), else in it, as conversions to other formats
+    // keep them.
+    let side = src.metadata_types();
+    let from_gguf = src.source_format() == Some(crate::format::Format::Gguf);
+    // The key carries our annotations only in metadata that went through another format.
+    let legacy = side.is_none() && !from_gguf;
+    let anns = match side {
+        Some(t) => t.clone(),
+        None if legacy => annotations(meta),
+        None => crate::metadata::Map::new(),
+    };
     // A hash index: `Map::get` is linear and a source may hold millions of keys.
     let anns: std::collections::HashMap<&str, &Value> = anns.iter().collect();
     let mut out = Vec::new();
@@ -115,7 +126,7 @@ fn encode_metadata(src: &dyn TensorSource, notes: &mut Vec<String>) -> Result<(V
     let mut alignment = GGUF_DEFAULT_ALIGNMENT;
     let mut json_keys = Vec::new();
     for (key, value) in meta.iter() {
-        if key == TYPES_KEY || key == JSON_KEYS_KEY {
+        if (legacy && key == TYPES_KEY) || key == JSON_KEYS_KEY {
             continue;
         }
         if key == KEY_ALIGNMENT {
