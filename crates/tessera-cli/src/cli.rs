@@ -54,6 +54,10 @@ pub struct ReadArgs {
     /// (faster, and unsafe: damaged bytes pass through). The output says so.
     #[arg(long)]
     pub no_verify: bool,
+    /// HMAC key file to authenticate a WTXT input's arrays as they are read (an array
+    /// whose HMAC fails, or that carries none, is refused).
+    #[arg(long, value_name = "FILE")]
+    pub input_hmac_key_file: Option<PathBuf>,
 }
 
 /// `tessera inspect`.

@@ -27,6 +27,10 @@ pub fn read_options(path: &Path, args: &ReadArgs) -> anyhow::Result<ReadOptions>
                 .map(String::from),
         );
     }
+    if let Some(p) = &args.input_hmac_key_file {
+        opts.hmac_key =
+            Some(std::fs::read(p).with_context(|| format!("reading HMAC key {}", p.display()))?);
+    }
     if let Some(p) = &args.passphrase_file {
         let text = std::fs::read_to_string(p)
             .with_context(|| format!("reading passphrase file {}", p.display()))?;

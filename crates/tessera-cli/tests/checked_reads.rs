@@ -225,3 +225,38 @@ fn no_verify_is_refused_where_no_bytes_are_handed_out() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("--no-verify"));
     }
 }
+
+/// WTXT arrays carry keyed HMACs: with `--input-hmac-key-file` a read authenticates them.
+#[test]
+fn wtxt_hmac_is_checked_on_read_when_a_key_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = source(dir.path());
+    let key = dir.path().join("k");
+    std::fs::write(&key, b"the right key").unwrap();
+    let wrong = dir.path().join("wrong");
+    std::fs::write(&wrong, b"another key").unwrap();
+    let keyed = dir.path().join("keyed.wtxt");
+    let plain = dir.path().join("plain.wtxt");
+    assert!(run(&[&"convert", &src, &keyed, &"--hmac-key-file", &key])
+        .status
+        .success());
+    assert!(run(&[&"convert", &src, &plain]).status.success());
+    let out = dir.path().join("o.safetensors");
+    let ok = run(&[&"convert", &"--input-hmac-key-file", &key, &keyed, &out]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    std::fs::remove_file(&out).unwrap();
+    for (file, k, why) in [
+        (&keyed, &wrong, "hmac mismatch"),
+        (&plain, &key, "carries no HMAC"),
+    ] {
+        let r = run(&[&"convert", &"--input-hmac-key-file", k, file, &out]);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{err}");
+        assert!(err.contains(why), "{err}");
+        assert!(!out.exists());
+    }
+}

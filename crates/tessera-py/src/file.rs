@@ -57,6 +57,7 @@ fn open_data(data: FileData, opts: &ReadOptions, path: Option<PathBuf>) -> tesse
 fn read_options(
     salvage: bool,
     verify: bool,
+    hmac_key: Option<Vec<u8>>,
     age_identities: Option<Vec<String>>,
     age_passphrase: Option<String>,
     path: Option<PathBuf>,
@@ -64,6 +65,7 @@ fn read_options(
     ReadOptions {
         salvage,
         verify,
+        hmac_key,
         age_identities: age_identities.unwrap_or_default(),
         age_passphrase,
         path,
@@ -102,19 +104,22 @@ impl TensorSource for AsSource<'_> {
 /// With `verify`, every tensor or chunk read checks the digests the file stores for its
 /// bytes first (once each; still zero-copy where stored raw).
 #[pyfunction]
-#[pyo3(signature = (path, *, mmap=true, salvage=false, verify=true, age_identities=None, age_passphrase=None))]
+#[pyo3(signature = (path, *, mmap=true, salvage=false, verify=true, hmac_key=None, age_identities=None, age_passphrase=None))]
+#[allow(clippy::too_many_arguments)]
 pub fn open_file(
     py: Python<'_>,
     path: PathBuf,
     mmap: bool,
     salvage: bool,
     verify: bool,
+    hmac_key: Option<Vec<u8>>,
     age_identities: Option<Vec<String>>,
     age_passphrase: Option<String>,
 ) -> PyResult<File> {
     let opts = read_options(
         salvage,
         verify,
+        hmac_key,
         age_identities,
         age_passphrase,
         Some(path.clone()),
@@ -132,16 +137,24 @@ pub fn open_file(
 
 /// Opens bytes already in memory (they are copied once).
 #[pyfunction]
-#[pyo3(signature = (data, *, salvage=false, verify=true, age_identities=None, age_passphrase=None))]
+#[pyo3(signature = (data, *, salvage=false, verify=true, hmac_key=None, age_identities=None, age_passphrase=None))]
 pub fn open_bytes(
     py: Python<'_>,
     data: &[u8],
     salvage: bool,
     verify: bool,
+    hmac_key: Option<Vec<u8>>,
     age_identities: Option<Vec<String>>,
     age_passphrase: Option<String>,
 ) -> PyResult<File> {
-    let opts = read_options(salvage, verify, age_identities, age_passphrase, None);
+    let opts = read_options(
+        salvage,
+        verify,
+        hmac_key,
+        age_identities,
+        age_passphrase,
+        None,
+    );
     py.detach(|| open_data(FileData::Owned(data.to_vec()), &opts, None))
         .py()
 }

@@ -83,3 +83,17 @@ def test_zero_copy_views_are_unchecked_unless_asked(tmp_path, label, ext, option
         tnp.load_file(bad, copy=False, verify=True)
     # copy=False alone follows the zero-copy default (unchecked).
     assert not np.array_equal(tnp.load_file(bad, copy=False)["w"], w)
+
+
+def test_wtxt_hmac_is_checked_when_a_key_is_given(tmp_path):
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    keyed = tmp_path / "k.wtxt"
+    tessera.save({"w": w}, keyed, hmac_key=b"secret")
+    with tessera.open(keyed, hmac_key=b"secret") as f:
+        np.testing.assert_array_equal(f["w"], w)
+    with pytest.raises(tessera.IntegrityError, match="hmac mismatch"):
+        tessera.open(keyed, hmac_key=b"wrong")["w"]
+    plain = tmp_path / "p.wtxt"
+    tessera.save({"w": w}, plain)
+    with pytest.raises(tessera.IntegrityError, match="no HMAC"):
+        tessera.open(plain, hmac_key=b"secret")["w"]

@@ -38,6 +38,9 @@ pub struct ReadOptions {
     /// and by `verify` instead of failing the open. `tessera inspect` and `tessera
     /// verify` set it; a reader that would otherwise silently list fewer tensors fails.
     pub audit: bool,
+    /// HMAC key for formats whose arrays carry keyed MACs (WTXT `arr … hmac=`): with a
+    /// key, a read also checks the array's HMAC, and refuses an array that carries none.
+    pub hmac_key: Option<Vec<u8>>,
 }
 
 impl Default for ReadOptions {
@@ -50,6 +53,7 @@ impl Default for ReadOptions {
             age_passphrase: None,
             verify: true,
             audit: false,
+            hmac_key: None,
         }
     }
 }

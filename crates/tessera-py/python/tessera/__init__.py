@@ -319,6 +319,7 @@ def open(
     mmap: bool = True,
     salvage: bool = False,
     verify: bool = False,
+    hmac_key: Optional[bytes] = None,
     age_identities: Optional[Sequence[str]] = None,
     age_passphrase: Optional[str] = None,
 ) -> File:
@@ -331,12 +332,15 @@ def open(
     still zero-copy), raising :class:`IntegrityError` on a mismatch; :meth:`File.verify`
     checks everything at once. The copying loaders (:func:`tessera.numpy.load_file`,
     :func:`tessera.torch.load_file`, :class:`safe_open`, :func:`convert`) check by
-    default and take ``verify=False`` to skip it."""
+    default and take ``verify=False`` to skip it. ``hmac_key``: a WTXT file's arrays
+    are authenticated as they are read (an array whose HMAC fails, or that has none, is
+    refused)."""
     native = _tessera.open_file(
         os.fspath(path),
         mmap=mmap,
         salvage=salvage,
         verify=verify,
+        hmac_key=None if hmac_key is None else bytes(hmac_key),
         age_identities=list(age_identities) if age_identities else None,
         age_passphrase=age_passphrase,
     )

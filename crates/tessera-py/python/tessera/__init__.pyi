@@ -105,6 +105,7 @@ def open(
     mmap: bool = True,
     salvage: bool = False,
     verify: bool = False,
+    hmac_key: Optional[bytes] = None,
     age_identities: Optional[Sequence[str]] = None,
     age_passphrase: Optional[str] = None,
 ) -> File: ...

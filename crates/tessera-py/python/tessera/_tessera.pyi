@@ -59,6 +59,7 @@ def open_file(
     mmap: bool = True,
     salvage: bool = False,
     verify: bool = True,
+    hmac_key: Optional[bytes] = None,
     age_identities: Optional[Sequence[str]] = None,
     age_passphrase: Optional[str] = None,
 ) -> File: ...
@@ -67,6 +68,7 @@ def open_bytes(
     *,
     salvage: bool = False,
     verify: bool = True,
+    hmac_key: Optional[bytes] = None,
     age_identities: Optional[Sequence[str]] = None,
     age_passphrase: Optional[str] = None,
 ) -> File: ...

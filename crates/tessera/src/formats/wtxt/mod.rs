@@ -117,6 +117,8 @@ pub struct WtxtContainer<'d> {
     infos: Vec<TensorInfo>,
     metadata: Metadata,
     warnings: Vec<String>,
+    /// [`ReadOptions::hmac_key`]: array HMACs are checked on read when set.
+    hmac_key: Option<Vec<u8>>,
 }
 
 /// Opens WTXT bytes (or a WSUM, or an age-armored file).
@@ -206,6 +208,7 @@ pub fn open_container<'d>(data: Cow<'d, [u8]>, opts: &ReadOptions) -> Result<Wtx
         infos,
         metadata: Metadata::new(),
         warnings,
+        hmac_key: opts.hmac_key.clone(),
     })
 }
 
@@ -258,6 +261,24 @@ impl TensorSource for WtxtContainer<'_> {
             .array(name)
             .ok_or_else(|| Error::not_found(format!("no tensor named {name:?}")))?;
         let buf = decode_checked(&self.file, a, false)?;
+        if let Some(key) = &self.hmac_key {
+            let subject = || format!("array {:?} (line {})", a.arr.name, a.line_no);
+            if a.arr.unauthenticated() {
+                return Err(Error::integrity(
+                    "hmac: the array carries no HMAC (hmac=0) but a key was given",
+                )
+                .at_subject(subject()));
+            }
+            let mac = write::hmac(key, &a.arr.salt, &buf);
+            if mac != a.arr.hmac {
+                return Err(Error::integrity(format!(
+                    "hmac mismatch: the file says {}, the key gives {}",
+                    crate::util::hex(&a.arr.hmac),
+                    crate::util::hex(&mac)
+                ))
+                .at_subject(subject()));
+            }
+        }
         TensorView::dense(info.clone(), Cow::Owned(buf))
     }
     fn source_format(&self) -> Option<Format> {
