@@ -283,7 +283,9 @@ impl<'d> FoldFile<'d> {
     fn list_sten(&mut self, i: usize) -> Result<bool> {
         // Check (and repair) the stored bytes first, CRC-32C only, so the listing never
         // comes from damaged bytes; then decode just the safetensors header.
-        let stored = self.payload(i)?;
+        // Listing at open checks CRC-32C only (and repairs): the full check (SHA-256,
+        // chunk_hashes) runs when the tensor's bytes are read, so opening stays cheap.
+        let stored = self.checked(i, false)?.bytes;
         let e = &self.entries[i];
         let h = match e.header.flags {
             FLAG_COMP_ZSTD => zstd::stream::read::Decoder::with_buffer(stored.as_ref())
@@ -308,7 +310,8 @@ impl<'d> FoldFile<'d> {
     }
 
     fn list_npz(&mut self, i: usize) -> Result<bool> {
-        let payload = self.decoded(i)?;
+        // CRC-32C at open, as for STEN; the full check when a tensor is read.
+        let payload = self.decompress(i, self.checked(i, false)?.bytes)?;
         let (arrays, warnings) = npz::list(&payload, &self.limits)?;
         let chunk = self.entries[i].name.clone();
         let subject = self.entries[i].subject();

@@ -2,7 +2,7 @@
 """Writes the GPTRS reader test vectors in this folder, independently of Tessera.
 
 Only `struct`, `json` and `blake3` (the PyPI package, for BaseParamId = the first 16
-bytes of BLAKE3(name)) are used; the layout follows ../../../../../../shared/specs/gptrs-v2.md
+bytes of BLAKE3(name)) are used; the layout follows the GPTRS v2 spec (gptrs-v2.md in the project's specs)
 and ORIGINALS.md §4.2. File names say what the reader must do:
 
   ok-*         opens (possibly with warnings); tests check the values
