@@ -17,25 +17,25 @@ mod signals {
 
     extern "C" fn on_signal(sig: c_int) {
         // Async-signal-safe only: atomic loads, unlink(2), write(2), _exit(2).
-        tessera::util::atomic::remove_temporaries();
+        let removed = tessera::util::atomic::remove_temporaries() > 0;
         let (msg, code): (&[u8], c_int) = match sig {
-            libc::SIGINT => (
-                b"\ntessera: interrupted; the output in progress was removed\n",
-                130,
-            ),
-            libc::SIGTERM => (
-                b"\ntessera: terminated; the output in progress was removed\n",
-                143,
-            ),
+            libc::SIGINT => (b"\ntessera: interrupted", 130),
+            libc::SIGTERM => (b"\ntessera: terminated", 143),
             _ => (
                 b"\ntessera: an input file shrank or became unreadable while it was being read \
-(truncated by another process?); stopped, the output in progress was removed\n",
+(truncated by another process?); stopped",
                 2,
             ),
         };
-        // SAFETY: write(2) and _exit(2) are async-signal-safe; `msg` is a static slice.
+        let tail: &[u8] = if removed {
+            b"; the output in progress was removed\n"
+        } else {
+            b"\n"
+        };
+        // SAFETY: write(2) and _exit(2) are async-signal-safe; the slices are static.
         unsafe {
             libc::write(2, msg.as_ptr().cast(), msg.len());
+            libc::write(2, tail.as_ptr().cast(), tail.len());
             libc::_exit(code);
         }
     }

@@ -79,10 +79,11 @@ impl Drop for Live {
     }
 }
 
-/// Removes every temporary file a write in progress has open. Async-signal-safe (atomic
-/// loads and `unlink(2)` only): for signal handlers that are about to end the process.
-/// The slots are left as they are (the process is ending).
-pub fn remove_temporaries() {
+/// Removes every temporary file a write in progress has open; returns how many.
+/// Async-signal-safe (atomic loads and `unlink(2)` only): for signal handlers that are
+/// about to end the process. The slots are left as they are (the process is ending).
+pub fn remove_temporaries() -> usize {
+    let mut n = 0;
     #[cfg(unix)]
     for slot in &LIVE {
         let p = slot.load(Ordering::Acquire);
@@ -92,8 +93,10 @@ pub fn remove_temporaries() {
             unsafe {
                 libc::unlink(p);
             }
+            n += 1;
         }
     }
+    n
 }
 
 /// The mode a new file gets from the process umask (`0666 & !umask`).
