@@ -121,6 +121,23 @@ fn conforming_delta_has_only_the_resolutions_lines_and_rebuilds_a_chained_target
         .iter()
         .any(|l| l.starts_with("cap ") || l.starts_with("root ")));
     assert_eq!(delta::apply(&parse(&base), &d).unwrap(), target);
+    // A delta cut after a whole line says it ended early.
+    let cut = text.rfind("endarr\n").unwrap();
+    let e = delta::apply(&parse(&base), &d[..cut]).unwrap_err();
+    assert!(e.to_string().contains("ends before its enddelta"), "{e}");
+    // A damaged base64 line inside a delta chunk names its line and the fault.
+    let body_line = 5; // header, meta, arr, ch, then the first base64 line
+    let mut bad: Vec<String> = text.lines().map(String::from).collect();
+    let l = &mut bad[body_line - 1];
+    let c = if l.starts_with('A') { "B" } else { "A" };
+    l.replace_range(0..1, c);
+    let bad = bad.join("\n") + "\n";
+    let e = delta::apply(&parse(&base), bad.as_bytes()).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!("line {body_line}")) && msg.contains("parity nibble"),
+        "{msg}"
+    );
 }
 
 #[test]

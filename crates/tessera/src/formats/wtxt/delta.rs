@@ -155,6 +155,12 @@ struct Lines<'a> {
 impl<'a> Lines<'a> {
     fn next(&mut self) -> Result<(usize, &'a str)> {
         let rest = &self.data[self.pos.min(self.data.len())..];
+        if rest.is_empty() {
+            return Err(bad(
+                self.n + 1,
+                "delta: the file ends before its enddelta line",
+            ));
+        }
         let end = rest.iter().position(|&b| b == b'\n').ok_or_else(|| {
             bad(
                 self.n + 1,
@@ -256,8 +262,26 @@ pub fn apply(base: &WtxtFile<'_>, delta: &[u8]) -> Result<Vec<u8>> {
                 .get(start..start + len)
                 .ok_or_else(|| bad(m, "delta chunk cut short"))?;
             let mut raw = vec![0u8; ch.len as usize];
-            armor::decode_chunk(body, &mut raw, &mut Vec::new())
-                .map_err(|e| bad(m, format!("delta chunk {:06}: {e:?}", ch.ix)))?;
+            armor::decode_chunk(body, &mut raw, &mut Vec::new()).map_err(|e| {
+                let (k, what) = match e {
+                    armor::ArmorFault::Line(k, w) => (k as usize, w),
+                    armor::ArmorFault::Parity(k, got, want) => (
+                        k as usize,
+                        format!(
+                            "parity nibble {} should be {}",
+                            got.escape_ascii(),
+                            (want as char).escape_default()
+                        ),
+                    ),
+                    armor::ArmorFault::Base64(k) => {
+                        (k.unwrap_or(0) as usize, "bad base64".to_string())
+                    }
+                };
+                bad(
+                    m + 1 + k,
+                    format!("delta chunk {:06} of {name:?}: {what}", ch.ix),
+                )
+            })?;
             if crate::util::crc32c(&raw) != ch.crc32c || crate::util::sha256(&raw) != ch.sha256 {
                 return Err(Error::integrity(format!(
                     "delta chunk {:06} of {name:?} fails its crc32c/sha256",
