@@ -12,8 +12,9 @@ use crate::model::TensorSource;
 use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
 
-/// Options for opening a file.
-#[derive(Debug, Clone)]
+/// Options for opening a file. Its `Debug` output never shows the keys or the
+/// passphrase it holds.
+#[derive(Clone)]
 pub struct ReadOptions {
     /// Caps on what the reader accepts.
     pub limits: Limits,
@@ -41,6 +42,22 @@ pub struct ReadOptions {
     /// HMAC key for formats whose arrays carry keyed MACs (WTXT `arr … hmac=`): with a
     /// key, a read also checks the array's HMAC, and refuses an array that carries none.
     pub hmac_key: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for ReadOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secret = |set: bool| if set { "<redacted>" } else { "none" };
+        f.debug_struct("ReadOptions")
+            .field("limits", &self.limits)
+            .field("path", &self.path)
+            .field("salvage", &self.salvage)
+            .field("verify", &self.verify)
+            .field("audit", &self.audit)
+            .field("age_identities", &self.age_identities.len())
+            .field("age_passphrase", &secret(self.age_passphrase.is_some()))
+            .field("hmac_key", &secret(self.hmac_key.is_some()))
+            .finish()
+    }
 }
 
 impl Default for ReadOptions {
@@ -151,5 +168,25 @@ impl Container for Labeled<'_> {
     }
     fn warnings(&self) -> Vec<String> {
         self.inner.warnings()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_secrets() {
+        let o = ReadOptions {
+            hmac_key: Some(b"hmac-secret".to_vec()),
+            age_passphrase: Some("pass-secret".into()),
+            age_identities: vec!["AGE-SECRET-KEY-1SECRET".into()],
+            ..ReadOptions::default()
+        };
+        let text = format!("{o:?}");
+        for s in ["hmac-secret", "pass-secret", "SECRET-KEY", "104, 109"] {
+            assert!(!text.contains(s), "{text}");
+        }
+        assert!(text.contains("redacted"));
     }
 }
