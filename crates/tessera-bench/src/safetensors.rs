@@ -90,7 +90,7 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
     let t_parse = best_of(opts.reps, || {
         let m = mmap(&path);
         for _ in 0..n {
-            let f = SafetensorsFile::parse(&m, &ReadOptions::default()).expect("parse");
+            let f = SafetensorsFile::parse(&*m, &ReadOptions::default()).expect("parse");
             std::hint::black_box(f.tensor_infos().len());
         }
     }) / n as f64;

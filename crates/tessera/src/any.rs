@@ -9,6 +9,7 @@ use crate::limits::Limits;
 use crate::metadata::Metadata;
 use crate::model::Container;
 use crate::model::TensorSource;
+use crate::source::SourceRef;
 use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
 
@@ -75,13 +76,25 @@ impl Default for ReadOptions {
     }
 }
 
-/// A reader entry point: parse and validate `data`, return the opened file.
-pub type OpenFn = for<'d> fn(&'d [u8], &ReadOptions) -> Result<Box<dyn Container + 'd>>;
+/// A reader entry point: parse and validate the file `src` holds, return it opened.
+pub type OpenFn = for<'d> fn(SourceRef<'d>, &ReadOptions) -> Result<Box<dyn Container + 'd>>;
 
-/// The reader for a format, when it is implemented.
-pub fn reader_for(format: Format) -> Option<OpenFn> {
+/// How a format's reader reads its source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Access {
+    /// By range: opening reads only the header and index; each tensor is read when
+    /// asked, borrowed from an in-memory source, read into a buffer otherwise.
+    Ranges,
+    /// The layout forces a full scan (WTXT's text): a source that is not in memory is
+    /// read whole, sequentially, before parsing.
+    Whole,
+}
+
+/// The reader for a format, when it is implemented, and how it reads.
+pub fn reader_for(format: Format) -> Option<(OpenFn, Access)> {
     use crate::formats::*;
-    match format {
+    let open = match format {
         Format::Wtxt | Format::Wsum | Format::AgeArmor => wtxt::OPEN,
         Format::WtxtDelta => None,
         Format::Ztensor => ztensor::OPEN,
@@ -92,23 +105,47 @@ pub fn reader_for(format: Format) -> Option<OpenFn> {
         Format::Safetensors => safetensors::OPEN,
         Format::Npy | Format::Npz => npy::OPEN,
         Format::Gguf => gguf::OPEN,
-    }
+    }?;
+    let access = match format {
+        Format::Safetensors | Format::Npy | Format::Ztensor | Format::Gguf => Access::Ranges,
+        _ => Access::Whole,
+    };
+    Some((open, access))
 }
 
-/// Opens `data` as whatever format its first bytes say. A known format that is not
-/// implemented is an `Unsupported` error ("… is detected but not supported yet"), not
-/// `UnknownFormat`.
+/// Opens the file `src` holds (a [`crate::FileData`] map, a [`crate::source::PreadFile`],
+/// a `&[u8]` or `Vec<u8>`, any `&dyn ByteSource`) as whatever format its first bytes
+/// say. A known format that is not implemented is an `Unsupported` error ("… is detected
+/// but not supported yet"), not `UnknownFormat`.
+///
+/// Opening reads only what the format needs to build its index (header, table of
+/// contents, manifest) — except for formats whose layout forces a full scan
+/// ([`Access::Whole`]) — and each tensor's bytes are read when asked.
 ///
 /// When `opts.path` is set, every error the opened file returns later (a tensor or chunk
 /// read that fails its digest, say) names that file first.
-pub fn open<'d>(data: &'d [u8], opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
+pub fn open<'d>(
+    src: impl Into<SourceRef<'d>>,
+    opts: &ReadOptions,
+) -> Result<Box<dyn Container + 'd>> {
+    let src = src.into();
     let named = |e: Error| match &opts.path {
         Some(p) => e.in_file(p.display().to_string()),
         None => e,
     };
-    let format = Format::detect_or_err(data).map_err(named)?;
-    let open = reader_for(format).ok_or_else(|| named(format.not_supported_yet()))?;
-    let file = open(data, opts).map_err(|e| named(e.in_format(format.name())))?;
+    let head = src
+        .read_up_to(0, crate::format::DETECT_LEN as u64)
+        .map_err(named)?;
+    let format = Format::detect_or_err(&head).map_err(named)?;
+    let (open, access) = reader_for(format).ok_or_else(|| named(format.not_supported_yet()))?;
+    let file = match (access, src.as_slice()) {
+        (Access::Whole, None) => {
+            let bytes = src.read_all().map_err(named)?.into_owned();
+            Wholly::open(bytes, open, opts).map(|f| Box::new(f) as Box<dyn Container + 'd>)
+        }
+        _ => open(src, opts),
+    };
+    let file = file.map_err(|e| named(e.in_format(format.name())))?;
     Ok(match &opts.path {
         Some(p) => Box::new(Labeled {
             inner: file,
@@ -117,6 +154,63 @@ pub fn open<'d>(data: &'d [u8], opts: &ReadOptions) -> Result<Box<dyn Container 
         }),
         None => file,
     })
+}
+
+type DynContainer<'a> = Box<dyn Container + 'a>;
+
+self_cell::self_cell!(
+    /// A file read whole into memory (a full-scan format over a source that is not in
+    /// memory) and the container parsed from those bytes.
+    struct Wholly {
+        owner: Vec<u8>,
+        #[not_covariant]
+        dependent: DynContainer,
+    }
+);
+
+impl Wholly {
+    fn open(bytes: Vec<u8>, open: OpenFn, opts: &ReadOptions) -> Result<Wholly> {
+        Wholly::try_new(bytes, |b| open(SourceRef::from(&b[..]), opts))
+    }
+}
+
+impl TensorSource for Wholly {
+    fn metadata(&self) -> &Metadata {
+        self.with_dependent(|_, c| c.metadata())
+    }
+    fn tensor_infos(&self) -> &[TensorInfo] {
+        self.with_dependent(|_, c| c.tensor_infos())
+    }
+    fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
+        self.with_dependent(|_, c| c.tensor(name))
+    }
+    fn chunks(&self) -> &[ChunkInfo] {
+        self.with_dependent(|_, c| c.chunks())
+    }
+    fn chunk(&self, name: &str) -> Result<Cow<'_, [u8]>> {
+        self.with_dependent(|_, c| c.chunk(name))
+    }
+    fn source_format(&self) -> Option<Format> {
+        self.with_dependent(|_, c| c.source_format())
+    }
+    fn metadata_types(&self) -> Option<&Metadata> {
+        self.with_dependent(|_, c| c.metadata_types())
+    }
+}
+
+impl Container for Wholly {
+    fn format(&self) -> Format {
+        self.with_dependent(|_, c| c.format())
+    }
+    fn version(&self) -> String {
+        self.with_dependent(|_, c| c.version())
+    }
+    fn verify(&self, opts: &VerifyOptions) -> VerifyReport {
+        self.with_dependent(|_, c| c.verify(opts))
+    }
+    fn warnings(&self) -> Vec<String> {
+        self.with_dependent(|_, c| c.warnings())
+    }
 }
 
 /// An opened file whose read errors name the file and its format.

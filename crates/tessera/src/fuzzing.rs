@@ -28,17 +28,30 @@ pub fn fuzz_limits() -> Limits {
 }
 
 /// Opens `data` with `format`'s reader (skipping detection) and exercises it: every
-/// tensor, every chunk, verify, and a same-format rewrite. Errors are fine; panics are
-/// the bugs this finds.
+/// tensor, every chunk, verify, and a same-format rewrite — once over the bytes in
+/// memory, once over a source that hands out ranges only (the path of positional and
+/// remote reads). Errors are fine; panics are the bugs this finds.
 pub fn exercise(format: Format, data: &[u8]) {
-    let Some(open) = reader_for(format) else {
+    let Some((open, access)) = reader_for(format) else {
         return;
     };
     let opts = ReadOptions {
         limits: fuzz_limits(),
         ..ReadOptions::default()
     };
-    let Ok(file) = open(data, &opts) else { return };
+    if let Ok(file) = open(data.into(), &opts) {
+        exercise_file(format, file.as_ref());
+    }
+    if access == crate::any::Access::Ranges {
+        let ranged = crate::source::CountingSource::new(data.to_vec());
+        let opened = open(crate::source::SourceRef::new(&ranged), &opts);
+        if let Ok(file) = &opened {
+            exercise_file(format, file.as_ref());
+        }
+    }
+}
+
+fn exercise_file(format: Format, file: &dyn crate::model::Container) {
     for info in file.tensor_infos() {
         if let Ok(v) = file.tensor(&info.name) {
             let _ = v.validate();
@@ -50,7 +63,7 @@ pub fn exercise(format: Format, data: &[u8]) {
     let _ = file.verify(&VerifyOptions::default());
     let _ = file.warnings();
     if crate::convert::writer_for(format).is_some() {
-        if let Ok(p) = prepare(file.as_ref(), format, ConvertOptions::default()) {
+        if let Ok(p) = prepare(file, format, ConvertOptions::default()) {
             let mut out = Cursor::new(Vec::new());
             let _ = write_to(format, &p, &mut out, &WriteOptions::default());
         }

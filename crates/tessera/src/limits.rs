@@ -75,6 +75,21 @@ pub fn to_usize(v: u64, what: &str) -> Result<usize> {
     usize::try_from(v).map_err(|_| Error::limit(format!("{what} {v} does not fit in memory")))
 }
 
+/// Checks that `[off, off + len)` lies within a `total`-byte file, with the same message
+/// as [`slice`].
+pub fn check_range(off: u64, len: u64, total: u64, what: &str) -> Result<()> {
+    let end = off.checked_add(len).ok_or_else(|| {
+        Error::malformed(format!("{what}: offset {off} + length {len} overflows"))
+    })?;
+    if end > total {
+        return Err(Error::malformed(format!(
+            "{what}: range {off}..{end} exceeds the file size {total}"
+        ))
+        .at_offset(off));
+    }
+    Ok(())
+}
+
 /// Returns `&data[off..off+len]`, or a `Malformed` error naming `what` when the range
 /// overflows or runs past the end.
 pub fn slice<'a>(data: &'a [u8], off: u64, len: u64, what: &str) -> Result<&'a [u8]> {

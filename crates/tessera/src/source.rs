@@ -1,11 +1,24 @@
-//! Where file bytes come from: a memory map, or an owned buffer.
+//! Where file bytes come from, and how readers ask for them: by range.
 //!
-//! This is the one module allowed `unsafe` (the mmap call). Readers take `&[u8]` and
-//! never know which one they got.
-
+//! A reader never assumes the whole file is in memory. It asks a [`SourceRef`] for the
+//! ranges it needs — the header, the index, then one tensor's bytes when asked — and
+//! gets them **borrowed** when the source is in memory (a memory map, a buffer: zero
+//! copy, exactly as a `&[u8]` would give) or **owned** when they had to be read
+//! (positional reads with `pread`, later a remote object). The implementations:
+//!
+//! - [`FileData`]: a read-only memory map of the file (or an owned buffer);
+//! - [`PreadFile`]: positional reads (`pread`), one owned buffer per range — no map, so a
+//!   file truncated under the reader is an error, never `SIGBUS`;
+//! - `Vec<u8>` / `&[u8]`: an in-memory buffer;
+//! - [`CountingSource`]: wraps another and counts the ranges and bytes read (what tests
+//!   use to show that opening a file touches only its index).
+//!
+//! This is the one module allowed `unsafe` (the mmap call).
+use std::borrow::Cow;
 use std::fs::File;
 use std::ops::{Deref, DerefMut};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 
@@ -84,6 +97,358 @@ impl AsRef<[u8]> for FileData {
 impl From<Vec<u8>> for FileData {
     fn from(v: Vec<u8>) -> FileData {
         FileData::Owned(v)
+    }
+}
+
+/// Anything a reader can read a file's bytes from, by range.
+///
+/// `read_at` returns borrowed bytes when the source holds them in memory and owned ones
+/// otherwise; a range that runs past the end is a `Malformed` "truncated" error naming
+/// the range and the length, never a short read.
+pub trait ByteSource: Send + Sync {
+    /// The length in bytes.
+    fn len(&self) -> u64;
+    /// True for an empty source.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// `len` bytes at `offset`.
+    fn read_at(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>>;
+    /// Several ranges at once, in order (a remote source fetches them concurrently).
+    fn read_ranges(&self, ranges: &[(u64, u64)]) -> Result<Vec<Cow<'_, [u8]>>> {
+        ranges.iter().map(|&(o, n)| self.read_at(o, n)).collect()
+    }
+    /// The whole file as one slice when it is already in memory (a map or a buffer), so
+    /// that reads borrow without a call per range.
+    fn as_slice(&self) -> Option<&[u8]> {
+        None
+    }
+    /// What kind of source this is, for messages and benchmarks (`mmap`, `pread`, …).
+    fn kind(&self) -> &'static str;
+}
+
+/// The error for a range past the end of a source.
+pub fn truncated(offset: u64, len: u64, total: u64) -> Error {
+    let end = offset.saturating_add(len);
+    Error::malformed(format!(
+        "truncated: bytes [{offset}, {end}) are needed but the file ends at {total}"
+    ))
+    .at_offset(offset.min(total))
+}
+
+/// Checks `[offset, offset + len)` against `total` and returns it as `usize` indices.
+fn slice_range(offset: u64, len: u64, total: u64) -> Result<std::ops::Range<usize>> {
+    match offset.checked_add(len) {
+        Some(end) if end <= total => Ok(offset as usize..end as usize),
+        _ => Err(truncated(offset, len, total)),
+    }
+}
+
+fn slice_at(data: &[u8], offset: u64, len: u64) -> Result<&[u8]> {
+    let r = slice_range(offset, len, data.len() as u64)?;
+    Ok(&data[r])
+}
+
+impl ByteSource for FileData {
+    fn len(&self) -> u64 {
+        (**self).len() as u64
+    }
+    fn read_at(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>> {
+        slice_at(self, offset, len).map(Cow::Borrowed)
+    }
+    fn as_slice(&self) -> Option<&[u8]> {
+        Some(self)
+    }
+    fn kind(&self) -> &'static str {
+        if self.is_mapped() {
+            "mmap"
+        } else {
+            "memory"
+        }
+    }
+}
+
+impl ByteSource for Vec<u8> {
+    fn len(&self) -> u64 {
+        self.as_slice().len() as u64
+    }
+    fn read_at(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>> {
+        slice_at(self, offset, len).map(Cow::Borrowed)
+    }
+    fn as_slice(&self) -> Option<&[u8]> {
+        Some(self)
+    }
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+}
+
+/// A file read with positional reads (`pread`): every range is an owned buffer, the file
+/// is never mapped. Slower to hand out tensors than a map (one copy), but a file that
+/// shrinks under the reader is an I/O error rather than a `SIGBUS`, and it is the shape
+/// of every remote source.
+#[derive(Debug)]
+pub struct PreadFile {
+    file: File,
+    len: u64,
+}
+
+impl PreadFile {
+    /// Opens `path` for positional reads.
+    pub fn open(path: &Path) -> Result<PreadFile> {
+        let named = |e: std::io::Error| Error::from(e).at_subject(path.display().to_string());
+        let file = File::open(path).map_err(named)?;
+        let meta = file.metadata().map_err(named)?;
+        if meta.is_dir() {
+            #[cfg(unix)]
+            let e = std::io::Error::from_raw_os_error(libc::EISDIR);
+            #[cfg(not(unix))]
+            let e = std::io::Error::other("is a directory");
+            return Err(named(e));
+        }
+        Ok(PreadFile {
+            file,
+            len: meta.len(),
+        })
+    }
+}
+
+impl ByteSource for PreadFile {
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn read_at(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>> {
+        let r = slice_range(offset, len, self.len)?;
+        // The length is checked against the file's: never an allocation sized by an
+        // unchecked number.
+        let mut buf = vec![0u8; r.len()];
+        read_exact_at(&self.file, &mut buf, offset).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                Error::malformed(format!(
+                    "truncated: the file became shorter while it was read (bytes [{offset}, {}))",
+                    offset + len
+                ))
+                .at_offset(offset)
+            } else {
+                Error::from(e).at_offset(offset)
+            }
+        })?;
+        Ok(Cow::Owned(buf))
+    }
+    fn kind(&self) -> &'static str {
+        "pread"
+    }
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !buf.is_empty() {
+        match file.seek_read(buf, offset) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Wraps a source and counts what is read through it: calls and bytes. A reader that
+/// borrows from an in-memory source is counted too (the range it asked for), so the
+/// count says what a remote source would have had to fetch.
+#[derive(Debug)]
+pub struct CountingSource<S> {
+    inner: S,
+    calls: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl<S: ByteSource> CountingSource<S> {
+    /// Wraps `inner`.
+    pub fn new(inner: S) -> CountingSource<S> {
+        CountingSource {
+            inner,
+            calls: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+        }
+    }
+    /// Ranges read so far.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+    /// Bytes read so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+    /// Sets both counts back to zero.
+    pub fn reset(&self) {
+        self.calls.store(0, Ordering::Relaxed);
+        self.bytes.store(0, Ordering::Relaxed);
+    }
+}
+
+impl<S: ByteSource> ByteSource for CountingSource<S> {
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn read_at(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(len, Ordering::Relaxed);
+        self.inner.read_at(offset, len)
+    }
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+    // No `as_slice`: every read goes through `read_at`, so every byte is counted.
+}
+
+/// A reader's handle on its source: `Copy`, and every range it returns lives as long as
+/// the source (`'d`). Built from a `&[u8]`, a [`FileData`], a `Vec<u8>` or any
+/// `&dyn ByteSource`; an in-memory source is kept as its slice, so reads from it cost
+/// a bounds check, as indexing a `&[u8]` does.
+#[derive(Clone, Copy)]
+pub struct SourceRef<'d> {
+    inner: Inner<'d>,
+}
+
+#[derive(Clone, Copy)]
+enum Inner<'d> {
+    Slice(&'d [u8], &'static str),
+    Dyn(&'d dyn ByteSource),
+}
+
+impl std::fmt::Debug for SourceRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SourceRef({}, {} bytes)", self.kind(), self.len())
+    }
+}
+
+impl<'d> SourceRef<'d> {
+    /// A handle on any source (kept as a slice when the source has one).
+    pub fn new(src: &'d dyn ByteSource) -> SourceRef<'d> {
+        match src.as_slice() {
+            Some(s) => SourceRef {
+                inner: Inner::Slice(s, src.kind()),
+            },
+            None => SourceRef {
+                inner: Inner::Dyn(src),
+            },
+        }
+    }
+    /// The length in bytes.
+    pub fn len(&self) -> u64 {
+        match self.inner {
+            Inner::Slice(s, _) => s.len() as u64,
+            Inner::Dyn(d) => d.len(),
+        }
+    }
+    /// True for an empty source.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// `len` bytes at `offset` (a "truncated" error past the end).
+    pub fn read_at(&self, offset: u64, len: u64) -> Result<Cow<'d, [u8]>> {
+        match self.inner {
+            Inner::Slice(s, _) => slice_at(s, offset, len).map(Cow::Borrowed),
+            Inner::Dyn(d) => d.read_at(offset, len),
+        }
+    }
+    /// `len` bytes at `offset`, for a part of the file called `what`: a range past the
+    /// end says "`what`: range a..b exceeds the file size N".
+    pub fn slice(&self, offset: u64, len: u64, what: &str) -> Result<Cow<'d, [u8]>> {
+        let total = self.len();
+        let end = offset.checked_add(len).ok_or_else(|| {
+            Error::malformed(format!("{what}: offset {offset} + length {len} overflows"))
+        })?;
+        if end > total {
+            return Err(Error::malformed(format!(
+                "{what}: range {offset}..{end} exceeds the file size {total}"
+            ))
+            .at_offset(offset));
+        }
+        self.read_at(offset, len)
+    }
+    /// Up to `len` bytes at `offset`: fewer when the file ends first (for reading a
+    /// header whose length is not known yet).
+    pub fn read_up_to(&self, offset: u64, len: u64) -> Result<Cow<'d, [u8]>> {
+        let total = self.len();
+        let offset = offset.min(total);
+        self.read_at(offset, len.min(total - offset))
+    }
+    /// Several ranges at once.
+    pub fn read_ranges(&self, ranges: &[(u64, u64)]) -> Result<Vec<Cow<'d, [u8]>>> {
+        match self.inner {
+            Inner::Slice(s, _) => ranges
+                .iter()
+                .map(|&(o, n)| slice_at(s, o, n).map(Cow::Borrowed))
+                .collect(),
+            Inner::Dyn(d) => d.read_ranges(ranges),
+        }
+    }
+    /// The whole file as one slice, when it is in memory.
+    pub fn as_slice(&self) -> Option<&'d [u8]> {
+        match self.inner {
+            Inner::Slice(s, _) => Some(s),
+            Inner::Dyn(_) => None,
+        }
+    }
+    /// The whole file as one slice, for a reader that needs it in memory
+    /// ([`crate::any::Access::Whole`]: `tessera::open` reads such a file into memory
+    /// before calling its reader, so this fails only when a caller skips that).
+    pub fn in_memory(&self) -> Result<&'d [u8]> {
+        self.as_slice().ok_or_else(|| {
+            Error::unsupported(format!(
+                "this reader needs the whole file in memory, and the {} source is not",
+                self.kind()
+            ))
+        })
+    }
+    /// The whole file: borrowed when in memory, read otherwise (for formats that must
+    /// scan the whole file, such as WTXT's text).
+    pub fn read_all(&self) -> Result<Cow<'d, [u8]>> {
+        self.read_at(0, self.len())
+    }
+    /// What kind of source this is (`mmap`, `pread`, `memory`, …).
+    pub fn kind(&self) -> &'static str {
+        match self.inner {
+            Inner::Slice(_, k) => k,
+            Inner::Dyn(d) => d.kind(),
+        }
+    }
+}
+
+impl<'d> From<&'d [u8]> for SourceRef<'d> {
+    fn from(s: &'d [u8]) -> SourceRef<'d> {
+        SourceRef {
+            inner: Inner::Slice(s, "memory"),
+        }
+    }
+}
+
+impl<'d, const N: usize> From<&'d [u8; N]> for SourceRef<'d> {
+    fn from(s: &'d [u8; N]) -> SourceRef<'d> {
+        SourceRef::from(&s[..])
+    }
+}
+
+impl<'d, S: ByteSource> From<&'d S> for SourceRef<'d> {
+    fn from(s: &'d S) -> SourceRef<'d> {
+        SourceRef::new(s)
+    }
+}
+
+impl<'d> From<&'d dyn ByteSource> for SourceRef<'d> {
+    fn from(s: &'d dyn ByteSource) -> SourceRef<'d> {
+        SourceRef::new(s)
     }
 }
 
@@ -190,6 +555,78 @@ mod tests {
         assert_eq!(&*z, &large[..]);
         let z = OwnedBytes::zeroed(10).unwrap();
         assert!(!z.is_huge() && *z == [0u8; 10]);
+    }
+
+    #[test]
+    fn every_source_gives_the_same_ranges_and_refuses_past_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let bytes: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+        std::fs::write(&p, &bytes).unwrap();
+        let mapped = FileData::open(&p).unwrap();
+        let pread = PreadFile::open(&p).unwrap();
+        let counted = CountingSource::new(PreadFile::open(&p).unwrap());
+        let sources: [SourceRef<'_>; 5] = [
+            SourceRef::from(&bytes[..]),
+            SourceRef::from(&bytes),
+            SourceRef::from(&mapped),
+            SourceRef::from(&pread),
+            SourceRef::from(&counted),
+        ];
+        for s in sources {
+            assert_eq!(s.len(), 10_000, "{s:?}");
+            assert_eq!(&*s.read_at(17, 300).unwrap(), &bytes[17..317], "{s:?}");
+            assert_eq!(&*s.read_at(10_000, 0).unwrap(), b"", "{s:?}");
+            assert_eq!(
+                &*s.read_up_to(9_990, 100).unwrap(),
+                &bytes[9_990..],
+                "{s:?}"
+            );
+            let rs = s.read_ranges(&[(0, 4), (5_000, 8)]).unwrap();
+            assert_eq!(&*rs[1], &bytes[5_000..5_008]);
+            for (o, n) in [(9_999, 2), (u64::MAX, 1), (1, u64::MAX)] {
+                let e = s.read_at(o, n).unwrap_err();
+                assert_eq!(e.kind(), crate::ErrorKind::Malformed, "{s:?}");
+                assert!(e.to_string().contains("truncated"), "{e}");
+            }
+        }
+        assert!(matches!(
+            SourceRef::from(&mapped).read_at(0, 4).unwrap(),
+            Cow::Borrowed(_)
+        ));
+        assert!(matches!(
+            SourceRef::from(&pread).read_at(0, 4).unwrap(),
+            Cow::Owned(_)
+        ));
+        // 300 + 0 + 10 + 12 bytes in 5 calls, plus 3 refused ranges (counted as asked).
+        assert_eq!(counted.calls(), 8);
+        counted.reset();
+        assert_eq!((counted.calls(), counted.bytes()), (0, 0));
+        assert_eq!(SourceRef::from(&pread).kind(), "pread");
+        assert_eq!(SourceRef::from(&mapped).kind(), "mmap");
+    }
+
+    #[test]
+    fn pread_of_a_file_that_shrank_is_an_error_not_a_signal() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, vec![1u8; 4096]).unwrap();
+        let src = PreadFile::open(&p).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_len(100)
+            .unwrap();
+        let e = src.read_at(0, 4096).unwrap_err();
+        assert!(e.to_string().contains("became shorter"), "{e}");
+    }
+
+    #[test]
+    fn pread_of_a_directory_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = PreadFile::open(dir.path()).unwrap_err();
+        assert!(e.to_string().to_lowercase().contains("directory"), "{e}");
     }
 
     #[test]

@@ -175,13 +175,15 @@ use crate::error::Result;
 use crate::format::Format;
 use crate::metadata::Metadata;
 use crate::model::{Container, TensorSource};
+use crate::source::SourceRef;
 use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
 
 pub use raw::{dtype_from_u16, dtype_to_u16};
 pub use read::AeroFile;
 
-fn open<'d>(data: &'d [u8], opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
+fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
+    let data = src.in_memory()?;
     let mut f = AeroFile::open(data, &opts.limits)?;
     f.verify = opts.verify;
     Ok(Box::new(f))

@@ -143,6 +143,7 @@ use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::metadata::Metadata;
 use crate::model::{Container, TensorSource};
+use crate::source::SourceRef;
 use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
 
@@ -151,7 +152,8 @@ pub const OPEN: Option<OpenFn> = Some(open);
 /// Writer entry point.
 pub const WRITE: Option<WriteFn> = Some(write);
 
-fn open<'d>(data: &'d [u8], opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
+fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
+    let data = src.in_memory()?;
     let mut f = FoldFile::open(data, opts)?;
     if let Some((stored, computed)) = f.manifest_check() {
         if stored != computed {

@@ -1,4 +1,9 @@
 //! [`GgufFile`]: parse and validate a GGUF file, serve its tensors zero-copy.
+//!
+//! The index (header, metadata, tensor infos) has no stated length: opening reads a
+//! prefix of the file and parses it, and reads further (doubling, up to
+//! `Limits::max_index_bytes`) only when the index runs past it. A source in memory is
+//! parsed in place. Tensor data is read by range when asked.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -6,9 +11,10 @@ use std::collections::HashMap;
 use crate::any::ReadOptions;
 use crate::error::{Error, Result};
 use crate::format::Format;
-use crate::limits::{slice, Limits};
+use crate::limits::Limits;
 use crate::metadata::{Map, Metadata, Value};
 use crate::model::{Container, TensorSource};
+use crate::source::SourceRef;
 use crate::tensor::{Layout, Part, Storage, TensorInfo, TensorView};
 use crate::util::bytes::ByteReader;
 use crate::verify::{Status, VerifyOptions, VerifyReport};
@@ -19,6 +25,10 @@ use super::raw::{
     KEY_ALIGNMENT,
 };
 
+/// How much of a file not in memory the first read takes to find the index: enough for
+/// metadata without a vocabulary; a larger index is read on in steps that double what
+/// was read, so the bytes read stay under twice the index.
+const INITIAL_READ: u64 = 32 << 10;
 /// The fewest bytes a KV pair occupies: key length, type, a one-byte value.
 const MIN_KV: u64 = 8 + 4 + 1;
 /// The fewest bytes a tensor info occupies: name length, n_dims, type, offset.
@@ -32,7 +42,7 @@ const MAX_NESTING: usize = 256;
 /// An opened GGUF file.
 #[derive(Debug)]
 pub struct GgufFile<'d> {
-    data: &'d [u8],
+    src: SourceRef<'d>,
     version: u32,
     metadata: Metadata,
     /// Each key's GGUF value type when some differ from what our writer would infer.
@@ -52,8 +62,37 @@ pub struct GgufFile<'d> {
 }
 
 impl<'d> GgufFile<'d> {
-    /// Parses and validates `data`.
-    pub fn parse(data: &'d [u8], limits: &Limits) -> Result<GgufFile<'d>> {
+    /// Parses and validates the file `src` holds, reading its index only.
+    pub fn parse(src: impl Into<SourceRef<'d>>, limits: &Limits) -> Result<GgufFile<'d>> {
+        let src = src.into();
+        let total = src.len();
+        if let Some(all) = src.as_slice() {
+            return Self::parse_index(src, all, total, limits);
+        }
+        // The index ends before `max_index_bytes` (checked as it is parsed) plus the
+        // alignment padding; whatever the file says, no more is read to find it.
+        let cap = total.min(limits.max_index_bytes.saturating_add(1 << 16));
+        let mut head = src.read_at(0, cap.min(INITIAL_READ))?.into_owned();
+        loop {
+            match Self::parse_index(src, &head, total, limits) {
+                // A failure inside a prefix may only mean the prefix was too short.
+                Err(_) if (head.len() as u64) < cap => {
+                    let have = head.len() as u64;
+                    let next = cap.min(have.saturating_mul(2));
+                    head.extend_from_slice(&src.read_at(have, next - have)?);
+                }
+                done => return done,
+            }
+        }
+    }
+
+    /// Parses the index from `data`, the first bytes of a `total`-byte file.
+    fn parse_index(
+        src: SourceRef<'d>,
+        data: &[u8],
+        total: u64,
+        limits: &Limits,
+    ) -> Result<GgufFile<'d>> {
         let mut r = ByteReader::new(data);
         let magic = r.take(4, "magic")?;
         if magic != GGUF_MAGIC {
@@ -86,7 +125,7 @@ impl<'d> GgufFile<'d> {
         let kv_count = endian.u64(&mut r, "metadata_kv_count")?;
         limits.check_entries(tensor_count)?;
         limits.check_entries(kv_count)?;
-        let room = r.remaining() as u64;
+        let room = total.saturating_sub(r.pos() as u64);
         let need = kv_count
             .checked_mul(MIN_KV)
             .and_then(|a| a.checked_add(tensor_count.checked_mul(MIN_TENSOR_INFO)?));
@@ -175,7 +214,8 @@ impl<'d> GgufFile<'d> {
             let abs = data_offset
                 .checked_add(rel)
                 .ok_or_else(|| Error::malformed("data offset overflows").at_subject(&subject))?;
-            slice(data, abs, nbytes, "tensor data").map_err(|e| e.at_subject(&subject))?;
+            crate::limits::check_range(abs, nbytes, total, "tensor data")
+                .map_err(|e| e.at_subject(&subject))?;
             canonical &= rel == expected;
             expected = align_up(rel.saturating_add(nbytes), alignment).unwrap_or(u64::MAX);
             let encoding = if swaps(endian, &info) {
@@ -194,7 +234,7 @@ impl<'d> GgufFile<'d> {
         }
         let layout_problem = if !canonical {
             Some("tensor data is not packed in tensor-info order (llama.cpp refuses such files)")
-        } else if expected > 0 && data_offset.saturating_add(expected) > data.len() as u64 {
+        } else if expected > 0 && data_offset.saturating_add(expected) > total {
             Some("the file ends before the padding after the last tensor (llama.cpp refuses such files)")
         } else {
             None
@@ -221,7 +261,7 @@ impl<'d> GgufFile<'d> {
         // The value types ride beside the metadata (`metadata_types`), never in it.
         let metadata_types = carries_types.then(|| Map::from_unique(types));
         Ok(GgufFile {
-            data,
+            src,
             version,
             metadata,
             metadata_types,
@@ -405,23 +445,23 @@ impl TensorSource for GgufFile<'_> {
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         let i = crate::model::tensor_position(&self.index, name)?;
         let (off, len) = self.ranges[i];
-        let bytes = slice(self.data, off, len, "tensor data")?;
+        let bytes = self.src.slice(off, len, "tensor data")?;
         let info = self.infos[i].clone();
         match info.layout {
             Layout::Dense if swaps(self.endian, &info) => {
                 let size = info.dtype.size();
-                let mut owned = bytes.to_vec();
+                let mut owned = bytes.into_owned();
                 for el in owned.chunks_exact_mut(size) {
                     el.reverse();
                 }
                 TensorView::dense(info, Cow::Owned(owned))
             }
-            Layout::Dense => TensorView::dense(info, Cow::Borrowed(bytes)),
+            Layout::Dense => TensorView::dense(info, bytes),
             _ => Ok(TensorView {
                 info,
                 parts: vec![Part {
                     role: "data".into(),
-                    bytes: Cow::Borrowed(bytes),
+                    bytes,
                 }],
             }),
         }
@@ -465,6 +505,9 @@ impl Container for GgufFile<'_> {
 }
 
 /// The [`crate::any::OpenFn`] for GGUF.
-pub fn open<'d>(data: &'d [u8], opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
-    Ok(Box::new(GgufFile::parse(data, &opts.limits)?))
+pub fn open<'d>(
+    src: crate::source::SourceRef<'d>,
+    opts: &ReadOptions,
+) -> Result<Box<dyn Container + 'd>> {
+    Ok(Box::new(GgufFile::parse(src, &opts.limits)?))
 }

@@ -87,12 +87,14 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::format::Format;
 use crate::model::{Container, TensorSource};
+use crate::source::SourceRef;
 
 pub use raw::{base_id, Kind};
 pub use read::GptrsFile;
 pub use write::{GptrsWriter, PlannedTensor};
 
-fn open<'d>(data: &'d [u8], opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
+fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
+    let data = src.in_memory()?;
     Ok(Box::new(GptrsFile::parse(data, &opts.limits)?))
 }
 

@@ -88,11 +88,13 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::model::Container;
+use crate::source::SourceRef;
 
-fn open<'d>(data: &'d [u8], opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
-    match Format::detect(data) {
-        Some(Format::Npy) => Ok(Box::new(NpyFile::parse(data, opts)?)),
-        Some(Format::Npz) => Ok(Box::new(NpzFile::parse(data, opts)?)),
+fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
+    let head = src.read_up_to(0, crate::format::DETECT_LEN as u64)?;
+    match Format::detect(&head) {
+        Some(Format::Npy) => Ok(Box::new(NpyFile::parse(src, opts)?)),
+        Some(Format::Npz) => Ok(Box::new(NpzFile::parse(src.in_memory()?, opts)?)),
         _ => Err(Error::malformed(
             "neither a .npy (\\x93NUMPY) nor a zip (PK) file",
         )),

@@ -11,6 +11,7 @@ use crate::format::Format;
 use crate::limits::Limits;
 use crate::metadata::Metadata;
 use crate::model::{Container, TensorSource};
+use crate::source::SourceRef;
 use crate::tensor::{Storage, TensorInfo, TensorView};
 use crate::verify::{Status, VerifyOptions, VerifyReport};
 
@@ -32,6 +33,20 @@ pub struct ArrayLayout {
 /// Parses a `.npy` image's header and checks that the data it announces is there.
 pub fn layout(data: &[u8], limits: &Limits) -> Result<ArrayLayout> {
     layout_of_header(data, data.len() as u64, limits)
+}
+
+/// The first bytes of a `.npy` image in `src`: its preamble and header dict, no more
+/// (the header length is read from the preamble and checked against `limits` first).
+pub fn read_head<'d>(src: SourceRef<'d>, limits: &Limits) -> Result<Cow<'d, [u8]>> {
+    let pre = src.read_up_to(0, 12)?;
+    let hlen = match (pre.get(6), pre.len()) {
+        (Some(1), 12) => u16::from_le_bytes([pre[8], pre[9]]) as u64 + 10,
+        (Some(2 | 3), 12) => u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]) as u64 + 12,
+        // Too short or an unknown version: the header parser says which.
+        _ => return Ok(pre),
+    };
+    limits.check_index(hlen).map_err(|e| e.at_offset(8))?;
+    src.read_up_to(0, hlen)
 }
 
 /// Like [`layout`], from the first bytes of an image (at least its header) and the
@@ -140,7 +155,7 @@ pub fn storage(l: &ArrayLayout, offset: Option<u64>, stored: u64, container: &st
 /// An opened `.npy` file: one tensor named [`NPY_TENSOR_NAME`].
 #[derive(Debug)]
 pub struct NpyFile<'data> {
-    data: &'data [u8],
+    src: SourceRef<'data>,
     layout: ArrayLayout,
     infos: Vec<TensorInfo>,
     metadata: Metadata,
@@ -148,9 +163,12 @@ pub struct NpyFile<'data> {
 }
 
 impl<'data> NpyFile<'data> {
-    /// Parses and validates a `.npy` file.
-    pub fn parse(data: &'data [u8], opts: &ReadOptions) -> Result<NpyFile<'data>> {
-        let layout = layout(data, &opts.limits)?;
+    /// Parses and validates a `.npy` file: reads its header only; the array is read
+    /// when asked.
+    pub fn parse(src: impl Into<SourceRef<'data>>, opts: &ReadOptions) -> Result<NpyFile<'data>> {
+        let src = src.into();
+        let head = read_head(src, &opts.limits)?;
+        let layout = layout_of_header(&head, src.len(), &opts.limits)?;
         let h = &layout.header;
         let mut info = TensorInfo::dense(NPY_TENSOR_NAME, h.dtype, h.shape.clone());
         info.storage = storage(&layout, Some(h.data_offset as u64), layout.nbytes, "raw");
@@ -165,7 +183,7 @@ impl<'data> NpyFile<'data> {
             ));
         }
         Ok(NpyFile {
-            data,
+            src,
             infos: vec![info],
             layout,
             metadata: Metadata::new(),
@@ -193,9 +211,8 @@ impl TensorSource for NpyFile<'_> {
             )));
         }
         let h = &self.layout.header;
-        // In bounds: checked by layout().
-        let stored = &self.data[h.data_offset..h.data_offset + self.layout.nbytes as usize];
-        TensorView::dense(self.infos[0].clone(), decode(h, Cow::Borrowed(stored)))
+        let stored = self.src.read_at(h.data_offset as u64, self.layout.nbytes)?;
+        TensorView::dense(self.infos[0].clone(), decode(h, stored))
     }
     fn source_format(&self) -> Option<Format> {
         Some(Format::Npy)

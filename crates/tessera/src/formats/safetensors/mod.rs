@@ -52,7 +52,8 @@
 //! overlap, `end ≥ begin`, `end - begin == size(dtype) × Π shape` (checked multiplication),
 //! the last ending at the end of the file; `__metadata__` is null or an object of
 //! strings. Rank, name length and tensor count are checked against `Limits`.
-//! Reads are zero-copy: every tensor is a borrowed slice of the mapped file.
+//! Opening reads the first 8 bytes and the header; each tensor is read by range when
+//! asked — zero-copy (a borrowed slice) from a memory map.
 
 mod raw;
 mod read;
@@ -70,9 +71,10 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::format::Format;
 use crate::model::Container;
+use crate::source::SourceRef;
 
-fn open<'d>(data: &'d [u8], opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
-    Ok(Box::new(SafetensorsFile::parse(data, opts)?))
+fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
+    Ok(Box::new(SafetensorsFile::parse(src, opts)?))
 }
 
 /// Reader entry point.

@@ -1,6 +1,8 @@
 //! [`SafetensorsFile`]: parse and validate a safetensors file, hand out zero-copy views.
+//!
+//! Opening reads the 8-byte length and the JSON header only; each tensor is read by
+//! range when asked (borrowed from a map, read into a buffer from other sources).
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::raw::{self, Header, MAX_HEADER_SIZE};
@@ -9,18 +11,20 @@ use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::metadata::{Metadata, Value};
 use crate::model::{Container, TensorSource};
+use crate::source::SourceRef;
 use crate::tensor::{Storage, TensorInfo, TensorView};
 use crate::verify::{Status, VerifyOptions, VerifyReport};
 
-/// An opened safetensors file. Every tensor is a borrowed slice of `data`.
+/// An opened safetensors file. Every tensor is a range of the source (a borrowed slice
+/// when the source is in memory).
 #[derive(Debug)]
 pub struct SafetensorsFile<'data> {
-    data: &'data [u8],
+    src: SourceRef<'data>,
     header_len: u64,
     metadata: Metadata,
     infos: Vec<TensorInfo>,
-    /// Absolute `[begin, end)` of each tensor in `data`, parallel to `infos`.
-    ranges: Vec<(usize, usize)>,
+    /// Absolute `(offset, length)` of each tensor in the file, parallel to `infos`.
+    ranges: Vec<(u64, u64)>,
     index: HashMap<String, usize>,
     warnings: Vec<String>,
 }
@@ -32,16 +36,21 @@ impl<'data> SafetensorsFile<'data> {
     /// to dtype size × shape, the last one ending exactly at the end of the file,
     /// `__metadata__` an object of strings. Duplicate keys are errors (the original keeps
     /// the last one and then fails on the offsets).
-    pub fn parse(data: &'data [u8], opts: &ReadOptions) -> Result<SafetensorsFile<'data>> {
+    pub fn parse(
+        src: impl Into<SourceRef<'data>>,
+        opts: &ReadOptions,
+    ) -> Result<SafetensorsFile<'data>> {
+        let src = src.into();
         let limits = &opts.limits;
-        let Some(len_bytes) = data.get(..8) else {
+        let file_len = src.len();
+        if file_len < 8 {
             return Err(Error::malformed(format!(
-                "truncated: the file is {} bytes, shorter than the 8-byte header length",
-                data.len()
+                "truncated: the file is {file_len} bytes, shorter than the 8-byte header length"
             )));
-        };
+        }
+        let len_bytes = src.read_at(0, 8)?;
         let mut n8 = [0u8; 8];
-        n8.copy_from_slice(len_bytes);
+        n8.copy_from_slice(&len_bytes);
         let n = u64::from_le_bytes(n8);
         let cap = MAX_HEADER_SIZE.min(limits.max_index_bytes);
         if n > cap {
@@ -51,15 +60,14 @@ impl<'data> SafetensorsFile<'data> {
             .at_offset(0));
         }
         let header_end = 8 + n; // n <= 100 MB: no overflow
-        if header_end > data.len() as u64 {
+        if header_end > file_len {
             return Err(Error::malformed(format!(
-                "truncated: header length {n} runs past the end of the file ({} bytes)",
-                data.len()
+                "truncated: header length {n} runs past the end of the file ({file_len} bytes)"
             ))
             .at_offset(0));
         }
-        let header_end = header_end as usize;
-        let text = std::str::from_utf8(&data[8..header_end]).map_err(|e| {
+        let header_bytes = src.read_at(8, n)?;
+        let text = std::str::from_utf8(&header_bytes).map_err(|e| {
             Error::malformed(format!("header is not UTF-8: {e}"))
                 .at_offset(8 + e.valid_up_to() as u64)
         })?;
@@ -81,7 +89,7 @@ impl<'data> SafetensorsFile<'data> {
         // tile the byte buffer exactly.
         let mut entries = header.tensors;
         entries.sort_by_key(|(_, e)| e.data_offsets);
-        let buffer_len = (data.len() - header_end) as u64;
+        let buffer_len = file_len - header_end;
         let mut infos = Vec::with_capacity(entries.len());
         let mut ranges = Vec::with_capacity(entries.len());
         let mut index = HashMap::with_capacity(entries.len());
@@ -130,7 +138,7 @@ impl<'data> SafetensorsFile<'data> {
                 .at_subject(subject));
             }
             expect = end;
-            let abs = header_end as u64 + begin;
+            let abs = header_end + begin;
             if want > 0 && abs % dtype.size() as u64 != 0 {
                 warnings.push(format!(
                     "tensor {name:?} starts at byte {abs}, not aligned to its {}-byte elements",
@@ -144,8 +152,8 @@ impl<'data> SafetensorsFile<'data> {
                 encoding: "raw".into(),
                 digests: Vec::new(),
             };
-            // Both ends are within data.len(): checked above.
-            ranges.push((abs as usize, (header_end as u64 + end) as usize));
+            // Both ends are within the file: checked above.
+            ranges.push((abs, want));
             index.insert(name, infos.len());
             infos.push(info);
         }
@@ -154,10 +162,10 @@ impl<'data> SafetensorsFile<'data> {
                 "the tensors cover {expect} bytes of the {buffer_len}-byte buffer after the header \
                  (the last data_offsets must end at the end of the file)"
             ))
-            .at_offset(header_end as u64 + expect));
+            .at_offset(header_end + expect));
         }
         Ok(SafetensorsFile {
-            data,
+            src,
             header_len: n,
             metadata,
             infos,
@@ -182,8 +190,9 @@ impl TensorSource for SafetensorsFile<'_> {
     }
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         let i = crate::model::tensor_position(&self.index, name)?;
-        let (b, e) = self.ranges[i];
-        TensorView::dense(self.infos[i].clone(), Cow::Borrowed(&self.data[b..e]))
+        let (offset, len) = self.ranges[i];
+        let bytes = self.src.read_at(offset, len)?;
+        TensorView::dense(self.infos[i].clone(), bytes)
     }
     fn source_format(&self) -> Option<Format> {
         Some(Format::Safetensors)

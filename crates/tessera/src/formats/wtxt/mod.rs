@@ -103,6 +103,7 @@ use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::metadata::Metadata;
 use crate::model::{Container, TensorSource};
+use crate::source::SourceRef;
 use crate::tensor::{Storage, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
 
@@ -122,7 +123,8 @@ pub struct WtxtContainer<'d> {
 }
 
 /// Opens WTXT bytes (or a WSUM, or an age-armored file).
-pub fn open<'d>(data: &'d [u8], opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
+pub fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
+    let data = src.in_memory()?;
     Ok(Box::new(open_container(Cow::Borrowed(data), opts)?))
 }
 

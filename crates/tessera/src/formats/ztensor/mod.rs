@@ -121,9 +121,10 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::format::Format;
 use crate::model::Container;
+use crate::source::SourceRef;
 
-fn open<'d>(data: &'d [u8], opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
-    Ok(Box::new(ZtensorFile::parse(data, opts)?))
+fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
+    Ok(Box::new(ZtensorFile::parse(src, opts)?))
 }
 
 /// Reader entry point.

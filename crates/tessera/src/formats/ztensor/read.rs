@@ -12,6 +12,7 @@ use crate::format::Format;
 use crate::limits::{self, Limits};
 use crate::metadata::{Map, Metadata};
 use crate::model::{Container, TensorSource};
+use crate::source::SourceRef;
 use crate::tensor::{Layout, Part, TensorInfo, TensorView};
 use crate::verify::{Status, VerifyOptions, VerifyReport};
 
@@ -23,7 +24,7 @@ const ZSTD_MAX_RATIO: u64 = 32 * 1024;
 
 /// An opened zTensor v1.0 (or v1.1) file. See the module docs for what is checked.
 pub struct ZtensorFile<'data> {
-    data: &'data [u8],
+    src: SourceRef<'data>,
     version: String,
     generator: Option<String>,
     footer_magic: bool,
@@ -85,17 +86,23 @@ fn check_version(v: &str, footer_magic: bool, warnings: &mut Vec<String>) -> Res
 }
 
 impl<'data> ZtensorFile<'data> {
-    /// Parses and validates `data` (the whole file).
-    pub fn parse(data: &'data [u8], opts: &ReadOptions) -> Result<ZtensorFile<'data>> {
-        let mut f = Self::parse_inner(data, &opts.limits).map_err(|e| e.in_format("ztensor"))?;
+    /// Parses and validates the file `src` holds: reads the magic, the footer and the
+    /// manifest only; components are read when a tensor is asked for.
+    pub fn parse(
+        src: impl Into<SourceRef<'data>>,
+        opts: &ReadOptions,
+    ) -> Result<ZtensorFile<'data>> {
+        let mut f =
+            Self::parse_inner(src.into(), &opts.limits).map_err(|e| e.in_format("ztensor"))?;
         f.verify = opts.verify;
         Ok(f)
     }
 
-    fn parse_inner(data: &'data [u8], limits: &Limits) -> Result<ZtensorFile<'data>> {
-        let len = data.len() as u64;
-        if !data.starts_with(MAGIC) {
-            return Err(if data.len() < MAGIC.len() && MAGIC.starts_with(data) {
+    fn parse_inner(src: SourceRef<'data>, limits: &Limits) -> Result<ZtensorFile<'data>> {
+        let len = src.len();
+        let head = src.read_up_to(0, 8)?;
+        if !head.starts_with(MAGIC) {
+            return Err(if head.len() < MAGIC.len() && MAGIC.starts_with(&head) {
                 Error::malformed(format!("truncated: {len} bytes, the magic alone needs 8"))
             } else {
                 Error::malformed("not a zTensor file: no ZTEN1000 magic at byte 0").at_offset(0)
@@ -103,7 +110,8 @@ impl<'data> ZtensorFile<'data> {
         }
         // v1.1 appends the magic after the size. A v1.0 size can never read as
         // "ZTEN1000" (that is ~3.5e18 bytes, more than any file), so this is unambiguous.
-        let footer_magic = len >= 16 && data.ends_with(MAGIC);
+        let tail16 = src.read_at(len.saturating_sub(16), len.min(16))?;
+        let footer_magic = len >= 16 && tail16.ends_with(MAGIC);
         let tail = if footer_magic { 16 } else { 8 };
         if len < 8 + tail {
             return Err(Error::malformed(format!(
@@ -112,9 +120,14 @@ impl<'data> ZtensorFile<'data> {
         }
         let size_at = len - tail;
         let manifest_size = u64::from_le_bytes(
-            limits::slice(data, size_at, 8, "manifest size")?
-                .try_into()
-                .map_err(|_| Error::malformed("manifest size"))?,
+            limits::slice(
+                &tail16,
+                size_at - (len - tail16.len() as u64),
+                8,
+                "manifest size",
+            )?
+            .try_into()
+            .map_err(|_| Error::malformed("manifest size"))?,
         );
         // §7.1 says manifest_size < FILE_SIZE - 16; the original accepts ==, which is what
         // a file with no components is (magic, manifest, size), so we accept it too.
@@ -129,7 +142,8 @@ impl<'data> ZtensorFile<'data> {
             .check_index(manifest_size)
             .map_err(|e| e.at_offset(size_at))?;
         let manifest_start = size_at - manifest_size;
-        let manifest = limits::slice(data, manifest_start, manifest_size, "manifest")?;
+        let manifest = src.slice(manifest_start, manifest_size, "manifest")?;
+        let manifest = &manifest[..];
         let depth = limits.max_depth.saturating_add(8).min(512);
 
         // One pass over the manifest. When it does not fit our schema, a second pass
@@ -237,7 +251,7 @@ impl<'data> ZtensorFile<'data> {
         let checked = (0..infos.len()).map(|_| Default::default()).collect();
         Ok(ZtensorFile {
             checked,
-            data,
+            src,
             version,
             generator: m.generator,
             footer_magic,
@@ -285,7 +299,7 @@ impl<'data> ZtensorFile<'data> {
         let mut count = 0u64;
         for (start, end) in spans {
             if start > at {
-                let gap = limits::slice(self.data, at, start - at, "padding").ok()?;
+                let gap = self.src.slice(at, start - at, "padding").ok()?;
                 let n = gap.iter().filter(|&&b| b != 0).count() as u64;
                 if n > 0 {
                     bad.get_or_insert((at, start));
@@ -312,12 +326,17 @@ impl<'data> ZtensorFile<'data> {
         self.find(name).ok_or_else(|| Error::no_tensor(name))
     }
 
-    /// The decoded bytes of one component. `bound`: the exact decoded size when the
-    /// manifest fixes it (dense data), else an upper bound.
-    fn component_bytes(&self, c: &Component, bound: u64, exact: bool) -> Result<Cow<'data, [u8]>> {
-        let stored = limits::slice(self.data, c.offset, c.length, "component")?;
+    /// The decoded bytes of one component from its `stored` bytes. `bound`: the exact
+    /// decoded size when the manifest fixes it (dense data), else an upper bound.
+    fn decode_component(
+        &self,
+        c: &Component,
+        stored: Cow<'data, [u8]>,
+        bound: u64,
+        exact: bool,
+    ) -> Result<Cow<'data, [u8]>> {
         match &c.encoding {
-            Encoding::Raw => Ok(Cow::Borrowed(stored)),
+            Encoding::Raw => Ok(stored),
             Encoding::Zstd => {
                 let cap = if exact {
                     bound
@@ -326,7 +345,7 @@ impl<'data> ZtensorFile<'data> {
                         .min(self.limits.max_decoded_bytes)
                         .min(c.length.saturating_add(64).saturating_mul(ZSTD_MAX_RATIO))
                 };
-                let out = crate::util::zstd_decode_bounded(stored, cap, exact)
+                let out = crate::util::zstd_decode_bounded(&stored, cap, exact)
                     .map_err(|e| e.at_offset(c.offset))?;
                 Ok(Cow::Owned(out))
             }
@@ -337,67 +356,72 @@ impl<'data> ZtensorFile<'data> {
         }
     }
 
-    /// Checks every stored digest of tensor `i`'s components over the stored bytes (the
-    /// digests cover what is on disk, compressed or not), once: a tensor that passed is
-    /// not hashed again. An unknown algorithm cannot be checked and is let through (it
-    /// shows as "not checked" in `verify`); a malformed digest is an integrity failure.
-    fn check_digests(&self, i: usize) -> Result<()> {
-        if self.checked[i].get().is_some() {
-            return Ok(());
-        }
-        for c in &self.components[i] {
-            let Some(d) = &c.digest else { continue };
-            let stored = limits::slice(self.data, c.offset, c.length, "component")?;
-            let fail = |layer: &str, detail: String| {
-                Err(Error::integrity(format!(
-                    "component {:?}: {layer} mismatch: {detail}",
-                    c.role
-                ))
-                .at_offset(c.offset))
-            };
-            match raw::parse_digest(d) {
-                ParsedDigest::Crc32c(want) => {
-                    let got = crate::util::crc32c(stored);
-                    if got != want {
-                        return fail(
-                            "crc32c",
-                            format!("stored 0x{want:08X}, computed 0x{got:08X}"),
-                        );
-                    }
+    /// Checks a component's stored digest over its `stored` bytes (the digests cover
+    /// what is on disk, compressed or not). An unknown algorithm cannot be checked and
+    /// is let through (it shows as "not checked" in `verify`); a malformed digest is an
+    /// integrity failure.
+    fn check_digest(c: &Component, stored: &[u8]) -> Result<()> {
+        let Some(d) = &c.digest else { return Ok(()) };
+        let fail = |layer: &str, detail: String| {
+            Err(Error::integrity(format!(
+                "component {:?}: {layer} mismatch: {detail}",
+                c.role
+            ))
+            .at_offset(c.offset))
+        };
+        match raw::parse_digest(d) {
+            ParsedDigest::Crc32c(want) => {
+                let got = crate::util::crc32c(stored);
+                if got != want {
+                    return fail(
+                        "crc32c",
+                        format!("stored 0x{want:08X}, computed 0x{got:08X}"),
+                    );
                 }
-                ParsedDigest::Sha256(want) => {
-                    let got = crate::util::sha256(stored);
-                    if got != want {
-                        return fail(
-                            "sha256",
-                            format!(
-                                "stored {}, computed {}",
-                                crate::util::hex(&want),
-                                crate::util::hex(&got)
-                            ),
-                        );
-                    }
-                }
-                ParsedDigest::Bad { algorithm, reason } => {
-                    return Err(Error::integrity(format!(
-                        "component {:?}: malformed {algorithm} digest: {reason}",
-                        c.role
-                    )))
-                }
-                ParsedDigest::Unknown(_) => {}
             }
+            ParsedDigest::Sha256(want) => {
+                let got = crate::util::sha256(stored);
+                if got != want {
+                    return fail(
+                        "sha256",
+                        format!(
+                            "stored {}, computed {}",
+                            crate::util::hex(&want),
+                            crate::util::hex(&got)
+                        ),
+                    );
+                }
+            }
+            ParsedDigest::Bad { algorithm, reason } => {
+                return Err(Error::integrity(format!(
+                    "component {:?}: malformed {algorithm} digest: {reason}",
+                    c.role
+                )))
+            }
+            ParsedDigest::Unknown(_) => {}
         }
-        let _ = self.checked[i].set(());
         Ok(())
     }
 
-    fn read_view(&self, i: usize) -> Result<TensorView<'data>> {
+    /// Reads tensor `i`: every component's stored bytes in one batch of ranges, their
+    /// digests checked (when `verify`, once per tensor: a tensor that passed is not
+    /// hashed again) before anything is decoded, then decoded.
+    fn read_view(&self, i: usize, verify: bool) -> Result<TensorView<'data>> {
         let info = &self.infos[i];
+        let comps = &self.components[i];
         let numel = info.numel()?;
-        let mut parts = Vec::with_capacity(self.components[i].len());
-        for c in &self.components[i] {
+        let ranges: Vec<(u64, u64)> = comps.iter().map(|c| (c.offset, c.length)).collect();
+        let stored = self.src.read_ranges(&ranges)?;
+        if verify && self.checked[i].get().is_none() {
+            for (c, s) in comps.iter().zip(&stored) {
+                Self::check_digest(c, s)?;
+            }
+            let _ = self.checked[i].set(());
+        }
+        let mut parts = Vec::with_capacity(comps.len());
+        for (c, stored) in comps.iter().zip(stored) {
             let (bound, exact) = decoded_bound(info, c, numel)?;
-            let mut bytes = self.component_bytes(c, bound, exact)?;
+            let mut bytes = self.decode_component(c, stored, bound, exact)?;
             if is_index_role(&info.layout, &c.role) {
                 if let Some(d) = c.dtype.filter(|d| *d != DType::U64) {
                     bytes = Cow::Owned(widen_to_u64(&bytes, d, &c.role)?);
@@ -513,12 +537,7 @@ impl TensorSource for ZtensorFile<'_> {
     }
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         let i = self.position(name)?;
-        let checked = if self.verify {
-            self.check_digests(i)
-        } else {
-            Ok(())
-        };
-        checked.and_then(|()| self.read_view(i)).map_err(|e| {
+        self.read_view(i, self.verify).map_err(|e| {
             e.at_subject(format!("tensor {name:?}"))
                 .in_format("ztensor")
         })
@@ -558,7 +577,7 @@ impl Container for ZtensorFile<'_> {
                 };
                 let Some(d) = &c.digest else { continue };
                 any_digest = true;
-                let stored = match limits::slice(self.data, c.offset, c.length, "component") {
+                let stored = match self.src.slice(c.offset, c.length, "component") {
                     Ok(s) => s,
                     Err(e) => {
                         report.failed(subject, "digest", e.to_string());
@@ -570,13 +589,13 @@ impl Container for ZtensorFile<'_> {
                         subject,
                         "crc32c",
                         &format!("0x{want:08X}"),
-                        &format!("0x{:08X}", crate::util::crc32c(stored)),
+                        &format!("0x{:08X}", crate::util::crc32c(&stored)),
                     ),
                     ParsedDigest::Sha256(want) => report.compare(
                         subject,
                         "sha256",
                         &crate::util::hex(&want),
-                        &crate::util::hex(&crate::util::sha256(stored)),
+                        &crate::util::hex(&crate::util::sha256(&stored)),
                     ),
                     ParsedDigest::Bad { algorithm, reason } => {
                         report.failed(subject, algorithm, format!("malformed digest: {reason}"))
@@ -602,7 +621,7 @@ impl Container for ZtensorFile<'_> {
             let needs_decode = comps.iter().any(|c| c.encoding != Encoding::Raw)
                 || matches!(info.layout, Layout::SparseCsr | Layout::SparseCoo);
             if needs_decode {
-                match self.read_view(i) {
+                match self.read_view(i, false) {
                     Ok(_) => report.ok(tensor, "structure"),
                     Err(e) if e.kind() == ErrorKind::Unsupported => report.push(
                         tensor,
