@@ -240,6 +240,10 @@ pub struct KeygenArgs {
     /// Secret key path; the public key goes to PATH.pub.
     #[arg(short, long, value_name = "PATH")]
     pub output: PathBuf,
+    /// Replace an existing key pair at PATH (without it, an existing key is never
+    /// overwritten).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `tessera repair`.

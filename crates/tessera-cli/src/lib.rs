@@ -1,8 +1,11 @@
 //! The `tessera` command line: one module per verb under `cmd/`, each with a
 //! `run(args, out)` that tests call in-process.
 //!
-//! Exit codes: 0 ok, 1 integrity failure, 2 usage (bad arguments, missing file or
-//! tensor), 3 unknown or unsupported format, 4 malformed file.
+//! Exit codes (each means one thing; README has the table): 0 ok, 1 integrity failure
+//! (for `diff`: differences), 2 usage (bad arguments, a missing input file, a directory
+//! where a file is wanted, an unknown tensor), 3 unknown or unsupported format,
+//! 4 malformed file (or over a reader limit), 5 I/O failure (permission denied, disk
+//! full, a read or write the operating system refused), 130/143 interrupted.
 
 pub mod cli;
 pub mod cmd;
@@ -30,17 +33,54 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<u8> {
     }
 }
 
-/// The exit code for an error: the kind of the first `tessera::Error` in its chain.
+/// Exit code for an I/O failure that is not the user's usage (permission denied, disk
+/// full, …).
+pub const EXIT_IO: u8 = 5;
+
+/// True for an OS error that means "the path you gave is not a file I can read": a
+/// usage error (exit 2), not an I/O failure. `EFAULT` is a mapped input that another
+/// process truncated while we read it (exit 2, as the SIGBUS handler does).
+fn is_usage_os_error(code: Option<i32>) -> bool {
+    matches!(
+        code,
+        Some(libc::ENOENT | libc::EISDIR | libc::ENOTDIR | libc::ENAMETOOLONG | libc::EFAULT)
+    )
+}
+
+/// True when the error is a write to a closed stdout (`tessera inspect … | head`): not
+/// a failure, the reader has what it wanted.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<tessera::Error>()
+                .is_some_and(|te| te.os_error() == Some(libc::EPIPE))
+    })
+}
+
+/// The exit code for an error: the kind of the first `tessera::Error` in its chain, or
+/// else the first OS error's.
 pub fn exit_code_for(e: &anyhow::Error) -> u8 {
     for cause in e.chain() {
         if let Some(te) = cause.downcast_ref::<tessera::Error>() {
             return match te.kind() {
                 ErrorKind::Integrity => 1,
-                ErrorKind::InvalidInput | ErrorKind::NotFound | ErrorKind::Io => 2,
+                ErrorKind::Io if is_usage_os_error(te.os_error()) => 2,
+                ErrorKind::Io => EXIT_IO,
+                ErrorKind::InvalidInput | ErrorKind::NotFound => 2,
                 ErrorKind::UnknownFormat
                 | ErrorKind::UnsupportedVersion
                 | ErrorKind::Unsupported => 3,
                 ErrorKind::Malformed | ErrorKind::LimitExceeded => 4,
+            };
+        }
+    }
+    for cause in e.chain() {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            return if is_usage_os_error(io.raw_os_error()) {
+                2
+            } else {
+                EXIT_IO
             };
         }
     }

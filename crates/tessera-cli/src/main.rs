@@ -66,6 +66,8 @@ fn main() -> ExitCode {
     drop(stdout);
     match result {
         Ok(code) => ExitCode::from(code),
+        // `tessera inspect big.gguf | head`: the reader closed the pipe; not an error.
+        Err(e) if tessera_cli::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             tessera_cli::term::warn(&format!("tessera: {e:#}"));
             ExitCode::from(tessera_cli::exit_code_for(&e))

@@ -133,6 +133,12 @@ pub fn open<'d>(
         Some(p) => e.in_file(p.display().to_string()),
         None => e,
     };
+    if src.is_empty() {
+        return Err(named(Error::new(
+            crate::ErrorKind::UnknownFormat,
+            "empty file: 0 bytes, no format to detect",
+        )));
+    }
     let head = src
         .read_up_to(0, crate::format::DETECT_LEN as u64)
         .map_err(named)?;

@@ -228,11 +228,12 @@ impl From<std::io::Error> for Error {
         // means a memory-mapped input shrank under us (another process truncated it).
         #[cfg(unix)]
         if e.raw_os_error() == Some(libc::EFAULT) {
-            return Error::new(
+            let mut err = Error::new(
                 ErrorKind::Io,
                 "an input file shrank or became unreadable while it was being read (truncated by another process?)",
-            )
-            .with_source(e);
+            );
+            err.0.os_error = Some(libc::EFAULT);
+            return err;
         }
         let msg = e.to_string();
         // An unexpected EOF while reading a file is a truncation, not an OS failure.

@@ -17,6 +17,17 @@ pub fn load_public_key(path: &Path) -> anyhow::Result<[u8; 32]> {
 
 /// Runs `tessera keygen -o KEY`.
 pub fn run_keygen(args: &KeygenArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
+    if !args.force {
+        let public = tessera::util::keys::public_path(&args.output);
+        for p in [&args.output, &public] {
+            if std::fs::symlink_metadata(p).is_ok() {
+                return Err(anyhow::Error::new(tessera::Error::invalid_input(format!(
+                    "{} exists: a key is never overwritten without --force",
+                    p.display()
+                ))));
+            }
+        }
+    }
     let public = tessera::util::keys::write_key_pair(&args.output)?;
     writeln!(
         out,

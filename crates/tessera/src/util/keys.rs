@@ -59,15 +59,19 @@ pub fn generate_seed() -> [u8; 32] {
     SigningKey::generate(&mut csprng).to_bytes()
 }
 
-/// Writes `path` (secret, mode 0600 on Unix) and `path.pub` (public); returns the public key.
+/// Where the public key of the secret key at `path` goes: `path.pub`.
+pub fn public_path(path: &Path) -> std::path::PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".pub");
+    std::path::PathBuf::from(p)
+}
+
+/// Writes `path` (secret, mode 0600 on Unix) and `path.pub` (public, 0644); returns the
+/// public key. Existing files are replaced (the CLI refuses that without `--force`).
 pub fn write_key_pair(path: &Path) -> Result<[u8; 32]> {
     let seed = generate_seed();
     let public = public_key(&seed);
-    let pub_path = {
-        let mut p = path.as_os_str().to_owned();
-        p.push(".pub");
-        std::path::PathBuf::from(p)
-    };
+    let pub_path = public_path(path);
     super::atomic::write_atomic(path, |w| {
         use std::io::Write;
         #[cfg(unix)]
@@ -79,7 +83,17 @@ pub fn write_key_pair(path: &Path) -> Result<[u8; 32]> {
         writeln!(w, "{}", super::hex(&seed))?;
         Ok(())
     })?;
-    super::atomic::write_bytes_atomic(&pub_path, format!("{}\n", super::hex(&public)).as_bytes())?;
+    super::atomic::write_atomic(&pub_path, |w| {
+        use std::io::Write;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            w.get_ref()
+                .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+        }
+        writeln!(w, "{}", super::hex(&public))?;
+        Ok(())
+    })?;
     Ok(public)
 }
 
@@ -95,6 +109,17 @@ mod tests {
         let seed = load_secret_key(&p).unwrap();
         assert_eq!(public_key(&seed), public);
         assert_eq!(load_public_key(&dir.path().join("k.pub")).unwrap(), public);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&p), 0o600);
+            assert_eq!(mode(&public_path(&p)), 0o644);
+            // Replacing a pair whose files had looser / tighter modes still gives these.
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+            write_key_pair(&p).unwrap();
+            assert_eq!(mode(&p), 0o600);
+        }
         std::fs::write(&p, "nothex").unwrap();
         assert!(load_secret_key(&p).is_err());
     }

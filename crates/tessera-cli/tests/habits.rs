@@ -1,0 +1,171 @@
+//! The CLI's manners as users meet them: a closed pipe is not an error, a key is never
+//! overwritten by accident, an empty file says so, and each exit code means one thing.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+
+fn tessera() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+}
+
+/// A safetensors file with `n` one-element tensors (written with the format's own
+/// layout: u64 header length, JSON header, data).
+fn many_tensors(path: &std::path::Path, n: usize) {
+    let mut header = String::from("{");
+    for i in 0..n {
+        if i > 0 {
+            header.push(',');
+        }
+        header.push_str(&format!(
+            "\"t{i}\":{{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[{},{}]}}",
+            4 * i,
+            4 * i + 4
+        ));
+    }
+    header.push('}');
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.resize(bytes.len() + 4 * n, 0);
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_reader_that_closes_the_pipe_early_is_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("many.safetensors");
+    many_tensors(&p, 20_000);
+    let mut child = tessera()
+        .arg("inspect")
+        .arg(&p)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one line, then close our end, as `| head -1` does.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 64];
+    let n = stdout.read(&mut first).unwrap();
+    assert!(n > 0);
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {err}");
+    assert!(!err.contains("Broken pipe"), "{err}");
+}
+
+#[test]
+fn keygen_never_overwrites_a_key_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = dir.path().join("signer");
+    let first = tessera().arg("keygen").arg("-o").arg(&k).output().unwrap();
+    assert_eq!(first.status.code(), Some(0));
+    let secret = std::fs::read(&k).unwrap();
+    let public = std::fs::read(dir.path().join("signer.pub")).unwrap();
+
+    let again = tessera().arg("keygen").arg("-o").arg(&k).output().unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(err.contains("exists") && err.contains("--force"), "{err}");
+    assert_eq!(std::fs::read(&k).unwrap(), secret, "the secret key changed");
+
+    // A lone public key left over is protected too.
+    std::fs::remove_file(&k).unwrap();
+    let lone = tessera().arg("keygen").arg("-o").arg(&k).output().unwrap();
+    assert_eq!(lone.status.code(), Some(2));
+    assert_eq!(
+        std::fs::read(dir.path().join("signer.pub")).unwrap(),
+        public
+    );
+
+    let forced = tessera()
+        .args(["keygen", "--force", "-o"])
+        .arg(&k)
+        .output()
+        .unwrap();
+    assert_eq!(forced.status.code(), Some(0));
+    assert_ne!(
+        std::fs::read(dir.path().join("signer.pub")).unwrap(),
+        public
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&k), 0o600);
+        assert_eq!(mode(&dir.path().join("signer.pub")), 0o644);
+    }
+}
+
+#[test]
+fn an_empty_file_is_called_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("model.safetensors");
+    std::fs::write(&p, b"").unwrap();
+    let out = tessera().arg("inspect").arg(&p).output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("empty file"), "{err}");
+}
+
+#[test]
+fn a_directory_is_a_usage_error_that_says_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tessera().arg("inspect").arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr).to_lowercase();
+    assert!(err.contains("directory"), "{err}");
+}
+
+#[test]
+fn io_failures_have_their_own_exit_code() {
+    // Running as root defeats permission tests on files; the mapping is checked on the
+    // errors the OS gives for those cases.
+    for (code, want) in [
+        (libc::ENOSPC, tessera_cli::EXIT_IO),
+        (libc::EACCES, tessera_cli::EXIT_IO),
+        (libc::EIO, tessera_cli::EXIT_IO),
+        (libc::ENOENT, 2),
+        (libc::EISDIR, 2),
+    ] {
+        let io = std::io::Error::from_raw_os_error(code);
+        let via_tessera = anyhow::Error::new(tessera::Error::from(io));
+        assert_eq!(
+            tessera_cli::exit_code_for(&via_tessera),
+            want,
+            "errno {code}"
+        );
+        let bare = anyhow::Error::new(std::io::Error::from_raw_os_error(code)).context("writing");
+        assert_eq!(tessera_cli::exit_code_for(&bare), want, "bare errno {code}");
+    }
+    // A full disk, for real, where this machine lets us mount a tiny tmpfs.
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("tiny");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(&mnt)
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipping the real full-disk case: cannot mount a tmpfs here");
+        return;
+    }
+    let src = dir.path().join("big.safetensors");
+    many_tensors(&src, 100_000);
+    let out = tessera()
+        .arg("convert")
+        .arg(&src)
+        .arg(mnt.join("out.safetensors"))
+        .output()
+        .unwrap();
+    let left: Vec<_> = std::fs::read_dir(&mnt).unwrap().collect();
+    let _ = Command::new("umount").arg(&mnt).status();
+    assert_eq!(
+        out.status.code(),
+        Some(tessera_cli::EXIT_IO as i32),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(left.is_empty(), "a failed write left {left:?}");
+}
