@@ -11,6 +11,7 @@ mod fold;
 mod foundation;
 mod gguf;
 mod gptrs;
+mod identity;
 mod npy;
 mod safetensors;
 mod wtxt;
@@ -27,13 +28,14 @@ fn main() {
         "foundation" => foundation::run(&opts),
         "gguf" => gguf::run(&opts),
         "gptrs" => gptrs::run(&opts),
+        "identity" => identity::run(&opts),
         "npy" => npy::run(&opts),
         "safetensors" => safetensors::run(&opts),
         "wtxt" => wtxt::run(&opts),
         "ztensor" => ztensor::run(&opts),
         _ => {
             eprintln!(
-                "suites: baseline aero fold foundation gguf gptrs npy safetensors wtxt ztensor"
+                "suites: baseline aero fold foundation gguf gptrs identity npy safetensors wtxt ztensor"
             );
             std::process::exit(2);
         }

@@ -36,6 +36,49 @@ pub enum Command {
     Repair(RepairArgs),
     /// WTXT tools: delta, apply, sign, encrypt, decrypt.
     Wtxt(WtxtArgs),
+    /// Print the model's content identity: the same in every format it is converted to.
+    Id(IdArgs),
+    /// Sign the model's tensor manifest (detached; verifies after any conversion).
+    Sign(SignArgs),
+}
+
+/// `tessera id`.
+#[derive(Debug, Args)]
+pub struct IdArgs {
+    /// The file.
+    pub file: PathBuf,
+    /// Print JSON (with every tensor's digest).
+    #[arg(long)]
+    pub json: bool,
+    /// Include the file metadata in the identity (it changes when a conversion changes
+    /// the metadata, e.g. into a format that carries only strings).
+    #[arg(long)]
+    pub metadata: bool,
+    /// List every tensor's digest.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Reading options.
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+/// `tessera sign`.
+#[derive(Debug, Args)]
+pub struct SignArgs {
+    /// The model file.
+    pub file: PathBuf,
+    /// Ed25519 secret key file (`tessera keygen`).
+    #[arg(long, value_name = "FILE")]
+    pub key: PathBuf,
+    /// Where to write the signature.
+    #[arg(short, long, value_name = "OUT")]
+    pub output: PathBuf,
+    /// Sign the metadata too.
+    #[arg(long)]
+    pub metadata: bool,
+    /// Reading options.
+    #[command(flatten)]
+    pub read: ReadArgs,
 }
 
 /// Options for reading any input file.
@@ -87,10 +130,16 @@ pub struct VerifyArgs {
     /// Ed25519 public key file for signatures (`tessera keygen` writes KEY.pub).
     #[arg(long, value_name = "FILE")]
     pub public_key: Option<PathBuf>,
+    /// A detached signature (`tessera sign`) to check the tensors against, whatever
+    /// format they were converted to since; needs --public-key. With --tensor, only the
+    /// tensors named are hashed.
+    #[arg(long, value_name = "FILE", requires = "public_key")]
+    pub signature: Option<PathBuf>,
     /// Check only the control-plane integrity (AERO IHSH).
     #[arg(long)]
     pub control: bool,
-    /// Check only what reading this tensor touches (AERO PHSH pages). Repeatable.
+    /// Check only what reading this tensor touches (AERO PHSH pages; with --signature,
+    /// only this tensor's signed digest). Repeatable.
     #[arg(long, value_name = "NAME")]
     pub tensor: Vec<String>,
     /// Reading options.

@@ -29,6 +29,8 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<u8> {
         Command::Tour(a) => cmd::tour::run(&a, out),
         Command::Keygen(a) => cmd::keys::run_keygen(&a, out),
         Command::Repair(a) => cmd::repair::run(&a, out),
+        Command::Id(a) => cmd::id::run(&a, out),
+        Command::Sign(a) => cmd::sign::run(&a, out),
         Command::Wtxt(a) => cmd::wtxt::run(&a, out),
     }
 }

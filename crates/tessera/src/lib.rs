@@ -36,9 +36,11 @@ pub mod format;
 pub mod formats;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod identity;
 pub mod limits;
 pub mod metadata;
 pub mod model;
+pub mod signing;
 pub mod source;
 pub mod sparse;
 pub mod tensor;

@@ -1,5 +1,7 @@
 //! `tessera verify FILE [--json]`: every integrity layer, each reported per tensor or
-//! chunk. Exit 0 when nothing failed, 1 when a check failed.
+//! chunk. Exit 0 when nothing failed, 1 when a check failed. With `--signature SIG
+//! --public-key KEY.pub`, the tensors are also checked against a detached signed
+//! manifest (`tessera sign`), whatever format they are in now.
 //!
 //! JSON shape: `{"file", "format", "ok", "checks": [{"subject", "layer", "status",
 //! "detail"}], "warnings": [..]}` with `status` one of `ok`, `failed`, `not checked`,
@@ -30,9 +32,32 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     if let Some(p) = &args.public_key {
         opts.public_key = Some(crate::cmd::keys::load_public_key(p)?);
     }
+    let signed = match &args.signature {
+        Some(p) => {
+            let bytes = std::fs::read(p)
+                .with_context(|| format!("reading the signature {}", p.display()))?;
+            Some(
+                tessera::signing::SignedManifest::parse(&bytes)
+                    .with_context(|| format!("signature {}", p.display()))?,
+            )
+        }
+        None => None,
+    };
     with_file_audit(&args.file, &args.read, |file| {
         let spinner = Spinner::new(&format!("verifying {}", args.file.display()));
-        let report = file.verify(&opts);
+        // With --signature, the public key is the detached signature's: an unsigned
+        // WTXT is not a failure then.
+        let own = VerifyOptions {
+            public_key: opts.public_key.filter(|_| signed.is_none()),
+            ..opts.clone()
+        };
+        let mut report = file.verify(&own);
+        if let (Some(signed), Some(key)) = (&signed, &opts.public_key) {
+            // The signature's checks first: they are what the user asked about.
+            let mut checks = signed.verify(file, key, &args.tensor).checks;
+            checks.append(&mut report.checks);
+            report.checks = checks;
+        }
         spinner.finish();
         let ok = report.is_ok();
         if args.json {

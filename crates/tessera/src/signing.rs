@@ -1,0 +1,456 @@
+//! Detached signatures over a model's content identity, valid for every conversion of it.
+//!
+//! `tessera sign` hashes every tensor ([`crate::identity`]), writes the per-tensor
+//! digests and the identity into a manifest, and signs the manifest with Ed25519. Because
+//! the digests cover what readers hand out and not the container, the signature still
+//! verifies after the model is converted to any other format, resharded, or rewritten;
+//! a changed byte, name, dtype, shape or layout, a missing tensor or an added one fails
+//! it, naming the tensor. Verifying only some tensors (`--tensor NAME`) hashes only
+//! those: the manifest is signed as a whole, so the other entries need not be read.
+//!
+//! # The signature file (`tessera-signed-manifest/1`)
+//!
+//! A JSON object:
+//!
+//! ```json
+//! {
+//!   "type": "tessera-signed-manifest/1",
+//!   "manifest": {
+//!     "id": "blake3:…",
+//!     "metadata": null,
+//!     "tensors": [{"name": "w", "dtype": "f32", "shape": [2, 3],
+//!                  "layout": "dense", "digest": "blake3:…"}]
+//!   },
+//!   "signature": {"algorithm": "ed25519", "public_key": "<64 hex>", "value": "<128 hex>"}
+//! }
+//! ```
+//!
+//! The signed message is `"tessera-signed-manifest/1\0"` followed by the manifest
+//! re-encoded canonically (the object above with exactly those keys in that order, no
+//! whitespace, serde_json's string escaping), so whitespace or key order added by
+//! another tool does not matter. The manifest's `id` must equal the identity recomputed
+//! from its own entries ([`crate::identity::identity`]): the identity and the entries
+//! cannot disagree. Tensors are listed in name order; duplicates are refused.
+
+use std::collections::HashMap;
+
+use ed25519_dalek::{Signer, SigningKey, Verifier, VerifyingKey};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::identity::{self, Digest, TensorId};
+use crate::model::TensorSource;
+use crate::verify::{Status, VerifyReport};
+
+/// The `type` of a signature file.
+pub const TYPE: &str = "tessera-signed-manifest/1";
+/// The layer name in verify reports.
+pub const LAYER: &str = "signed manifest";
+/// Signature files larger than this are refused before parsing.
+pub const MAX_SIGNATURE_FILE: u64 = 256 << 20;
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileDoc {
+    #[serde(rename = "type")]
+    kind: String,
+    manifest: ManifestDoc,
+    signature: SignatureDoc,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestDoc {
+    id: String,
+    metadata: Option<String>,
+    tensors: Vec<EntryDoc>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EntryDoc {
+    name: String,
+    dtype: String,
+    shape: Vec<u64>,
+    layout: String,
+    digest: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignatureDoc {
+    algorithm: String,
+    public_key: String,
+    value: String,
+}
+
+/// A signed manifest: the model's identity, its per-tensor digests, and who signed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedManifest {
+    /// The identity (see [`crate::identity`]).
+    pub id: Digest,
+    /// The metadata digest, when the signer included metadata.
+    pub metadata: Option<Digest>,
+    /// Per-tensor entries, in name order.
+    pub tensors: Vec<TensorId>,
+    /// The signer's Ed25519 public key.
+    pub public_key: [u8; 32],
+    /// The Ed25519 signature over [`SignedManifest::message`].
+    pub signature: [u8; 64],
+}
+
+fn manifest_doc(id: Digest, metadata: Option<Digest>, tensors: &[TensorId]) -> ManifestDoc {
+    ManifestDoc {
+        id: id.to_prefixed(),
+        metadata: metadata.map(|d| d.to_prefixed()),
+        tensors: tensors
+            .iter()
+            .map(|t| EntryDoc {
+                name: t.name.clone(),
+                dtype: t.dtype.clone(),
+                shape: t.shape.clone(),
+                layout: t.layout.clone(),
+                digest: t.digest.to_prefixed(),
+            })
+            .collect(),
+    }
+}
+
+fn message(doc: &ManifestDoc) -> Result<Vec<u8>> {
+    let mut msg = TYPE.as_bytes().to_vec();
+    msg.push(0);
+    serde_json::to_writer(&mut msg, doc)
+        .map_err(|e| Error::invalid_input(format!("encoding the manifest: {e}")))?;
+    Ok(msg)
+}
+
+impl SignedManifest {
+    /// Hashes every tensor of `src` (and its metadata when `with_metadata`) and signs the
+    /// manifest with the Ed25519 secret key `seed`.
+    pub fn sign(src: &dyn TensorSource, with_metadata: bool, seed: &[u8; 32]) -> Result<Self> {
+        let id = identity::model_id(src, with_metadata)?;
+        Self::sign_id(&id, seed)
+    }
+
+    /// Signs an identity already computed.
+    pub fn sign_id(id: &identity::ModelId, seed: &[u8; 32]) -> Result<Self> {
+        let key = SigningKey::from_bytes(seed);
+        let doc = manifest_doc(id.root, id.metadata, &id.tensors);
+        let signature = key.sign(&message(&doc)?).to_bytes();
+        Ok(SignedManifest {
+            id: id.root,
+            metadata: id.metadata,
+            tensors: id.tensors.clone(),
+            public_key: key.verifying_key().to_bytes(),
+            signature,
+        })
+    }
+
+    /// The signature file's text.
+    pub fn to_json(&self) -> Result<String> {
+        let doc = FileDoc {
+            kind: TYPE.to_string(),
+            manifest: manifest_doc(self.id, self.metadata, &self.tensors),
+            signature: SignatureDoc {
+                algorithm: "ed25519".into(),
+                public_key: crate::util::hex(&self.public_key),
+                value: crate::util::hex(&self.signature),
+            },
+        };
+        let mut s = serde_json::to_string_pretty(&doc)
+            .map_err(|e| Error::invalid_input(format!("encoding the signature file: {e}")))?;
+        s.push('\n');
+        Ok(s)
+    }
+
+    /// Parses a signature file. Its structure is checked here (type, algorithm, digest
+    /// and key syntax, name order, the identity against its entries); the signature
+    /// itself is checked by [`SignedManifest::check_signature`].
+    pub fn parse(bytes: &[u8]) -> Result<Self> {
+        if bytes.len() as u64 > MAX_SIGNATURE_FILE {
+            return Err(Error::limit(format!(
+                "signature file of {} bytes (at most {MAX_SIGNATURE_FILE})",
+                bytes.len()
+            )));
+        }
+        let bad = |what: String| Error::malformed(format!("signature file: {what}"));
+        let doc: FileDoc =
+            serde_json::from_slice(bytes).map_err(|e| bad(format!("not a {TYPE} file: {e}")))?;
+        if doc.kind != TYPE {
+            return Err(Error::unsupported(format!(
+                "signature file of type {:?}; this reads {TYPE}",
+                doc.kind
+            )));
+        }
+        if doc.signature.algorithm != "ed25519" {
+            return Err(Error::unsupported(format!(
+                "signature algorithm {:?} (this reads ed25519)",
+                doc.signature.algorithm
+            )));
+        }
+        let digest = |s: &str, what: &str| {
+            Digest::parse(s).ok_or_else(|| bad(format!("{what}: {s:?} is not blake3:<64 hex>")))
+        };
+        let fixed = |s: &str, n: usize, what: &str| {
+            crate::util::unhex(s)
+                .filter(|v| v.len() == n)
+                .ok_or_else(|| bad(format!("{what} is not {} hex digits", 2 * n)))
+        };
+        let mut public_key = [0u8; 32];
+        public_key.copy_from_slice(&fixed(&doc.signature.public_key, 32, "public_key")?);
+        let mut signature = [0u8; 64];
+        signature.copy_from_slice(&fixed(&doc.signature.value, 64, "signature value")?);
+        let m = &doc.manifest;
+        let mut tensors = Vec::with_capacity(m.tensors.len());
+        for e in &m.tensors {
+            tensors.push(TensorId {
+                name: e.name.clone(),
+                dtype: e.dtype.clone(),
+                shape: e.shape.clone(),
+                layout: e.layout.clone(),
+                digest: digest(&e.digest, &format!("tensor {:?}", e.name))?,
+            });
+        }
+        for w in tensors.windows(2) {
+            if w[0].name.as_bytes() >= w[1].name.as_bytes() {
+                return Err(bad(format!(
+                    "tensors out of name order or repeated at {:?}",
+                    w[1].name
+                )));
+            }
+        }
+        let metadata = m
+            .metadata
+            .as_deref()
+            .map(|s| digest(s, "metadata"))
+            .transpose()?;
+        let id = digest(&m.id, "id")?;
+        let recomputed = identity::identity(&tensors, metadata);
+        if recomputed != id {
+            return Err(Error::integrity(format!(
+                "signature file: the manifest's id {id} does not match its own entries ({recomputed})"
+            )));
+        }
+        Ok(SignedManifest {
+            id,
+            metadata,
+            tensors,
+            public_key,
+            signature,
+        })
+    }
+
+    /// Checks the Ed25519 signature against `public_key` (the key the caller trusts; a
+    /// manifest signed by another key fails, saying so).
+    pub fn check_signature(&self, public_key: &[u8; 32]) -> Result<()> {
+        if &self.public_key != public_key {
+            return Err(Error::integrity(format!(
+                "signed by key {}, not by the trusted key {}",
+                crate::util::hex(&self.public_key),
+                crate::util::hex(public_key)
+            )));
+        }
+        let key = VerifyingKey::from_bytes(public_key)
+            .map_err(|_| Error::invalid_input("not a valid Ed25519 public key"))?;
+        let doc = manifest_doc(self.id, self.metadata, &self.tensors);
+        let sig = ed25519_dalek::Signature::from_bytes(&self.signature);
+        key.verify(&message(&doc)?, &sig)
+            .map_err(|_| Error::integrity("the Ed25519 signature does not match the manifest"))
+    }
+
+    /// Verifies `src` against this manifest with the trusted `public_key`: the
+    /// signature, then every tensor (or only `only`, hashing only those), each reported
+    /// per tensor in the returned report under [`LAYER`]. Tensors that cannot be read are
+    /// failures, not errors.
+    pub fn verify(
+        &self,
+        src: &dyn TensorSource,
+        public_key: &[u8; 32],
+        only: &[String],
+    ) -> VerifyReport {
+        let mut report = VerifyReport::default();
+        match self.check_signature(public_key) {
+            Ok(()) => report.ok("signature", LAYER),
+            Err(e) => {
+                report.failed("signature", LAYER, e.message().to_string());
+                return report;
+            }
+        }
+        let signed: HashMap<&str, &TensorId> =
+            self.tensors.iter().map(|t| (t.name.as_str(), t)).collect();
+        let present: HashMap<&str, ()> = src
+            .tensor_infos()
+            .iter()
+            .map(|i| (i.name.as_str(), ()))
+            .collect();
+        let partial = !only.is_empty();
+        let wanted: Vec<&str> = if partial {
+            only.iter().map(String::as_str).collect()
+        } else {
+            self.tensors.iter().map(|t| t.name.as_str()).collect()
+        };
+        for name in wanted {
+            let subject = format!("tensor {name:?}");
+            let Some(entry) = signed.get(name) else {
+                report.failed(subject, LAYER, "not in the signed manifest");
+                continue;
+            };
+            if !present.contains_key(name) {
+                report.failed(subject, LAYER, "signed, but missing from the file");
+                continue;
+            }
+            match src.tensor(name) {
+                Ok(view) => {
+                    let got = identity::tensor_digest(&view);
+                    if got == entry.digest {
+                        report.ok(subject, LAYER);
+                    } else {
+                        report.failed(subject, LAYER, mismatch(entry, &view, got));
+                    }
+                }
+                Err(e) => report.failed(subject, LAYER, format!("cannot be read: {e}")),
+            }
+        }
+        if partial {
+            let unchecked = src.tensor_infos().len().saturating_sub(only.len());
+            if unchecked > 0 {
+                report.push(
+                    format!("{unchecked} other tensors"),
+                    LAYER,
+                    Status::NotChecked,
+                    Some("only the tensors named were verified".into()),
+                );
+            }
+        } else {
+            for info in src.tensor_infos() {
+                if !signed.contains_key(info.name.as_str()) {
+                    report.failed(
+                        format!("tensor {:?}", info.name),
+                        LAYER,
+                        "in the file, but not in the signed manifest",
+                    );
+                }
+            }
+            match self.metadata {
+                Some(want) => {
+                    let got = identity::metadata_digest(src.metadata());
+                    if got == want {
+                        report.ok("metadata", LAYER);
+                    } else {
+                        report.failed("metadata", LAYER, "the metadata differs from the signed");
+                    }
+                }
+                None => report.push(
+                    "metadata",
+                    LAYER,
+                    Status::NotChecked,
+                    Some("the signer did not include metadata".into()),
+                ),
+            }
+        }
+        report
+    }
+}
+
+/// Says what differs between a signed entry and the tensor read.
+fn mismatch(entry: &TensorId, view: &crate::TensorView<'_>, got: Digest) -> String {
+    let i = &view.info;
+    if i.dtype.name() != entry.dtype {
+        format!("dtype {} was signed as {}", i.dtype.name(), entry.dtype)
+    } else if i.shape != entry.shape {
+        format!("shape {:?} was signed as {:?}", i.shape, entry.shape)
+    } else if i.layout.name() != entry.layout {
+        format!("layout {} was signed as {}", i.layout.name(), entry.layout)
+    } else {
+        format!(
+            "content digest {got} differs from the signed {}",
+            entry.digest
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DType, Model, TensorInfo, TensorView};
+    use std::borrow::Cow;
+
+    fn model(v: f32) -> Model {
+        let mut m = Model::new();
+        for n in ["b", "a"] {
+            let bytes: Vec<u8> = [v, 2.0].iter().flat_map(|f| f.to_le_bytes()).collect();
+            let info = TensorInfo::dense(n, DType::F32, vec![2]);
+            m.push(TensorView::dense(info, Cow::Owned(bytes)).unwrap())
+                .unwrap();
+        }
+        m
+    }
+
+    #[test]
+    fn sign_parse_verify() {
+        let seed = [7u8; 32];
+        let public = crate::util::keys::public_key(&seed);
+        let s = SignedManifest::sign(&model(1.0), false, &seed).unwrap();
+        let text = s.to_json().unwrap();
+        let back = SignedManifest::parse(text.as_bytes()).unwrap();
+        assert_eq!(back, s);
+        assert!(back.verify(&model(1.0), &public, &[]).is_ok());
+        let r = back.verify(&model(3.0), &public, &[]);
+        assert_eq!(r.failures().count(), 2, "{r:?}");
+        let other = crate::util::keys::public_key(&[8u8; 32]);
+        assert!(!back.verify(&model(1.0), &other, &[]).is_ok());
+    }
+
+    #[test]
+    fn a_tampered_manifest_is_refused() {
+        let seed = [7u8; 32];
+        let public = crate::util::keys::public_key(&seed);
+        let s = SignedManifest::sign(&model(1.0), false, &seed).unwrap();
+        let text = s.to_json().unwrap();
+        // Edit one entry's digest: the id no longer matches its entries.
+        let d = s.tensors[0].digest.to_prefixed();
+        let forged = text.replacen(&d, &Digest([0; 32]).to_prefixed(), 1);
+        let e = SignedManifest::parse(forged.as_bytes()).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Integrity, "{e}");
+        // Edit the entry and the id consistently: the signature fails.
+        let mut t = s.tensors.clone();
+        t[0].digest = Digest([0; 32]);
+        let id = identity::identity(&t, None);
+        let forged = text
+            .replacen(&d, &Digest([0; 32]).to_prefixed(), 1)
+            .replacen(&s.id.to_prefixed(), &id.to_prefixed(), 1);
+        let parsed = SignedManifest::parse(forged.as_bytes()).unwrap();
+        assert!(parsed.check_signature(&public).is_err());
+    }
+
+    /// Counts the tensors read through it.
+    struct Counting<'a>(&'a Model, std::cell::Cell<usize>);
+
+    impl TensorSource for Counting<'_> {
+        fn metadata(&self) -> &crate::Metadata {
+            self.0.metadata()
+        }
+        fn tensor_infos(&self) -> &[TensorInfo] {
+            self.0.tensor_infos()
+        }
+        fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
+            self.1.set(self.1.get() + 1);
+            self.0.tensor(name)
+        }
+    }
+
+    #[test]
+    fn partial_verification_reads_only_the_named_tensors() {
+        let seed = [7u8; 32];
+        let public = crate::util::keys::public_key(&seed);
+        let m = model(1.0);
+        let s = SignedManifest::sign(&m, false, &seed).unwrap();
+        let counting = Counting(&m, std::cell::Cell::new(0));
+        let r = s.verify(&counting, &public, &["a".to_string()]);
+        assert!(r.is_ok(), "{r:?}");
+        assert_eq!(counting.1.get(), 1);
+        let r = s.verify(&counting, &public, &[]);
+        assert!(r.is_ok(), "{r:?}");
+        assert_eq!(counting.1.get(), 3);
+    }
+}
