@@ -112,7 +112,8 @@ pub fn reader_for(format: Format) -> Option<(OpenFn, Access)> {
         | Format::Ztensor
         | Format::Gguf
         | Format::GptrsCheckpoint
-        | Format::GptrsArchive => Access::Ranges,
+        | Format::GptrsArchive
+        | Format::Aero => Access::Ranges,
         _ => Access::Whole,
     };
     Some((open, access))

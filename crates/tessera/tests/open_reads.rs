@@ -204,3 +204,42 @@ fn a_gguf_index_larger_than_the_first_read_is_read_in_growing_steps() {
         src.bytes()
     );
 }
+
+#[test]
+fn aero_checked_reads_over_a_counting_source_hash_only_the_pages_a_tensor_touches() {
+    // 16 tensors of 256 KiB in one shard, 64 KiB pages: a checked read of one tensor
+    // reads its 4 pages (and the PHSH chunk), not the 4 MiB shard.
+    let m = model(Format::Aero);
+    let opts = WriteOptions {
+        page_hashes: Some(64 * 1024),
+        control_integrity: true,
+        ..WriteOptions::default()
+    };
+    let p = prepare(&m, Format::Aero, ConvertOptions::default()).unwrap();
+    let mut out = Cursor::new(Vec::new());
+    write_to(Format::Aero, &p, &mut out, &opts).unwrap();
+    let mut bytes = out.into_inner();
+    let src = CountingSource::new(bytes.clone());
+    let file = tessera::open(&src, &ReadOptions::default()).unwrap();
+    assert!(src.bytes() <= 64 * 1024, "open read {}", src.bytes());
+    let name = &file.tensor_infos()[5].name.clone();
+    src.reset();
+    let t = file.tensor(name).unwrap();
+    assert_eq!(t.nbytes(), 256 * 1024);
+    let read = src.bytes();
+    assert!(
+        (2 * 256 * 1024..4 * 256 * 1024).contains(&read),
+        "a checked read of one tensor read {read} bytes"
+    );
+    // One flipped byte inside tensor 5 fails its checked read over the counting source,
+    // and only its pages: tensor 0 still reads.
+    let at = file.tensor_infos()[5].storage.offset.unwrap() + 1000;
+    bytes[at as usize] ^= 0x01;
+    let src = CountingSource::new(bytes);
+    let file = tessera::open(&src, &ReadOptions::default()).unwrap();
+    let e = file.tensor(name).unwrap_err();
+    assert_eq!(e.kind(), tessera::ErrorKind::Integrity, "{e}");
+    assert!(e.to_string().contains("phsh"), "{e}");
+    file.tensor(&file.tensor_infos()[0].name).unwrap();
+    assert!(!file.verify(&Default::default()).is_ok());
+}
