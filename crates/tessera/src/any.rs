@@ -113,7 +113,8 @@ pub fn reader_for(format: Format) -> Option<(OpenFn, Access)> {
         | Format::Gguf
         | Format::GptrsCheckpoint
         | Format::GptrsArchive
-        | Format::Aero => Access::Ranges,
+        | Format::Aero
+        | Format::Npz => Access::Ranges,
         _ => Access::Whole,
     };
     Some((open, access))
