@@ -107,7 +107,14 @@ pub fn reader_for(format: Format) -> Option<(OpenFn, Access)> {
         Format::Gguf => gguf::OPEN,
     }?;
     let access = match format {
-        Format::Safetensors | Format::Npy | Format::Ztensor | Format::Gguf => Access::Ranges,
+        Format::Safetensors
+        | Format::Npy
+        | Format::Ztensor
+        | Format::Gguf
+        | Format::GptrsCheckpoint
+        | Format::GptrsArchive
+        | Format::Aero
+        | Format::Npz => Access::Ranges,
         _ => Access::Whole,
     };
     Some((open, access))

@@ -377,6 +377,21 @@ impl<'d> SourceRef<'d> {
         }
         self.read_at(offset, len)
     }
+    /// Checks that `[offset, offset + len)` lies inside the source, with the errors of
+    /// [`SourceRef::slice`], without reading it.
+    pub fn check_range(&self, offset: u64, len: u64, what: &str) -> Result<()> {
+        let total = self.len();
+        let end = offset.checked_add(len).ok_or_else(|| {
+            Error::malformed(format!("{what}: offset {offset} + length {len} overflows"))
+        })?;
+        if end > total {
+            return Err(Error::malformed(format!(
+                "{what}: range {offset}..{end} exceeds the file size {total}"
+            ))
+            .at_offset(offset));
+        }
+        Ok(())
+    }
     /// Up to `len` bytes at `offset`: fewer when the file ends first (for reading a
     /// header whose length is not known yet).
     pub fn read_up_to(&self, offset: u64, len: u64) -> Result<Cow<'d, [u8]>> {
@@ -416,6 +431,34 @@ impl<'d> SourceRef<'d> {
     /// scan the whole file, such as WTXT's text).
     pub fn read_all(&self) -> Result<Cow<'d, [u8]>> {
         self.read_at(0, self.len())
+    }
+    /// Hands `[offset, offset + len)` to `f` in pieces: the whole range at once when
+    /// the source is in memory (borrowed, no copy), else blocks of at most `block`
+    /// bytes read one after the other — so hashing or scanning a large range over
+    /// `pread` holds one block in memory, not the range. Fails like
+    /// [`SourceRef::slice`] when the range runs past the end (before calling `f`).
+    pub fn for_each_block(
+        &self,
+        offset: u64,
+        len: u64,
+        block: u64,
+        what: &str,
+        mut f: impl FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        if self.as_slice().is_some() || len <= block {
+            return f(&self.slice(offset, len, what)?);
+        }
+        // Check the whole range first, so a range past the end fails before any work.
+        self.check_range(offset, len, what)?;
+        let block = block.max(1);
+        let mut at = offset;
+        let end = offset + len;
+        while at < end {
+            let n = block.min(end - at);
+            f(&self.read_at(at, n)?)?;
+            at += n;
+        }
+        Ok(())
     }
     /// What kind of source this is (`mmap`, `pread`, `memory`, …).
     pub fn kind(&self) -> &'static str {

@@ -204,3 +204,85 @@ fn a_gguf_index_larger_than_the_first_read_is_read_in_growing_steps() {
         src.bytes()
     );
 }
+
+#[test]
+fn aero_checked_reads_over_a_counting_source_hash_only_the_pages_a_tensor_touches() {
+    // 16 tensors of 256 KiB in one shard, 64 KiB pages: a checked read of one tensor
+    // reads its 4 pages (and the PHSH chunk), not the 4 MiB shard.
+    let m = model(Format::Aero);
+    let opts = WriteOptions {
+        page_hashes: Some(64 * 1024),
+        control_integrity: true,
+        ..WriteOptions::default()
+    };
+    let p = prepare(&m, Format::Aero, ConvertOptions::default()).unwrap();
+    let mut out = Cursor::new(Vec::new());
+    write_to(Format::Aero, &p, &mut out, &opts).unwrap();
+    let mut bytes = out.into_inner();
+    let src = CountingSource::new(bytes.clone());
+    let file = tessera::open(&src, &ReadOptions::default()).unwrap();
+    assert!(src.bytes() <= 64 * 1024, "open read {}", src.bytes());
+    let name = &file.tensor_infos()[5].name.clone();
+    src.reset();
+    let t = file.tensor(name).unwrap();
+    assert_eq!(t.nbytes(), 256 * 1024);
+    let read = src.bytes();
+    assert!(
+        (2 * 256 * 1024..4 * 256 * 1024).contains(&read),
+        "a checked read of one tensor read {read} bytes"
+    );
+    // One flipped byte inside tensor 5 fails its checked read over the counting source,
+    // and only its pages: tensor 0 still reads.
+    let at = file.tensor_infos()[5].storage.offset.unwrap() + 1000;
+    bytes[at as usize] ^= 0x01;
+    let src = CountingSource::new(bytes);
+    let file = tessera::open(&src, &ReadOptions::default()).unwrap();
+    let e = file.tensor(name).unwrap_err();
+    assert_eq!(e.kind(), tessera::ErrorKind::Integrity, "{e}");
+    assert!(e.to_string().contains("phsh"), "{e}");
+    file.tensor(&file.tensor_infos()[0].name).unwrap();
+    assert!(!file.verify(&Default::default()).is_ok());
+}
+
+#[test]
+fn npz_deflated_members_open_from_their_headers_and_stored_ones_check_their_crc() {
+    let m = model(Format::Npz);
+    let p = prepare(&m, Format::Npz, ConvertOptions::default()).unwrap();
+    let deflated = {
+        let opts = WriteOptions {
+            compression: tessera::convert::Compression::Zstd(3),
+            ..WriteOptions::default()
+        };
+        let mut out = Cursor::new(Vec::new());
+        write_to(Format::Npz, &p, &mut out, &opts).unwrap();
+        out.into_inner()
+    };
+    let mem = tessera::open(&deflated, &ReadOptions::default()).unwrap();
+    assert_eq!(mem.tensor_infos()[0].storage.encoding, "npz-deflate");
+    let src = CountingSource::new(deflated.clone());
+    let file = tessera::open(&src, &ReadOptions::default()).unwrap();
+    assert!(src.bytes() <= 64 * 1024, "open read {}", src.bytes());
+    for info in mem.tensor_infos() {
+        src.reset();
+        let a = file.tensor(&info.name).unwrap();
+        assert!(src.bytes() >= info.storage.stored_bytes, "{}", info.name);
+        assert_eq!(
+            a.data().unwrap(),
+            mem.tensor(&info.name).unwrap().data().unwrap()
+        );
+    }
+    // A stored member with one flipped array byte: its checked read over a source that
+    // is not in memory fails its CRC-32, naming it; the others read.
+    let mut stored = written(Format::Npz);
+    let mem = tessera::open(&stored, &ReadOptions::default()).unwrap();
+    let bad = mem.tensor_infos()[3].clone();
+    let at = bad.storage.offset.unwrap() + 10;
+    drop(mem);
+    stored[at as usize] ^= 0x40;
+    let src = CountingSource::new(stored);
+    let file = tessera::open(&src, &ReadOptions::default()).unwrap();
+    let e = file.tensor(&bad.name).unwrap_err();
+    assert_eq!(e.kind(), tessera::ErrorKind::Integrity, "{e}");
+    assert!(e.to_string().contains(&bad.name), "{e}");
+    file.tensor(&file.tensor_infos()[0].name).unwrap();
+}

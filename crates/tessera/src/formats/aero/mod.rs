@@ -59,10 +59,13 @@
 //! TIDX is decoded one entry at a time, and every msgpack decode caps the values it
 //! builds (8 Mi per chunk, 64 Ki per tensor entry).
 //!
-//! Tensors are zero-copy: [`read::AeroFile::tensor`] returns `Cow::Borrowed` slices of the
-//! mapped WTSH payload (a compressed WTSH — legal for readers, never written — is decoded
-//! once, cached, and its tensors returned as owned copies). Opening hashes nothing big;
-//! `verify` does:
+//! Opening reads the header, the TOC entries, the string table and the metadata chunks
+//! (MJSN, MMSG, TIDX) by range — never a shard. Each tensor is then read by range:
+//! [`read::AeroFile::tensor`] returns `Cow::Borrowed` slices of the mapped WTSH payload
+//! (zero-copy) from an in-memory source and one owned read otherwise (a compressed
+//! WTSH — legal for readers, never written — is decoded once, cached, and its tensors
+//! returned as owned copies). Opening hashes nothing big; `verify` does, reading large
+//! ranges in 16 MiB blocks over a source that is not in memory (PHSH pages in batches):
 //!
 //! - full: IHSH, BLAKE3 of every chunk (chunks in parallel, large ones with
 //!   `update_rayon`), every PHSH page, every `hash_b3`;
@@ -183,8 +186,7 @@ pub use raw::{dtype_from_u16, dtype_to_u16};
 pub use read::AeroFile;
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
-    let data = src.in_memory()?;
-    let mut f = AeroFile::open(data, &opts.limits)?;
+    let mut f = AeroFile::open(src, &opts.limits)?;
     f.verify = opts.verify;
     Ok(Box::new(f))
 }

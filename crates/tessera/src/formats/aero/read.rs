@@ -6,8 +6,9 @@ use std::sync::OnceLock;
 
 use super::raw::*;
 use crate::error::{Error, Result};
-use crate::limits::{slice, to_usize, Limits};
+use crate::limits::Limits;
 use crate::metadata::Metadata;
+use crate::source::SourceRef;
 use crate::tensor::{ChunkInfo, Part, Storage, TensorInfo, TensorView};
 use crate::util::bytes::ByteReader;
 use crate::util::hex;
@@ -54,9 +55,12 @@ pub struct TensorLoc {
     pub hash_b3: Option<[u8; 32]>,
 }
 
-/// An opened AERO v0.1 file borrowing its bytes.
+/// Blocks in which a large range is read and hashed over a source that is not in memory.
+pub(super) const HASH_BLOCK: u64 = 16 << 20;
+
+/// An opened AERO v0.1 file over its source.
 pub struct AeroFile<'d> {
-    pub(super) data: &'d [u8],
+    pub(super) src: SourceRef<'d>,
     pub(super) header: FileHeader,
     pub(super) chunks: Vec<Chunk>,
     pub(super) chunk_infos: Vec<ChunkInfo>,
@@ -83,16 +87,18 @@ pub struct AeroFile<'d> {
 pub const STANDARD: [&[u8; 4]; 6] = [b"IHSH", b"MJSN", b"MMSG", b"PHSH", b"TIDX", b"WTSH"];
 
 impl<'d> AeroFile<'d> {
-    /// Parses and validates `data`: header, TOC, string table, the metadata chunks
-    /// (their BLAKE3 is checked now, as the original does) and the tensor index.
-    pub fn open(data: &'d [u8], limits: &Limits) -> Result<AeroFile<'d>> {
-        let size = data.len() as u64;
+    /// Parses and validates the file `src` holds, reading only the header, TOC, string
+    /// table and the metadata chunks (their BLAKE3 is checked now, as the original does)
+    /// and the tensor index; shards are read by range when a tensor is asked for.
+    pub fn open(src: impl Into<SourceRef<'d>>, limits: &Limits) -> Result<AeroFile<'d>> {
+        let src = src.into();
+        let size = src.len();
         if size < HEADER_SIZE {
             return Err(Error::malformed(format!(
                 "file is {size} bytes, the header alone needs {HEADER_SIZE}"
             )));
         }
-        let header = FileHeader::parse(data)?;
+        let header = FileHeader::parse(&src.read_at(0, HEADER_SIZE)?)?;
         if (header.version_major, header.version_minor) != (0, 1) {
             return Err(Error::unsupported_version(format!(
                 "version {}.{}, only 0.1 is supported",
@@ -129,7 +135,7 @@ impl<'d> AeroFile<'d> {
             ))
             .at_offset(12));
         }
-        let toc = slice(data, header.toc_offset, header.toc_length, "TOC")?;
+        src.check_range(header.toc_offset, header.toc_length, "TOC")?;
         if header.toc_length < TOC_HEADER_SIZE {
             return Err(Error::malformed(format!(
                 "toc_length {} is shorter than the 16-byte TOC header",
@@ -137,8 +143,9 @@ impl<'d> AeroFile<'d> {
             ))
             .at_offset(20));
         }
-        let mut r = ByteReader::new(toc);
-        let th = TocHeader::parse(&mut r)?;
+        let th = TocHeader::parse(&mut ByteReader::new(
+            &src.read_at(header.toc_offset, TOC_HEADER_SIZE)?,
+        ))?;
         let n = th.entry_count as u64;
         if n > MAX_ENTRY_COUNT {
             return Err(Error::limit(format!(
@@ -162,6 +169,9 @@ impl<'d> AeroFile<'d> {
             ))
             .at_offset(20));
         }
+        // The entries only (a longer toc_length is not read).
+        let toc = src.read_at(header.toc_offset + TOC_HEADER_SIZE, need - TOC_HEADER_SIZE)?;
+        let mut r = ByteReader::new(&toc);
 
         // String table.
         if header.string_table_length > MAX_STRING_TABLE {
@@ -171,8 +181,7 @@ impl<'d> AeroFile<'d> {
             ))
             .at_offset(36));
         }
-        let st = slice(
-            data,
+        let st = src.slice(
             header.string_table_offset,
             header.string_table_length,
             "string table",
@@ -272,7 +281,7 @@ impl<'d> AeroFile<'d> {
             ));
         }
         let mut f = AeroFile {
-            data,
+            src,
             header,
             decoded: (0..chunks.len()).map(|_| OnceLock::new()).collect(),
             chunk_ok: (0..chunks.len()).map(|_| OnceLock::new()).collect(),
@@ -341,14 +350,10 @@ impl<'d> AeroFile<'d> {
             .chunks
             .get(i)
             .ok_or_else(|| Error::not_found(format!("no chunk {i}")))?;
-        let stored = slice(
-            self.data,
-            c.entry.chunk_offset,
-            c.entry.chunk_length,
-            "chunk",
-        )?;
         if !c.entry.is_zstd() {
-            return Ok(Cow::Borrowed(stored));
+            return self
+                .src
+                .slice(c.entry.chunk_offset, c.entry.chunk_length, "chunk");
         }
         if let Some(v) = self.decoded[i].get() {
             return Ok(Cow::Borrowed(v));
@@ -356,9 +361,62 @@ impl<'d> AeroFile<'d> {
         self.limits
             .check_decoded(c.entry.chunk_ulen)
             .map_err(|e| e.at_subject(c.subject()))?;
-        let v = crate::util::zstd_decode_bounded(stored, c.entry.chunk_ulen, true)
+        let stored = self
+            .src
+            .slice(c.entry.chunk_offset, c.entry.chunk_length, "chunk")?;
+        let v = crate::util::zstd_decode_bounded(&stored, c.entry.chunk_ulen, true)
             .map_err(|e| e.at_subject(c.subject()).at_offset(c.entry.chunk_offset))?;
         Ok(Cow::Borrowed(self.decoded[i].get_or_init(|| v)))
+    }
+
+    /// `len` bytes at `off` inside chunk `i`'s uncompressed payload: a range of the
+    /// source when the chunk is stored raw (borrowed from an in-memory source), a copy
+    /// out of the decoded payload when it is compressed.
+    /// `outside` is the error when the range does not lie inside the payload.
+    pub(super) fn payload_range(
+        &self,
+        i: usize,
+        off: u64,
+        len: u64,
+        outside: &str,
+    ) -> Result<Cow<'_, [u8]>> {
+        let c = &self.chunks[i];
+        let end = off
+            .checked_add(len)
+            .filter(|&e| e <= c.entry.chunk_ulen)
+            .ok_or_else(|| Error::malformed(outside.to_string()))?;
+        if !c.entry.is_zstd() {
+            // Raw: chunk_ulen == chunk_length, and the chunk lies inside the file.
+            return self
+                .src
+                .slice(c.entry.chunk_offset + off, len, "chunk range");
+        }
+        let payload = self.chunk_payload(i)?;
+        payload
+            .get(off as usize..end as usize)
+            .map(|b| Cow::Owned(b.to_vec()))
+            .ok_or_else(|| Error::malformed(outside.to_string()))
+    }
+
+    /// BLAKE3 of chunk `i`'s uncompressed payload: hashed in place when stored raw (in
+    /// blocks over a source that is not in memory), over the decoded bytes otherwise.
+    pub(super) fn chunk_blake3(&self, i: usize) -> Result<[u8; 32]> {
+        let c = &self.chunks[i];
+        if c.entry.is_zstd() {
+            return Ok(super::verify::blake3_of(&self.chunk_payload(i)?));
+        }
+        let mut h = blake3::Hasher::new();
+        self.src.for_each_block(
+            c.entry.chunk_offset,
+            c.entry.chunk_length,
+            HASH_BLOCK,
+            "chunk",
+            |b| {
+                super::verify::blake3_update(&mut h, b);
+                Ok(())
+            },
+        )?;
+        Ok(*h.finalize().as_bytes())
     }
 }
 
@@ -397,27 +455,14 @@ impl<'d> AeroFile<'d> {
         &self.chunk_infos
     }
 
-    /// One tensor, zero-copy (`Cow::Borrowed` straight out of the mapped shard). Nothing
-    /// is hashed here; see [`AeroFile::tensor_checked`] and `verify`.
+    /// One tensor, read by range: zero-copy (`Cow::Borrowed` straight out of the mapped
+    /// shard) from an in-memory source, one read otherwise. Nothing is hashed here; see
+    /// [`AeroFile::tensor_checked`] and `verify`.
     pub fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         let i = self.tensor_index(name)?;
-        let loc = &self.locs[i];
-        let shard = self.chunk_payload(loc.chunk)?;
-        let start = to_usize(loc.data_off, "data_off")?;
-        let end = to_usize(loc.data_off + loc.data_len, "data_len")?;
-        let Cow::Borrowed(s) = shard else {
-            return Err(Error::malformed("shard not cached"));
-        };
-        let bytes = s
-            .get(start..end)
-            .ok_or_else(|| Error::malformed("tensor outside its shard"))?;
-        // Zero-copy from the map when the shard is stored raw; a compressed shard (legal
-        // for readers, never written) is decoded once and each tensor copied out of it.
-        let bytes = if self.chunks[loc.chunk].entry.is_zstd() {
-            Cow::Owned(bytes.to_vec())
-        } else {
-            Cow::Borrowed(bytes)
-        };
+        // A compressed shard (legal for readers, never written) is decoded once and each
+        // tensor copied out of it.
+        let bytes = self.tensor_bytes(i)?;
         Ok(TensorView {
             info: self.infos[i].clone(),
             parts: vec![Part {
@@ -468,14 +513,24 @@ impl<'d> AeroFile<'d> {
         Ok(())
     }
 
+    /// Tensor `i`'s bytes (see [`AeroFile::tensor`]).
+    pub(super) fn tensor_bytes(&self, i: usize) -> Result<Cow<'_, [u8]>> {
+        let loc = &self.locs[i];
+        self.payload_range(
+            loc.chunk,
+            loc.data_off,
+            loc.data_len,
+            "tensor outside its shard",
+        )
+    }
+
     /// Chunk `i`'s payload against the TOC's BLAKE3, once.
     pub(super) fn check_chunk(&self, i: usize) -> Result<()> {
         if self.chunk_ok[i].get().is_some() {
             return Ok(());
         }
         let c = &self.chunks[i];
-        let bytes = self.chunk_payload(i)?;
-        let h = super::verify::blake3_of(&bytes);
+        let h = self.chunk_blake3(i)?;
         if h != c.entry.blake3_256 {
             return Err(Error::integrity(format!(
                 "blake3 mismatch: TOC says {}, payload hashes to {}",

@@ -4,7 +4,7 @@
 use rayon::prelude::*;
 
 use super::codec;
-use super::read::AeroFile;
+use super::read::{AeroFile, HASH_BLOCK};
 use crate::error::{Error, Result};
 use crate::metadata::Value;
 use crate::util::hex;
@@ -22,6 +22,15 @@ pub fn blake3_of(bytes: &[u8]) -> [u8; 32] {
             .as_bytes()
     } else {
         *blake3::hash(bytes).as_bytes()
+    }
+}
+
+/// Adds `bytes` to `h`, multi-threaded when large.
+pub fn blake3_update(h: &mut blake3::Hasher, bytes: &[u8]) {
+    if bytes.len() >= PARALLEL_HASH {
+        h.update_rayon(bytes);
+    } else {
+        h.update(bytes);
     }
 }
 
@@ -47,7 +56,7 @@ pub fn verify(f: &AeroFile<'_>, opts: &VerifyOptions) -> VerifyReport {
     // Every chunk, in parallel (each large one is itself hashed in parallel).
     let hashes: Vec<Result<[u8; 32]>> = (0..f.chunks.len())
         .into_par_iter()
-        .map(|i| f.chunk_payload(i).map(|b| blake3_of(&b)))
+        .map(|i| f.chunk_blake3(i))
         .collect();
     for (c, h) in f.chunks.iter().zip(hashes) {
         match h {
@@ -85,7 +94,7 @@ pub fn verify(f: &AeroFile<'_>, opts: &VerifyOptions) -> VerifyReport {
         .par_iter()
         .enumerate()
         .filter(|(_, l)| l.hash_b3.is_some())
-        .map(|(i, _)| (i, tensor_bytes(f, i).map(blake3_of)))
+        .map(|(i, _)| (i, f.tensor_bytes(i).map(|b| blake3_of(&b))))
         .collect();
     for (i, h) in tensor_hashes {
         let subject = format!("tensor {:?}", f.infos[i].name);
@@ -97,21 +106,6 @@ pub fn verify(f: &AeroFile<'_>, opts: &VerifyOptions) -> VerifyReport {
     }
     padding(f, &mut r);
     r
-}
-
-fn tensor_bytes<'a>(f: &'a AeroFile<'_>, i: usize) -> Result<&'a [u8]> {
-    let loc = &f.locs[i];
-    let shard = f.chunk_payload(loc.chunk)?;
-    let (s, e) = (
-        loc.data_off as usize,
-        (loc.data_off + loc.data_len) as usize,
-    );
-    match shard {
-        std::borrow::Cow::Borrowed(b) => b
-            .get(s..e)
-            .ok_or_else(|| Error::malformed("tensor outside its shard")),
-        std::borrow::Cow::Owned(_) => Err(Error::malformed("shard not cached")),
-    }
 }
 
 /// IHSH: BLAKE3 over the covered control region with every TOC hash field zeroed.
@@ -161,7 +155,7 @@ fn control_digest(f: &AeroFile<'_>, ci: usize) -> Result<([u8; 32], [u8; 32], St
         .and_then(Value::as_list)
         .filter(|l| !l.is_empty() && l.len() <= 64)
         .ok_or_else(|| Error::malformed("IHSH covered_ranges is not a non-empty list"))?;
-    let size = f.data.len() as u64;
+    let size = f.src.len();
     let mut spans = Vec::new();
     for rg in ranges {
         let pair = rg.as_list().filter(|p| p.len() == 2);
@@ -189,6 +183,14 @@ fn control_digest(f: &AeroFile<'_>, ci: usize) -> Result<([u8; 32], [u8; 32], St
         })
         .collect();
     let mut h = blake3::Hasher::new();
+    // Every span lies inside the file (checked above).
+    let hash_range = |h: &mut blake3::Hasher, s: u64, e: u64| {
+        f.src
+            .for_each_block(s, e - s, HASH_BLOCK, "IHSH covered range", |b| {
+                blake3_update(h, b);
+                Ok(())
+            })
+    };
     for &(s, e) in &spans {
         let mut cur = s;
         for &(zs, ze) in &zeros {
@@ -196,14 +198,14 @@ fn control_digest(f: &AeroFile<'_>, ci: usize) -> Result<([u8; 32], [u8; 32], St
                 continue;
             }
             if zs > cur {
-                h.update(&f.data[cur as usize..zs as usize]);
+                hash_range(&mut h, cur, zs)?;
             }
             let zend = ze.min(e);
             let zstart = zs.max(cur);
             h.update(&[0u8; 32][..(zend - zstart) as usize]);
             cur = zend;
         }
-        h.update(&f.data[cur as usize..e as usize]);
+        hash_range(&mut h, cur, e)?;
     }
     let desc = spans
         .iter()
@@ -303,11 +305,15 @@ fn pages(
         None => format!("pages of {:?}", c.name),
         Some((t, ..)) => format!("tensor {t:?} pages of {:?}", c.name),
     };
-    let shard = match f.chunk_payload(ci) {
-        Ok(s) => s,
-        Err(e) => return r.failed(subject, "phsh", e.to_string()),
-    };
-    let (ps, digests) = match parse_phsh(f, pi, &c.name, shard.len() as u64) {
+    // A compressed shard (never written) is decoded here, so that a failure to decode
+    // is reported as this check's; a raw one is read by range, page batch by batch.
+    if c.entry.is_zstd() {
+        if let Err(e) = f.chunk_payload(ci) {
+            return r.failed(subject, "phsh", e.to_string());
+        }
+    }
+    let shard_len = c.entry.chunk_ulen;
+    let (ps, digests) = match parse_phsh(f, pi, &c.name, shard_len) {
         Ok(x) => x,
         Err(e) => return r.failed(subject, "phsh", e.to_string()),
     };
@@ -324,24 +330,40 @@ fn pages(
         }
         Some((_, off, len)) => (off / ps, ((off + len - 1) / ps + 1).min(n)),
     };
-    let bad: Vec<(u64, String)> = (first..last)
-        .into_par_iter()
-        .filter_map(|p| {
-            let s = (p * ps) as usize;
-            let e = ((p + 1) * ps).min(shard.len() as u64) as usize;
-            let h = blake3_of(&shard[s..e]);
-            (h != digests[p as usize]).then(|| {
-                (
-                    p,
-                    format!(
-                        "expected {}, computed {}",
-                        hex(&digests[p as usize]),
-                        hex(&h)
-                    ),
-                )
-            })
-        })
-        .collect();
+    // Pages in batches of about HASH_BLOCK bytes: one range read per batch, its pages
+    // hashed in parallel.
+    let batch = (HASH_BLOCK / ps).max(1);
+    let mut bad: Vec<(u64, String)> = Vec::new();
+    let mut b0 = first;
+    while b0 < last {
+        let b1 = last.min(b0.saturating_add(batch));
+        let (start, end) = (b0 * ps, (b1 * ps).min(shard_len));
+        let bytes = match f.payload_range(ci, start, end - start, "pages outside their shard") {
+            Ok(b) => b,
+            Err(e) => return r.failed(subject, "phsh", e.to_string()),
+        };
+        bad.extend(
+            (b0..b1)
+                .into_par_iter()
+                .filter_map(|p| {
+                    let s = (p * ps - start) as usize;
+                    let e = (((p + 1) * ps).min(shard_len) - start) as usize;
+                    let h = blake3_of(&bytes[s..e]);
+                    (h != digests[p as usize]).then(|| {
+                        (
+                            p,
+                            format!(
+                                "expected {}, computed {}",
+                                hex(&digests[p as usize]),
+                                hex(&h)
+                            ),
+                        )
+                    })
+                })
+                .collect::<Vec<_>>(),
+        );
+        b0 = b1;
+    }
     if bad.is_empty() {
         r.push(
             subject,
@@ -361,8 +383,13 @@ pub fn verify_tensor(f: &AeroFile<'_>, i: usize, r: &mut VerifyReport) {
     let loc = &f.locs[i];
     let subject = format!("tensor {:?}", f.infos[i].name);
     if let Some(want) = loc.hash_b3 {
-        match tensor_bytes(f, i) {
-            Ok(b) => r.compare(subject.clone(), "hash_b3", &hex(&want), &hex(&blake3_of(b))),
+        match f.tensor_bytes(i) {
+            Ok(b) => r.compare(
+                subject.clone(),
+                "hash_b3",
+                &hex(&want),
+                &hex(&blake3_of(&b)),
+            ),
             Err(e) => r.failed(subject.clone(), "hash_b3", e.to_string()),
         }
     }
@@ -377,13 +404,8 @@ pub fn verify_tensor(f: &AeroFile<'_>, i: usize, r: &mut VerifyReport) {
         );
     } else if loc.hash_b3.is_none() {
         let c = &f.chunks[loc.chunk];
-        match f.chunk_payload(loc.chunk) {
-            Ok(b) => r.compare(
-                c.subject(),
-                "blake3",
-                &hex(&c.entry.blake3_256),
-                &hex(&blake3_of(&b)),
-            ),
+        match f.chunk_blake3(loc.chunk) {
+            Ok(h) => r.compare(c.subject(), "blake3", &hex(&c.entry.blake3_256), &hex(&h)),
             Err(e) => r.failed(c.subject(), "blake3", e.to_string()),
         }
     }
@@ -403,15 +425,26 @@ fn padding(f: &AeroFile<'_>, r: &mut VerifyReport) {
         })
         .collect();
     spans.sort_unstable();
-    let mut cur = f.payloads_start.min(f.data.len() as u64);
+    let size = f.src.len();
+    // Any non-zero byte in [s, e) (read in blocks; a read error counts as none found:
+    // the chunks' own checks report it).
+    let nonzero = |s: u64, e: u64| {
+        let mut any = false;
+        let _ = f.src.for_each_block(s, e - s, HASH_BLOCK, "padding", |b| {
+            any |= b.iter().any(|&x| x != 0);
+            Ok(())
+        });
+        any
+    };
+    let mut cur = f.payloads_start.min(size);
     for (s, e) in spans {
-        if s > cur && f.data[cur as usize..s as usize].iter().any(|&b| b != 0) {
+        if s > cur && nonzero(cur, s) {
             r.warnings
                 .push(format!("non-zero padding bytes in {cur}..{s}"));
         }
         cur = cur.max(e);
     }
-    if (cur as usize) < f.data.len() && f.data[cur as usize..].iter().any(|&b| b != 0) {
+    if cur < size && nonzero(cur, size) {
         r.warnings
             .push(format!("non-zero bytes after the last payload, at {cur}.."));
     }

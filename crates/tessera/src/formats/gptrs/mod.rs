@@ -35,8 +35,11 @@
 //!   bytes verbatim (so a legacy config stays legacy and float spellings survive).
 //! - `requires_grad` is `TensorInfo::attrs["requires_grad"]` (Bool) and is written back
 //!   (a source without it writes 0).
-//! - Reads are zero-copy (`Cow::Borrowed` from the mapped file; data is unaligned, as
-//!   the format has no alignment).
+//! - Opening reads the header, the config and the index only (the bytes before the
+//!   data: a few small reads to find their length, then one range); each tensor is read
+//!   by range when asked. Reads are zero-copy from an in-memory source (`Cow::Borrowed`
+//!   from the mapped file; data is unaligned, as the format has no alignment) and one
+//!   owned buffer per tensor otherwise (`pread`).
 //! - The writer sorts by name (byte order, as both originals do), lays the data out
 //!   contiguously right after the index, and streams: header and index first (offsets
 //!   are planned from the shapes), then one tensor at a time.
@@ -94,8 +97,7 @@ pub use read::GptrsFile;
 pub use write::{GptrsWriter, PlannedTensor};
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
-    let data = src.in_memory()?;
-    Ok(Box::new(GptrsFile::parse(data, &opts.limits)?))
+    Ok(Box::new(GptrsFile::parse(src, &opts.limits)?))
 }
 
 fn write_checkpoint(

@@ -8,9 +8,10 @@ use super::config;
 use super::raw::{self, IndexEntry, Kind, VERSION};
 use crate::error::{Error, Result};
 use crate::format::Format;
-use crate::limits::{self, Limits};
+use crate::limits::Limits;
 use crate::metadata::{Map, Metadata, Value};
 use crate::model::{Container, TensorSource};
+use crate::source::SourceRef;
 use crate::tensor::{dense_nbytes, Part, Storage, TensorInfo, TensorView};
 use crate::util::bytes::ByteReader;
 use crate::util::hex;
@@ -19,9 +20,12 @@ use crate::verify::{Status, VerifyOptions, VerifyReport};
 /// An opened GPTRS v2 checkpoint (`GPTRSCHK`) or tensor archive (`GPTRSTEN`).
 #[derive(Debug)]
 pub struct GptrsFile<'d> {
-    data: &'d [u8],
+    src: SourceRef<'d>,
     kind: Kind,
-    config_raw: Option<&'d [u8]>,
+    /// The header, config and index (`0..data_start`), read at open.
+    head: Cow<'d, [u8]>,
+    /// Where `config_json` lies in `head`.
+    config_at: Option<(usize, usize)>,
     legacy_config: bool,
     metadata: Metadata,
     data_start: u64,
@@ -31,24 +35,74 @@ pub struct GptrsFile<'d> {
     warnings: Vec<String>,
 }
 
-fn u32_len(r: &mut ByteReader<'_>, what: &str, max: u64, max_what: &str) -> Result<u64> {
+/// Reads a u32 length and checks it against `max` and the bytes of the file (`file_len`)
+/// that follow it.
+fn u32_len(
+    r: &mut ByteReader<'_>,
+    file_len: u64,
+    what: &str,
+    max: u64,
+    max_what: &str,
+) -> Result<u64> {
     let at = r.pos() as u64;
     let n = r.u32_le(what)? as u64;
     Limits::check(max_what, n, max).map_err(|e| e.at_offset(at))?;
-    if n > r.remaining() as u64 {
-        return Err(Error::malformed(format!(
-            "{what} is {n} but only {} bytes follow",
-            r.remaining()
-        ))
-        .at_offset(at));
+    let follow = file_len.saturating_sub(r.pos() as u64);
+    if n > follow {
+        return Err(
+            Error::malformed(format!("{what} is {n} but only {follow} bytes follow")).at_offset(at),
+        );
     }
     Ok(n)
 }
 
+/// The length of the header, config and index (where the data starts), from small reads
+/// of the length fields. A length that [`GptrsFile::parse`] will refuse (over the limit,
+/// past the end) stops the count there: parsing then fails on it with its message.
+fn head_len(src: SourceRef<'_>, limits: &Limits) -> Result<u64> {
+    let len = src.len();
+    let u32_of = |b: &[u8]| -> Option<u64> {
+        <[u8; 4]>::try_from(b)
+            .ok()
+            .map(|a| u32::from_le_bytes(a) as u64)
+    };
+    let u32_at = |at: u64| -> Result<Option<u64>> { Ok(u32_of(&src.read_up_to(at, 4)?)) };
+    let fits = |n: u64, at: u64| n <= limits.max_index_bytes && n <= len.saturating_sub(at);
+    // magic, version, then config_len (checkpoint) or index_len (archive).
+    let first16 = src.read_up_to(0, 16)?;
+    let Some(first) = first16.get(12..16).and_then(u32_of) else {
+        return Ok(len.min(16));
+    };
+    let mut end = 16u64;
+    let index_len = if first16.starts_with(raw::MAGIC_CHECKPOINT) {
+        if !fits(first, end) {
+            return Ok(end);
+        }
+        end += first;
+        let Some(n) = u32_at(end)? else {
+            return Ok(len);
+        };
+        end += 4;
+        n
+    } else {
+        first
+    };
+    if !fits(index_len, end) {
+        return Ok(end);
+    }
+    Ok(end + index_len)
+}
+
 impl<'d> GptrsFile<'d> {
-    /// Parses and validates `data`. Every structural rule is checked here (see the
-    /// module docs); base-id mismatches are warnings here and failures in `verify`.
-    pub fn parse(data: &'d [u8], limits: &Limits) -> Result<GptrsFile<'d>> {
+    /// Parses and validates the file `src` holds, reading its header, config and index
+    /// only (the bytes before the data); each tensor is read when asked. Every
+    /// structural rule is checked here (see the module docs); base-id mismatches are
+    /// warnings here and failures in `verify`.
+    pub fn parse(src: impl Into<SourceRef<'d>>, limits: &Limits) -> Result<GptrsFile<'d>> {
+        let src = src.into();
+        let file_len = src.len();
+        let head = src.read_at(0, head_len(src, limits)?)?;
+        let data = &head[..];
         let mut r = ByteReader::new(data);
         let magic = r.take(8, "magic")?;
         let kind = if magic == raw::MAGIC_CHECKPOINT {
@@ -74,9 +128,15 @@ impl<'d> GptrsFile<'d> {
             .at_offset(8));
         }
         let mut warnings = Vec::new();
-        let (config_raw, legacy_config, metadata) = if kind == Kind::Checkpoint {
+        let (config_at, legacy_config, metadata) = if kind == Kind::Checkpoint {
             let at = r.pos() as u64 + 4;
-            let n = u32_len(&mut r, "config_len", limits.max_index_bytes, "config_len")?;
+            let n = u32_len(
+                &mut r,
+                file_len,
+                "config_len",
+                limits.max_index_bytes,
+                "config_len",
+            )?;
             let raw_json = r.take_u64(n, "config_json")?;
             let parsed = config::parse(raw_json, limits).map_err(|e| e.at_offset(at))?;
             if parsed.legacy {
@@ -84,11 +144,21 @@ impl<'d> GptrsFile<'d> {
                     "config_json is a legacy untagged GPT config; read as kind \"gpt\"".into(),
                 );
             }
-            (Some(raw_json), parsed.legacy, parsed.metadata)
+            (
+                Some((at as usize, raw_json.len())),
+                parsed.legacy,
+                parsed.metadata,
+            )
         } else {
             (None, false, Map::new())
         };
-        let index_len = u32_len(&mut r, "index_len", limits.max_index_bytes, "index_len")?;
+        let index_len = u32_len(
+            &mut r,
+            file_len,
+            "index_len",
+            limits.max_index_bytes,
+            "index_len",
+        )?;
         let index_start = r.pos();
         let index = r.take_u64(index_len, "index")?;
         let data_start = r.pos() as u64;
@@ -115,17 +185,16 @@ impl<'d> GptrsFile<'d> {
         let mut by_name = HashMap::with_capacity(count);
         for i in 0..count {
             let start = ir.pos() as u64;
-            let e =
-                read_entry(&mut ir, kind, limits, data.len() as u64, data_start).map_err(|e| {
-                    if looks_like_bincode(index) {
-                        return Error::unsupported_version(
-                            "the index is the one-day bincode variant of v2 (gpt.rs 2f8370f, \
+            let e = read_entry(&mut ir, kind, limits, file_len, data_start).map_err(|e| {
+                if looks_like_bincode(index) {
+                    return Error::unsupported_version(
+                        "the index is the one-day bincode variant of v2 (gpt.rs 2f8370f, \
                              2025-12-27), not the v2 of the spec; it is not supported",
-                        )
-                        .at_offset(index_start as u64);
-                    }
-                    e.at_subject(format!("index entry {i}")).at_offset(start)
-                })?;
+                    )
+                    .at_offset(index_start as u64);
+                }
+                e.at_subject(format!("index entry {i}")).at_offset(start)
+            })?;
             if by_name.insert(e.name.clone(), i).is_some() {
                 return Err(
                     Error::malformed(format!("duplicate tensor name {:?}", e.name))
@@ -159,11 +228,12 @@ impl<'d> GptrsFile<'d> {
             .at_offset(ir.pos() as u64));
         }
         check_overlaps(&entries)?;
-        lint_layout(&entries, data_start, data.len() as u64, &mut warnings);
+        lint_layout(&entries, data_start, file_len, &mut warnings);
         Ok(GptrsFile {
-            data,
+            src,
             kind,
-            config_raw,
+            head,
+            config_at,
             legacy_config,
             metadata,
             data_start,
@@ -187,8 +257,8 @@ impl<'d> GptrsFile<'d> {
         self.data_start
     }
     /// The raw `config_json` bytes (checkpoints).
-    pub fn config_json(&self) -> Option<&'d [u8]> {
-        self.config_raw
+    pub fn config_json(&self) -> Option<&[u8]> {
+        self.config_at.and_then(|(at, n)| self.head.get(at..at + n))
     }
     /// True when the config was a legacy untagged GPT config.
     pub fn is_legacy_config(&self) -> bool {
@@ -411,18 +481,20 @@ impl TensorSource for GptrsFile<'_> {
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         let i = crate::model::tensor_position(&self.by_name, name)?;
         let e = &self.entries[i];
-        let bytes = limits::slice(self.data, e.offset_abs, e.byte_len, "tensor data")
+        let bytes = self
+            .src
+            .slice(e.offset_abs, e.byte_len, "tensor data")
             .map_err(|err| err.at_subject(format!("tensor {name:?}")))?;
         Ok(TensorView {
             info: self.infos[i].clone(),
             parts: vec![Part {
                 role: "data".into(),
-                bytes: Cow::Borrowed(bytes),
+                bytes,
             }],
         })
     }
     fn chunk(&self, name: &str) -> Result<Cow<'_, [u8]>> {
-        match self.config_raw {
+        match self.config_json() {
             Some(raw) if name == config::RAW_CONFIG_CHUNK => Ok(Cow::Borrowed(raw)),
             _ => Err(Error::not_found(format!("no chunk named {name:?}"))),
         }

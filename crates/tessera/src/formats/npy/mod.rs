@@ -20,9 +20,11 @@
 //! # `.npz` layout
 //!
 //! A zip archive of `NAME.npy` members, stored (`np.savez`) or deflated
-//! (`np.savez_compressed`). The zip directory is parsed by the `zip` crate; member data
-//! is taken from the mapped file (stored members are zero-copy) or inflated with
-//! `flate2`, never past the size the directory declares. The zip CRC-32 of each member
+//! (`np.savez_compressed`). The zip directory is parsed by the `zip` crate over a
+//! `Read + Seek` view of the source (opening reads the directory, the local headers and
+//! each member's `.npy` header, never array data); member data is read by range when
+//! asked (stored members zero-copy from an in-memory source) or inflated with `flate2`,
+//! never past the size the directory declares. The zip CRC-32 of each member
 //! is its integrity layer: `verify` checks it for every member; reading a deflated
 //! member checks it too (a zero-copy read of a stored member does not: that is what
 //! `verify` is for).
@@ -76,6 +78,7 @@ mod header;
 mod npz;
 mod read;
 mod write;
+mod zipsrc;
 
 pub use header::{descr_for, dtype_from_descr, ByteOrder, NpyHeader};
 pub use npz::NpzFile;
@@ -94,7 +97,7 @@ fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container 
     let head = src.read_up_to(0, crate::format::DETECT_LEN as u64)?;
     match Format::detect(&head) {
         Some(Format::Npy) => Ok(Box::new(NpyFile::parse(src, opts)?)),
-        Some(Format::Npz) => Ok(Box::new(NpzFile::parse(src.in_memory()?, opts)?)),
+        Some(Format::Npz) => Ok(Box::new(NpzFile::parse(src, opts)?)),
         _ => Err(Error::malformed(
             "neither a .npy (\\x93NUMPY) nor a zip (PK) file",
         )),

@@ -1,21 +1,27 @@
 //! [`NpzFile`]: a zip of `NAME.npy` members (`np.savez`, `np.savez_compressed`).
 //!
-//! The zip central directory is parsed by the `zip` crate; member data is then taken
-//! straight from our byte slice: stored members are zero-copy, deflated ones are inflated
-//! with `flate2`, bounded by the size the directory declares.
+//! The zip central directory is parsed by the `zip` crate through a `Read + Seek` view of
+//! the source ([`super::zipsrc`]): opening reads the end of central directory, the
+//! central directory, each member's local header and the first bytes of each member (its
+//! `.npy` header; inflated from a bounded prefix for a deflated member) — never a
+//! member's array data. Member data is then read by range when asked: stored members are
+//! zero-copy from an in-memory source, deflated ones are inflated with `flate2`, bounded
+//! by the size the directory declares.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-use std::io::{Cursor, Read};
+use std::io::{BufReader, Read};
 
 use super::header::NpyHeader;
 use super::read::{self, ArrayLayout};
+use super::zipsrc::SourceReader;
 use crate::any::ReadOptions;
 use crate::error::{Error, Result};
 use crate::format::Format;
-use crate::limits::{slice, Limits};
+use crate::limits::Limits;
 use crate::metadata::Metadata;
 use crate::model::{Container, TensorSource};
+use crate::source::SourceRef;
 use crate::tensor::{TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
 
@@ -44,7 +50,7 @@ struct Member {
 /// An opened `.npz` file.
 #[derive(Debug)]
 pub struct NpzFile<'data> {
-    data: &'data [u8],
+    src: SourceRef<'data>,
     members: Vec<Member>,
     infos: Vec<TensorInfo>,
     index: HashMap<String, usize>,
@@ -64,8 +70,10 @@ fn zip_err(e: zip::result::ZipError) -> Error {
 
 /// Counts the central directory records by walking their signatures from the first one
 /// (the `zip` crate keeps one entry per name, so duplicates would vanish silently).
-fn count_central_records(data: &[u8], start: u64) -> usize {
-    let mut pos = start as usize;
+/// Reads from `start` to the end of the file: the directory and its end record.
+fn count_central_records(src: SourceRef<'_>, start: u64) -> Result<usize> {
+    let data = src.read_at(start.min(src.len()), src.len().saturating_sub(start))?;
+    let mut pos = 0usize;
     let mut n = 0;
     while let Some(h) = data.get(pos..pos.saturating_add(46)) {
         if &h[..4] != b"PK\x01\x02" {
@@ -77,7 +85,27 @@ fn count_central_records(data: &[u8], start: u64) -> usize {
         pos += 46 + var;
         n += 1;
     }
-    n
+    Ok(n)
+}
+
+/// The `.npy` header of a stored member: its first bytes, no more than the header.
+fn stored_head<'d>(
+    src: SourceRef<'d>,
+    start: u64,
+    len: u64,
+    limits: &Limits,
+) -> Result<Cow<'d, [u8]>> {
+    let pre = src.read_at(start, len.min(12))?;
+    let hlen = match (pre.get(6), pre.len()) {
+        (Some(1), 12) => u16::from_le_bytes([pre[8], pre[9]]) as u64 + 10,
+        (Some(2 | 3), 12) => u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]) as u64 + 12,
+        // Too short or an unknown version: the header parser says which.
+        _ => return Ok(pre),
+    };
+    limits
+        .check_index(hlen)
+        .map_err(|e| e.at_offset(start + 8))?;
+    src.read_at(start, hlen.min(len))
 }
 
 /// Refuses entry names a careless extractor would turn into a path escape.
@@ -117,9 +145,11 @@ fn inflate(input: &[u8], max: u64, want_exact: bool) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Reads only the `.npy` header of a deflated member.
-fn inflate_header(input: &[u8], size: u64, limits: &Limits) -> Result<Vec<u8>> {
-    let mut dec = flate2::read::DeflateDecoder::new(input).take(size);
+/// Reads only the `.npy` header of a deflated member, inflating from a small buffered
+/// reader over its compressed bytes (so only a prefix of them is read).
+fn inflate_header(input: SourceReader<'_>, size: u64, limits: &Limits) -> Result<Vec<u8>> {
+    let input = BufReader::with_capacity(512, input);
+    let mut dec = flate2::bufread::DeflateDecoder::new(input).take(size);
     let mut pre = Vec::with_capacity(12);
     (&mut dec)
         .take(12)
@@ -144,10 +174,12 @@ fn inflate_header(input: &[u8], size: u64, limits: &Limits) -> Result<Vec<u8>> {
 }
 
 impl<'data> NpzFile<'data> {
-    /// Parses the zip directory and every member's `.npy` header.
-    pub fn parse(data: &'data [u8], opts: &ReadOptions) -> Result<NpzFile<'data>> {
+    /// Parses the zip directory and every member's `.npy` header (see the module docs
+    /// for what that reads).
+    pub fn parse(src: impl Into<SourceRef<'data>>, opts: &ReadOptions) -> Result<NpzFile<'data>> {
+        let src = src.into();
         let limits = &opts.limits;
-        let mut zip = zip::ZipArchive::new(Cursor::new(data)).map_err(zip_err)?;
+        let mut zip = zip::ZipArchive::new(SourceReader::new(src)).map_err(zip_err)?;
         limits.check_entries(zip.len() as u64)?;
         let mut members = Vec::with_capacity(zip.len());
         let mut infos = Vec::with_capacity(zip.len());
@@ -202,7 +234,7 @@ impl<'data> NpzFile<'data> {
             limits
                 .check_decoded(size)
                 .map_err(|e| e.at_subject(&subject))?;
-            let stored = slice(data, data_start, compressed, "member data")
+            src.check_range(data_start, compressed, "member data")
                 .map_err(|e| e.at_subject(&subject))?;
             spans.push((header_start, data_start + compressed, entry.clone()));
             let layout = match method {
@@ -213,9 +245,11 @@ impl<'data> NpzFile<'data> {
                         ))
                         .at_subject(subject));
                     }
-                    read::layout(stored, limits)
+                    stored_head(src, data_start, compressed, limits)
+                        .and_then(|head| read::layout_of_header(&head, compressed, limits))
                 }
                 Method::Deflated => {
+                    let stored = SourceReader::range(src, data_start, compressed);
                     let head = inflate_header(stored, size, limits)?;
                     read::layout_of_header(&head, size, limits)
                 }
@@ -255,9 +289,9 @@ impl<'data> NpzFile<'data> {
             });
         }
         if count_central_records(
-            data,
+            src,
             zip.offset().saturating_add(zip.central_directory_start()),
-        ) > zip.len()
+        )? > zip.len()
         {
             return Err(Error::malformed(
                 "zip central directory repeats an entry name (duplicate arrays)",
@@ -276,7 +310,7 @@ impl<'data> NpzFile<'data> {
         Ok(NpzFile {
             verify: opts.verify,
             checked,
-            data,
+            src,
             members,
             infos,
             index,
@@ -293,18 +327,43 @@ impl<'data> NpzFile<'data> {
             .map(|&i| &self.members[i].layout.header)
     }
 
-    fn stored(&self, m: &Member) -> &'data [u8] {
+    fn stored(&self, m: &Member) -> Result<Cow<'data, [u8]>> {
         // In bounds: checked in parse().
-        &self.data[m.data_start as usize..(m.data_start + m.compressed) as usize]
+        self.src.slice(m.data_start, m.compressed, "member data")
     }
 
-    /// The member's whole uncompressed `.npy` image.
-    fn image(&self, m: &Member) -> Result<Cow<'data, [u8]>> {
-        Ok(match m.method {
-            Method::Stored => Cow::Borrowed(self.stored(m)),
-            Method::Deflated => Cow::Owned(inflate(self.stored(m), m.size, true)?),
-        })
+    /// A deflated member's whole uncompressed `.npy` image.
+    fn inflated(&self, m: &Member) -> Result<Vec<u8>> {
+        inflate(&self.stored(m)?, m.size, true)
     }
+
+    /// The CRC-32 of a member's uncompressed image: a stored member hashed in place (in
+    /// blocks over a source that is not in memory), a deflated one inflated.
+    fn crc_of(&self, m: &Member) -> Result<u32> {
+        match m.method {
+            Method::Stored => {
+                let mut h = crc32fast::Hasher::new();
+                self.src.for_each_block(
+                    m.data_start,
+                    m.compressed,
+                    16 << 20,
+                    "member data",
+                    |b| {
+                        h.update(b);
+                        Ok(())
+                    },
+                )?;
+                Ok(h.finalize())
+            }
+            Method::Deflated => Ok(crc32fast::hash(&self.inflated(m)?)),
+        }
+    }
+}
+
+fn crc_mismatch(want: u32, got: u32) -> Error {
+    Error::integrity(format!(
+        "crc32 mismatch: directory says {want:08x}, data gives {got:08x}"
+    ))
 }
 
 impl TensorSource for NpzFile<'_> {
@@ -320,29 +379,38 @@ impl TensorSource for NpzFile<'_> {
         let subject = || format!("tensor {name:?} (member {:?})", m.entry);
         let h = &m.layout.header;
         let (off, n) = (h.data_offset, m.layout.nbytes as usize);
-        let stored = match self.image(m).map_err(|e| e.at_subject(subject()))? {
-            Cow::Borrowed(b) => {
+        let stored = match m.method {
+            Method::Stored => {
+                // The array bytes by range (zero-copy from memory); with a check, the
+                // header and any trailing bytes too, for the member's CRC-32.
+                let at = m.data_start + off as u64;
+                let data = self
+                    .src
+                    .slice(at, n as u64, "member data")
+                    .map_err(|e| e.at_subject(subject()))?;
                 if self.verify && self.checked[i].get().is_none() {
-                    let crc = crc32fast::hash(b);
+                    let rest = m.compressed - off as u64 - n as u64;
+                    let parts = self
+                        .src
+                        .read_ranges(&[(m.data_start, off as u64), (at + n as u64, rest)])
+                        .map_err(|e| e.at_subject(subject()))?;
+                    let mut h = crc32fast::Hasher::new();
+                    h.update(&parts[0]);
+                    h.update(&data);
+                    h.update(&parts[1]);
+                    let crc = h.finalize();
                     if crc != m.crc32 {
-                        return Err(Error::integrity(format!(
-                            "crc32 mismatch: directory says {:08x}, data gives {crc:08x}",
-                            m.crc32
-                        ))
-                        .at_subject(subject()));
+                        return Err(crc_mismatch(m.crc32, crc).at_subject(subject()));
                     }
                     let _ = self.checked[i].set(());
                 }
-                Cow::Borrowed(&b[off..off + n])
+                data
             }
-            Cow::Owned(mut v) => {
+            Method::Deflated => {
+                let mut v = self.inflated(m).map_err(|e| e.at_subject(subject()))?;
                 let crc = crc32fast::hash(&v);
                 if crc != m.crc32 {
-                    return Err(Error::integrity(format!(
-                        "crc32 mismatch: directory says {:08x}, data gives {crc:08x}",
-                        m.crc32
-                    ))
-                    .at_subject(subject()));
+                    return Err(crc_mismatch(m.crc32, crc).at_subject(subject()));
                 }
                 // The header inflated at open must still be the header now.
                 let again = read::layout(&v, &self.limits).map_err(|e| e.at_subject(subject()))?;
@@ -377,9 +445,8 @@ impl Container for NpzFile<'_> {
         };
         for (m, info) in self.members.iter().zip(&self.infos) {
             let subject = format!("tensor {:?}", info.name);
-            match self.image(m) {
-                Ok(img) => {
-                    let crc = crc32fast::hash(&img);
+            match self.crc_of(m) {
+                Ok(crc) => {
                     r.compare(
                         subject,
                         "crc32",
