@@ -108,6 +108,7 @@
 //! against i64 and their product against u64 overflow; tensor ranges against the file.
 
 pub mod meta;
+pub mod quants;
 pub mod raw;
 pub mod read;
 pub mod write;

@@ -1,0 +1,108 @@
+//! ggml block (de)quantization against vectors written by gguf-py 0.19.0's
+//! `gguf.quants` (tests/data/gguf/quants/gen.py): every float bit for bit, every
+//! quantized byte, edge blocks included (zero, NaN and infinite scales, ties, overflow).
+
+use tessera::formats::gguf::quants::{dequantize, quantize, QuantKind};
+use tessera::formats::gguf::raw::GGML_TYPES;
+
+fn data(name: &str) -> Vec<u8> {
+    let p = format!(
+        "{}/tests/data/gguf/quants/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
+}
+
+fn floats(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+const DEQUANT: &[&str] = &[
+    "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "TQ1_0",
+    "TQ2_0", "MXFP4", "NVFP4", "IQ4_NL", "IQ4_XS",
+];
+
+#[test]
+fn dequantize_matches_gguf_py_bit_for_bit() {
+    for name in DEQUANT {
+        let ty = GGML_TYPES.iter().find(|t| t.name == *name).unwrap();
+        let lower = name.to_ascii_lowercase();
+        let blocks = data(&format!("{lower}.blocks"));
+        let want = floats(&data(&format!("{lower}.f32")));
+        let numel = want.len() as u64;
+        let got = dequantize("t", *ty, &blocks, numel).unwrap();
+        assert_eq!(got.len(), want.len(), "{name}");
+        let bs = ty.block_size as usize;
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(
+                g.to_bits(),
+                w.to_bits(),
+                "{name}: element {i} (block {}): got {g} ({:#010x}), gguf-py {w} ({:#010x})",
+                i / bs,
+                g.to_bits(),
+                w.to_bits()
+            );
+        }
+        // The vectors exercise NaN and infinite scales where the type has f16 scales.
+        if !["MXFP4", "NVFP4"].contains(name) {
+            assert!(
+                want.iter().any(|v| v.is_nan()),
+                "{name}: no NaN in the vectors"
+            );
+        }
+    }
+}
+
+#[test]
+fn quantize_matches_gguf_py_byte_for_byte() {
+    let x = floats(&data("quant_input.f32"));
+    for kind in QuantKind::ALL {
+        let want = data(&format!("{}.quant", kind.name()));
+        let got = quantize("t", kind, &x).unwrap();
+        assert_eq!(got.len(), want.len(), "{kind}");
+        let ts = kind.ggml_type().type_size as usize;
+        for (b, (g, w)) in got.chunks(ts).zip(want.chunks(ts)).enumerate() {
+            assert_eq!(
+                g,
+                w,
+                "{kind}: block {b} (inputs {:?})",
+                &x[b * 32..b * 32 + 32]
+            );
+        }
+    }
+}
+
+#[test]
+fn quantized_then_dequantized_is_close() {
+    let x = floats(&data("quant_input.f32"));
+    let x = &x[..32 * 8]; // the unit-scale normal blocks
+    for kind in QuantKind::ALL {
+        let q = quantize("t", kind, x).unwrap();
+        let back = dequantize("t", kind.ggml_type(), &q, x.len() as u64).unwrap();
+        let bits = if kind == QuantKind::Q8_0 { 7 } else { 3 };
+        for (blk, (a, b)) in x.chunks(32).zip(back.chunks(32)).enumerate() {
+            let amax = a.iter().fold(0f32, |m, v| m.max(v.abs()));
+            for (u, v) in a.iter().zip(b) {
+                assert!(
+                    (u - v).abs() <= amax / (1 << bits) as f32 * 1.01,
+                    "{kind} block {blk}: {u} -> {v}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn truncated_blocks_are_an_error_naming_the_tensor() {
+    for name in DEQUANT {
+        let ty = GGML_TYPES.iter().find(|t| t.name == *name).unwrap();
+        let blocks = data(&format!("{}.blocks", name.to_ascii_lowercase()));
+        let n = blocks.len() as u64 / ty.type_size * ty.block_size;
+        let e = dequantize("blk.0.w", *ty, &blocks[..blocks.len() - 1], n).unwrap_err();
+        assert!(e.to_string().contains("blk.0.w"), "{name}: {e}");
+        // A shape that disagrees with the block count.
+        assert!(dequantize("w", *ty, &blocks, n + ty.block_size).is_err());
+    }
+}
