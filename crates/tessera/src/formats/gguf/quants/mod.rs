@@ -36,6 +36,7 @@
 //! `ggml`-binding crates link llama.cpp's C, which rounds differently in places and is a
 //! heavy build).
 
+pub mod adapt;
 pub mod kquants;
 pub mod legacy;
 pub mod other;
