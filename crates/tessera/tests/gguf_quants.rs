@@ -106,3 +106,104 @@ fn truncated_blocks_are_an_error_naming_the_tensor() {
         assert!(dequantize("w", *ty, &blocks, n + ty.block_size).is_err());
     }
 }
+
+mod convert_steps {
+    use std::borrow::Cow;
+
+    use tessera::convert::{prepare, ConvertOptions};
+    use tessera::formats::gguf::quants::QuantKind;
+    use tessera::formats::gguf::GgufFile;
+    use tessera::{DType, Format, Layout, Limits, Model, TensorInfo, TensorSource, TensorView};
+
+    fn peer_all() -> Vec<u8> {
+        super::data("../peer_all.gguf")
+    }
+
+    #[test]
+    fn quantized_tensors_are_refused_with_the_option_named() {
+        let bytes = peer_all();
+        let f = GgufFile::parse(&bytes, &Limits::default()).unwrap();
+        let e = prepare(&f, Format::Safetensors, ConvertOptions::default())
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("--dequantize"), "{e}");
+        // Types Tessera cannot decode yet are named, never passed through silently.
+        let opts = ConvertOptions {
+            dequantize: Some(DType::F32),
+            ..Default::default()
+        };
+        let e = prepare(&f, Format::Safetensors, opts).err().unwrap();
+        assert!(e.to_string().contains("q.q8_1"), "{e}");
+    }
+
+    #[test]
+    fn dequantize_plan_serves_gguf_py_floats() {
+        let bytes = peer_all();
+        let f = GgufFile::parse(&bytes, &Limits::default()).unwrap();
+        // One tensor gguf-py quantized (the file also holds types we cannot decode).
+        let mut m = Model::new();
+        m.push(f.tensor("q.q4_k").unwrap()).unwrap();
+        let opts = ConvertOptions {
+            dequantize: Some(DType::F32),
+            ..Default::default()
+        };
+        let p = prepare(&m, Format::Safetensors, opts).unwrap();
+        assert_eq!(p.notes(), ["dequantized \"q.q4_k\" q4_k -> f32"]);
+        let info = &p.tensor_infos()[0];
+        assert_eq!(
+            (info.layout.clone(), info.dtype),
+            (Layout::Dense, DType::F32)
+        );
+        assert!(info.attrs.is_empty());
+        let d = p.tensor("q.q4_k").unwrap();
+        let raw = f.tensor("q.q4_k").unwrap();
+        let ty = tessera::formats::gguf::raw::GgmlType::from_id(12).unwrap();
+        let want = tessera::formats::gguf::quants::dequantize(
+            "q",
+            ty,
+            &raw.parts[0].bytes,
+            info.numel().unwrap(),
+        )
+        .unwrap();
+        let want: Vec<u8> = want.iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(d.data().unwrap(), &want[..]);
+    }
+
+    #[test]
+    fn quantize_plan_keeps_1d_and_ragged_rows() {
+        let mut m = Model::new();
+        let add = |m: &mut Model, name: &str, shape: Vec<u64>| {
+            let n: u64 = shape.iter().product();
+            let data: Vec<u8> = (0..n)
+                .flat_map(|i| (i as f32 * 0.1).to_le_bytes())
+                .collect();
+            let v = TensorView::dense(TensorInfo::dense(name, DType::F32, shape), Cow::Owned(data))
+                .unwrap();
+            m.push(v).unwrap();
+        };
+        add(&mut m, "w", vec![2, 64]);
+        add(&mut m, "norm", vec![64]);
+        add(&mut m, "odd", vec![2, 48]);
+        let opts = ConvertOptions {
+            quantize: Some(QuantKind::Q4_1),
+            ..Default::default()
+        };
+        let p = prepare(&m, Format::Gguf, opts).unwrap();
+        let kinds: Vec<String> = p
+            .tensor_infos()
+            .iter()
+            .map(|i| i.dtype_label().to_string())
+            .collect();
+        assert_eq!(kinds, ["q4_1", "f32", "f32"]);
+        assert!(p
+            .notes()
+            .iter()
+            .any(|n| n.contains("\"norm\"") && n.contains("1-D")));
+        assert!(p
+            .notes()
+            .iter()
+            .any(|n| n.contains("\"odd\"") && n.contains("48")));
+        assert_eq!(p.tensor("w").unwrap().parts[0].bytes.len(), 2 * 2 * 20);
+        assert!(prepare(&m, Format::Safetensors, opts).is_err());
+    }
+}
