@@ -91,6 +91,24 @@ def test_dequantize_to_half_rounds_as_numpy(tmp_path, dtype):
         assert got[name].tobytes() == want.tobytes(), name
 
 
+def test_requantize_is_quantize_of_dequantize(tmp_path):
+    src, out = tmp_path / "q.gguf", tmp_path / "q8.gguf"
+    made = write_quantized(src, np.random.default_rng(8), edges=False)
+    p = run("convert", src, out, "--dequantize", "f32", "--quantize", "q8_0")
+    ref = reference(src)
+    got = {t.name: t for t in gguf.GGUFReader(str(out)).tensors}
+    orig = {t.name: t for t in gguf.GGUFReader(str(src)).tensors}
+    for name, t in made.items():
+        assert got[name].tensor_type == Q.Q8_0, name
+        if t == "Q8_0":  # already the asked type: passed through unchanged
+            want = orig[name].data
+        else:
+            assert f'requantized "{name}" {t.lower()} -> q8_0' in p.stdout
+            want = gguf.quants.quantize(ref[name].astype(np.float32), Q.Q8_0)
+        assert got[name].data.tobytes() == want.tobytes(), name
+    assert got["norm"].tensor_type == Q.F32
+
+
 def test_quantized_tensor_refusal_names_the_option(tmp_path):
     src = tmp_path / "q.gguf"
     write_quantized(src, np.random.default_rng(7), edges=False)

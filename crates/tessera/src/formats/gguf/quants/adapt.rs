@@ -2,6 +2,11 @@
 //! `ConvertOptions::quantize`): which tensors they change, the description each becomes,
 //! and the work on its bytes. `convert::prepare` asks [`plan`] per tensor and
 //! `Prepared::tensor` calls [`apply`].
+//!
+//! With both options (GGUF to GGUF), packed tensors of another type are decoded and
+//! encoded again (`quantize(dequantize(x))`, as gguf-py would), tensors already of the
+//! asked type pass unchanged, and packed tensors whose shape cannot be quantized are
+//! decoded to the `--dequantize` type.
 
 use std::borrow::Cow;
 
@@ -21,6 +26,9 @@ pub enum Step {
     Dequantize(DType),
     /// Encode a float tensor as these blocks.
     Quantize(QuantKind),
+    /// Decode packed blocks to f32, then encode them as these blocks (both options
+    /// given), as `quantize(dequantize(...))` does in gguf-py.
+    Requantize(QuantKind),
 }
 
 /// The dtypes `--dequantize` accepts.
@@ -72,6 +80,19 @@ pub fn plan(
                 ty.name
             )));
         }
+        if quant.is_some_and(|k| k.ggml_type() == ty) {
+            return Ok(None); // already what the output asks for
+        }
+        if let Some(kind) = quant {
+            if keep_float_reason(kind, DType::F32, &info.shape).is_none() {
+                let out = packed_info(info, kind.ggml_type());
+                notes.push(format!(
+                    "requantized {name:?} {} -> {kind}",
+                    ty.name.to_ascii_lowercase()
+                ));
+                return Ok(Some((out, Step::Requantize(kind))));
+            }
+        }
         let mut out = TensorInfo::dense(name.clone(), to, info.shape.clone());
         out.attrs = without_ggml_type(&info.attrs);
         notes.push(format!(
@@ -93,19 +114,23 @@ pub fn plan(
         ));
         return Ok(None);
     }
-    let ty = kind.ggml_type();
-    let mut attrs = info.attrs.clone();
+    let out = packed_info(info, kind.ggml_type());
+    notes.push(format!("quantized {name:?} {} -> {kind}", info.dtype));
+    Ok(Some((out, Step::Quantize(kind))))
+}
+
+/// The description of `info` stored as packed `ty` blocks.
+fn packed_info(info: &TensorInfo, ty: GgmlType) -> TensorInfo {
+    let mut attrs = without_ggml_type(&info.attrs);
     attrs.insert(ATTR_GGML_TYPE, Value::Int(ty.id as i128));
-    let out = TensorInfo {
-        name: name.clone(),
+    TensorInfo {
+        name: info.name.clone(),
         dtype: DType::U8,
         shape: info.shape.clone(),
         layout: Layout::Other(ty.layout_name()),
         attrs,
         storage: Default::default(),
-    };
-    notes.push(format!("quantized {name:?} {} -> {kind}", info.dtype));
-    Ok(Some((out, Step::Quantize(kind))))
+    }
 }
 
 fn without_ggml_type(attrs: &Map) -> Map {
@@ -122,33 +147,33 @@ fn without_ggml_type(attrs: &Map) -> Map {
 pub fn apply(step: Step, v: TensorView<'_>, info: &TensorInfo) -> Result<TensorView<'static>> {
     let name = &info.name;
     let numel = info.numel()?;
+    let decode = |v: &TensorView<'_>| -> Result<Vec<f32>> {
+        let ty = packed_type(&v.info).ok_or_else(|| {
+            Error::invalid_input(format!("tensor {name:?} is not a packed ggml tensor"))
+        })?;
+        match v.parts.as_slice() {
+            [p] if p.role == "data" => dequantize(name, ty, &p.bytes, numel),
+            _ => Err(Error::malformed(format!(
+                "tensor {name:?}: a packed ggml tensor has exactly one part, \"data\""
+            ))),
+        }
+    };
+    let packed = |bytes: Vec<u8>| TensorView {
+        info: info.clone(),
+        parts: vec![Part {
+            role: "data".into(),
+            bytes: Cow::Owned(bytes),
+        }],
+    };
     match step {
         Step::Dequantize(to) => {
-            let ty = packed_type(&v.info).ok_or_else(|| {
-                Error::invalid_input(format!("tensor {name:?} is not a packed ggml tensor"))
-            })?;
-            let bytes = match v.parts.as_slice() {
-                [p] if p.role == "data" => p.bytes.as_ref(),
-                _ => {
-                    return Err(Error::malformed(format!(
-                        "tensor {name:?}: a packed ggml tensor has exactly one part, \"data\""
-                    )))
-                }
-            };
-            let floats = dequantize(name, ty, bytes, numel)?;
-            let out = f32_to_bytes(name, &floats, to)?;
+            let out = f32_to_bytes(name, &decode(&v)?, to)?;
             TensorView::dense(info.clone(), Cow::Owned(out))
         }
         Step::Quantize(kind) => {
             let x = floats_to_f32(name, v.info.dtype, v.data()?)?;
-            let packed = quantize(name, kind, &x)?;
-            Ok(TensorView {
-                info: info.clone(),
-                parts: vec![Part {
-                    role: "data".into(),
-                    bytes: Cow::Owned(packed),
-                }],
-            })
+            Ok(packed(quantize(name, kind, &x)?))
         }
+        Step::Requantize(kind) => Ok(packed(quantize(name, kind, &decode(&v)?)?)),
     }
 }
