@@ -172,6 +172,14 @@ pub struct ConvertArgs {
     /// Drop metadata and opaque chunks the target cannot carry.
     #[arg(long)]
     pub drop_metadata: bool,
+    /// GGUF source: decode quantized tensors (q4_0 … q6_k, tq*, mxfp4, iq4_*) to f32, f16
+    /// or bf16, as gguf-py's dequantize does.
+    #[arg(long, value_name = "DTYPE", value_parser = ["f32", "f16", "bf16"])]
+    pub dequantize: Option<String>,
+    /// GGUF target: quantize float tensors to q8_0, q4_0, q4_1, q5_0 or q5_1, as gguf-py's
+    /// quantize does; 1-D tensors and rows that are not whole blocks stay float.
+    #[arg(long, value_name = "TYPE", value_parser = ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1"])]
+    pub quantize: Option<String>,
     /// FOLD: Reed-Solomon parity bytes per 255-byte block.
     #[arg(long, value_name = "N")]
     pub ecc: Option<u8>,

@@ -175,6 +175,8 @@ const OPTIONS: &[&str] = &[
     "cast",
     "densify",
     "drop_metadata",
+    "dequantize",
+    "quantize",
 ];
 
 /// Maps the keyword options of `tessera.save` to the writer's and converter's options.
@@ -231,6 +233,26 @@ pub fn parse_options(opts: Option<&Bound<'_, PyDict>>) -> PyResult<(WriteOptions
             "cast" => c.cast = v.extract()?,
             "densify" => c.densify = v.extract()?,
             "drop_metadata" => c.drop_metadata = v.extract()?,
+            "dequantize" => {
+                let name: String = v.extract()?;
+                c.dequantize = Some(DType::from_name(&name).ok_or_else(|| {
+                    invalid(format!(
+                        "dequantize: unknown dtype {name:?} (f32, f16, bf16)"
+                    ))
+                })?);
+            }
+            "quantize" => {
+                let name: String = v.extract()?;
+                c.quantize = Some(
+                    tessera::formats::gguf::quants::QuantKind::from_name(&name).ok_or_else(
+                        || {
+                            invalid(format!(
+                                "quantize: {name:?} is not q8_0, q4_0, q4_1, q5_0 or q5_1"
+                            ))
+                        },
+                    )?,
+                );
+            }
             other => {
                 return Err(PyTypeError::new_err(format!(
                     "unknown save option {other:?}; known: {}",

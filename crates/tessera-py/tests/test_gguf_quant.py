@@ -58,3 +58,27 @@ def test_element_access_to_packed_blocks_says_what_to_do(quantized):
         tessera.deserialize(p.read_bytes())
     d = tnp.load_file(p)
     assert d["q8"].dtype == "q8_0" and d["f"].shape == (4, 64)
+
+
+def test_convert_dequantize_and_quantize_keywords(quantized, tmp_path):
+    p, x = quantized
+    out = tmp_path / "f.safetensors"
+    with pytest.raises(tessera.UnsupportedError) as e:
+        tessera.convert(p, out)
+    assert "--dequantize" in str(e.value)
+    rep = tessera.convert(p, out, dequantize="f32")
+    assert any("dequantized" in n and "q8_0" in n for n in rep.notes)
+    reader = gguf.GGUFReader(str(p))
+    with tessera.safe_open(out, "np") as f:
+        for t in reader.tensors:
+            want = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+            assert f.get_tensor(t.name).tobytes() == want.tobytes(), t.name
+    q = tmp_path / "q.gguf"
+    rep = tessera.convert(out, q, quantize="q4_1")
+    back = {t.name: t for t in gguf.GGUFReader(str(q)).tensors}
+    with tessera.safe_open(out, "np") as f:
+        for name in ("q8", "q4", "f"):
+            want = gguf.quants.quantize(f.get_tensor(name), gguf.GGMLQuantizationType.Q4_1)
+            assert back[name].data.tobytes() == want.tobytes(), name
+    with pytest.raises(tessera.InvalidInputError):
+        tessera.convert(out, q, quantize="q3_k")

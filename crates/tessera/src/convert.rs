@@ -96,6 +96,13 @@ pub struct WriteOptions {
 /// Options of a conversion that allow a loss, each explicitly.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ConvertOptions {
+    /// Decode GGUF's packed quantized tensors (layout `ggml_*`) to this float dtype
+    /// (F32, F16 or BF16), bit-identical to gguf-py's `dequantize` (`--dequantize`).
+    pub dequantize: Option<DType>,
+    /// Writing GGUF: encode float tensors as these blocks, bit-identical to gguf-py's
+    /// `quantize`; 1-D tensors and rows that are not whole blocks stay float, noted
+    /// (`--quantize`).
+    pub quantize: Option<crate::formats::gguf::quants::QuantKind>,
     /// Cast dtypes the target cannot hold to the nearest one it can.
     pub cast: bool,
     /// Store sparse tensors densely when the target has no sparse layouts.
@@ -205,6 +212,8 @@ enum Plan {
     Densify,
     Cast(DType),
     DensifyCast(DType),
+    /// `--dequantize` / `--quantize` (formats::gguf::quants::adapt).
+    Quant(crate::formats::gguf::quants::adapt::Step),
 }
 
 /// Checks that `target` can hold everything in `src`, applying the losses `opts`
@@ -215,10 +224,25 @@ pub fn prepare<'s>(
     opts: ConvertOptions,
 ) -> Result<Prepared<'s>> {
     let caps = capabilities(target).ok_or_else(|| target.not_supported_yet())?;
+    use crate::formats::gguf::quants::adapt;
+    adapt::check_options(opts.dequantize, opts.quantize, target)?;
     let mut infos = Vec::new();
     let mut plans = Vec::new();
     let mut notes = Vec::new();
     for info in src.tensor_infos() {
+        if let Some((out, step)) = adapt::plan(info, opts.dequantize, opts.quantize, &mut notes)? {
+            if !caps.dtypes.contains(&out.dtype) && out.layout == Layout::Dense {
+                return Err(Error::unsupported(format!(
+                    "tensor {:?}: {} cannot store {} (pick another --dequantize type)",
+                    info.name,
+                    target.title(),
+                    out.dtype
+                )));
+            }
+            infos.push(out);
+            plans.push(Plan::Quant(step));
+            continue;
+        }
         let mut out = info.clone();
         let densify = match &info.layout {
             Layout::Dense => false,
@@ -238,11 +262,15 @@ pub fn prepare<'s>(
             }
             Layout::Other(_) if caps.other_layouts => false,
             Layout::Other(l) => {
+                let hint = match adapt::packed_type(info) {
+                    Some(_) => " (use --dequantize f32|f16|bf16)",
+                    None => "",
+                };
                 return Err(Error::unsupported(format!(
-                    "tensor {:?} has layout {l:?}, which {} cannot store",
+                    "tensor {:?} has layout {l:?}, which {} cannot store{hint}",
                     info.name,
                     target.title()
-                )))
+                )));
             }
         };
         // For `Other` layouts the dtype is a storage type (GGUF's packed ggml blocks are
@@ -371,6 +399,9 @@ impl TensorSource for Prepared<'_> {
             Plan::Densify => crate::sparse::densify(v)?,
             Plan::Cast(d) => crate::cast::cast_view(v, d)?,
             Plan::DensifyCast(d) => crate::cast::cast_view(crate::sparse::densify(v)?, d)?,
+            Plan::Quant(step) => {
+                crate::formats::gguf::quants::adapt::apply(step, v, &self.infos[i])?
+            }
         };
         v.info.storage = Default::default();
         Ok(v)

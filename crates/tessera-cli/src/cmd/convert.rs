@@ -2,7 +2,8 @@
 //!
 //! The output format comes from `--to` or OUT's extension. The conversion is lossless or
 //! refused with the tensor and the reason; `--cast`, `--densify` and `--drop-metadata`
-//! make a loss explicit, and every change is printed. The output is written to a
+//! make a loss explicit, `--dequantize` and `--quantize` decode or encode GGUF's
+//! quantized blocks, and every change is printed. The output is written to a
 //! temporary sibling and renamed, so `convert a a` and a crash mid-way never lose data.
 
 use std::io::Write;
@@ -103,6 +104,19 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         cast: args.cast,
         densify: args.densify,
         drop_metadata: args.drop_metadata,
+        dequantize: match args.dequantize.as_deref() {
+            Some(d) => {
+                Some(tessera::DType::from_name(d).with_context(|| format!("unknown dtype {d:?}"))?)
+            }
+            None => None,
+        },
+        quantize: match args.quantize.as_deref() {
+            Some(q) => Some(
+                tessera::formats::gguf::quants::QuantKind::from_name(q)
+                    .with_context(|| format!("unknown quantization {q:?}"))?,
+            ),
+            None => None,
+        },
     };
     with_file(&args.input, &args.read, |file| {
         let progress = ProgressSource::new(file, &format!("converting to {}", format.name()));

@@ -105,6 +105,7 @@ fn write_one(model: &Model, format: Format, path: &Path) -> tessera::Result<Vec<
         cast: true,
         densify: true,
         drop_metadata: true,
+        ..Default::default()
     };
     let opts = WriteOptions {
         compression: tessera::convert::Compression::Zstd(3),
@@ -223,6 +224,7 @@ pub fn run(args: &TourArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                 cast: true,
                 densify: true,
                 drop_metadata: true,
+                ..Default::default()
             };
             match tessera::convert::convert_file(
                 file.as_ref(),

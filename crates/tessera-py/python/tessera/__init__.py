@@ -390,7 +390,10 @@ def save(
     ``rows_per_chunk``, ``streaming``, ``fixed_salt``, ``shard_size``,
     ``tensor_hashes``, ``control_integrity``, ``page_hashes``, ``uuid``,
     ``zero_base_id``; and the losses a format may need, each explicit: ``cast``,
-    ``densify``, ``drop_metadata``.
+    ``densify``, ``drop_metadata``, ``dequantize`` ("f32", "f16" or "bf16": decode GGUF's
+    quantized tensors as gguf-py does) and ``quantize`` ("q8_0", "q4_0", "q4_1", "q5_0",
+    "q5_1": writing GGUF, encode float tensors as gguf-py does; 1-D tensors and ragged
+    rows stay float).
     """
     if not isinstance(tensors, Mapping):
         raise InvalidInputError("tensors must be a dict of name -> array")

@@ -35,6 +35,10 @@
 //!   dimension must be a whole number of blocks. Formats that keep `Other` layouts
 //!   (zTensor, AERO) carry them, so GGUF → zTensor/AERO → GGUF is byte-exact.
 //!   The writer takes the type from the layout name and checks `ggml_type` agrees.
+//!   [`quants`] decodes most of them to floats (`convert --dequantize f32|f16|bf16`,
+//!   `ConvertOptions::dequantize`) and encodes float tensors as Q8_0/Q4_0/Q4_1/Q5_0/Q5_1
+//!   (`convert --quantize`, GGUF targets), bit-identical to gguf-py's `gguf.quants`;
+//!   its module docs list the types done.
 //! - **Metadata.** Each KV becomes a metadata entry, in file order: integers → `Int`,
 //!   floats → `Float`, bool, string (`Bytes` if not UTF-8, with a warning), arrays →
 //!   `List`, arrays of u8 → `Bytes`, nested arrays → nested lists. The GGUF type of every
@@ -108,6 +112,7 @@
 //! against i64 and their product against u64 overflow; tensor ranges against the file.
 
 pub mod meta;
+pub mod quants;
 pub mod raw;
 pub mod read;
 pub mod write;
