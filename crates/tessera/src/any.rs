@@ -105,9 +105,12 @@ pub fn reader_for(format: Format) -> Option<(OpenFn, Access)> {
         Format::Safetensors => safetensors::OPEN,
         Format::Npy | Format::Npz => npy::OPEN,
         Format::Gguf => gguf::OPEN,
+        Format::Pytorch => pytorch::OPEN,
     }?;
     let access = match format {
-        Format::Safetensors | Format::Npy | Format::Ztensor | Format::Gguf => Access::Ranges,
+        Format::Safetensors | Format::Npy | Format::Ztensor | Format::Gguf | Format::Pytorch => {
+            Access::Ranges
+        }
         _ => Access::Whole,
     };
     Some((open, access))
