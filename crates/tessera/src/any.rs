@@ -105,6 +105,7 @@ pub fn reader_for(format: Format) -> Option<(OpenFn, Access)> {
         Format::Safetensors => safetensors::OPEN,
         Format::Npy | Format::Npz => npy::OPEN,
         Format::Gguf => gguf::OPEN,
+        Format::Pytorch => pytorch::OPEN,
     }?;
     let access = match format {
         Format::Safetensors
@@ -114,7 +115,8 @@ pub fn reader_for(format: Format) -> Option<(OpenFn, Access)> {
         | Format::GptrsCheckpoint
         | Format::GptrsArchive
         | Format::Aero
-        | Format::Npz => Access::Ranges,
+        | Format::Npz
+        | Format::Pytorch => Access::Ranges,
         _ => Access::Whole,
     };
     Some((open, access))

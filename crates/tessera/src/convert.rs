@@ -171,7 +171,11 @@ pub fn writer_for(format: Format) -> Option<WriteFn> {
         Format::Npy => npy::WRITE_NPY,
         Format::Npz => npy::WRITE_NPZ,
         Format::Gguf => gguf::WRITE,
-        Format::WtxtDelta | Format::Wsum | Format::AgeArmor | Format::ZtensorV2 => None,
+        Format::WtxtDelta
+        | Format::Wsum
+        | Format::AgeArmor
+        | Format::ZtensorV2
+        | Format::Pytorch => None,
     }
 }
 

@@ -39,6 +39,8 @@ pub enum Format {
     Npz,
     /// GGUF v2/v3 (`GGUF`).
     Gguf,
+    /// PyTorch checkpoint (`torch.save`: a zip with `<archive>/data.pkl`, or legacy).
+    Pytorch,
 }
 
 /// Magic prefixes, longest first where they share bytes.
@@ -60,11 +62,11 @@ const MAGIC: &[(&[u8], Format)] = &[
 ];
 
 /// How many leading bytes [`Format::detect`] wants to see.
-pub const DETECT_LEN: usize = 64;
+pub const DETECT_LEN: usize = 512;
 
 impl Format {
     /// Every format, in table order.
-    pub const ALL: [Format; 14] = [
+    pub const ALL: [Format; 15] = [
         Format::Wtxt,
         Format::WtxtDelta,
         Format::Wsum,
@@ -79,11 +81,16 @@ impl Format {
         Format::Npy,
         Format::Npz,
         Format::Gguf,
+        Format::Pytorch,
     ];
 
     /// Detects the format from the first bytes of a file (at least [`DETECT_LEN`] when
     /// the file is that long).
     pub fn detect(head: &[u8]) -> Option<Format> {
+        use crate::formats::pytorch;
+        if pytorch::is_zip_checkpoint(head) || pytorch::is_legacy(head) {
+            return Some(Format::Pytorch);
+        }
         for (magic, f) in MAGIC {
             if head.starts_with(magic) {
                 return Some(*f);
@@ -139,6 +146,7 @@ impl Format {
             Format::Npy => "npy",
             Format::Npz => "npz",
             Format::Gguf => "gguf",
+            Format::Pytorch => "pytorch",
         }
     }
 
@@ -159,6 +167,7 @@ impl Format {
             Format::Npy => "NumPy .npy",
             Format::Npz => "NumPy .npz",
             Format::Gguf => "GGUF",
+            Format::Pytorch => "PyTorch checkpoint",
         }
     }
 
@@ -179,6 +188,7 @@ impl Format {
             Format::Npy => &["npy"],
             Format::Npz => &["npz"],
             Format::Gguf => &["gguf"],
+            Format::Pytorch => &["pt", "pth", "bin", "ckpt"],
         }
     }
 

@@ -20,6 +20,7 @@ fn target_format(target: &str) -> Option<Format> {
         "wtxt" => Format::Wtxt,
         "npy" => Format::Npy,
         "gguf" => Format::Gguf,
+        "pytorch" => Format::Pytorch,
         _ => return None,
     })
 }

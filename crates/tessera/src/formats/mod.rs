@@ -12,6 +12,7 @@ pub mod fold;
 pub mod gguf;
 pub mod gptrs;
 pub mod npy;
+pub mod pytorch;
 pub mod safetensors;
 pub mod wtxt;
 pub mod ztensor;

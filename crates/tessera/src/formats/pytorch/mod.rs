@@ -1,0 +1,262 @@
+//! PyTorch checkpoints (`torch.save`: `.pt`, `.pth`, `.bin`, `.ckpt`) — read-only, and
+//! read without running any code: the pickle inside is interpreted by an allow-list
+//! reader (`pickle.rs`) that builds tensors, storages, dicts, lists and plain values and
+//! refuses everything else by name.
+//!
+//! # Zip layout (torch ≥ 1.6, the default)
+//!
+//! A zip archive (stored records, 64-byte aligned data, CRC-32 per record) whose records
+//! all sit under one folder `<archive>/` (the file's stem, or `archive`):
+//!
+//! | record | what |
+//! | --- | --- |
+//! | `<archive>/data.pkl` | the object, pickled (protocol 2 by default); always the first record |
+//! | `<archive>/data/<key>` | one storage's raw bytes, `numel × element size` of them |
+//! | `<archive>/byteorder` | `little` or `big` (absent before torch 1.10: little) |
+//! | `<archive>/version` | the serialization version (`3`) |
+//! | `<archive>/.data/serialization_id`, `.format_version`, `.storage_alignment` | newer torch; ignored (CRC-checked by `verify`) |
+//!
+//! Tensors in the pickle are `torch._utils._rebuild_tensor_v2(storage, storage_offset,
+//! size, stride, requires_grad, backward_hooks[, metadata])`, parameters
+//! `_rebuild_parameter(tensor, requires_grad, backward_hooks)`, and storages the
+//! persistent ids `('storage', torch.<Type>Storage, key, location, numel)`.
+//!
+//! # Legacy layout (before torch 1.6, `_use_new_zipfile_serialization=False`)
+//!
+//! Five pickles back to back — the magic number `0x1950a86a20f9469cfc6c`, the protocol
+//! version `1001`, `sys_info` (`little_endian`, type sizes), the object, the list of
+//! storage keys — then, for each key in that order, the storage's element count (8
+//! bytes, the file's byte order) and its raw bytes. Persistent ids carry a sixth item,
+//! a storage view `(view_key, offset, numel)` or `None`.
+//!
+//! # What we read, and choices
+//!
+//! - Element types from the storage class: `Double/Float/Half/BFloat16/Long/Int/Short/
+//!   Char/Byte/Bool/ComplexFloat/ComplexDouble Storage`, and `UntypedStorage` as u8.
+//!   Quantized storages and tensors are refused (their globals are not allowed).
+//! - Names: nested dicts, lists and tuples are flattened with `.` (the `state_dict`
+//!   convention; a list's items by position: `layers.0.weight`); a tensor saved alone
+//!   is named `tensor`. Int dict keys (optimizer state) become their decimal text.
+//!   Two entries with the same joined name are an error.
+//! - Everything that is not a tensor — a subtree holding no tensor (`epoch`,
+//!   `optimizer.param_groups`) — becomes one file metadata value under its joined name;
+//!   dtypes in it become text (`torch.float32`). A state dict's `_metadata` attribute
+//!   (module versions) is dropped; other dict attributes are dropped with a warning.
+//! - Views: a tensor is a strided view of its storage. A contiguous view is a range of
+//!   the storage record (zero-copy from an in-memory source); any other is copied into
+//!   row-major order when read, with a warning at open. Tensors whose element ranges
+//!   overlap in one storage (tied weights) are each readable and reported in
+//!   `warnings()`; conversions write each as its own copy.
+//! - Big-endian files (`byteorder` = `big`, legacy `little_endian: False`) are swapped
+//!   into owned little-endian bytes.
+//! - `verify` checks the CRC-32 of every zip record; a checked read (`ReadOptions::
+//!   verify`) checks a storage record's CRC-32 once before handing its bytes out.
+//!   The legacy format stores no checksums: `verify` says so.
+//! - Records may be deflated (an archive re-packed by another tool): they are inflated
+//!   up to the declared size and always CRC-checked.
+//! - Not read: TorchScript archives (`torch.jit.save`: `code/`, `constants.pkl`), the
+//!   older tar-based format (torch < 0.4), sparse and quantized tensors, tensor
+//!   subclasses (`_rebuild_from_type_v2`), and any pickle outside the allow-list.
+//!   Writing `.pt` is not supported.
+//!
+//! # Detection
+//!
+//! A zip whose first record is named `<archive>/data.pkl` or `<archive>/data/<key>`
+//! (read within the first [`crate::format::DETECT_LEN`] bytes, so archive names up to
+//! about 470 bytes); a pickle that starts with the legacy magic number (after PROTO and
+//! maybe FRAME). Other zips stay NumPy `.npz`.
+//!
+//! # Hostile input
+//!
+//! The pickle reader bounds its object count, memo, stack and MARK nesting
+//! ([`crate::Limits`]), refuses memo indices past `max_entries`, and checks every length
+//! against the bytes left; flattening bounds depth (`max_depth`) and the number of
+//! nodes visited (a pickle can share one container many times). Every view is checked
+//! against its storage (offset + Σ (size−1)·stride < numel, no overflow), every storage
+//! against its record or the file, and decoded sizes against `max_decoded_bytes`.
+
+mod legacy;
+pub mod pickle;
+mod read;
+mod tree;
+mod zip;
+
+pub use read::PytorchFile;
+
+use std::collections::HashMap;
+
+use crate::any::{OpenFn, ReadOptions};
+use crate::error::{Error, Result};
+use crate::model::Container;
+use crate::source::SourceRef;
+use read::{Loc, Parts, StorageLoc};
+
+/// The legacy magic number as the first pickle spells it (LONG1, 10 bytes).
+const LEGACY_MAGIC: [u8; 12] = [
+    0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19,
+];
+
+/// True when `head` starts a legacy checkpoint: PROTO 2–5, maybe a FRAME, the magic.
+pub fn is_legacy(head: &[u8]) -> bool {
+    let [0x80, p, rest @ ..] = head else {
+        return false;
+    };
+    let rest = match rest.first() {
+        Some(0x95) => rest.get(9..).unwrap_or(&[]),
+        _ => rest,
+    };
+    (2..=5).contains(p) && rest.starts_with(&LEGACY_MAGIC)
+}
+
+/// True when `head` starts a zip whose first record is `<archive>/data.pkl` (or
+/// `<archive>/data/<key>`, as `torch.jit.save` writes: refused later with a reason).
+pub fn is_zip_checkpoint(head: &[u8]) -> bool {
+    if !head.starts_with(b"PK\x03\x04") || head.len() < 30 {
+        return false;
+    }
+    let n = u16::from_le_bytes([head[26], head[27]]) as usize;
+    let Some(name) = head.get(30..30 + n) else {
+        return false;
+    };
+    let parts: Vec<&[u8]> = name.split(|&b| b == b'/').collect();
+    match parts[..] {
+        [a, b"data.pkl"] => !a.is_empty(),
+        [a, b"data", k] => !a.is_empty() && !k.is_empty(),
+        _ => false,
+    }
+}
+
+fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
+    let head = src.read_up_to(0, 64)?;
+    let parts = if is_legacy(&head) {
+        legacy::parse(src, opts)?
+    } else {
+        open_zip(src, opts)?
+    };
+    Ok(Box::new(PytorchFile::assemble(parts, opts)?))
+}
+
+/// Reader entry point (zip and legacy, told apart by their first bytes).
+pub const OPEN: Option<OpenFn> = Some(open);
+
+fn open_zip<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Parts<'d>> {
+    let limits = &opts.limits;
+    let records = zip::records(src, limits)?;
+    let by_name: HashMap<&str, usize> = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.name.as_str(), i))
+        .collect();
+    let mut pkls = records.iter().filter(|r| {
+        r.name
+            .strip_suffix("data.pkl")
+            .is_some_and(|p| p.ends_with('/') && p.matches('/').count() == 1)
+    });
+    let (Some(pkl), None) = (pkls.next(), pkls.next()) else {
+        return Err(Error::malformed(
+            "not a PyTorch archive: no single <archive>/data.pkl record",
+        ));
+    };
+    let prefix = &pkl.name[..pkl.name.len() - "data.pkl".len()];
+    let record = |n: &str| {
+        by_name
+            .get(format!("{prefix}{n}").as_str())
+            .map(|&i| &records[i])
+    };
+    if record("constants.pkl").is_some()
+        || records
+            .iter()
+            .any(|r| r.name.starts_with(&format!("{prefix}code/")))
+    {
+        return Err(Error::unsupported(
+            "a TorchScript archive (torch.jit.save) holds code, not a checkpoint; only \
+             torch.save files are read",
+        ));
+    }
+    limits.check_index(pkl.size)?;
+    let bytes = zip::content(src, pkl)?;
+    if opts.verify {
+        zip::check_crc(pkl, &bytes)?;
+    }
+    let (graph, end) = pickle::load(&bytes, 0, limits, &pkl.name)?;
+    let mut warnings = graph.notes.clone();
+    if end < bytes.len() {
+        warnings.push(format!(
+            "{} bytes after the end of the pickle in {:?} are ignored",
+            bytes.len() - end,
+            pkl.name
+        ));
+    }
+    let flat = tree::flatten(&graph, limits)?;
+    let text = |n: &str| -> Result<Option<String>> {
+        let Some(r) = record(n) else { return Ok(None) };
+        if r.size > 64 {
+            return Err(Error::malformed(format!(
+                "record {:?} is {} bytes",
+                r.name, r.size
+            )));
+        }
+        let b = zip::content(src, r)?;
+        Ok(Some(String::from_utf8_lossy(&b).trim().to_string()))
+    };
+    let big_endian = match text("byteorder")?.as_deref() {
+        None | Some("little") => false,
+        Some("big") => true,
+        Some(o) => return Err(Error::malformed(format!("byteorder is {o:?}"))),
+    };
+    let version = match text("version")? {
+        Some(v) => format!("zip v{}", v.escape_debug()),
+        None => "zip".into(),
+    };
+    let mut storages: Vec<StorageLoc> = Vec::new();
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (name, t) in &flat.tensors {
+        let s = &t.storage;
+        let subject = || format!("tensor {name:?}");
+        if let Some(&i) = seen.get(s.key.as_str()) {
+            if storages[i].numel != s.numel {
+                return Err(Error::malformed(format!(
+                    "storage {:?} is named with {} and {} elements",
+                    s.key, storages[i].numel, s.numel
+                ))
+                .at_subject(subject()));
+            }
+            continue;
+        }
+        let ri = by_name
+            .get(format!("{prefix}data/{}", s.key).as_str())
+            .copied()
+            .ok_or_else(|| {
+                Error::malformed(format!("storage record data/{} is missing", s.key))
+                    .at_subject(subject())
+            })?;
+        let want = s.numel.checked_mul(s.dtype.size() as u64);
+        if want != Some(records[ri].size) {
+            return Err(Error::malformed(format!(
+                "storage record {:?} holds {} bytes, {} {} elements need {}",
+                records[ri].name,
+                records[ri].size,
+                s.numel,
+                s.dtype,
+                want.map_or("more than 2^64".into(), |w| w.to_string())
+            ))
+            .at_subject(subject()));
+        }
+        seen.insert(&s.key, storages.len());
+        storages.push(StorageLoc {
+            key: s.key.clone(),
+            dtype: s.dtype,
+            numel: s.numel,
+            loc: Loc::Record(ri),
+        });
+    }
+    Ok(Parts {
+        src,
+        version,
+        big_endian,
+        storages,
+        flat,
+        warnings,
+        records,
+    })
+}
