@@ -15,3 +15,4 @@ pub mod npy;
 pub mod safetensors;
 pub mod wtxt;
 pub mod ztensor;
+pub mod ztensor2;
