@@ -251,7 +251,6 @@ pub fn decode(input: &[u8]) -> Result<CVal> {
     Ok(v)
 }
 
-#[allow(dead_code)] // the writer's (next step)
 fn head(major: u8, n: u64, out: &mut Vec<u8>) {
     let m = major << 5;
     match n {
@@ -274,7 +273,6 @@ fn head(major: u8, n: u64, out: &mut Vec<u8>) {
 
 /// Encodes `v` deterministically: shortest heads and floats, map keys sorted by their
 /// encoded bytes. Duplicate keys are an error.
-#[allow(dead_code)] // the writer's (next step)
 pub fn encode(v: &CVal, out: &mut Vec<u8>) -> Result<()> {
     match v {
         CVal::Uint(n) => head(0, *n, out),

@@ -52,7 +52,41 @@
 //! structure (indices in range, indptr monotone). `verify` reports the manifest hash,
 //! each part's digest, and each tensor's structure.
 //!
+//! # Writing ([`Ztensor2Writer`], streaming)
+//!
+//! Canonical form (spec §6.3), byte-identical to ztensor 2.1.2's canonical `Writer`
+//! for the same tensors: the magic; objects in ascending name order (the writer sorts
+//! the source's names; [`Ztensor2Writer::add_tensor`] refuses another order), each
+//! object's parts in part-name order, each blob at the next 64 KiB boundary (the first
+//! at 65536) with zero padding, a part whose bytes equal an earlier part's sharing that
+//! blob (found by XXH3-128 and length, confirmed on the bytes, reread from the source
+//! so no blob is kept in memory), an `xxh3` digest on every part; then the manifest
+//! blob at the next boundary and the footer. The manifest is deterministic CBOR
+//! (`attributes` only when the file has metadata; per object `shape`, `layout`,
+//! `attributes` only when it has some, `parts`; per part `dtype`, `type` when the
+//! dtype is a logical type, `blob`, `digest`). Memory stays near one tensor.
+//!
+//! Tessera's dtypes map to `(dtype, type)`: the 12 storage types as themselves, `bool`
+//! and the fp8 types to `u8` + their logical type, `c64`/`c128` to `f32`/`f64` +
+//! `complex64`/`complex128`. CSR/COO go out as `zt.sparse_csr/1`/`zt.sparse_coo/1`
+//! with u64 index parts; other layouts under their own id with the part types from
+//! `zt.part_types` (the attribute itself is not written). Metadata and tensor
+//! attributes become CBOR maps (integers, floats in their shortest width, strings,
+//! bytes, lists, maps).
+//!
+//! On request, non-canonical files: `Compression::Zstd` writes every part as
+//! `zt.zstd-seekable/1` (checksummed 1 MiB frames and the seek table, as ztensor
+//! 2.1.2 lays them out) with `decoded_length`; `Digest::Sha256` writes `sha256`
+//! digests instead of `xxh3`. `Digest::Crc32c` has no v2 counterpart: xxh3 is written
+//! and the report says so.
+//!
 //! # Deviations from the spec, and why
+//!
+//! - A layout that is not a registered id (a GGUF tensor's `ggml_q8_0`, say) is written
+//!   under that name; the spec asks vendors for a namespaced id, and no mapping to
+//!   `gguf.<type>/1` is made yet.
+//! - The writer does not check names for NFC (canonical form requires it; the names
+//!   come from a file that was read, and ztensor 2.1.2 refuses non-NFC names).
 //!
 //! - Parts stored in another shard are listed but reading them is `Unsupported`: a
 //!   reader over one source cannot open sibling files. Their references are still
@@ -68,13 +102,18 @@ mod cbor;
 mod layout;
 mod raw;
 mod read;
+mod write;
 
 pub use layout::{COO, CSR, PART_TYPES};
 pub use raw::{Digest, Footer, PartRef, ALIGN_CANONICAL, ALIGN_FLOOR, FOOTER_LEN, MAGIC};
 pub use read::{Ztensor2File, ZSTD_SEEKABLE};
+pub use write::{write, Ztensor2Writer};
 
 use crate::any::{OpenFn, ReadOptions};
+use crate::convert::{Capabilities, MetadataSupport, WriteFn};
+use crate::dtype::DType;
 use crate::error::Result;
+use crate::format::Format;
 use crate::model::Container;
 use crate::source::SourceRef;
 
@@ -84,3 +123,20 @@ fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container 
 
 /// Reader entry point.
 pub const OPEN: Option<OpenFn> = Some(open);
+/// Writer entry point.
+pub const WRITE: Option<WriteFn> = Some(write);
+
+/// What zTensor v2 can hold.
+pub fn capabilities() -> Capabilities {
+    Capabilities {
+        format: Format::ZtensorV2,
+        dtypes: &DType::ALL,
+        sparse: true,
+        other_layouts: true,
+        metadata: MetadataSupport::Tree,
+        chunks: false,
+        compression: &["zt.zstd-seekable/1"],
+        integrity: &["xxh3", "sha256", "manifest xxh3-64"],
+        zero_copy: true,
+    }
+}
