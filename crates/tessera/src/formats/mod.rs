@@ -16,3 +16,4 @@ pub mod pytorch;
 pub mod safetensors;
 pub mod wtxt;
 pub mod ztensor;
+pub mod ztensor2;

@@ -1,0 +1,142 @@
+//! zTensor v2 (`\x89ZT2\r\n\x1a\n`, footer version 2), read by range.
+//!
+//! # Byte layout (spec `ztensor-v2-spec.md`, Draft 4)
+//!
+//! | offset | size | field |
+//! | --- | --- | --- |
+//! | 0 | 8 | magic `89 5A 54 32 0D 0A 1A 0A` |
+//! | 8 | … | blob heap: every blob at a multiple of 4096, at or past 4096 (canonical: 65536); zero padding between |
+//! | `manifest_offset` | `manifest_length` | the manifest blob: one deterministic-CBOR map |
+//! | `S - 40` | 8 | `manifest_offset`, u64 LE (0 in a data shard) |
+//! | `S - 32` | 8 | `manifest_length`, u64 LE |
+//! | `S - 24` | 8 | `manifest_hash`, XXH3-64 of the manifest bytes, u64 LE |
+//! | `S - 16` | 4 | `version`, u32 LE, `2` |
+//! | `S - 12` | 4 | reserved (ignored) |
+//! | `S - 8` | 8 | the magic again |
+//!
+//! Manifest: `{attributes?, shards?, objects}`; an object is `{shape, layout,
+//! attributes?, parts}`, a part `{dtype, type?, blob: [offset, length], shard?,
+//! encoding?, decoded_length?, digest?}`. Digests (`xxh3:<16 hex>`, `sha256:<64 hex>`)
+//! cover the decoded bytes.
+//!
+//! # Reading ([`Ztensor2File`])
+//!
+//! Opening reads two ranges, the footer and the manifest, and checks spec §3.6: magic
+//! at both ends, footer version 2, manifest inside the data region, 4096-aligned, at
+//! most 1 GiB (and `Limits::max_index_bytes`), its XXH3-64 (an `Integrity` error); the
+//! CBOR deterministic ([`cbor`]: shortest heads and floats, one NaN, sorted keys, no
+//! duplicates, no tags or indefinite lengths, 32 levels); the schema (required fields,
+//! `blob` of exactly two integers, `decoded_length` iff `encoding`, logical type on its
+//! required dtype, names 1..=1024 bytes without NUL, rank ≤ 64, shape product without
+//! overflow, attributes maps with text keys, shard names, every `shard` in the table);
+//! every blob 4096-aligned, ≥ 4096, inside its file's data region; blob references into
+//! one file (the manifest included) identical or disjoint; the layout rules of `dense`
+//! (one `data` part, the size equation), `zt.sparse_csr/1` and `zt.sparse_coo/1` (exact
+//! parts, u32/u64 index parts, size equations).
+//!
+//! Tensors (listed in name order): `dense` → [`Layout::Dense`](crate::Layout); the
+//! sparse profiles → `SparseCsr` / `SparseCoo` with u32 index parts widened to u64 on
+//! read; logical types onto [`crate::DType`] (`bool`, the five fp8 types,
+//! `complex64`/`128`). Every other layout (`zt.quant_group/1`, `zt.mx/1`, `gguf.*/1`,
+//! vendor ids) and a dense or sparse object whose type has no DType (`f4_e2m1`, unknown
+//! types) is [`Layout::Other`](crate::Layout) with the layout id and every part kept
+//! raw, never dropped; the attribute `zt.part_types` (part → `dtype` or `dtype:type`)
+//! records the part types so a rewrite states them again.
+//!
+//! A tensor read returns raw parts borrowed from an in-memory source (zero-copy) and
+//! `zt.zstd-seekable/1` parts decoded to exactly `decoded_length` (bounded by
+//! `Limits::max_decoded_bytes`). With `ReadOptions::verify` every `xxh3`/`sha256`
+//! digest is checked over the decoded bytes before they are handed out, once per tensor
+//! (an `Integrity` error naming the tensor and part); other algorithms pass unchecked.
+//! Data rules: `bool` bytes 0/1, the odd trailing `f4_e2m1` nibble zero, CSR/COO
+//! structure (indices in range, indptr monotone). `verify` reports the manifest hash,
+//! each part's digest, and each tensor's structure.
+//!
+//! # Writing ([`Ztensor2Writer`], streaming)
+//!
+//! Canonical form (spec §6.3), byte-identical to ztensor 2.1.2's canonical `Writer`
+//! for the same tensors: the magic; objects in ascending name order (the writer sorts
+//! the source's names; [`Ztensor2Writer::add_tensor`] refuses another order), each
+//! object's parts in part-name order, each blob at the next 64 KiB boundary (the first
+//! at 65536) with zero padding, a part whose bytes equal an earlier part's sharing that
+//! blob (found by XXH3-128 and length, confirmed on the bytes, reread from the source
+//! so no blob is kept in memory), an `xxh3` digest on every part; then the manifest
+//! blob at the next boundary and the footer. The manifest is deterministic CBOR
+//! (`attributes` only when the file has metadata; per object `shape`, `layout`,
+//! `attributes` only when it has some, `parts`; per part `dtype`, `type` when the
+//! dtype is a logical type, `blob`, `digest`). Memory stays near one tensor.
+//!
+//! Tessera's dtypes map to `(dtype, type)`: the 12 storage types as themselves, `bool`
+//! and the fp8 types to `u8` + their logical type, `c64`/`c128` to `f32`/`f64` +
+//! `complex64`/`complex128`. CSR/COO go out as `zt.sparse_csr/1`/`zt.sparse_coo/1`
+//! with u64 index parts; other layouts under their own id with the part types from
+//! `zt.part_types` (the attribute itself is not written). Metadata and tensor
+//! attributes become CBOR maps (integers, floats in their shortest width, strings,
+//! bytes, lists, maps).
+//!
+//! On request, non-canonical files: `Compression::Zstd` writes every part as
+//! `zt.zstd-seekable/1` (checksummed 1 MiB frames and the seek table, as ztensor
+//! 2.1.2 lays them out) with `decoded_length`; `Digest::Sha256` writes `sha256`
+//! digests instead of `xxh3`. `Digest::Crc32c` has no v2 counterpart: xxh3 is written
+//! and the report says so.
+//!
+//! # Deviations from the spec, and why
+//!
+//! - A layout that is not a registered id (a GGUF tensor's `ggml_q8_0`, say) is written
+//!   under that name; the spec asks vendors for a namespaced id, and no mapping to
+//!   `gguf.<type>/1` is made yet.
+//! - The writer does not check names for NFC (canonical form requires it; the names
+//!   come from a file that was read, and ztensor 2.1.2 refuses non-NFC names).
+//!
+//! - Parts stored in another shard are listed but reading them is `Unsupported`: a
+//!   reader over one source cannot open sibling files. Their references are still
+//!   checked against the shard table's sizes. A data shard (no manifest) opens with no
+//!   tensors and a warning.
+//! - `zt.zstd-seekable/1` is decoded as one stream (every frame, the seek table
+//!   skipped as a skippable frame); the frame rules (checksums present, ≤ 16 MiB, equal
+//!   sizes) are not checked, zstd checks each checksum that is present.
+//! - Padding bytes are not read (the spec lets readers ignore them).
+//! - Names are not checked for NFC (the spec leaves that to writers).
+
+mod cbor;
+mod layout;
+mod raw;
+mod read;
+mod write;
+
+pub use layout::{COO, CSR, PART_TYPES};
+pub use raw::{Digest, Footer, PartRef, ALIGN_CANONICAL, ALIGN_FLOOR, FOOTER_LEN, MAGIC};
+pub use read::{Ztensor2File, ZSTD_SEEKABLE};
+pub use write::{write, Ztensor2Writer};
+
+use crate::any::{OpenFn, ReadOptions};
+use crate::convert::{Capabilities, MetadataSupport, WriteFn};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::format::Format;
+use crate::model::Container;
+use crate::source::SourceRef;
+
+fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
+    Ok(Box::new(Ztensor2File::parse(src, opts)?))
+}
+
+/// Reader entry point.
+pub const OPEN: Option<OpenFn> = Some(open);
+/// Writer entry point.
+pub const WRITE: Option<WriteFn> = Some(write);
+
+/// What zTensor v2 can hold.
+pub fn capabilities() -> Capabilities {
+    Capabilities {
+        format: Format::ZtensorV2,
+        dtypes: &DType::ALL,
+        sparse: true,
+        other_layouts: true,
+        metadata: MetadataSupport::Tree,
+        chunks: false,
+        compression: &["zt.zstd-seekable/1"],
+        integrity: &["xxh3", "sha256", "manifest xxh3-64"],
+        zero_copy: true,
+    }
+}

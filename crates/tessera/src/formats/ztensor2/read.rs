@@ -1,0 +1,457 @@
+//! [`Ztensor2File`]: open a zTensor v2 file by range (footer, then manifest), check the
+//! manifest against spec §3.6, hand out tensors.
+
+use std::borrow::Cow;
+use std::sync::OnceLock;
+
+use super::cbor::{self, CVal};
+use super::layout::{self, Entry};
+use super::raw::{self, Footer, Manifest, ObjectRef, PartRef, ALIGN_FLOOR, FOOTER_LEN, MAGIC};
+use crate::any::ReadOptions;
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::Format;
+use crate::limits::Limits;
+use crate::metadata::{Map, Metadata, Value};
+use crate::model::{Container, TensorSource};
+use crate::source::SourceRef;
+use crate::tensor::{Part, TensorInfo, TensorView};
+use crate::verify::{Status, VerifyOptions, VerifyReport};
+
+/// The encoding profile this reader decodes.
+pub const ZSTD_SEEKABLE: &str = "zt.zstd-seekable/1";
+
+/// An opened zTensor v2 file. See the module docs for what is checked.
+pub struct Ztensor2File<'data> {
+    src: SourceRef<'data>,
+    footer: Footer,
+    shards: Vec<(String, u64, String)>,
+    metadata: Metadata,
+    /// Tensors in name order.
+    infos: Vec<TensorInfo>,
+    entries: Vec<Entry>,
+    warnings: Vec<String>,
+    limits: Limits,
+    verify: bool,
+    /// Per tensor: set once its digests matched.
+    checked: Vec<OnceLock<()>>,
+}
+
+impl std::fmt::Debug for Ztensor2File<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ztensor2File")
+            .field("tensors", &self.infos.len())
+            .finish()
+    }
+}
+
+/// A CBOR attribute value as a metadata value.
+pub fn to_value(v: &CVal) -> Value {
+    match v {
+        CVal::Uint(n) => Value::Int(*n as i128),
+        CVal::Nint(n) => Value::Int(-1 - *n as i128),
+        CVal::Bytes(b) => Value::Bytes(b.clone()),
+        CVal::Text(s) => Value::Str(s.clone()),
+        CVal::Array(a) => Value::List(a.iter().map(to_value).collect()),
+        CVal::Map(m) => {
+            let mut out = Map::new();
+            for (k, v) in m {
+                let key = match k {
+                    CVal::Text(s) => s.clone(),
+                    other => format!("{other:?}"),
+                };
+                out.push_new(key, to_value(v));
+            }
+            Value::Map(out)
+        }
+        CVal::Bool(b) => Value::Bool(*b),
+        CVal::Null => Value::Null,
+        CVal::Float(x) => Value::Float(*x),
+    }
+}
+
+/// A blob reference: (offset, length, who).
+type Span = (u64, u64, String);
+
+/// Blob references into one file must be identical or disjoint (spec §2.4); zero-length
+/// ones are exempt. `spans`: (offset, length, who).
+fn check_overlap(mut spans: Vec<Span>, file: &str) -> Result<()> {
+    spans.retain(|s| s.1 > 0);
+    spans.sort_unstable_by_key(|a| (a.0, a.1));
+    spans.dedup_by(|b, a| a.0 == b.0 && a.1 == b.1);
+    for w in spans.windows(2) {
+        let ((ao, al, an), (bo, _, bn)) = (&w[0], &w[1]);
+        if *bo < ao.saturating_add(*al) {
+            return Err(Error::malformed(format!(
+                "{bn} partially overlaps {an} at byte {bo}{file}"
+            ))
+            .at_offset(*bo));
+        }
+    }
+    Ok(())
+}
+
+impl<'data> Ztensor2File<'data> {
+    /// Reads the footer and the manifest (two ranges), checks everything spec §3.6 lists.
+    pub fn parse(src: impl Into<SourceRef<'data>>, opts: &ReadOptions) -> Result<Self> {
+        let mut f =
+            Self::parse_inner(src.into(), &opts.limits).map_err(|e| e.in_format("ztensor-v2"))?;
+        f.verify = opts.verify;
+        Ok(f)
+    }
+
+    fn parse_inner(src: SourceRef<'data>, limits: &Limits) -> Result<Self> {
+        let len = src.len();
+        let head = src.read_up_to(0, 8)?;
+        if head.as_ref() != MAGIC {
+            return Err(if head.len() < 8 {
+                Error::malformed(format!("truncated: {len} bytes, a v2 file has at least 48"))
+            } else {
+                Error::malformed("no zTensor v2 magic at byte 0").at_offset(0)
+            });
+        }
+        if len < 8 + FOOTER_LEN {
+            return Err(Error::malformed(format!(
+                "truncated: {len} bytes, a v2 file has at least 48"
+            )));
+        }
+        let data_end = len - FOOTER_LEN;
+        let footer = raw::parse_footer(&src.read_at(data_end, FOOTER_LEN)?)
+            .map_err(|e| e.at_offset(data_end))?;
+        let mut warnings = Vec::new();
+        if footer.manifest_length == 0 {
+            // A data shard (spec §7.2): blobs only, described by another file's manifest.
+            warnings
+                .push("a data shard: no manifest, its blobs are described by the root file".into());
+            return Self::new(src, footer, Manifest::default(), warnings, limits);
+        }
+        let (mo, ml) = (footer.manifest_offset, footer.manifest_length);
+        if ml > raw::MAX_MANIFEST {
+            return Err(Error::limit(format!(
+                "manifest of {ml} bytes exceeds the spec's 1 GiB cap"
+            )));
+        }
+        limits.check_index(ml).map_err(|e| e.at_offset(data_end))?;
+        if mo % ALIGN_FLOOR != 0 || mo < ALIGN_FLOOR {
+            return Err(Error::malformed(format!(
+                "manifest offset {mo} is not a multiple of 4096 at or past 4096"
+            ))
+            .at_offset(data_end));
+        }
+        if mo.checked_add(ml).is_none_or(|e| e > data_end) {
+            return Err(Error::malformed(format!(
+                "manifest {mo}+{ml} runs past the data region (ends at {data_end})"
+            ))
+            .at_offset(data_end));
+        }
+        let bytes = src.read_at(mo, ml)?;
+        let got = xxhash_rust::xxh3::xxh3_64(&bytes);
+        if got != footer.manifest_hash {
+            return Err(Error::integrity(format!(
+                "manifest XXH3-64 mismatch: footer says {:016x}, the manifest hashes to {got:016x}",
+                footer.manifest_hash
+            ))
+            .at_offset(mo));
+        }
+        let root = cbor::decode(&bytes).map_err(|e| e.at_offset(mo))?;
+        drop(bytes);
+        let manifest = raw::manifest(&root, limits.max_entries, limits.max_rank)
+            .map_err(|e| e.at_offset(mo))?;
+        drop(root);
+        // Blob bounds and overlap, per file (spec §3.6 items 3 and 4).
+        let mut local = vec![(mo, ml, "the manifest".to_string())];
+        let mut foreign: Vec<(String, Vec<Span>)> = Vec::new();
+        for o in &manifest.objects {
+            limits.check_name(o.name.len() as u64)?;
+            for p in &o.parts {
+                let who = format!("tensor {:?} part {:?}", o.name, p.name);
+                if p.offset % ALIGN_FLOOR != 0 || p.offset < ALIGN_FLOOR {
+                    return Err(Error::malformed(format!(
+                        "{who}: blob offset {} is not a multiple of 4096 at or past 4096",
+                        p.offset
+                    ))
+                    .at_offset(mo));
+                }
+                let end_limit = match &p.shard {
+                    None => data_end,
+                    Some(s) => manifest
+                        .shards
+                        .iter()
+                        .find(|(n, _, _)| n == s)
+                        .map_or(0, |(_, size, _)| size.saturating_sub(FOOTER_LEN)),
+                };
+                if p.offset.checked_add(p.length).is_none_or(|e| e > end_limit) {
+                    return Err(Error::malformed(format!(
+                        "{who}: blob {}+{} runs past the data region (ends at {end_limit})",
+                        p.offset, p.length
+                    ))
+                    .at_offset(mo));
+                }
+                let span = (p.offset, p.length, who);
+                match &p.shard {
+                    None => local.push(span),
+                    Some(s) => match foreign.iter_mut().find(|(n, _)| n == s) {
+                        Some((_, v)) => v.push(span),
+                        None => foreign.push((s.clone(), vec![span])),
+                    },
+                }
+            }
+        }
+        check_overlap(local, "")?;
+        for (s, spans) in foreign {
+            check_overlap(spans, &format!(" in shard {s:?}"))?;
+        }
+        Self::new(src, footer, manifest, warnings, limits)
+    }
+
+    fn new(
+        src: SourceRef<'data>,
+        footer: Footer,
+        manifest: Manifest,
+        mut warnings: Vec<String>,
+        limits: &Limits,
+    ) -> Result<Self> {
+        let mut metadata = Map::new();
+        for (k, v) in manifest.attributes.iter().flatten() {
+            metadata.push_new(k.clone(), to_value(v));
+        }
+        let mut objects: Vec<ObjectRef> = manifest.objects;
+        objects.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        let mut infos = Vec::with_capacity(objects.len());
+        let mut entries = Vec::with_capacity(objects.len());
+        for o in objects {
+            let (info, entry) = layout::interpret(o, &mut warnings)?;
+            infos.push(info);
+            entries.push(entry);
+        }
+        if !manifest.shards.is_empty() {
+            warnings.push(format!(
+                "{} shard(s) in the shard table; parts stored in a shard cannot be read through this file alone",
+                manifest.shards.len()
+            ));
+        }
+        let checked = (0..infos.len()).map(|_| OnceLock::new()).collect();
+        Ok(Ztensor2File {
+            src,
+            footer,
+            shards: manifest.shards,
+            metadata,
+            infos,
+            entries,
+            warnings,
+            limits: limits.clone(),
+            verify: true,
+            checked,
+        })
+    }
+
+    /// The footer.
+    pub fn footer(&self) -> Footer {
+        self.footer
+    }
+    /// The shard table: (name, size, digest).
+    pub fn shards(&self) -> &[(String, u64, String)] {
+        &self.shards
+    }
+    /// The parts of tensor `name` as the manifest states them.
+    pub fn parts(&self, name: &str) -> Option<&[PartRef]> {
+        self.find(name).map(|i| self.entries[i].parts.as_slice())
+    }
+
+    fn find(&self, name: &str) -> Option<usize> {
+        self.infos
+            .binary_search_by(|i| i.name.as_str().cmp(name))
+            .ok()
+    }
+
+    /// One part's decoded bytes: raw parts borrowed, encoded ones decoded (exactly
+    /// `decoded_length`).
+    fn decode(&self, p: &PartRef, stored: Cow<'data, [u8]>) -> Result<Cow<'data, [u8]>> {
+        if p.shard.is_some() {
+            return Err(Error::unsupported(format!(
+                "part {:?} is stored in shard {:?}; open the shard set is not supported",
+                p.name,
+                p.shard.as_deref().unwrap_or_default()
+            )));
+        }
+        match p.encoding.as_deref() {
+            None => Ok(stored),
+            Some(ZSTD_SEEKABLE) => {
+                let n = p.decoded_size();
+                self.limits.check_decoded(n)?;
+                Ok(Cow::Owned(
+                    crate::util::zstd_decode_bounded(&stored, n, true)
+                        .map_err(|e| e.at_offset(p.offset))?,
+                ))
+            }
+            Some(e) => Err(Error::unsupported(format!(
+                "part {:?}: encoding {e:?} is not supported ({ZSTD_SEEKABLE} and raw are)",
+                p.name
+            ))),
+        }
+    }
+
+    /// Reads tensor `i`: its parts' stored bytes, decoded, digests checked over the
+    /// decoded bytes (when `verify`, once per tensor), data rules checked.
+    fn read_view(&self, i: usize, verify: bool) -> Result<TensorView<'data>> {
+        let info = &self.infos[i];
+        let entry = &self.entries[i];
+        if let Some(p) = entry.parts.iter().find(|p| p.shard.is_some()) {
+            return Err(Error::unsupported(format!(
+                "part {:?} is stored in shard {:?}; reading shards is not supported",
+                p.name,
+                p.shard.as_deref().unwrap_or_default()
+            )));
+        }
+        let ranges: Vec<(u64, u64)> = entry.parts.iter().map(|p| (p.offset, p.length)).collect();
+        let stored = self.src.read_ranges(&ranges)?;
+        let mut decoded = Vec::with_capacity(stored.len());
+        for (p, s) in entry.parts.iter().zip(stored) {
+            decoded.push(self.decode(p, s)?);
+        }
+        if verify && self.checked[i].get().is_none() {
+            for (p, d) in entry.parts.iter().zip(&decoded) {
+                if let Some(Err((want, got))) = p.digest.as_ref().and_then(|dg| dg.check(d)) {
+                    return Err(Error::integrity(format!(
+                        "part {:?}: {} mismatch: stored {want}, computed {got}",
+                        p.name,
+                        p.digest.as_ref().map_or("", |d| d.algorithm())
+                    ))
+                    .at_offset(p.offset));
+                }
+            }
+            let _ = self.checked[i].set(());
+        }
+        for (p, d) in entry.parts.iter().zip(&decoded) {
+            layout::check_data(p, d, entry.elements)?;
+        }
+        let parts = entry
+            .parts
+            .iter()
+            .zip(decoded)
+            .map(|(p, bytes)| layout::to_part(&info.layout, p, bytes))
+            .collect::<Result<Vec<Part>>>()?;
+        let view = TensorView {
+            info: info.clone(),
+            parts,
+        };
+        view.validate()?;
+        Ok(view)
+    }
+}
+
+impl TensorSource for Ztensor2File<'_> {
+    fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+    fn tensor_infos(&self) -> &[TensorInfo] {
+        &self.infos
+    }
+    fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
+        let i = self.find(name).ok_or_else(|| Error::no_tensor(name))?;
+        self.read_view(i, self.verify).map_err(|e| {
+            e.at_subject(format!("tensor {name:?}"))
+                .in_format("ztensor-v2")
+        })
+    }
+    fn source_format(&self) -> Option<Format> {
+        Some(Format::ZtensorV2)
+    }
+}
+
+impl Container for Ztensor2File<'_> {
+    fn format(&self) -> Format {
+        Format::ZtensorV2
+    }
+    fn version(&self) -> String {
+        self.footer.version.to_string()
+    }
+    fn warnings(&self) -> Vec<String> {
+        self.warnings.clone()
+    }
+    fn verify(&self, _opts: &VerifyOptions) -> VerifyReport {
+        let mut report = VerifyReport {
+            warnings: self.warnings.clone(),
+            ..VerifyReport::default()
+        };
+        if self.footer.manifest_length > 0 {
+            // Checked at open: a file whose hash failed does not open.
+            report.ok("manifest", "xxh3-64");
+        }
+        for (i, info) in self.infos.iter().enumerate() {
+            let tensor = format!("tensor {:?}", info.name);
+            let entry = &self.entries[i];
+            let mut failed = false;
+            for p in &entry.parts {
+                let subject = if entry.parts.len() == 1 {
+                    tensor.clone()
+                } else {
+                    format!("{tensor} part {:?}", p.name)
+                };
+                let bytes = self
+                    .src
+                    .read_at(p.offset, p.length)
+                    .and_then(|s| self.decode(p, s));
+                let bytes = match bytes {
+                    Ok(b) => b,
+                    Err(e) if e.kind() == ErrorKind::Unsupported => {
+                        report.push(
+                            subject,
+                            "decode",
+                            Status::NotChecked,
+                            Some(e.message().into()),
+                        );
+                        failed = true;
+                        continue;
+                    }
+                    Err(e) => {
+                        report.failed(subject, "decode", e.to_string());
+                        failed = true;
+                        continue;
+                    }
+                };
+                match &p.digest {
+                    None => report.push(
+                        subject,
+                        "digest",
+                        Status::NotChecked,
+                        Some("the part stores no digest".into()),
+                    ),
+                    Some(d) => match d.check(&bytes) {
+                        None => report.push(
+                            subject,
+                            d.algorithm().to_string(),
+                            Status::NotChecked,
+                            Some(format!(
+                                "digest algorithm {:?} is not one Tessera computes (xxh3, sha256)",
+                                d.algorithm()
+                            )),
+                        ),
+                        Some(Ok(())) => report.ok(subject, d.algorithm().to_string()),
+                        Some(Err((want, got))) => {
+                            failed = true;
+                            report.failed(
+                                subject,
+                                d.algorithm().to_string(),
+                                format!("stored {want}, computed {got}"),
+                            )
+                        }
+                    },
+                }
+                drop(bytes);
+            }
+            if !failed {
+                match self.read_view(i, false) {
+                    Ok(_) => report.ok(tensor, "structure"),
+                    Err(e) if e.kind() == ErrorKind::Unsupported => report.push(
+                        tensor,
+                        "structure",
+                        Status::NotChecked,
+                        Some(e.message().to_string()),
+                    ),
+                    Err(e) => report.failed(tensor, "structure", e.to_string()),
+                }
+            }
+        }
+        report
+    }
+}

@@ -1,0 +1,440 @@
+//! [`Ztensor2Writer`]: the streaming writer (canonical form by default).
+//!
+//! Blobs go out as tensors come (zero padding to the next 64 KiB boundary before each),
+//! so memory stays near one tensor; only the manifest entries are kept until
+//! [`Ztensor2Writer::finish`] writes the manifest blob and the footer.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use xxhash_rust::xxh3::{xxh3_128, xxh3_64};
+
+use super::cbor::{self, CVal};
+use super::layout::{COO, CSR, PART_TYPES};
+use super::raw::{self, check_name, storage_of, ALIGN_CANONICAL, MAGIC, VERSION};
+use super::read::ZSTD_SEEKABLE;
+use crate::convert::{Compression, Digest, WriteOptions, WriteReport, WriteSeek};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::metadata::{Map, Value};
+use crate::model::TensorSource;
+use crate::tensor::{Layout, TensorView};
+
+/// Decoded bytes per zstd frame of `zt.zstd-seekable/1` (the spec allows up to 16 MiB).
+const FRAME: usize = 1 << 20;
+const SKIPPABLE_MAGIC: u32 = 0x184D_2A5E;
+const SEEKABLE_MAGIC: u32 = 0x8F92_EAB1;
+
+fn text(s: &str) -> CVal {
+    CVal::Text(s.to_string())
+}
+
+/// A metadata value as CBOR (attribute keys checked against the name rules, nesting
+/// against the reader's 32 levels counted from the manifest root).
+fn to_cbor(v: &Value, depth: usize) -> Result<CVal> {
+    if depth > cbor::MAX_DEPTH {
+        return Err(Error::invalid_input(
+            "an attribute nests deeper than zTensor v2's 32 levels",
+        ));
+    }
+    Ok(match v {
+        Value::Null => CVal::Null,
+        Value::Bool(b) => CVal::Bool(*b),
+        Value::Int(i) if *i >= 0 => CVal::Uint(u64::try_from(*i).map_err(|_| {
+            Error::invalid_input(format!("attribute integer {i} does not fit CBOR"))
+        })?),
+        Value::Int(i) => CVal::Nint(u64::try_from(-1 - *i).map_err(|_| {
+            Error::invalid_input(format!("attribute integer {i} does not fit CBOR"))
+        })?),
+        Value::Float(x) => CVal::Float(*x),
+        Value::Str(s) => CVal::Text(s.clone()),
+        Value::Bytes(b) => CVal::Bytes(b.clone()),
+        Value::List(l) => CVal::Array(
+            l.iter()
+                .map(|x| to_cbor(x, depth + 1))
+                .collect::<Result<_>>()?,
+        ),
+        Value::Map(m) => map_to_cbor(m, depth)?,
+    })
+}
+
+/// A map as a CBOR attributes map (`depth`: the map's own level).
+fn map_to_cbor(m: &Map, depth: usize) -> Result<CVal> {
+    let mut out = Vec::with_capacity(m.len());
+    for (k, v) in m.iter() {
+        check_name(k, "attribute key").map_err(|e| Error::invalid_input(e.message()))?;
+        out.push((text(k), to_cbor(v, depth + 1)?));
+    }
+    Ok(CVal::Map(out))
+}
+
+/// `dtype[:type]` (the [`PART_TYPES`] form) as (storage, logical).
+fn parse_label(s: &str) -> Option<(DType, Option<String>)> {
+    let (d, t) = match s.split_once(':') {
+        Some((d, t)) => (d, Some(t.to_string())),
+        None => (s, None),
+    };
+    Some((raw::dtype_from_name(d)?, t))
+}
+
+/// A part's (storage, logical) type.
+type PartType = (DType, Option<String>);
+
+/// Where a blob went: its offset, and which tensor part first held the bytes.
+struct Placed {
+    offset: u64,
+    tensor: String,
+    role: String,
+}
+
+/// Streams a zTensor v2 file into `W`: canonical form (spec §6.3) unless compression
+/// is asked for. Byte-identical to ztensor 2.1.2's canonical `Writer` for the same
+/// tensors: see the module docs.
+pub struct Ztensor2Writer<W: Write> {
+    out: W,
+    pos: u64,
+    align: u64,
+    compression: Compression,
+    /// `sha256` digests instead of `xxh3` (not canonical form).
+    sha256: bool,
+    attributes: Option<CVal>,
+    objects: Vec<(CVal, CVal)>,
+    /// (XXH3-128, length) → the blob already holding those bytes.
+    dedup: HashMap<(u128, u64), Placed>,
+    last_name: Option<String>,
+    failed: bool,
+}
+
+impl<W: Write> Ztensor2Writer<W> {
+    /// Starts a file: writes the magic. `out` must be at the start of the file.
+    pub fn new(mut out: W, opts: &WriteOptions) -> Result<Ztensor2Writer<W>> {
+        if let Compression::Zstd(level) = opts.compression {
+            let range = zstd::compression_level_range();
+            if !range.contains(&level) {
+                return Err(Error::invalid_input(format!(
+                    "zstd level {level} is outside {}..={}",
+                    range.start(),
+                    range.end()
+                )));
+            }
+        }
+        out.write_all(MAGIC)?;
+        Ok(Ztensor2Writer {
+            out,
+            pos: MAGIC.len() as u64,
+            align: ALIGN_CANONICAL,
+            compression: opts.compression,
+            sha256: opts.digests.contains(&Digest::Sha256),
+            attributes: None,
+            objects: Vec::new(),
+            dedup: HashMap::new(),
+            last_name: None,
+            failed: false,
+        })
+    }
+
+    /// Sets the file attributes (written when `m` is not empty).
+    pub fn set_metadata(&mut self, m: &Map) -> Result<()> {
+        self.attributes = if m.is_empty() {
+            None
+        } else {
+            Some(map_to_cbor(m, 1)?)
+        };
+        Ok(())
+    }
+
+    fn pad_to_next(&mut self) -> Result<u64> {
+        let target = self
+            .pos
+            .checked_add(self.align - 1)
+            .map(|v| v & !(self.align - 1))
+            .ok_or_else(|| Error::invalid_input("file offset overflow"))?;
+        let mut gap = target - self.pos;
+        const ZEROS: [u8; 4096] = [0u8; 4096];
+        while gap > 0 {
+            let n = gap.min(ZEROS.len() as u64) as usize;
+            self.out.write_all(&ZEROS[..n])?;
+            gap -= n as u64;
+        }
+        self.pos = target;
+        Ok(target)
+    }
+
+    fn write_blob(&mut self, bytes: &[u8]) -> Result<u64> {
+        let at = self.pad_to_next()?;
+        self.out.write_all(bytes)?;
+        self.pos += bytes.len() as u64;
+        Ok(at)
+    }
+
+    /// Writes raw `bytes` or shares the blob that already holds them (spec §6.3 rule
+    /// 3), confirmed on the bytes themselves, reread from `src`.
+    fn write_or_share(
+        &mut self,
+        bytes: &[u8],
+        tensor: &str,
+        role: &str,
+        src: &dyn TensorSource,
+    ) -> Result<u64> {
+        let key = (xxh3_128(bytes), bytes.len() as u64);
+        if let Some(p) = self.dedup.get(&key) {
+            let earlier = src.tensor(&p.tensor)?;
+            if earlier.part(&p.role) == Some(bytes) {
+                return Ok(p.offset);
+            }
+        }
+        let offset = self.write_blob(bytes)?;
+        self.dedup.entry(key).or_insert(Placed {
+            offset,
+            tensor: tensor.to_string(),
+            role: role.to_string(),
+        });
+        Ok(offset)
+    }
+
+    /// `zt.zstd-seekable/1`: independent checksummed frames of [`FRAME`] decoded
+    /// bytes, then the seek table (a skippable frame with the seekable footer).
+    fn seekable(&self, bytes: &[u8], level: i32) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut table = Vec::new();
+        for chunk in bytes.chunks(FRAME) {
+            let mut enc = zstd::stream::write::Encoder::new(Vec::new(), level)?;
+            enc.include_checksum(true)?;
+            enc.write_all(chunk)?;
+            let frame = enc.finish()?;
+            table.push((frame.len() as u32, chunk.len() as u32));
+            out.extend_from_slice(&frame);
+        }
+        out.extend_from_slice(&SKIPPABLE_MAGIC.to_le_bytes());
+        out.extend_from_slice(&((table.len() * 8 + 9) as u32).to_le_bytes());
+        for (c, d) in &table {
+            out.extend_from_slice(&c.to_le_bytes());
+            out.extend_from_slice(&d.to_le_bytes());
+        }
+        out.extend_from_slice(&(table.len() as u32).to_le_bytes());
+        out.push(0);
+        out.extend_from_slice(&SEEKABLE_MAGIC.to_le_bytes());
+        Ok(out)
+    }
+
+    /// The v2 layout id and each part's (storage, logical) type.
+    fn part_types(view: &TensorView<'_>) -> Result<(String, Vec<PartType>)> {
+        let info = &view.info;
+        let value = storage_of(info.dtype);
+        let value = (
+            raw::dtype_from_name(value.0).unwrap_or(DType::U8),
+            value.1.map(str::to_string),
+        );
+        let (layout, types): (String, Vec<_>) = match &info.layout {
+            Layout::Dense => ("dense".into(), vec![value]),
+            Layout::SparseCsr | Layout::SparseCoo => {
+                let id = if info.layout == Layout::SparseCsr {
+                    CSR
+                } else {
+                    COO
+                };
+                let types = view
+                    .parts
+                    .iter()
+                    .map(|p| {
+                        if p.role == "values" {
+                            value.clone()
+                        } else {
+                            (DType::U64, None)
+                        }
+                    })
+                    .collect();
+                (id.into(), types)
+            }
+            Layout::Other(l) => {
+                let labels = info.attrs.get(PART_TYPES);
+                let types = view
+                    .parts
+                    .iter()
+                    .map(|p| match labels {
+                        Some(Value::Map(m)) => match m.get(&p.role) {
+                            Some(Value::Str(s)) => parse_label(s).ok_or_else(|| {
+                                Error::invalid_input(format!(
+                                    "{PART_TYPES} of part {:?}: {s:?} is not dtype[:type]",
+                                    p.role
+                                ))
+                            }),
+                            _ => Err(Error::invalid_input(format!(
+                                "{PART_TYPES} names no type for part {:?}",
+                                p.role
+                            ))),
+                        },
+                        _ => Ok(value.clone()),
+                    })
+                    .collect::<Result<_>>()?;
+                (l.clone(), types)
+            }
+        };
+        Ok((layout, types))
+    }
+
+    /// Appends one tensor. Canonical form wants names in ascending byte order;
+    /// `src` is where earlier tensors can be reread to confirm a shared blob.
+    pub fn add_tensor(&mut self, view: &TensorView<'_>, src: &dyn TensorSource) -> Result<()> {
+        if self.failed {
+            return Err(Error::invalid_input(
+                "ztensor2 writer: an earlier write failed",
+            ));
+        }
+        let info = &view.info;
+        let name = &info.name;
+        check_name(name, "tensor name").map_err(|e| Error::invalid_input(e.message()))?;
+        if let Some(last) = &self.last_name {
+            if name.as_str() <= last.as_str() {
+                return Err(Error::invalid_input(format!(
+                    "tensors go in ascending name order: {name:?} after {last:?}"
+                )));
+            }
+        }
+        if info.shape.len() > raw::MAX_RANK {
+            return Err(Error::invalid_input(format!(
+                "rank {} exceeds zTensor v2's 64",
+                info.shape.len()
+            )));
+        }
+        view.validate()?;
+        let (layout, types) = Self::part_types(view)?;
+        let mut order: Vec<usize> = (0..view.parts.len()).collect();
+        order.sort_by(|&a, &b| view.parts[a].role.cmp(&view.parts[b].role));
+        if order
+            .windows(2)
+            .any(|w| view.parts[w[0]].role == view.parts[w[1]].role)
+        {
+            return Err(Error::invalid_input("duplicate part role"));
+        }
+        let mut parts = Vec::with_capacity(order.len());
+        for &i in &order {
+            let p = &view.parts[i];
+            check_name(&p.role, "part name").map_err(|e| Error::invalid_input(e.message()))?;
+            let (dtype, logical) = &types[i];
+            let digest = if self.sha256 {
+                format!(
+                    "sha256:{}",
+                    crate::util::hex(&crate::util::sha256(&p.bytes))
+                )
+            } else {
+                format!("xxh3:{:016x}", xxh3_64(&p.bytes))
+            };
+            let written = match self.compression {
+                Compression::None => self
+                    .write_or_share(&p.bytes, name, &p.role, src)
+                    .map(|o| (o, p.bytes.len() as u64, false)),
+                Compression::Zstd(level) => self.seekable(&p.bytes, level).and_then(|enc| {
+                    let n = enc.len() as u64;
+                    self.write_blob(&enc).map(|o| (o, n, true))
+                }),
+            };
+            let (offset, length, encoded) = written.inspect_err(|_| self.failed = true)?;
+            let mut m = vec![(text("dtype"), text(storage_of(*dtype).0))];
+            if let Some(t) = logical {
+                m.push((text("type"), text(t)));
+            }
+            m.push((
+                text("blob"),
+                CVal::Array(vec![CVal::Uint(offset), CVal::Uint(length)]),
+            ));
+            if encoded {
+                m.push((text("encoding"), text(ZSTD_SEEKABLE)));
+                m.push((text("decoded_length"), CVal::Uint(p.bytes.len() as u64)));
+            }
+            m.push((text("digest"), CVal::Text(digest)));
+            parts.push((text(&p.role), CVal::Map(m)));
+        }
+        let mut obj = vec![
+            (
+                text("shape"),
+                CVal::Array(info.shape.iter().map(|&d| CVal::Uint(d)).collect()),
+            ),
+            (text("layout"), CVal::Text(layout)),
+        ];
+        let mut attrs = info.attrs.clone();
+        attrs.remove(PART_TYPES);
+        if !attrs.is_empty() {
+            obj.push((text("attributes"), map_to_cbor(&attrs, 3)?));
+        }
+        obj.push((text("parts"), CVal::Map(parts)));
+        self.objects.push((text(name), CVal::Map(obj)));
+        self.last_name = Some(name.clone());
+        Ok(())
+    }
+
+    /// Writes the manifest blob (at the next boundary) and the footer; returns `out`.
+    pub fn finish(mut self) -> Result<W> {
+        if self.failed {
+            return Err(Error::invalid_input(
+                "ztensor2 writer: an earlier write failed",
+            ));
+        }
+        let mut root = Vec::new();
+        if let Some(a) = self.attributes.take() {
+            root.push((text("attributes"), a));
+        }
+        root.push((
+            text("objects"),
+            CVal::Map(std::mem::take(&mut self.objects)),
+        ));
+        let mut manifest = Vec::new();
+        cbor::encode(&CVal::Map(root), &mut manifest)?;
+        if manifest.len() as u64 > raw::MAX_MANIFEST {
+            return Err(Error::invalid_input(
+                "the manifest exceeds zTensor v2's 1 GiB",
+            ));
+        }
+        let at = self.write_blob(&manifest)?;
+        let mut footer = [0u8; 40];
+        footer[0..8].copy_from_slice(&at.to_le_bytes());
+        footer[8..16].copy_from_slice(&(manifest.len() as u64).to_le_bytes());
+        footer[16..24].copy_from_slice(&xxh3_64(&manifest).to_le_bytes());
+        footer[24..28].copy_from_slice(&VERSION.to_le_bytes());
+        footer[32..40].copy_from_slice(MAGIC);
+        self.out.write_all(&footer)?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+/// The `WRITE` entry point: streams `src` as zTensor v2, tensors in name order.
+pub fn write(
+    src: &dyn TensorSource,
+    out: &mut dyn WriteSeek,
+    opts: &WriteOptions,
+) -> Result<WriteReport> {
+    let mut report = WriteReport::default();
+    if let Some(c) = src.chunks().iter().find(|c| !c.holds_tensors) {
+        return Err(Error::unsupported(format!(
+            "zTensor v2 cannot carry opaque chunks (first: {:?}); convert with --drop-metadata",
+            c.name
+        )));
+    }
+    let mut w = Ztensor2Writer::new(out, opts)?;
+    w.set_metadata(src.metadata())?;
+    let mut names: Vec<&str> = src.tensor_infos().iter().map(|i| i.name.as_str()).collect();
+    names.sort_unstable();
+    for name in names {
+        let view = src.tensor(name)?;
+        w.add_tensor(&view, src)
+            .map_err(|e| e.at_subject(format!("tensor {name:?}")))?;
+    }
+    if opts.digests.contains(&Digest::Sha256) {
+        report
+            .notes
+            .push("sha256 part digests instead of xxh3: not canonical form".into());
+    }
+    if opts.digests.contains(&Digest::Crc32c) {
+        report
+            .notes
+            .push("zTensor v2 has no crc32c digest: wrote xxh3".into());
+    }
+    if matches!(opts.compression, Compression::Zstd(_)) {
+        report.notes.push(format!(
+            "parts written as {ZSTD_SEEKABLE}: not canonical form"
+        ));
+    }
+    w.finish()?;
+    Ok(report)
+}
