@@ -1,0 +1,453 @@
+//! Model sets: one model stored as several shard files, opened as one [`Container`].
+//!
+//! # Set kinds
+//!
+//! - **Hugging Face index** (`hf.rs`): `model.safetensors.index.json` beside shards
+//!   `model-00001-of-00004.safetensors` …. The index is JSON: `{"metadata":
+//!   {"total_size": N, …}, "weight_map": {tensor: shard file, …}}`. The set's tensors
+//!   are the `weight_map`'s, in its order; its metadata is the index's `metadata` minus
+//!   `total_size`. Shards are opened as whatever format their bytes say (safetensors in
+//!   practice) and must all be of one format.
+//! - **GGUF splits** (`gguf_split.rs`, llama.cpp's `gguf-split` and gguf-py's
+//!   `GGUFWriter(split_max_tensors=…, split_max_size=…)`): `{prefix}-00001-of-00003.gguf`
+//!   …, each a complete GGUF file carrying `split.no` (0-based), `split.count` and
+//!   `split.tensors.count` keys. The first split holds the model's keys; the set's
+//!   metadata is the first split's minus `split.*`, its tensors every split's in order.
+//!
+//! # Checks
+//!
+//! Opening a set runs the set-level checks below; each is a named layer in
+//! [`Container::verify`] (subject: the shard file or the index), followed by every
+//! shard's own `verify` with its subjects prefixed by the shard's file name.
+//!
+//! | layer | what | fatal to an open |
+//! | --- | --- | --- |
+//! | `shard file name` | a name from an index is a plain file name (no `..`, `/`, `\`, absolute path) | yes |
+//! | `shard present` | the shard exists and opens | yes |
+//! | `shard format` | every shard has the first shard's format | yes |
+//! | `index lists each tensor once` | no name twice in a `weight_map` | yes |
+//! | `tensors present` | every tensor the index names is in the shard it names | yes |
+//! | `tensors in one shard` | no tensor name in two shards | yes |
+//! | `tensors indexed` | no tensor in a shard that the index omits | yes |
+//! | `total_size` | the index's `metadata.total_size` equals the tensors' stored bytes | no |
+//! | `split.no` / `split.count` / `split.tensors.count` | each split's keys agree with its place, the number of splits and the tensors in all | yes |
+//!
+//! A fatal failure fails the open with an `Integrity` error naming the check (a shard
+//! that does not open fails it with the shard's own error) — unless
+//! [`ReadOptions::audit`] (`inspect`, `verify`), which opens what it can and reports
+//! every failure in `warnings()` and `verify`. A `total_size` mismatch is only reported
+//! (it is advisory: loaders do not read it).
+//!
+//! Hostile indexes: the index file must be under [`crate::Limits::max_index_bytes`], its
+//! entry count under `max_entries`, names under `max_name_len`; shard names must be
+//! plain names in the index's directory; a split count comes from the file name
+//! (five digits) and is checked against every split's keys.
+//!
+//! Reads are each shard's own: checked (digests) as that shard's format checks them,
+//! errors naming the shard file.
+//!
+//! The opener ([`open_path`], in `opener.rs`) is the one place a path becomes a
+//! container: a plain file, an index, any shard of a set, or a directory.
+
+mod file;
+mod gguf_split;
+mod hf;
+pub mod names;
+mod opener;
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+pub use file::{Load, OpenedFile};
+pub use opener::{open_path, open_path_with, Opened};
+
+use crate::any::ReadOptions;
+use crate::error::{Error, Result};
+use crate::format::Format;
+use crate::metadata::Metadata;
+use crate::model::{Container, TensorSource};
+use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
+use crate::verify::{Status, VerifyOptions, VerifyReport};
+
+/// What kind of set this is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetKind {
+    /// A Hugging Face `*.safetensors.index.json` (its file name).
+    HfIndex(String),
+    /// llama.cpp GGUF splits (the first split's file name).
+    GgufSplit(String),
+}
+
+/// One shard of a set.
+pub struct Shard {
+    /// Its file name (in the set's directory).
+    pub name: String,
+    /// The opened file, when it opened.
+    pub file: Option<OpenedFile>,
+}
+
+/// A model stored as several shard files, read as one container. See the module docs.
+pub struct ModelSet {
+    kind: SetKind,
+    dir: PathBuf,
+    shards: Vec<Shard>,
+    infos: Vec<TensorInfo>,
+    place: HashMap<String, usize>,
+    metadata: Metadata,
+    metadata_types: Option<Metadata>,
+    format: Format,
+    checks: VerifyReport,
+}
+
+/// A set-level check outcome recorded while opening.
+struct Checks {
+    report: VerifyReport,
+    /// The first fatal failure: subject, layer, detail.
+    fatal: Option<(String, String, String)>,
+}
+
+impl Checks {
+    fn new() -> Checks {
+        Checks {
+            report: VerifyReport::default(),
+            fatal: None,
+        }
+    }
+    fn ok(&mut self, subject: &str, layer: &str) {
+        self.report.ok(subject, layer);
+    }
+    /// A failed check; `fatal` ones fail a non-audit open.
+    fn fail(&mut self, subject: &str, layer: &str, detail: String, fatal: bool) {
+        if fatal && self.fatal.is_none() {
+            self.fatal = Some((subject.into(), layer.into(), detail.clone()));
+        }
+        self.report.failed(subject, layer, detail);
+    }
+    /// Records `ok` when `bad` is empty, else one failure listing (some of) them.
+    fn list(&mut self, subject: &str, layer: &str, what: &str, bad: &[String], fatal: bool) {
+        if bad.is_empty() {
+            return self.ok(subject, layer);
+        }
+        let shown: Vec<&str> = bad.iter().take(8).map(String::as_str).collect();
+        let more = match bad.len() - shown.len() {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        let detail = format!("{} {what}: {}{more}", bad.len(), shown.join(", "));
+        self.fail(subject, layer, detail, fatal);
+    }
+}
+
+/// What a set kind's module found before the shards are read.
+struct Plan {
+    kind: SetKind,
+    dir: PathBuf,
+    /// Shard file names, in set order (already checked plain).
+    shards: Vec<String>,
+    /// HF: tensor → shard position, in index order.
+    weight_map: Option<Vec<(String, usize)>>,
+    /// The index's metadata (HF, minus `total_size`).
+    metadata: Metadata,
+    total_size: Option<u64>,
+    checks: Checks,
+}
+
+impl ModelSet {
+    /// Opens the shards a plan names and runs the set-level checks.
+    fn build(plan: Plan, opts: &ReadOptions, load: Load) -> Result<ModelSet> {
+        let Plan {
+            kind,
+            dir,
+            shards: names,
+            weight_map,
+            metadata,
+            total_size,
+            mut checks,
+        } = plan;
+        let mut shards = Vec::with_capacity(names.len());
+        let mut format = None;
+        for name in names {
+            let path = dir.join(&name);
+            match OpenedFile::open(&path, opts, load) {
+                Ok(f) => {
+                    checks.ok(&name, "shard present");
+                    let fmt = f.format();
+                    match format {
+                        None => format = Some(fmt),
+                        Some(first) if first != fmt => checks.fail(
+                            &name,
+                            "shard format",
+                            format!("{} where the first shard is {}", fmt.name(), first.name()),
+                            true,
+                        ),
+                        Some(_) => {}
+                    }
+                    shards.push(Shard {
+                        name,
+                        file: Some(f),
+                    });
+                }
+                Err(e) => {
+                    // The error names the shard file already.
+                    if !opts.audit {
+                        return Err(e);
+                    }
+                    checks.fail(&name, "shard present", e.to_string(), true);
+                    shards.push(Shard { name, file: None });
+                }
+            }
+        }
+        let format = format.unwrap_or(match kind {
+            SetKind::HfIndex(_) => Format::Safetensors,
+            SetKind::GgufSplit(_) => Format::Gguf,
+        });
+        // Where each tensor is, from the shards themselves.
+        let mut found: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, s) in shards.iter().enumerate() {
+            if let Some(f) = &s.file {
+                for info in f.tensor_infos() {
+                    found.entry(info.name.as_str()).or_default().push(i);
+                }
+            }
+        }
+        let subject = match &kind {
+            SetKind::HfIndex(n) | SetKind::GgufSplit(n) => n.clone(),
+        };
+        let mut twice: Vec<String> = found
+            .iter()
+            .filter(|(_, v)| v.len() > 1)
+            .map(|(n, v)| {
+                let in_: Vec<&str> = v.iter().map(|&i| shards[i].name.as_str()).collect();
+                format!("{n:?} in {}", in_.join(" and "))
+            })
+            .collect();
+        twice.sort();
+        checks.list(
+            &subject,
+            "tensors in one shard",
+            "tensors in more than one shard",
+            &twice,
+            true,
+        );
+
+        let mut infos = Vec::new();
+        let mut place = HashMap::new();
+        match &weight_map {
+            Some(map) => {
+                let mut missing = Vec::new();
+                for (name, at) in map {
+                    let info = shards[*at]
+                        .file
+                        .as_ref()
+                        .and_then(|f| f.tensor_infos().iter().find(|t| &t.name == name));
+                    match info {
+                        Some(info) if !place.contains_key(name) => {
+                            place.insert(name.clone(), *at);
+                            infos.push(info.clone());
+                        }
+                        Some(_) => {}
+                        None if shards[*at].file.is_some() => {
+                            missing.push(format!("{name:?} (in {})", shards[*at].name))
+                        }
+                        None => {} // the shard itself is reported missing
+                    }
+                }
+                checks.list(
+                    &subject,
+                    "tensors present",
+                    "tensors the index names are not in their shard",
+                    &missing,
+                    true,
+                );
+                let named: std::collections::HashSet<&str> =
+                    map.iter().map(|(n, _)| n.as_str()).collect();
+                let mut extra: Vec<String> = found
+                    .iter()
+                    .filter(|(n, _)| !named.contains(*n))
+                    .map(|(n, v)| format!("{n:?} (in {})", shards[v[0]].name))
+                    .collect();
+                extra.sort();
+                checks.list(
+                    &subject,
+                    "tensors indexed",
+                    "tensors in shards the index omits",
+                    &extra,
+                    true,
+                );
+            }
+            None => {
+                for (i, s) in shards.iter().enumerate() {
+                    for info in s.file.iter().flat_map(|f| f.tensor_infos()) {
+                        if !place.contains_key(&info.name) {
+                            place.insert(info.name.clone(), i);
+                            infos.push(info.clone());
+                        }
+                    }
+                }
+            }
+        }
+        let whole = shards.iter().all(|s| s.file.is_some());
+        if let (Some(total), false) = (total_size, whole) {
+            checks.report.push(
+                &subject,
+                "total_size",
+                Status::NotChecked,
+                Some(format!(
+                    "the index says {total} bytes; not all shards opened"
+                )),
+            );
+        }
+        if let (Some(total), true) = (total_size, whole) {
+            let sum: u64 = infos.iter().map(|t| t.storage.stored_bytes).sum();
+            if sum == total {
+                checks.ok(&subject, "total_size");
+            } else {
+                checks.fail(
+                    &subject,
+                    "total_size",
+                    format!("the index says {total} bytes, the tensors it names hold {sum}"),
+                    false,
+                );
+            }
+        }
+        let (metadata, metadata_types) = match &kind {
+            SetKind::GgufSplit(_) => {
+                gguf_split::check(&shards, whole.then_some(infos.len()), &mut checks)
+            }
+            SetKind::HfIndex(_) => (metadata, None),
+        };
+        if let Some((at, layer, detail)) = checks.fatal.take() {
+            if !opts.audit {
+                let mut e = Error::integrity(format!("model set check {layer:?} failed: {detail}"));
+                if at != subject {
+                    e = e.at_subject(at);
+                }
+                return Err(e.in_file(dir.join(&subject).display().to_string()));
+            }
+        }
+        Ok(ModelSet {
+            kind,
+            dir,
+            shards,
+            infos,
+            place,
+            metadata,
+            metadata_types,
+            format,
+            checks: checks.report,
+        })
+    }
+
+    /// The set's kind.
+    pub fn kind(&self) -> &SetKind {
+        &self.kind
+    }
+
+    /// The shards, in set order.
+    pub fn shards(&self) -> &[Shard] {
+        &self.shards
+    }
+
+    /// The directory the shards are in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The shard holding tensor `name`.
+    pub fn shard_of(&self, name: &str) -> Option<&str> {
+        self.place.get(name).map(|&i| self.shards[i].name.as_str())
+    }
+}
+
+impl TensorSource for ModelSet {
+    fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+    fn metadata_types(&self) -> Option<&Metadata> {
+        self.metadata_types.as_ref()
+    }
+    fn tensor_infos(&self) -> &[TensorInfo] {
+        &self.infos
+    }
+    fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
+        let file = self
+            .place
+            .get(name)
+            .and_then(|&i| self.shards[i].file.as_ref())
+            .ok_or_else(|| Error::no_tensor(name))?;
+        file.tensor(name)
+    }
+    fn chunks(&self) -> &[ChunkInfo] {
+        &[]
+    }
+    fn chunk(&self, name: &str) -> Result<Cow<'_, [u8]>> {
+        Err(Error::not_found(format!(
+            "no chunk named {name:?} (a model set lists tensors only)"
+        )))
+    }
+    fn source_format(&self) -> Option<Format> {
+        Some(self.format)
+    }
+}
+
+impl Container for ModelSet {
+    fn format(&self) -> Format {
+        self.format
+    }
+    fn version(&self) -> String {
+        let first = self.shards.iter().find_map(|s| s.file.as_ref());
+        let n = self.shards.len();
+        let kind = match self.kind {
+            SetKind::HfIndex(_) => "Hugging Face index",
+            SetKind::GgufSplit(_) => "GGUF splits",
+        };
+        match first {
+            Some(f) => format!("{}, set of {n} shards ({kind})", f.version()),
+            None => format!("set of {n} shards ({kind})"),
+        }
+    }
+    fn verify(&self, opts: &VerifyOptions) -> VerifyReport {
+        let mut report = self.checks.clone();
+        for s in &self.shards {
+            let Some(f) = &s.file else { continue };
+            let mut o = opts.clone();
+            o.path = Some(self.dir.join(&s.name));
+            let r = f.verify(&o);
+            for c in r.checks {
+                report.push(
+                    format!("{}: {}", s.name, c.subject),
+                    c.layer,
+                    c.status,
+                    c.detail,
+                );
+            }
+            report
+                .warnings
+                .extend(r.warnings.into_iter().map(|w| format!("{}: {w}", s.name)));
+        }
+        report
+    }
+    fn warnings(&self) -> Vec<String> {
+        let mut w: Vec<String> = self
+            .checks
+            .checks
+            .iter()
+            .filter(|c| c.status == Status::Failed)
+            .map(|c| {
+                format!(
+                    "set check {:?} failed for {}: {}",
+                    c.layer,
+                    c.subject,
+                    c.detail.as_deref().unwrap_or("")
+                )
+            })
+            .collect();
+        for s in &self.shards {
+            if let Some(f) = &s.file {
+                w.extend(f.warnings().into_iter().map(|x| format!("{}: {x}", s.name)));
+            }
+        }
+        w
+    }
+}

@@ -1,0 +1,207 @@
+//! The one place a path becomes a container: [`open_path`]. A plain file opens as
+//! today; an index file, any shard of a set, or a directory opens the set.
+//!
+//! How a path is read:
+//!
+//! - a directory: the one `*.safetensors.index.json` or first GGUF split
+//!   (`*-00001-of-NNNNN.gguf`) in it; failing both, its one tensor file (a known
+//!   extension); more than one candidate is an `InvalidInput` error listing them;
+//! - a file named `*.index.json`, or any file whose bytes are JSON (`{`) rather than a
+//!   known format: a Hugging Face index;
+//! - `*-NNNNN-of-NNNNN.gguf` whose `split.count` key is present: the GGUF split set;
+//! - `*-NNNNN-of-NNNNN.safetensors` named by a `*.safetensors.index.json` beside it:
+//!   that index's set;
+//! - anything else: the file alone.
+//!
+//! A later source kind (URLs) is a new arm of [`open_path_with`], returning the same
+//! [`Opened`].
+
+use std::path::{Path, PathBuf};
+
+use super::file::{Load, OpenedFile};
+use super::names::Numbered;
+use super::{gguf_split, hf, ModelSet};
+use crate::any::ReadOptions;
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::Format;
+use crate::model::Container;
+
+/// A path opened: one file or a set. Both are a [`Container`] that owns its bytes.
+pub enum Opened {
+    /// A single file.
+    File(OpenedFile),
+    /// A set of shards.
+    Set(Box<ModelSet>),
+}
+
+impl Opened {
+    /// The container.
+    pub fn container(&self) -> &dyn Container {
+        match self {
+            Opened::File(f) => f,
+            Opened::Set(s) => s.as_ref(),
+        }
+    }
+
+    /// The file's bytes, when this is one file.
+    pub fn file_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Opened::File(f) => Some(f.bytes()),
+            Opened::Set(_) => None,
+        }
+    }
+
+    /// True when the bytes are memory maps.
+    pub fn is_mapped(&self) -> bool {
+        match self {
+            Opened::File(f) => f.is_mapped(),
+            Opened::Set(s) => s
+                .shards()
+                .iter()
+                .filter_map(|s| s.file.as_ref())
+                .all(OpenedFile::is_mapped),
+        }
+    }
+
+    /// The set, when this is one.
+    pub fn as_set(&self) -> Option<&ModelSet> {
+        match self {
+            Opened::Set(s) => Some(s.as_ref()),
+            Opened::File(_) => None,
+        }
+    }
+}
+
+/// Opens `path` (a file, an index, a shard of a set, or a directory) with memory maps.
+/// Every error names the file it is about. `opts.path` is ignored: each file's own
+/// path is used.
+pub fn open_path(path: &Path, opts: &ReadOptions) -> Result<Opened> {
+    open_path_with(path, opts, Load::Map)
+}
+
+/// [`open_path`], choosing how the files' bytes are brought in.
+pub fn open_path_with(path: &Path, opts: &ReadOptions, load: Load) -> Result<Opened> {
+    let named = |e: Error| e.in_file(path.display().to_string());
+    let meta = std::fs::metadata(path).map_err(|e| named(Error::from(e)))?;
+    if meta.is_dir() {
+        let target = in_directory(path, opts).map_err(named)?;
+        return open_path_with(&target, opts, load);
+    }
+    let name = file_name(path);
+    if name.ends_with(".index.json") {
+        return open_index(path, opts, load);
+    }
+    if let Some(n) = Numbered::parse(&name, ".gguf") {
+        let first = OpenedFile::open(path, opts, load)?;
+        if first.format() == Format::Gguf
+            && gguf_split::is_split(crate::TensorSource::metadata(&first))
+        {
+            drop(first);
+            let plan = gguf_split::plan(path, &n, opts)?;
+            return ModelSet::build(plan, opts, load).map(|s| Opened::Set(Box::new(s)));
+        }
+        return Ok(Opened::File(first));
+    }
+    if Numbered::parse(&name, ".safetensors").is_some() {
+        if let Some(index) = index_naming(path, &name, opts) {
+            return open_index(&index, opts, load);
+        }
+    }
+    match OpenedFile::open(path, opts, load) {
+        Ok(f) => Ok(Opened::File(f)),
+        Err(e) if e.kind() == ErrorKind::UnknownFormat && starts_with_brace(path) => {
+            open_index(path, opts, load)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn open_index(path: &Path, opts: &ReadOptions, load: Load) -> Result<Opened> {
+    let plan = hf::plan(path, opts)?;
+    ModelSet::build(plan, opts, load).map(|s| Opened::Set(Box::new(s)))
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn starts_with_brace(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 64];
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let n = f.read(&mut head).unwrap_or(0);
+    head[..n]
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|&b| b == b'{')
+}
+
+/// The one `*.safetensors.index.json` beside `path` that names `name` as a shard.
+fn index_naming(path: &Path, name: &str, opts: &ReadOptions) -> Option<PathBuf> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    let dir = dir.unwrap_or(Path::new("."));
+    let mut hits = Vec::new();
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let n = entry.file_name().to_string_lossy().into_owned();
+        if !n.ends_with(hf::INDEX_SUFFIX) {
+            continue;
+        }
+        let Ok(bytes) = hf::read_index(&entry.path(), opts) else {
+            continue;
+        };
+        if hf::shard_names(&bytes).is_some_and(|s| s.iter().any(|s| s == name)) {
+            hits.push(path.with_file_name(n));
+        }
+    }
+    (hits.len() == 1).then(|| hits.remove(0))
+}
+
+/// What to open in directory `dir`.
+fn in_directory(dir: &Path, _opts: &ReadOptions) -> Result<PathBuf> {
+    let mut sets = Vec::new();
+    let mut files = Vec::new();
+    let entries = std::fs::read_dir(dir).map_err(Error::from)?;
+    for entry in entries {
+        let entry = entry.map_err(Error::from)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
+            continue;
+        }
+        if name.ends_with(hf::INDEX_SUFFIX) {
+            sets.push(name);
+        } else if let Some(n) = Numbered::parse(&name, ".gguf") {
+            if n.no == 1 {
+                sets.push(name);
+            }
+        } else if Format::from_path(Path::new(&name)).is_some_and(Format::can_read)
+            && !name.ends_with(".json")
+        {
+            files.push(name);
+        }
+    }
+    sets.sort();
+    files.sort();
+    let pick = |list: Vec<String>, what: &str| -> Result<PathBuf> {
+        match list.len() {
+            1 => Ok(dir.join(&list[0])),
+            _ => Err(Error::invalid_input(format!(
+                "the directory holds {} {what}: {}; name the one to open",
+                list.len(),
+                list.join(", ")
+            ))),
+        }
+    };
+    if !sets.is_empty() {
+        return pick(sets, "model sets");
+    }
+    if files.is_empty() {
+        return Err(Error::not_found(
+            "is a directory holding no model: looked for a *.safetensors.index.json, a *-00001-of-NNNNN.gguf split, or a single tensor file",
+        ));
+    }
+    pick(files, "tensor files")
+}
