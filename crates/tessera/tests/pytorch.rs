@@ -249,6 +249,11 @@ fn ints(xs: &[u8]) -> Vec<u8> {
 /// `_rebuild_tensor_v2(('storage', FloatStorage, key, 'cpu', numel), off, size, stride,
 /// False, OrderedDict())`.
 fn tensor(key: &str, numel: u8, off: u8, size: &[u8], stride: &[u8]) -> Vec<u8> {
+    tensor_with(key, numel, off, ints(size), ints(stride))
+}
+
+/// [`tensor`] with the size and stride tuples already pickled.
+fn tensor_with(key: &str, numel: u8, off: u8, size: Vec<u8>, stride: Vec<u8>) -> Vec<u8> {
     let mut v = global("torch._utils", "_rebuild_tensor_v2");
     v.extend(b"((");
     v.extend(unicode("storage"));
@@ -256,8 +261,8 @@ fn tensor(key: &str, numel: u8, off: u8, size: &[u8], stride: &[u8]) -> Vec<u8> 
     v.extend(unicode(key));
     v.extend(unicode("cpu"));
     v.extend([b'K', numel, b'N', b't', b'Q', b'K', off]);
-    v.extend(ints(size));
-    v.extend(ints(stride));
+    v.extend(size);
+    v.extend(stride);
     v.push(0x89);
     v.extend(global("collections", "OrderedDict"));
     v.extend(b")Rt"); // OrderedDict(), end of the argument tuple
@@ -316,6 +321,7 @@ fn a_synthetic_legacy_checkpoint_reads() {
         ("w", tensor("k", 4, 0, &[2, 2], &[2, 1])),
         ("t", tensor("k", 4, 0, &[2, 2], &[1, 2])),
         ("tail", tensor("k", 4, 2, &[2], &[1])),
+        ("bcast", tensor("k", 4, 2, &[3, 2], &[0, 1])),
         ("note", unicode("hello")),
     ]);
     let data = legacy(&obj, &[("k", FOUR)]);
@@ -333,6 +339,7 @@ fn a_synthetic_legacy_checkpoint_reads() {
     assert_eq!(f32s("w"), [1.0, 2.0, 3.0, 4.0]);
     assert_eq!(f32s("t"), [1.0, 3.0, 2.0, 4.0]);
     assert_eq!(f32s("tail"), [3.0, 4.0]);
+    assert_eq!(f32s("bcast"), [3.0, 4.0, 3.0, 4.0, 3.0, 4.0]);
     assert_eq!(f.metadata().get("note"), Some(&Value::Str("hello".into())));
 }
 
@@ -492,6 +499,12 @@ fn synthetic_files_that_break_the_bounds_are_errors() {
     let at = data.len() - 16 - 8;
     data[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
     assert_eq!(open_err(&data).kind(), ErrorKind::Malformed);
+    // A stride-0 view repeating 4 stored bytes into 16 GiB.
+    let big = b"(M\xff\xffM\xff\xfft".to_vec();
+    let obj = dict(&[("w", tensor_with("k", 4, 0, big, ints(&[0, 0])))]);
+    let e = open_err(&legacy(&obj, &[("k", FOUR)]));
+    assert_eq!(e.kind(), ErrorKind::LimitExceeded, "{e}");
+    assert!(e.to_string().contains("repeating"), "{e}");
     // Two entries with one name.
     let obj = [
         b"}(".to_vec(),
