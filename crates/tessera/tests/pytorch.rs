@@ -536,3 +536,24 @@ fn other_zips_stay_npz_and_long_archive_names_are_detected() {
     assert_eq!(Format::from_name("pth"), Some(Format::Pytorch));
     assert_eq!(Format::from_name("ckpt"), Some(Format::Pytorch));
 }
+
+#[test]
+fn every_prefix_and_flipped_byte_is_an_error_or_a_file_never_a_panic() {
+    for name in [
+        "views.pt",
+        "legacy.pt",
+        "protocol4.pt",
+        "legacy_protocol4.pt",
+    ] {
+        let data = load(name);
+        for cut in 0..data.len() {
+            tessera::fuzzing::exercise(Format::Pytorch, &data[..cut]);
+        }
+        let mut d = data.clone();
+        for i in (0..d.len()).step_by(3) {
+            d[i] ^= 0x5a;
+            tessera::fuzzing::exercise(Format::Pytorch, &d);
+            d[i] ^= 0x5a;
+        }
+    }
+}
