@@ -276,6 +276,11 @@ fn pickled(body: &[u8]) -> Vec<u8> {
 
 /// A legacy checkpoint: magic, protocol, sys_info, `object`, the keys, the storages.
 fn legacy(object: &[u8], storages: &[(&str, &[f32])]) -> Vec<u8> {
+    legacy_in(object, storages, true)
+}
+
+/// [`legacy`] in either byte order.
+fn legacy_in(object: &[u8], storages: &[(&str, &[f32])], little: bool) -> Vec<u8> {
     let mut f = pickled(
         &[
             &[0x8a, 0x0a][..],
@@ -284,8 +289,9 @@ fn legacy(object: &[u8], storages: &[(&str, &[f32])]) -> Vec<u8> {
         .concat(),
     );
     f.extend(pickled(b"M\xe9\x03"));
+    let flag: &[u8] = if little { b"\x88u" } else { b"\x89u" };
     f.extend(pickled(
-        &[&b"}("[..], &unicode("little_endian"), b"\x88u"].concat(),
+        &[&b"}("[..], &unicode("little_endian"), flag].concat(),
     ));
     f.extend(pickled(object));
     let mut keys = b"](".to_vec();
@@ -295,9 +301,18 @@ fn legacy(object: &[u8], storages: &[(&str, &[f32])]) -> Vec<u8> {
     keys.push(b'e');
     f.extend(pickled(&keys));
     for (_, vals) in storages {
-        f.extend((vals.len() as u64).to_le_bytes());
+        let n = vals.len() as u64;
+        f.extend(if little {
+            n.to_le_bytes()
+        } else {
+            n.to_be_bytes()
+        });
         for x in *vals {
-            f.extend(x.to_le_bytes());
+            f.extend(if little {
+                x.to_le_bytes()
+            } else {
+                x.to_be_bytes()
+            });
         }
     }
     f
@@ -341,6 +356,15 @@ fn a_synthetic_legacy_checkpoint_reads() {
     assert_eq!(f32s("tail"), [3.0, 4.0]);
     assert_eq!(f32s("bcast"), [3.0, 4.0, 3.0, 4.0, 3.0, 4.0]);
     assert_eq!(f.metadata().get("note"), Some(&Value::Str("hello".into())));
+    // The same from a big-endian machine: swapped into little-endian bytes.
+    let be = legacy_in(&obj, &[("k", FOUR)], false);
+    let g = open(&be).unwrap();
+    for name in ["w", "t", "tail", "bcast"] {
+        assert_eq!(
+            g.tensor(name).unwrap().data().unwrap(),
+            f.tensor(name).unwrap().data().unwrap()
+        );
+    }
 }
 
 fn open_err(data: &[u8]) -> tessera::Error {
