@@ -249,6 +249,11 @@ fn ints(xs: &[u8]) -> Vec<u8> {
 /// `_rebuild_tensor_v2(('storage', FloatStorage, key, 'cpu', numel), off, size, stride,
 /// False, OrderedDict())`.
 fn tensor(key: &str, numel: u8, off: u8, size: &[u8], stride: &[u8]) -> Vec<u8> {
+    tensor_with(key, numel, off, ints(size), ints(stride))
+}
+
+/// [`tensor`] with the size and stride tuples already pickled.
+fn tensor_with(key: &str, numel: u8, off: u8, size: Vec<u8>, stride: Vec<u8>) -> Vec<u8> {
     let mut v = global("torch._utils", "_rebuild_tensor_v2");
     v.extend(b"((");
     v.extend(unicode("storage"));
@@ -256,8 +261,8 @@ fn tensor(key: &str, numel: u8, off: u8, size: &[u8], stride: &[u8]) -> Vec<u8> 
     v.extend(unicode(key));
     v.extend(unicode("cpu"));
     v.extend([b'K', numel, b'N', b't', b'Q', b'K', off]);
-    v.extend(ints(size));
-    v.extend(ints(stride));
+    v.extend(size);
+    v.extend(stride);
     v.push(0x89);
     v.extend(global("collections", "OrderedDict"));
     v.extend(b")Rt"); // OrderedDict(), end of the argument tuple
@@ -271,6 +276,11 @@ fn pickled(body: &[u8]) -> Vec<u8> {
 
 /// A legacy checkpoint: magic, protocol, sys_info, `object`, the keys, the storages.
 fn legacy(object: &[u8], storages: &[(&str, &[f32])]) -> Vec<u8> {
+    legacy_in(object, storages, true)
+}
+
+/// [`legacy`] in either byte order.
+fn legacy_in(object: &[u8], storages: &[(&str, &[f32])], little: bool) -> Vec<u8> {
     let mut f = pickled(
         &[
             &[0x8a, 0x0a][..],
@@ -279,8 +289,9 @@ fn legacy(object: &[u8], storages: &[(&str, &[f32])]) -> Vec<u8> {
         .concat(),
     );
     f.extend(pickled(b"M\xe9\x03"));
+    let flag: &[u8] = if little { b"\x88u" } else { b"\x89u" };
     f.extend(pickled(
-        &[&b"}("[..], &unicode("little_endian"), b"\x88u"].concat(),
+        &[&b"}("[..], &unicode("little_endian"), flag].concat(),
     ));
     f.extend(pickled(object));
     let mut keys = b"](".to_vec();
@@ -290,9 +301,18 @@ fn legacy(object: &[u8], storages: &[(&str, &[f32])]) -> Vec<u8> {
     keys.push(b'e');
     f.extend(pickled(&keys));
     for (_, vals) in storages {
-        f.extend((vals.len() as u64).to_le_bytes());
+        let n = vals.len() as u64;
+        f.extend(if little {
+            n.to_le_bytes()
+        } else {
+            n.to_be_bytes()
+        });
         for x in *vals {
-            f.extend(x.to_le_bytes());
+            f.extend(if little {
+                x.to_le_bytes()
+            } else {
+                x.to_be_bytes()
+            });
         }
     }
     f
@@ -316,6 +336,7 @@ fn a_synthetic_legacy_checkpoint_reads() {
         ("w", tensor("k", 4, 0, &[2, 2], &[2, 1])),
         ("t", tensor("k", 4, 0, &[2, 2], &[1, 2])),
         ("tail", tensor("k", 4, 2, &[2], &[1])),
+        ("bcast", tensor("k", 4, 2, &[3, 2], &[0, 1])),
         ("note", unicode("hello")),
     ]);
     let data = legacy(&obj, &[("k", FOUR)]);
@@ -333,7 +354,17 @@ fn a_synthetic_legacy_checkpoint_reads() {
     assert_eq!(f32s("w"), [1.0, 2.0, 3.0, 4.0]);
     assert_eq!(f32s("t"), [1.0, 3.0, 2.0, 4.0]);
     assert_eq!(f32s("tail"), [3.0, 4.0]);
+    assert_eq!(f32s("bcast"), [3.0, 4.0, 3.0, 4.0, 3.0, 4.0]);
     assert_eq!(f.metadata().get("note"), Some(&Value::Str("hello".into())));
+    // The same from a big-endian machine: swapped into little-endian bytes.
+    let be = legacy_in(&obj, &[("k", FOUR)], false);
+    let g = open(&be).unwrap();
+    for name in ["w", "t", "tail", "bcast"] {
+        assert_eq!(
+            g.tensor(name).unwrap().data().unwrap(),
+            f.tensor(name).unwrap().data().unwrap()
+        );
+    }
 }
 
 fn open_err(data: &[u8]) -> tessera::Error {
@@ -492,6 +523,12 @@ fn synthetic_files_that_break_the_bounds_are_errors() {
     let at = data.len() - 16 - 8;
     data[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
     assert_eq!(open_err(&data).kind(), ErrorKind::Malformed);
+    // A stride-0 view repeating 4 stored bytes into 16 GiB.
+    let big = b"(M\xff\xffM\xff\xfft".to_vec();
+    let obj = dict(&[("w", tensor_with("k", 4, 0, big, ints(&[0, 0])))]);
+    let e = open_err(&legacy(&obj, &[("k", FOUR)]));
+    assert_eq!(e.kind(), ErrorKind::LimitExceeded, "{e}");
+    assert!(e.to_string().contains("repeating"), "{e}");
     // Two entries with one name.
     let obj = [
         b"}(".to_vec(),
@@ -522,4 +559,25 @@ fn other_zips_stay_npz_and_long_archive_names_are_detected() {
     assert_eq!(Format::detect(&long[..512]), Some(Format::Pytorch));
     assert_eq!(Format::from_name("pth"), Some(Format::Pytorch));
     assert_eq!(Format::from_name("ckpt"), Some(Format::Pytorch));
+}
+
+#[test]
+fn every_prefix_and_flipped_byte_is_an_error_or_a_file_never_a_panic() {
+    for name in [
+        "views.pt",
+        "legacy.pt",
+        "protocol4.pt",
+        "legacy_protocol4.pt",
+    ] {
+        let data = load(name);
+        for cut in 0..data.len() {
+            tessera::fuzzing::exercise(Format::Pytorch, &data[..cut]);
+        }
+        let mut d = data.clone();
+        for i in (0..d.len()).step_by(3) {
+            d[i] ^= 0x5a;
+            tessera::fuzzing::exercise(Format::Pytorch, &d);
+            d[i] ^= 0x5a;
+        }
+    }
 }

@@ -73,7 +73,9 @@
 //! against the bytes left; flattening bounds depth (`max_depth`) and the number of
 //! nodes visited (a pickle can share one container many times). Every view is checked
 //! against its storage (offset + Σ (size−1)·stride < numel, no overflow), every storage
-//! against its record or the file, and decoded sizes against `max_decoded_bytes`.
+//! against its record or the file, and decoded sizes against `max_decoded_bytes`. A
+//! view that repeats elements (stride 0, overlapping strides) may decode to more bytes
+//! than its storage holds only up to `max_index_bytes`.
 
 mod legacy;
 pub mod pickle;

@@ -220,6 +220,16 @@ fn entry(
     }
     let nbytes = crate::tensor::dense_nbytes(s.dtype, &t.size)?;
     limits.check_decoded(nbytes)?;
+    // A view that repeats elements (stride 0, overlapping strides) can decode to more
+    // than its storage holds: a few stored bytes must not become gigabytes.
+    let stored = view_len.saturating_mul(s.dtype.size() as u64);
+    if nbytes > stored && nbytes > limits.max_index_bytes {
+        return Err(Error::limit(format!(
+            "a view of {nbytes} bytes repeating the {stored} bytes of storage {:?} is over \
+             the limit of {} bytes",
+            st.key, limits.max_index_bytes
+        )));
+    }
     let e = Entry {
         storage: si,
         base: view_off + t.offset,
@@ -280,19 +290,22 @@ fn shared(entries: &[Entry], infos: &[TensorInfo]) -> Vec<String> {
 }
 
 /// Copies the elements of a strided view out of `span` (which starts at its first
-/// element) in row-major order.
+/// element) in row-major order. The element offset is kept as a running sum (an
+/// odometer over the dimensions), so each element costs O(1) amortized.
 fn gather(span: &[u8], es: usize, size: &[u64], stride: &[u64], numel: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(numel as usize * es);
     let mut idx = vec![0u64; size.len()];
+    let mut at = 0u64; // checked at open: never past the last element
     for _ in 0..numel {
-        let e: u64 = idx.iter().zip(stride).map(|(i, s)| i * s).sum();
-        let at = e as usize * es;
-        out.extend_from_slice(&span[at..at + es]);
+        let b = at as usize * es;
+        out.extend_from_slice(&span[b..b + es]);
         for d in (0..size.len()).rev() {
-            idx[d] += 1;
-            if idx[d] < size[d] {
+            if idx[d] + 1 < size[d] {
+                idx[d] += 1;
+                at += stride[d];
                 break;
             }
+            at -= idx[d] * stride[d];
             idx[d] = 0;
         }
     }
