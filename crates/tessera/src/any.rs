@@ -114,7 +114,8 @@ pub fn reader_for(format: Format) -> Option<(OpenFn, Access)> {
         | Format::GptrsCheckpoint
         | Format::GptrsArchive
         | Format::Aero
-        | Format::Npz => Access::Ranges,
+        | Format::Npz
+        | Format::Fold => Access::Ranges,
         _ => Access::Whole,
     };
     Some((open, access))
