@@ -116,6 +116,7 @@ pub fn reader_for(format: Format) -> Option<(OpenFn, Access)> {
         | Format::GptrsArchive
         | Format::Aero
         | Format::Npz
+        | Format::Fold
         | Format::Pytorch => Access::Ranges,
         _ => Access::Whole,
     };

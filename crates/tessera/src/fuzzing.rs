@@ -70,6 +70,62 @@ fn exercise_file(format: Format, file: &dyn crate::model::Container) {
     }
 }
 
+/// Detects the format of `data` and, when its reader reads by range, opens it both from
+/// memory and over a source that is not in memory (a [`crate::source::CountingSource`]
+/// takes the same path as `pread`: every range an owned read), then panics when the two
+/// disagree: one opens and the other does not, or they list or hand out different
+/// tensors. Both are exercised as [`exercise`] does.
+pub fn ranged(data: &[u8]) {
+    let Some(format) = Format::detect(data) else {
+        return;
+    };
+    let Some((_, crate::any::Access::Ranges)) = reader_for(format) else {
+        return;
+    };
+    let opts = ReadOptions {
+        limits: fuzz_limits(),
+        ..ReadOptions::default()
+    };
+    let counted = crate::source::CountingSource::new(data.to_vec());
+    let mem = crate::any::open(data, &opts);
+    let rng = crate::any::open(&counted, &opts);
+    let (mem, rng) = match (mem, rng) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(_), Err(_)) => return,
+        (a, b) => panic!(
+            "{format}: memory open {:?}, ranged open {:?}",
+            a.err().map(|e| e.to_string()),
+            b.err().map(|e| e.to_string())
+        ),
+    };
+    assert_eq!(
+        mem.tensor_infos(),
+        rng.tensor_infos(),
+        "{format}: listings differ"
+    );
+    for info in mem.tensor_infos() {
+        match (mem.tensor(&info.name), rng.tensor(&info.name)) {
+            (Ok(a), Ok(b)) => assert!(
+                a.parts.len() == b.parts.len()
+                    && a.parts
+                        .iter()
+                        .zip(&b.parts)
+                        .all(|(x, y)| x.bytes == y.bytes),
+                "{format}: tensor {:?} differs between memory and ranged reads",
+                info.name
+            ),
+            (Err(_), Err(_)) => {}
+            (a, b) => panic!(
+                "{format}: tensor {:?}: memory {:?}, ranged {:?}",
+                info.name,
+                a.err().map(|e| e.to_string()),
+                b.err().map(|e| e.to_string())
+            ),
+        }
+    }
+    exercise_file(format, rng.as_ref());
+}
+
 /// Detects the format of `data` and exercises it.
 pub fn exercise_any(data: &[u8]) {
     if let Some(f) = Format::detect(data) {

@@ -650,6 +650,39 @@ mod tests {
     }
 
     #[test]
+    fn for_each_block_hands_out_the_range_whole_from_memory_and_in_blocks_otherwise() {
+        let bytes: Vec<u8> = (0..10_000u32).map(|i| (i % 253) as u8).collect();
+        let counted = CountingSource::new(bytes.clone());
+        for (src, want_calls) in [
+            (SourceRef::from(&bytes[..]), 1),
+            (SourceRef::from(&counted), 4),
+        ] {
+            let mut got = Vec::new();
+            let mut calls = 0;
+            src.for_each_block(100, 3_500, 1_000, "r", |b| {
+                calls += 1;
+                assert!(b.len() <= 1_000 || want_calls == 1);
+                got.extend_from_slice(b);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!((calls, &got[..]), (want_calls, &bytes[100..3_600]));
+            // A range past the end fails before any block is handed out.
+            let mut touched = false;
+            let e = src
+                .for_each_block(9_000, 2_000, 100, "tail", |_| {
+                    touched = true;
+                    Ok(())
+                })
+                .unwrap_err();
+            assert!(!touched && e.to_string().contains("tail"), "{e}");
+            assert!(src.check_range(0, 10_000, "all").is_ok());
+            assert!(src.check_range(u64::MAX, 2, "x").is_err());
+        }
+        assert_eq!(counted.bytes(), 3_500);
+    }
+
+    #[test]
     fn pread_of_a_file_that_shrank_is_an_error_not_a_signal() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f");

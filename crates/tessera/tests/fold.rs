@@ -92,8 +92,11 @@ fn pyfolds_102_multiblock_ecc_reads_since_crc_and_sha_pass() {
     assert!(rs.detail.as_deref().unwrap().contains("1.0.2"), "{rs:?}");
     // The stored parity is exactly the 1.0.2 layout of the payload.
     let ff = FoldFile::parse(&data, &Default::default()).unwrap();
-    let (comp, parity) = ff.stored(0);
-    assert_eq!(parity, ecc::pyfolds102_layout(comp, 16).unwrap().as_slice());
+    let (comp, parity) = ff.stored(0).unwrap();
+    assert_eq!(
+        &parity[..],
+        ecc::pyfolds102_layout(&comp, 16).unwrap().as_slice()
+    );
     // `repair` rewrites it into the block-wise layout, which then verifies.
     let mut out = Vec::new();
     let done = fold::repair(&data, &ReadOptions::default(), &mut out).unwrap();
@@ -109,16 +112,16 @@ fn pyfolds_102_multiblock_ecc_reads_since_crc_and_sha_pass() {
 fn pyfolds_head_multiblock_ecc_is_our_layout_and_sha256_prefix_is_accepted() {
     let data = sample("pyfoldsHEAD_e45e9eb_none_rs16_multiblock.fold");
     let ff = FoldFile::parse(&data, &Default::default()).unwrap();
-    let (comp, parity) = ff.stored(0);
+    let (comp, parity) = ff.stored(0).unwrap();
     let big: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 256) as u8).collect();
-    assert_eq!(comp, big.as_slice());
+    assert_eq!(&comp[..], big.as_slice());
     // Same payload → same parity bytes as our encoder (and as our writer, below).
-    assert_eq!(parity, ecc::encode(&big, 16).unwrap().as_slice());
+    assert_eq!(&parity[..], ecc::encode(&big, 16).unwrap().as_slice());
     let mut m = Model::new();
     m.push_chunk(chunk("big", "RAW0"), big.clone()).unwrap();
     let ours = write(&m, Compression::None, Some(16));
     let of = FoldFile::parse(&ours, &Default::default()).unwrap();
-    assert_eq!(of.stored(0).1, parity);
+    assert_eq!(of.stored(0).unwrap().1, parity);
     let c = statuses(&data);
     assert!(c.iter().all(|x| x.2 == Status::Ok), "{c:?}");
     assert!(has(&c, "chunk \"big\"", "sha256", Status::Ok));
@@ -471,14 +474,14 @@ fn zstd_frames_carry_the_content_size() {
     let out = write(&rich_model(), Compression::Zstd(3), None);
     let f = FoldFile::parse(&out, &Default::default()).unwrap();
     for (i, e) in f.entries().iter().enumerate() {
-        let size = zstd::zstd_safe::get_frame_content_size(f.stored(i).0).unwrap();
+        let size = zstd::zstd_safe::get_frame_content_size(&f.stored(i).unwrap().0).unwrap();
         assert_eq!(size, Some(e.header.uncomp_len), "{}", e.name);
     }
 }
 
 /// Flips `per_block` bytes in every RS block of chunk `name` (payload and parity).
 fn damage(data: &mut [u8], name: &str, per_block: usize) {
-    let f = FoldFile::parse(data, &Default::default()).unwrap();
+    let f = FoldFile::parse(&*data, &Default::default()).unwrap();
     let i = f.entries().iter().position(|e| e.name == name).unwrap();
     let e = f.entries()[i].clone();
     let (k, n) = (239usize, 16usize);

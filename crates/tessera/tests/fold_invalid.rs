@@ -126,7 +126,8 @@ fn single_flips_in_payloads_with_ecc_are_repaired() {
     let f = FoldFile::parse(&data, &Default::default()).unwrap();
     for (i, e) in f.entries().iter().enumerate() {
         let off = e.payload_off() as usize;
-        let len = f.stored(i).0.len() + f.stored(i).1.len();
+        let (comp, parity) = f.stored(i).unwrap();
+        let len = comp.len() + parity.len();
         for j in 0..len {
             let mut bad = data.clone();
             bad[off + j] ^= 0xa5;
@@ -134,7 +135,7 @@ fn single_flips_in_payloads_with_ecc_are_repaired() {
             let r = g.verify(&VerifyOptions::default());
             // A flipped parity byte is reported (the payload is intact); a flipped payload
             // byte is repaired.
-            if j < f.stored(i).0.len() {
+            if j < comp.len() {
                 assert!(r.is_ok(), "{} byte {j}: {r:?}", e.name);
             } else {
                 assert!(r.failures().all(|c| c.layer == "reed-solomon"), "{r:?}");

@@ -60,6 +60,7 @@ fn fuzz_regressions_replay_without_panic() {
             match target {
                 "detect" => tessera::fuzzing::exercise_any(&data),
                 "roundtrip" => tessera::fuzzing::round_trip(&data),
+                "ranged" => tessera::fuzzing::ranged(&data),
                 t => {
                     if let Some(fmt) = target_format(t) {
                         tessera::fuzzing::exercise(fmt, &data);

@@ -83,7 +83,14 @@ impl FoldFile<'_> {
                     ),
                 );
             }
-            let (comp, parity) = self.stored(i);
+            let (comp, parity) = match self.stored(i) {
+                Ok(s) => s,
+                Err(err) => {
+                    r.failed(&subject, "crc32c", err.to_string());
+                    continue;
+                }
+            };
+            let (comp, parity) = (&comp[..], &parity[..]);
             let crc_ok = crate::util::crc32c(comp) == e.header.crc32c;
             let sha_ok = match &e.sha256 {
                 HashField::Sha256(h) => Some(crate::util::sha256(comp) == *h),
@@ -280,7 +287,8 @@ impl FoldFile<'_> {
     pub fn plan_repair(&self) -> Result<RepairPlan> {
         let mut plan = RepairPlan::default();
         for (i, e) in self.entries.iter().enumerate() {
-            let (comp, parity) = self.stored(i);
+            let (comp, parity) = self.stored(i)?;
+            let (comp, parity) = (&comp[..], &parity[..]);
             let mut action = ChunkRepair {
                 name: e.name.clone(),
                 status: "intact",

@@ -7,8 +7,9 @@ use super::raw::{
     HEADER_LEN, MAX_CHUNK_SIZE,
 };
 use crate::error::{Error, Result};
-use crate::limits::{slice, Limits};
+use crate::limits::Limits;
 use crate::metadata::{Map, Value};
+use crate::source::SourceRef;
 
 /// A stored hash string from the index.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,7 +92,7 @@ fn field_u64(o: &Map, key: &str, name: &str) -> Result<u64> {
 }
 
 pub(super) fn parse_entry(
-    data: &[u8],
+    src: SourceRef<'_>,
     header: &FileHeader,
     e: &Value,
     i: usize,
@@ -157,7 +158,7 @@ pub(super) fn parse_entry(
         .and_then(|x| x.checked_add(comp_len))
         .and_then(|x| x.checked_add(ecc_len));
     match end {
-        Some(end) if offset >= HEADER_LEN && end <= header.index_off && end <= data.len() as u64 => {}
+        Some(end) if offset >= HEADER_LEN && end <= header.index_off && end <= src.len() => {}
         _ => {
             return Err(Error::malformed(format!(
                 "chunk at {offset} (32 + {comp_len} + {ecc_len} bytes) is not inside the chunk region 28..{}",
@@ -167,8 +168,8 @@ pub(super) fn parse_entry(
             .at_offset(offset))
         }
     }
-    let hb = slice(data, offset, CHUNK_HEADER_LEN, "chunk header")?;
-    let stored = ChunkHeader::parse(hb)?;
+    let hb = src.slice(offset, CHUNK_HEADER_LEN, "chunk header")?;
+    let stored = ChunkHeader::parse(&hb)?;
     // The index entry is what we use (its bounds were checked above, and its sha256 is
     // covered by chunk_hashes and the manifest); the 32-byte chunk header, which no
     // checksum covers, must repeat it. A disagreement is reported by verify and

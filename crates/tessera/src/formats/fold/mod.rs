@@ -37,6 +37,18 @@
 //! is a warning at open, a failed `chunk header` check in `verify`, and `repair`
 //! rewrites the header from the index when the payload matches every index value.
 //!
+//! **What opening reads.** The reader works over any byte source by range: the 28-byte
+//! header, the index (at `index_off`), each chunk's 32-byte header, and — because a
+//! `STEN`/`NPZ0` chunk's tensors are listed only from bytes that passed their CRC-32C
+//! (or were repaired with the parity), and a tensor chunk damaged beyond repair fails
+//! the open — the stored payload of every tensor chunk, one chunk at a time (its parity
+//! only when a repair needs it). Opaque chunks are not read at open. So FOLD's open
+//! touches the tensor bytes once, unlike the other range-read formats; relaxing that
+//! (listing from the safetensors header alone, checking on read) would change the
+//! contract above. The manifest hash needs only the index. Each tensor and chunk is
+//! then read by range when asked: borrowed from an in-memory source (zero-copy), one
+//! owned read otherwise.
+//!
 //! Integrity (§6 step 4–6) is checked when bytes are read and by `verify`, in that
 //! order: CRC-32C and SHA-256 **first**; only when one fails is the parity used to
 //! repair the payload, which must then pass both (RESOLUTIONS). This reads pyfolds 1.0.2
@@ -153,8 +165,7 @@ pub const OPEN: Option<OpenFn> = Some(open);
 pub const WRITE: Option<WriteFn> = Some(write);
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
-    let data = src.in_memory()?;
-    let mut f = FoldFile::open(data, opts)?;
+    let mut f = FoldFile::open(src, opts)?;
     if let Some((stored, computed)) = f.manifest_check() {
         if stored != computed {
             f.warnings.push(format!(

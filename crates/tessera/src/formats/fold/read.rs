@@ -4,11 +4,14 @@ use std::borrow::Cow;
 
 use super::index::parse_entry;
 pub use super::index::{EccState, Entry, HashField};
-use super::raw::{FileHeader, FLAG_COMP_ZSTD, FORMAT_NAME, KNOWN_VERSIONS, MAX_INDEX_SIZE};
+use super::raw::{
+    FileHeader, FLAG_COMP_ZSTD, FORMAT_NAME, HEADER_LEN, KNOWN_VERSIONS, MAX_INDEX_SIZE,
+};
 use super::{ecc, npz, sten};
 use crate::error::{Error, Result};
-use crate::limits::{slice, Limits};
+use crate::limits::Limits;
 use crate::metadata::{Map, Value};
+use crate::source::SourceRef;
 use crate::tensor::{ChunkInfo, Part, Storage, TensorInfo, TensorView};
 
 #[derive(Debug, Clone)]
@@ -24,6 +27,9 @@ enum TensorSrc {
     },
 }
 
+/// A chunk's stored payload and its parity bytes.
+pub type Stored<'d> = (Cow<'d, [u8]>, Cow<'d, [u8]>);
+
 /// A payload after the integrity checks, with what ECC had to do.
 #[derive(Debug)]
 pub struct Checked<'d> {
@@ -35,7 +41,7 @@ pub struct Checked<'d> {
 
 /// An opened FOLD file.
 pub struct FoldFile<'d> {
-    pub(super) data: &'d [u8],
+    pub(super) src: SourceRef<'d>,
     pub(super) limits: Limits,
     pub(super) header: FileHeader,
     pub(super) version: String,
@@ -69,24 +75,29 @@ impl<'d> FoldFile<'d> {
     /// `opts.verify` says; a tensor chunk whose tensors cannot be listed (damaged beyond
     /// repair, malformed) fails the open, unless `opts.salvage` (its tensors are then
     /// reported lost in `warnings()`) or `opts.audit` (inspect / verify).
-    pub fn open(data: &'d [u8], opts: &crate::ReadOptions) -> Result<FoldFile<'d>> {
-        Self::parse_inner(data, &opts.limits, opts.verify, opts.salvage || opts.audit)
+    pub fn open(src: impl Into<SourceRef<'d>>, opts: &crate::ReadOptions) -> Result<FoldFile<'d>> {
+        Self::parse_inner(
+            src.into(),
+            &opts.limits,
+            opts.verify,
+            opts.salvage || opts.audit,
+        )
     }
 
     /// Parses and validates `data` (spec §6 steps 1–3; integrity is checked on read and
     /// by `verify`). Lenient: a tensor chunk whose tensors cannot be listed is kept as a
     /// damaged chunk with a warning (for `verify` and `repair`).
-    pub fn parse(data: &'d [u8], limits: &Limits) -> Result<FoldFile<'d>> {
-        Self::parse_inner(data, limits, true, true)
+    pub fn parse(src: impl Into<SourceRef<'d>>, limits: &Limits) -> Result<FoldFile<'d>> {
+        Self::parse_inner(src.into(), limits, true, true)
     }
 
     fn parse_inner(
-        data: &'d [u8],
+        src: SourceRef<'d>,
         limits: &Limits,
         verify: bool,
         lenient: bool,
     ) -> Result<FoldFile<'d>> {
-        let header = FileHeader::parse(data)?;
+        let header = FileHeader::parse(&src.read_up_to(0, HEADER_LEN)?)?;
         if header.index_len > MAX_INDEX_SIZE {
             return Err(Error::limit(format!(
                 "index_len {} exceeds MAX_INDEX_SIZE ({MAX_INDEX_SIZE})",
@@ -95,21 +106,20 @@ impl<'d> FoldFile<'d> {
             .at_offset(20));
         }
         limits.check_index(header.index_len)?;
-        let index = slice(data, header.index_off, header.index_len, "index")?;
+        let index = src.slice(header.index_off, header.index_len, "index")?;
         let mut warnings = Vec::new();
         let end = header.index_off + header.index_len;
-        if end < data.len() as u64 {
+        if end < src.len() {
             warnings.push(format!(
                 "{} bytes after the index (index ends at {end}, file at {})",
-                data.len() as u64 - end,
-                data.len()
+                src.len() - end,
+                src.len()
             ));
         }
         // Python's JSON dialect (NaN, big ints), as pyfolds reads it.
-        let j =
-            crate::util::pyjson::loads(index, limits.max_depth.saturating_add(2)).map_err(|e| {
-                Error::malformed(format!("index: {}", e.message())).at_offset(header.index_off)
-            })?;
+        let j = crate::util::pyjson::loads(&index, limits.max_depth.saturating_add(2)).map_err(
+            |e| Error::malformed(format!("index: {}", e.message())).at_offset(header.index_off),
+        )?;
         let top = j.as_map().ok_or_else(|| {
             Error::malformed("index is not a JSON object").at_offset(header.index_off)
         })?;
@@ -152,7 +162,7 @@ impl<'d> FoldFile<'d> {
         limits.check_entries(list.len() as u64)?;
         let mut entries: Vec<Entry> = Vec::with_capacity(list.len());
         for (i, e) in list.iter().enumerate() {
-            let entry = parse_entry(data, &header, e, i, limits)?;
+            let entry = parse_entry(src, &header, e, i, limits)?;
             if entries.iter().any(|x| x.name == entry.name) {
                 return Err(Error::malformed(format!(
                     "duplicate chunk name {:?}",
@@ -186,7 +196,7 @@ impl<'d> FoldFile<'d> {
             }
         }
         let mut f = FoldFile {
-            data,
+            src,
             limits: limits.clone(),
             header,
             version,
@@ -335,31 +345,45 @@ impl<'d> FoldFile<'d> {
         Ok(true)
     }
 
-    /// The stored payload and parity of chunk `i` (bounds were checked at open).
-    pub fn stored(&self, i: usize) -> (&'d [u8], &'d [u8]) {
+    /// The stored payload and parity of chunk `i`, read by range (borrowed from an
+    /// in-memory source; bounds were checked at open).
+    pub fn stored(&self, i: usize) -> Result<Stored<'d>> {
+        Ok((self.stored_payload(i)?, self.parity(i)?))
+    }
+
+    /// The stored payload of chunk `i`, read by range.
+    pub fn stored_payload(&self, i: usize) -> Result<Cow<'d, [u8]>> {
         let e = &self.entries[i];
-        let off = e.payload_off() as usize;
-        let comp = e.header.comp_len as usize;
-        let ecc = e.header.ecc_len as usize;
-        (
-            &self.data[off..off + comp],
-            &self.data[off + comp..off + comp + ecc],
-        )
+        self.src
+            .slice(e.payload_off(), e.header.comp_len, "chunk payload")
+            .map_err(|err| err.at_subject(e.subject()))
+    }
+
+    /// The parity bytes of chunk `i`, read by range (only when a repair needs them).
+    pub fn parity(&self, i: usize) -> Result<Cow<'d, [u8]>> {
+        let e = &self.entries[i];
+        self.src
+            .slice(
+                e.payload_off() + e.header.comp_len,
+                u64::from(e.header.ecc_len),
+                "chunk parity",
+            )
+            .map_err(|err| err.at_subject(e.subject()))
     }
 
     /// Checks chunk `i` (CRC-32C; SHA-256 too when `full`) and repairs it with its
     /// parity when a check fails. An `Integrity` error when it cannot be restored.
     pub fn checked(&self, i: usize, full: bool) -> Result<Checked<'d>> {
         let e = &self.entries[i];
-        let (comp, parity) = self.stored(i);
+        let comp = self.stored_payload(i)?;
         let sha_ok = |b: &[u8]| match &e.sha256 {
             HashField::Sha256(h) => crate::util::sha256(b) == *h,
             HashField::Other(_) => true,
         };
-        let crc_ok = crate::util::crc32c(comp) == e.header.crc32c;
-        if crc_ok && (!full || sha_ok(comp)) {
+        let crc_ok = crate::util::crc32c(&comp) == e.header.crc32c;
+        if crc_ok && (!full || sha_ok(&comp)) {
             return Ok(Checked {
-                bytes: Cow::Borrowed(comp),
+                bytes: comp,
                 repair: None,
             });
         }
@@ -381,7 +405,8 @@ impl<'d> FoldFile<'d> {
                 )
             }
         };
-        let fixed = ecc::correct(comp, parity, nsym).map_err(|err| {
+        let parity = self.parity(i)?;
+        let fixed = ecc::correct(&comp, &parity, nsym).map_err(|err| {
             Error::integrity(format!("{what} mismatch; {}", err.message()))
                 .at_subject(e.subject())
                 .at_offset(e.payload_off())
@@ -423,9 +448,8 @@ impl<'d> FoldFile<'d> {
     /// `verify`, CRC-32C only (it is what triggers the ECC repair, and costs little),
     /// as FOLD readers always did.
     pub fn payload(&self, i: usize) -> Result<Cow<'d, [u8]>> {
-        let (comp, _) = self.stored(i);
         if self.verified[i].get().is_some() {
-            return Ok(Cow::Borrowed(comp));
+            return self.stored_payload(i);
         }
         if !self.verify {
             return Ok(self.checked(i, false)?.bytes);
