@@ -10,6 +10,7 @@ mod common;
 mod fold;
 mod foundation;
 mod gguf;
+mod gguf_quants;
 mod gptrs;
 mod npy;
 mod safetensors;
@@ -26,6 +27,7 @@ fn main() {
         "fold" => fold::run(&opts),
         "foundation" => foundation::run(&opts),
         "gguf" => gguf::run(&opts),
+        "gguf-quants" => gguf_quants::run(&opts),
         "gptrs" => gptrs::run(&opts),
         "npy" => npy::run(&opts),
         "safetensors" => safetensors::run(&opts),
@@ -33,7 +35,7 @@ fn main() {
         "ztensor" => ztensor::run(&opts),
         _ => {
             eprintln!(
-                "suites: baseline aero fold foundation gguf gptrs npy safetensors wtxt ztensor"
+                "suites: baseline aero fold foundation gguf gguf-quants gptrs npy safetensors wtxt ztensor"
             );
             std::process::exit(2);
         }
