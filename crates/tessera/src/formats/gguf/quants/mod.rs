@@ -24,6 +24,10 @@
 //! where gguf-py runs in practice: a float that is NaN or outside the i32 range becomes
 //! 0 when cast to `uint8`/`int8` (the `cvttss2si` "integer indefinite" value, truncated),
 //! and in-range values wrap modulo 256. `max`/`min`/`argmax` propagate NaN as numpy's do.
+//! Which of `-0.0`/`0.0` a block's `min`/`max` returns follows numpy 2.x's AVX2
+//! reduction order (see `np_reduce`); gguf-py itself, run where numpy uses another
+//! SIMD width, may store the other zero as a Q4_1/Q5_1 minimum — the only byte that can
+//! differ, and the decoded floats are equal.
 //!
 //! # Hostile input
 //!
