@@ -10,6 +10,7 @@ mod common;
 mod fold;
 mod foundation;
 mod gguf;
+mod gguf_quants;
 mod gptrs;
 mod identity;
 mod npy;
@@ -27,6 +28,7 @@ fn main() {
         "fold" => fold::run(&opts),
         "foundation" => foundation::run(&opts),
         "gguf" => gguf::run(&opts),
+        "gguf-quants" => gguf_quants::run(&opts),
         "gptrs" => gptrs::run(&opts),
         "identity" => identity::run(&opts),
         "npy" => npy::run(&opts),
@@ -35,7 +37,7 @@ fn main() {
         "ztensor" => ztensor::run(&opts),
         _ => {
             eprintln!(
-                "suites: baseline aero fold foundation gguf gptrs identity npy safetensors wtxt ztensor"
+                "suites: baseline aero fold foundation gguf gguf-quants gptrs identity npy safetensors wtxt ztensor"
             );
             std::process::exit(2);
         }

@@ -2,9 +2,9 @@
 //!
 //! | type | bytes | layout |
 //! | --- | --- | --- |
-//! | Q4_0 | 18 | d: f16, qs: 16 × (q[j] \| q[j+16] << 4); x = d · (q − 8) |
+//! | Q4_0 | 18 | d: f16, qs: 16 × (q\[j\] \| q\[j+16\] << 4); x = d · (q − 8) |
 //! | Q4_1 | 20 | d: f16, m: f16, qs: 16; x = d · q + m |
-//! | Q5_0 | 22 | d: f16, qh: u32 (bit j = bit 4 of q[j]), qs: 16; x = d · (q − 16) |
+//! | Q5_0 | 22 | d: f16, qh: u32 (bit j = bit 4 of q\[j\]), qs: 16; x = d · (q − 16) |
 //! | Q5_1 | 24 | d: f16, m: f16, qh: u32, qs: 16; x = d · q + m |
 //! | Q8_0 | 34 | d: f16, qs: 32 × i8; x = q · d |
 //!
@@ -73,6 +73,22 @@ pub fn dequant_q8_0(b: &[u8], out: &mut [f32]) {
     }
 }
 
+/// gguf-py's `np_roundf` (round half away from zero) followed by numpy's cast to int8,
+/// as the stored byte. Below 2^23 in magnitude, `floor(a)` is `a as i32` and
+/// `floor(2 · (a − floor(a)))` is 1 exactly when the (exact) fraction is at least ½;
+/// anything else (NaN, infinities, huge values) takes the literal float steps.
+#[inline]
+fn np_roundf_i8(n: f32) -> u8 {
+    let a = n.abs();
+    if a < 8_388_608.0 {
+        let fl = a as i32;
+        let b = fl + ((a - fl as f32) >= 0.5) as i32;
+        let q = if n < 0.0 { -b } else { b };
+        return q as u8;
+    }
+    np_u8(np_roundf(n))
+}
+
 /// gguf-py's `np_roundf`: round half away from zero, through the same float steps.
 #[inline]
 fn np_roundf(n: f32) -> f32 {
@@ -126,7 +142,7 @@ pub fn quant_q8_0(x: &[f32], out: &mut [u8]) {
     let id = inv(d);
     out[..2].copy_from_slice(&f16_bytes(d));
     for (o, &v) in out[2..34].iter_mut().zip(x) {
-        *o = np_u8(np_roundf(v * id));
+        *o = np_roundf_i8(v * id);
     }
 }
 
@@ -156,7 +172,7 @@ pub fn quant_q4_0(x: &[f32], out: &mut [u8]) {
     let id = inv(d);
     let mut q = [0u8; 32];
     for (qi, &v) in q.iter_mut().zip(x) {
-        *qi = np_u8((v * id + 8.5).trunc()).min(15);
+        *qi = np_u8(v * id + 8.5).min(15);
     }
     out[..2].copy_from_slice(&f16_bytes(d));
     pack_nibbles(&q, &mut out[2..18]);
@@ -169,7 +185,7 @@ pub fn quant_q4_1(x: &[f32], out: &mut [u8]) {
     let id = inv(d);
     let mut q = [0u8; 32];
     for (qi, &v) in q.iter_mut().zip(x) {
-        *qi = np_u8(((v - min) * id + 0.5).trunc()).min(15);
+        *qi = np_u8((v - min) * id + 0.5).min(15);
     }
     out[..2].copy_from_slice(&f16_bytes(d));
     out[2..4].copy_from_slice(&f16_bytes(min));
@@ -182,7 +198,7 @@ pub fn quant_q5_0(x: &[f32], out: &mut [u8]) {
     let id = inv(d);
     let mut q = [0u8; 32];
     for (qi, &v) in q.iter_mut().zip(x) {
-        *qi = np_u8((v * id + 16.5).trunc()).min(31);
+        *qi = np_u8(v * id + 16.5).min(31);
     }
     out[..2].copy_from_slice(&f16_bytes(d));
     out[2..6].copy_from_slice(&high_bits(&q));
@@ -196,10 +212,34 @@ pub fn quant_q5_1(x: &[f32], out: &mut [u8]) {
     let id = inv(d);
     let mut q = [0u8; 32];
     for (qi, &v) in q.iter_mut().zip(x) {
-        *qi = np_u8(((v - min) * id + 0.5).trunc()).min(31);
+        *qi = np_u8((v - min) * id + 0.5).min(31);
     }
     out[..2].copy_from_slice(&f16_bytes(d));
     out[2..4].copy_from_slice(&f16_bytes(min));
     out[4..8].copy_from_slice(&high_bits(&q));
     pack_nibbles(&q, &mut out[8..24]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_round_is_the_literal_float_steps() {
+        let mut vals = vec![
+            0.0f32, -0.0, 0.5, -0.5, 1.5, -2.5, 126.5, -127.49999, 8388607.5,
+        ];
+        vals.extend([f32::NAN, f32::INFINITY, -1e30, 3e9, -3e9, 1e-40]);
+        let mut x = 0x1234_5678u32;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            vals.push(f32::from_bits(x));
+            vals.push((x >> 8) as f32 / 65536.0 - 128.0);
+        }
+        for v in vals {
+            assert_eq!(np_roundf_i8(v), np_u8(np_roundf(v)), "{v:e}");
+        }
+    }
 }

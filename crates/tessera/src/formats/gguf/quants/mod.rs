@@ -24,6 +24,10 @@
 //! where gguf-py runs in practice: a float that is NaN or outside the i32 range becomes
 //! 0 when cast to `uint8`/`int8` (the `cvttss2si` "integer indefinite" value, truncated),
 //! and in-range values wrap modulo 256. `max`/`min`/`argmax` propagate NaN as numpy's do.
+//! Which of `-0.0`/`0.0` a block's `min`/`max` returns follows numpy 2.x's AVX2
+//! reduction order (see `np_reduce`); gguf-py itself, run where numpy uses another
+//! SIMD width, may store the other zero as a Q4_1/Q5_1 minimum — the only byte that can
+//! differ, and the decoded floats are equal.
 //!
 //! # Hostile input
 //!
@@ -48,10 +52,32 @@ use crate::error::{Error, Result};
 
 use super::raw::GgmlType;
 
-/// Decodes one block: `b` is exactly `type_size` bytes, `out` exactly `block_size` floats.
-type DequantFn = fn(&[u8], &mut [f32]);
-/// Encodes one block: `x` is exactly `block_size` floats, `out` exactly `type_size` bytes.
-type QuantFn = fn(&[f32], &mut [u8]);
+/// Decodes a run of whole blocks (`bytes`, `out`, block size, type size). Each is a
+/// loop over one block function, so the block function inlines into it.
+type DequantFn = fn(&[u8], &mut [f32], usize, usize);
+/// Encodes a run of whole blocks (`x`, `out`, block size, type size).
+type QuantFn = fn(&[f32], &mut [u8], usize, usize);
+
+/// The run decoder for a block function `fn(block bytes, block floats)`.
+macro_rules! runs {
+    ($f:path) => {
+        |b: &[u8], o: &mut [f32], bs: usize, ts: usize| {
+            for (ob, bb) in o.chunks_exact_mut(bs).zip(b.chunks_exact(ts)) {
+                $f(bb, ob);
+            }
+        }
+    };
+}
+/// The run encoder for a block function `fn(block floats, block bytes)`.
+macro_rules! quant_runs {
+    ($f:path) => {
+        |x: &[f32], o: &mut [u8], bs: usize, ts: usize| {
+            for (ob, xb) in o.chunks_exact_mut(ts).zip(x.chunks_exact(bs)) {
+                $f(xb, ob);
+            }
+        }
+    };
+}
 
 /// Blocks per parallel work item.
 const BLOCKS_PER_TASK: usize = 2048;
@@ -59,22 +85,22 @@ const BLOCKS_PER_TASK: usize = 2048;
 /// The block decoder of a ggml type, when we have one.
 fn dequant_fn(name: &str) -> Option<DequantFn> {
     Some(match name {
-        "Q4_0" => legacy::dequant_q4_0,
-        "Q4_1" => legacy::dequant_q4_1,
-        "Q5_0" => legacy::dequant_q5_0,
-        "Q5_1" => legacy::dequant_q5_1,
-        "Q8_0" => legacy::dequant_q8_0,
-        "Q2_K" => kquants::dequant_q2_k,
-        "Q3_K" => kquants::dequant_q3_k,
-        "Q4_K" => kquants::dequant_q4_k,
-        "Q5_K" => kquants::dequant_q5_k,
-        "Q6_K" => kquants::dequant_q6_k,
-        "TQ1_0" => other::dequant_tq1_0,
-        "TQ2_0" => other::dequant_tq2_0,
-        "MXFP4" => other::dequant_mxfp4,
-        "NVFP4" => other::dequant_nvfp4,
-        "IQ4_NL" => other::dequant_iq4_nl,
-        "IQ4_XS" => other::dequant_iq4_xs,
+        "Q4_0" => runs!(legacy::dequant_q4_0),
+        "Q4_1" => runs!(legacy::dequant_q4_1),
+        "Q5_0" => runs!(legacy::dequant_q5_0),
+        "Q5_1" => runs!(legacy::dequant_q5_1),
+        "Q8_0" => runs!(legacy::dequant_q8_0),
+        "Q2_K" => runs!(kquants::dequant_q2_k),
+        "Q3_K" => runs!(kquants::dequant_q3_k),
+        "Q4_K" => runs!(kquants::dequant_q4_k),
+        "Q5_K" => runs!(kquants::dequant_q5_k),
+        "Q6_K" => runs!(kquants::dequant_q6_k),
+        "TQ1_0" => runs!(other::dequant_tq1_0),
+        "TQ2_0" => runs!(other::dequant_tq2_0),
+        "MXFP4" => runs!(other::dequant_mxfp4),
+        "NVFP4" => runs!(other::dequant_nvfp4),
+        "IQ4_NL" => runs!(other::dequant_iq4_nl),
+        "IQ4_XS" => runs!(other::dequant_iq4_xs),
         _ => return None,
     })
 }
@@ -111,11 +137,7 @@ pub fn dequantize(name: &str, ty: GgmlType, bytes: &[u8], numel: u64) -> Result<
         )));
     }
     let mut out = vec![0f32; blocks * bs];
-    let run = |(o, b): (&mut [f32], &[u8])| {
-        for (ob, bb) in o.chunks_exact_mut(bs).zip(b.chunks_exact(ts)) {
-            f(bb, ob);
-        }
-    };
+    let run = |(o, b): (&mut [f32], &[u8])| f(b, o, bs, ts);
     if blocks > BLOCKS_PER_TASK {
         out.par_chunks_mut(bs * BLOCKS_PER_TASK)
             .zip(bytes.par_chunks(ts * BLOCKS_PER_TASK))
@@ -181,11 +203,11 @@ impl QuantKind {
     }
     fn block_fn(self) -> QuantFn {
         match self {
-            QuantKind::Q8_0 => legacy::quant_q8_0,
-            QuantKind::Q4_0 => legacy::quant_q4_0,
-            QuantKind::Q4_1 => legacy::quant_q4_1,
-            QuantKind::Q5_0 => legacy::quant_q5_0,
-            QuantKind::Q5_1 => legacy::quant_q5_1,
+            QuantKind::Q8_0 => quant_runs!(legacy::quant_q8_0),
+            QuantKind::Q4_0 => quant_runs!(legacy::quant_q4_0),
+            QuantKind::Q4_1 => quant_runs!(legacy::quant_q4_1),
+            QuantKind::Q5_0 => quant_runs!(legacy::quant_q5_0),
+            QuantKind::Q5_1 => quant_runs!(legacy::quant_q5_1),
         }
     }
 }
@@ -228,11 +250,7 @@ pub fn quantize(name: &str, kind: QuantKind, x: &[f32]) -> Result<Vec<u8>> {
     let blocks = x.len() / bs;
     let f = kind.block_fn();
     let mut out = vec![0u8; blocks * ts];
-    let run = |(o, v): (&mut [u8], &[f32])| {
-        for (ob, vb) in o.chunks_exact_mut(ts).zip(v.chunks_exact(bs)) {
-            f(vb, ob);
-        }
-    };
+    let run = |(o, v): (&mut [u8], &[f32])| f(v, o, bs, ts);
     if blocks > BLOCKS_PER_TASK {
         out.par_chunks_mut(ts * BLOCKS_PER_TASK)
             .zip(x.par_chunks(bs * BLOCKS_PER_TASK))
@@ -345,7 +363,8 @@ pub(crate) fn f16_bytes(v: f32) -> [u8; 2] {
 }
 
 /// numpy's float32 → uint8 cast on x86-64: truncate toward zero through i32, wrap to
-/// 8 bits; NaN and values outside the i32 range give 0.
+/// 8 bits; NaN and values outside the i32 range give 0. (It truncates, so gguf-py's
+/// `np.trunc` before the cast needs no step of its own.)
 #[inline]
 pub(crate) fn np_u8(x: f32) -> u8 {
     if x.is_nan() || !(-2147483648.0..2147483648.0).contains(&x) {
