@@ -167,7 +167,11 @@ pub fn run(args: &TourArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             )?;
             continue;
         }
-        let path = dir.join(format!("tour.{}", format.extensions()[0]));
+        let path = match format {
+            // `.zt` is zTensor v1's too.
+            Format::ZtensorV2 => dir.join("tour-v2.zt"),
+            _ => dir.join(format!("tour.{}", format.extensions()[0])),
+        };
         let notes = match write_one(&model, format, &path) {
             Ok(n) => n,
             Err(e) => {
