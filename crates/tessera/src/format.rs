@@ -170,8 +170,8 @@ impl Format {
             Format::Wsum => &["wsum"],
             Format::AgeArmor => &["age"],
             Format::Ztensor => &["zt", "ztensor"],
-            // `.zt` picks v1 (listed first); v2 by --to ztensor2 or --zt-version 2.
-            Format::ZtensorV2 => &["zt"],
+            // `.zt` is v1's: v2 is picked by --to ztensor2 or --zt-version 2.
+            Format::ZtensorV2 => &[],
             Format::Fold => &["fold", "mind"],
             Format::Aero => &["aero"],
             Format::GptrsCheckpoint => &["gptrs"],

@@ -220,7 +220,9 @@ pub fn run(args: &TourArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         )?;
         for pair in written.windows(2) {
             let ((fa, pa), (fb, _)) = (&pair[0], &pair[1]);
-            let target = dir.join(format!("tour.{}-to.{}", fa.name(), fb.extensions()[0]));
+            // zTensor v2 shares `.zt` with v1 and lists no extension of its own.
+            let ext = fb.extensions().first().copied().unwrap_or("zt");
+            let target = dir.join(format!("tour.{}-to.{ext}", fa.name()));
             let data = FileData::open(pa)?;
             let file = tessera::open(&data, &ReadOptions::default())?;
             let conv = ConvertOptions {
