@@ -383,3 +383,20 @@ fn the_reference_conformance_corpus_is_accepted_and_rejected_as_it_says() {
         assert!(accepted(&data).is_err(), "{} was accepted", p.display());
     }
 }
+
+#[test]
+fn the_fuzz_entry_point_survives_every_vector() {
+    let mut files = Vec::new();
+    for sub in ["", "broken", "conformance/valid", "conformance/reject"] {
+        for e in std::fs::read_dir(format!("{DIR}/{sub}")).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "zt") {
+                files.push(p);
+            }
+        }
+    }
+    assert!(files.len() > 80);
+    for p in files {
+        tessera::fuzzing::exercise(tessera::Format::ZtensorV2, &std::fs::read(p).unwrap());
+    }
+}
