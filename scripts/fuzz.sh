@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH="${1:-60}"
-TARGETS="${TARGETS:-detect ztensor safetensors fold aero gptrs wtxt npy gguf roundtrip ranged pytorch}"
+TARGETS="${TARGETS:-detect ztensor ztensor2 safetensors fold aero gptrs wtxt npy gguf roundtrip ranged pytorch}"
 
 export RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \

@@ -18,6 +18,16 @@ if ! cmp -s tests/requirements.txt "$stamp" 2>/dev/null; then
   "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps pyfolds==1.0.2
   cp tests/requirements.txt "$stamp"
 fi
+# ztensor 2.1.2 (the zTensor v2 peer) is `import ztensor` like the 1.0.1 above, so it
+# lives in its own directory; tests/peers/test_ztensor2.py runs it in a subprocess with
+# that directory first on PYTHONPATH (numpy comes from the venv).
+ZT2="$VENV/ztensor2-peer"
+if [ ! -f "$ZT2/.tessera-ztensor-2.1.2" ]; then
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps --upgrade \
+    --target "$ZT2" ztensor==2.1.2
+  touch "$ZT2/.tessera-ztensor-2.1.2"
+fi
+export TESSERA_ZTENSOR2_PATH="$(cd "$ZT2" && pwd)"
 
 echo "== cargo test"
 cargo test --workspace --quiet 2>&1 | tail -n 200

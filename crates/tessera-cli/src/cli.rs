@@ -157,6 +157,9 @@ pub struct ConvertArgs {
     /// Output format (ztensor, safetensors, fold, aero, gptrs, gptrsten, wtxt, npz, npy, gguf).
     #[arg(long, value_name = "FORMAT")]
     pub to: Option<String>,
+    /// zTensor version for a zTensor output (`.zt`, --to ztensor): 1 (default) or 2.
+    #[arg(long, value_name = "1|2", value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub zt_version: Option<u8>,
     /// Compression: none, zstd or zstd:LEVEL.
     #[arg(long, value_name = "METHOD")]
     pub compress: Option<String>,

@@ -23,14 +23,17 @@ fn unknown_format_exits_3_and_says_so() {
 }
 
 #[test]
-fn ztensor_v2_is_detected_and_refused_clearly() {
+fn ztensor_v2_truncated_is_malformed() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("v2.zt");
     std::fs::write(&p, b"\x89ZT2\r\n\x1a\n\0\0\0\0\0\0\0\0").unwrap();
     let out = tessera().arg("verify").arg(&p).output().unwrap();
-    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(out.status.code(), Some(4));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("zTensor v2"), "{err}");
+    assert!(
+        err.contains("ztensor-v2") && err.contains("truncated"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -178,7 +181,7 @@ fn tour_writes_verifies_and_converts_every_format() {
     );
     assert!(!text.contains("FAILED"), "{text}");
     assert!(!text.contains("not supported yet"), "{text}");
-    assert!(text.contains("9 formats written and verified"), "{text}");
+    assert!(text.contains("10 formats written and verified"), "{text}");
     for ext in [
         "wtxt",
         "zt",

@@ -98,7 +98,7 @@ pub fn reader_for(format: Format) -> Option<(OpenFn, Access)> {
         Format::Wtxt | Format::Wsum | Format::AgeArmor => wtxt::OPEN,
         Format::WtxtDelta => None,
         Format::Ztensor => ztensor::OPEN,
-        Format::ZtensorV2 => None,
+        Format::ZtensorV2 => ztensor2::OPEN,
         Format::Fold => fold::OPEN,
         Format::Aero => aero::OPEN,
         Format::GptrsCheckpoint | Format::GptrsArchive => gptrs::OPEN,
@@ -111,6 +111,7 @@ pub fn reader_for(format: Format) -> Option<(OpenFn, Access)> {
         Format::Safetensors
         | Format::Npy
         | Format::Ztensor
+        | Format::ZtensorV2
         | Format::Gguf
         | Format::GptrsCheckpoint
         | Format::GptrsArchive

@@ -171,11 +171,8 @@ pub fn writer_for(format: Format) -> Option<WriteFn> {
         Format::Npy => npy::WRITE_NPY,
         Format::Npz => npy::WRITE_NPZ,
         Format::Gguf => gguf::WRITE,
-        Format::WtxtDelta
-        | Format::Wsum
-        | Format::AgeArmor
-        | Format::ZtensorV2
-        | Format::Pytorch => None,
+        Format::ZtensorV2 => ztensor2::WRITE,
+        Format::WtxtDelta | Format::Wsum | Format::AgeArmor | Format::Pytorch => None,
     }
 }
 
@@ -185,6 +182,7 @@ pub fn capabilities(format: Format) -> Option<Capabilities> {
     Some(match format {
         Format::Wtxt => wtxt::capabilities(),
         Format::Ztensor => ztensor::capabilities(),
+        Format::ZtensorV2 => ztensor2::capabilities(),
         Format::Fold => fold::capabilities(),
         Format::Aero => aero::capabilities(),
         Format::GptrsCheckpoint | Format::GptrsArchive => gptrs::capabilities(format),

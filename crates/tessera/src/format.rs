@@ -21,7 +21,7 @@ pub enum Format {
     AgeArmor,
     /// zTensor v1.0 / v1.1 (`ZTEN1000`).
     Ztensor,
-    /// zTensor v2 (`\x89ZT2\r\n\x1a\n`): detected, not supported.
+    /// zTensor v2 (`\x89ZT2\r\n\x1a\n`).
     ZtensorV2,
     /// FOLD `.fold` / `.mind` (`FOLDv1\0\0`).
     Fold,
@@ -179,6 +179,7 @@ impl Format {
             Format::Wsum => &["wsum"],
             Format::AgeArmor => &["age"],
             Format::Ztensor => &["zt", "ztensor"],
+            // `.zt` is v1's: v2 is picked by --to ztensor2 or --zt-version 2.
             Format::ZtensorV2 => &[],
             Format::Fold => &["fold", "mind"],
             Format::Aero => &["aero"],
@@ -195,6 +196,9 @@ impl Format {
     /// Parses a name (`ztensor`, `zt`, `safetensors`, …) or an extension.
     pub fn from_name(s: &str) -> Option<Format> {
         let s = s.trim_start_matches('.').to_ascii_lowercase();
+        if s == "ztensor2" {
+            return Some(Format::ZtensorV2);
+        }
         Format::ALL
             .into_iter()
             .find(|f| f.name() == s || f.extensions().contains(&s.as_str()))
@@ -272,6 +276,7 @@ mod tests {
     #[test]
     fn names_and_extensions() {
         assert_eq!(Format::from_name("zt"), Some(Format::Ztensor));
+        assert_eq!(Format::from_name("ztensor2"), Some(Format::ZtensorV2));
         assert_eq!(Format::from_name(".mind"), Some(Format::Fold));
         assert_eq!(
             Format::from_path(Path::new("a/b.gptrsten")),

@@ -13,6 +13,7 @@ fn root() -> PathBuf {
 fn target_format(target: &str) -> Option<Format> {
     Some(match target {
         "ztensor" => Format::Ztensor,
+        "ztensor2" => Format::ZtensorV2,
         "safetensors" => Format::Safetensors,
         "fold" => Format::Fold,
         "aero" => Format::Aero,

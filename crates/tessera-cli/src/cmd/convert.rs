@@ -98,7 +98,18 @@ pub fn write_options(args: &ConvertArgs) -> anyhow::Result<WriteOptions> {
 
 /// Runs the verb.
 pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
-    let format = target_format(args.to.as_deref(), &args.output)?;
+    let format = match (
+        target_format(args.to.as_deref(), &args.output)?,
+        args.zt_version,
+    ) {
+        (Format::Ztensor | Format::ZtensorV2, Some(1)) => Format::Ztensor,
+        (Format::Ztensor | Format::ZtensorV2, Some(2)) => Format::ZtensorV2,
+        (f, Some(_)) => bail!(
+            "--zt-version applies to a zTensor output, not {}",
+            f.title()
+        ),
+        (f, None) => f,
+    };
     let opts = write_options(args)?;
     let conv = ConvertOptions {
         cast: args.cast,

@@ -168,7 +168,11 @@ pub fn run(args: &TourArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             )?;
             continue;
         }
-        let path = dir.join(format!("tour.{}", format.extensions()[0]));
+        let path = match format {
+            // `.zt` is zTensor v1's too.
+            Format::ZtensorV2 => dir.join("tour-v2.zt"),
+            _ => dir.join(format!("tour.{}", format.extensions()[0])),
+        };
         let notes = match write_one(&model, format, &path) {
             Ok(n) => n,
             Err(e) => {
@@ -217,7 +221,9 @@ pub fn run(args: &TourArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         )?;
         for pair in written.windows(2) {
             let ((fa, pa), (fb, _)) = (&pair[0], &pair[1]);
-            let target = dir.join(format!("tour.{}-to.{}", fa.name(), fb.extensions()[0]));
+            // zTensor v2 shares `.zt` with v1 and lists no extension of its own.
+            let ext = fb.extensions().first().copied().unwrap_or("zt");
+            let target = dir.join(format!("tour.{}-to.{ext}", fa.name()));
             let data = FileData::open(pa)?;
             let file = tessera::open(&data, &ReadOptions::default())?;
             let conv = ConvertOptions {

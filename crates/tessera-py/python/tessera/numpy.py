@@ -33,7 +33,8 @@ def _format_for(filename: Union[str, "os.PathLike[str]"], format: Optional[str])
         return format
     ext = os.path.splitext(os.fspath(filename))[1].lstrip(".").lower()
     for f in _tessera.formats():
-        if ext in f["extensions"] and f["writable"]:
+        # As the library's Format::from_path: an extension, or a format's name.
+        if (ext in f["extensions"] or ext == f["name"]) and f["writable"]:
             return f["name"]
     return "safetensors"
 

@@ -309,3 +309,49 @@ pub fn to_part<'d>(layout: &Layout, p: &PartRef, bytes: Cow<'d, [u8]>) -> Result
         bytes,
     })
 }
+
+fn u64s(b: &[u8]) -> Vec<u64> {
+    b.chunks_exact(8)
+        .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+        .collect()
+}
+
+/// The sparse profiles' data rules beyond range checks (run after
+/// [`TensorView::validate`](crate::TensorView::validate), which checks indptr and the
+/// index ranges): CSR indices strictly increasing within each row, COO coordinates
+/// unique.
+pub fn check_profile_data(v: &crate::TensorView<'_>) -> Result<()> {
+    match v.info.layout {
+        Layout::SparseCsr => {
+            let ind = u64s(v.part("indices").unwrap_or_default());
+            let ptr = u64s(v.part("indptr").unwrap_or_default());
+            for (r, w) in ptr.windows(2).enumerate() {
+                let (a, b) = (w[0] as usize, w[1] as usize);
+                if let Some(row) = ind.get(a..b) {
+                    if row.windows(2).any(|p| p[0] >= p[1]) {
+                        return Err(Error::malformed(format!(
+                            "{CSR}: the column indices of row {r} are not strictly increasing"
+                        )));
+                    }
+                }
+            }
+        }
+        Layout::SparseCoo => {
+            let c = u64s(v.part("coords").unwrap_or_default());
+            let ndim = v.info.shape.len();
+            let nnz = c.len().checked_div(ndim).unwrap_or(0);
+            let mut cells: Vec<Vec<u64>> = (0..nnz)
+                .map(|i| (0..ndim).map(|d| c[d * nnz + i]).collect())
+                .collect();
+            cells.sort_unstable();
+            if let Some(w) = cells.windows(2).find(|w| w[0] == w[1]) {
+                return Err(Error::malformed(format!(
+                    "{COO}: coordinate {:?} appears twice",
+                    w[0]
+                )));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}

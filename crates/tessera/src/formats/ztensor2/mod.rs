@@ -49,8 +49,14 @@
 //! digest is checked over the decoded bytes before they are handed out, once per tensor
 //! (an `Integrity` error naming the tensor and part); other algorithms pass unchecked.
 //! Data rules: `bool` bytes 0/1, the odd trailing `f4_e2m1` nibble zero, CSR/COO
-//! structure (indices in range, indptr monotone). `verify` reports the manifest hash,
+//! structure (indices in range, indptr monotone from 0 to nnz, CSR column indices
+//! strictly increasing within a row, COO coordinates unique). A data shard's footer
+//! must have offset and hash 0 with its length 0. `verify` reports the manifest hash,
 //! each part's digest, and each tensor's structure.
+//!
+//! Tested against files ztensor 2.1.2 wrote (`tests/data/ztensor2/gen.py`) and the
+//! reference conformance corpus (`tests/data/ztensor2/conformance/`): every valid file
+//! opens, every reject file is refused at open, on read or in `verify`.
 //!
 //! # Writing ([`Ztensor2Writer`], streaming)
 //!

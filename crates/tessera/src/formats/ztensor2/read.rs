@@ -118,6 +118,12 @@ impl<'data> Ztensor2File<'data> {
         let footer = raw::parse_footer(&src.read_at(data_end, FOOTER_LEN)?)
             .map_err(|e| e.at_offset(data_end))?;
         let mut warnings = Vec::new();
+        if footer.manifest_length == 0 && (footer.manifest_offset, footer.manifest_hash) != (0, 0) {
+            return Err(Error::malformed(
+                "footer: no manifest (length 0) but a non-zero manifest offset or hash",
+            )
+            .at_offset(data_end));
+        }
         if footer.manifest_length == 0 {
             // A data shard (spec §7.2): blobs only, described by another file's manifest.
             warnings
@@ -335,6 +341,7 @@ impl<'data> Ztensor2File<'data> {
             parts,
         };
         view.validate()?;
+        layout::check_profile_data(&view)?;
         Ok(view)
     }
 }

@@ -1,0 +1,238 @@
+"""zTensor v2 against the real `ztensor==2.1.2` package, both directions.
+
+ztensor 2.1.2 and the 1.0.1 the other tests use are both `import ztensor`, so 2.1.2 is
+installed into its own directory (scripts/test.sh: `$VENV/ztensor2-peer`, or
+$TESSERA_ZTENSOR2_PATH) and driven in a subprocess with that directory first on
+PYTHONPATH. The subprocess checks it imported 2.1.2.
+
+- Their files read by us: `tessera inspect --json`, `tessera verify`, values through
+  `tessera convert` to .npz (read here with numpy); their canonical files converted by
+  us back to v2 are their bytes exactly.
+- Our files read by them: canonical (and byte-identical to what they write for the same
+  tensors), zstd-seekable, sha256 digests; they read the values and verify the digests.
+- v1 (written by ztensor 1.0.1 in this process) -> v2 by us -> read by 2.1.2.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from conftest import ROOT, run, run_json
+
+PEER = pathlib.Path(os.environ.get("TESSERA_ZTENSOR2_PATH", ROOT / ".venv" / "ztensor2-peer"))
+pytestmark = pytest.mark.skipif(
+    not (PEER / "ztensor" / "__init__.py").exists(),
+    reason=f"ztensor 2.1.2 is not installed in {PEER} (scripts/test.sh installs it)",
+)
+
+PRELUDE = """
+import importlib.metadata, json, sys
+import numpy as np
+import ztensor
+assert importlib.metadata.version("ztensor") == "2.1.2", importlib.metadata.version("ztensor")
+assert hasattr(ztensor, "Writer")
+args = json.loads(sys.argv[1])
+"""
+
+
+def peer(script, **args):
+    """Runs `script` under ztensor 2.1.2; returns what it prints as JSON."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(PEER), *sys.path[1:]])
+    p = subprocess.run(
+        [sys.executable, "-c", PRELUDE + script, json.dumps(args)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    if p.returncode != 0:
+        raise AssertionError(f"ztensor 2.1.2 script failed:\n{p.stdout}\n{p.stderr}")
+    out = p.stdout.strip()
+    return json.loads(out) if out else None
+
+
+# name -> (numpy array, v2 dtype, logical type); names in sorted order.
+def tensors():
+    rng = np.random.default_rng(11)
+    return {
+        "a.bf16": (rng.standard_normal((3, 4)).astype(ml_dtypes.bfloat16), "bf16", None),
+        "b.bool": (rng.integers(0, 2, 7).astype(np.bool_), "u8", "bool"),
+        "c.f16": (rng.standard_normal(5).astype(np.float16), "f16", None),
+        "d.f32": (rng.standard_normal((4, 2, 3)).astype(np.float32), "f32", None),
+        "e.f64": (rng.standard_normal(3), "f64", None),
+        "f.i8": (rng.integers(-128, 127, 9, dtype=np.int8), "i8", None),
+        "g.i64": (rng.integers(-(2**60), 2**60, 4, dtype=np.int64), "i64", None),
+        "h.u16": (rng.integers(0, 65535, 6, dtype=np.uint16), "u16", None),
+        "i.u64": (rng.integers(0, 2**63, 2, dtype=np.uint64), "u64", None),
+        "j.empty": (np.zeros((0, 3), np.float32), "f32", None),
+        "k.scalar": (np.array(1.5, np.float32), "f32", None),
+        "l.tied": (np.arange(8, dtype=np.int32), "i32", None),
+        "m.tied": (np.arange(8, dtype=np.int32), "i32", None),
+    }
+
+
+WRITE = """
+w = ztensor.Writer(args["path"], **args.get("kw", {}))
+for name, (hexdata, shape, dtype, logical) in sorted(args["tensors"].items()):
+    w.add(name, bytes.fromhex(hexdata), shape, dtype, logical=logical, encoding=args.get("encoding"))
+if args.get("attributes") is not None:
+    w.set_attributes(args["attributes"])
+w.finish()
+"""
+
+READ = """
+out = {}
+with ztensor.open(args["path"]) as src:
+    v = src.verify(deep=True)
+    out["__verify__"] = [v.checked, v.undigested]
+    for name in src:
+        t = src[name]
+        parts = {}
+        for p in t.parts:
+            pt = t[p] if len(t.parts) > 1 else t
+            parts[p] = [pt.dtype, pt.logical, bytes(pt.tobytes()).hex()]
+        out[name] = {"shape": list(t.shape), "layout": t.layout, "parts": parts}
+print(json.dumps(out))
+"""
+
+
+def spec(ts):
+    return {
+        n: [np.ascontiguousarray(a).tobytes().hex(), list(a.shape), d, lt]
+        for n, (a, d, lt) in ts.items()
+    }
+
+
+def test_their_canonical_file_we_read_verify_and_rewrite_byte_for_byte(tmp_path):
+    ts = tensors()
+    theirs = tmp_path / "theirs.zt"
+    attrs = {"model": "peer", "step": 12, "lr": 0.25, "tags": ["x", "y"], "nested": {"ok": True}}
+    peer(WRITE, path=str(theirs), tensors=spec(ts), attributes=attrs)
+
+    info = run_json("inspect", theirs)
+    assert info["format"] == "ztensor-v2"
+    assert info["version"] == "2"
+    got = {t["name"]: t for t in info["tensors"]}
+    assert set(got) == set(ts)
+    for name, (a, _, _) in ts.items():
+        assert got[name]["shape"] == list(a.shape), name
+    assert got["b.bool"]["dtype"] == "bool"
+    assert got["a.bf16"]["dtype"] == "bf16"
+    assert info["metadata"]["step"] == 12 and info["metadata"]["tags"] == ["x", "y"]
+    run("verify", theirs)
+
+    # Values, through a format numpy reads.
+    npz = tmp_path / "theirs.npz"
+    run("convert", theirs, npz, "--drop-metadata")
+    with np.load(npz) as z:
+        for name, (a, _, _) in ts.items():
+            assert z[name].tobytes() == np.ascontiguousarray(a).tobytes(), name
+
+    ours = tmp_path / "ours.zt"
+    run("convert", theirs, ours, "--to", "ztensor2")
+    assert ours.read_bytes() == theirs.read_bytes()
+
+
+def test_our_files_are_read_by_them_and_canonical_ones_match_theirs(tmp_path):
+    ts = tensors()
+    # Tessera's input: the same tensors as an .npz (bool, bf16 via ml_dtypes).
+    npz = tmp_path / "in.npz"
+    np.savez(npz, **{n: a for n, (a, _, _) in ts.items()})
+    ours = tmp_path / "ours.zt"
+    run("convert", npz, ours, "--zt-version", "2")
+    assert run_json("inspect", ours)["format"] == "ztensor-v2"
+
+    theirs = tmp_path / "theirs.zt"
+    peer(WRITE, path=str(theirs), tensors=spec(ts))
+    assert ours.read_bytes() == theirs.read_bytes(), "same tensors, different bytes"
+
+    for extra in ([], ["--compress", "zstd"], ["--digest", "sha256"], ["--compress", "zstd:9", "--digest", "sha256"]):
+        out = tmp_path / f"ours{len(extra)}.zt"
+        run("convert", npz, out, "--to", "ztensor2", *extra)
+        read = peer(READ, path=str(out))
+        checked, undigested = read.pop("__verify__")
+        assert undigested == 0 and checked >= len(ts), (extra, checked, undigested)
+        assert set(read) == set(ts)
+        for name, (a, d, lt) in ts.items():
+            r = read[name]
+            assert r["shape"] == list(a.shape), (extra, name)
+            dtype, logical, hexdata = r["parts"]["data"]
+            assert (dtype, logical) == (d, lt), (extra, name)
+            assert bytes.fromhex(hexdata) == np.ascontiguousarray(a).tobytes(), (extra, name)
+
+
+def test_sparse_profiles_both_ways(tmp_path):
+    theirs = tmp_path / "sparse.zt"
+    peer(
+        """
+w = ztensor.Writer(args["path"])
+u64 = lambda xs: np.array(xs, dtype="<u8").tobytes()
+w.add_object("coo", [3, 4], {"coords": {"dtype": "u64", "data": u64([0, 2, 1, 3])},
+    "values": {"dtype": "f32", "data": np.array([1, 2], np.float32).tobytes()}}, layout="zt.sparse_coo/1")
+w.add_object("csr", [2, 3], {"indices": {"dtype": "u64", "data": u64([0, 2, 1])},
+    "indptr": {"dtype": "u64", "data": u64([0, 2, 3])},
+    "values": {"dtype": "f64", "data": np.array([1.5, 2.5, 3.5]).tobytes()}}, layout="zt.sparse_csr/1")
+w.finish()
+""",
+        path=str(theirs),
+    )
+    info = {t["name"]: t for t in run_json("inspect", theirs)["tensors"]}
+    assert info["csr"]["layout"] == "sparse_csr" and info["coo"]["layout"] == "sparse_coo"
+    dense = tmp_path / "dense.npz"
+    run("convert", theirs, dense, "--densify")
+    with np.load(dense) as z:
+        assert z["csr"].tolist() == [[1.5, 0, 2.5], [0, 3.5, 0]]
+        assert z["coo"][0, 1] == 1 and z["coo"][2, 3] == 2 and z["coo"].sum() == 3
+    # v2 -> ours v2 is their bytes; v2 -> v1 -> v2 too (lossless both ways).
+    ours = tmp_path / "ours.zt"
+    run("convert", theirs, ours, "--to", "ztensor2")
+    assert ours.read_bytes() == theirs.read_bytes()
+    v1 = tmp_path / "v1.zt"
+    run("convert", theirs, v1)
+    assert run_json("inspect", v1)["format"] == "ztensor"
+    back = tmp_path / "back.zt"
+    run("convert", v1, back, "--zt-version", "2")
+    assert back.read_bytes() == theirs.read_bytes()
+
+
+def test_v1_written_by_ztensor_1_0_1_converts_to_v2_that_2_1_2_reads(tmp_path):
+    import ztensor as zt1  # 1.0.1, in this process
+
+    assert hasattr(zt1, "Writer") and not hasattr(zt1, "Source")
+    v1 = tmp_path / "v1.zt"
+    arrays = {"w": np.arange(12, dtype=np.float32).reshape(3, 4), "b": np.array([7, -8], np.int64)}
+    with zt1.Writer(str(v1)) as w:
+        for n, a in arrays.items():
+            w.add_tensor(n, a)
+    v2 = tmp_path / "v2.zt"
+    run("convert", v1, v2, "--zt-version", "2")
+    read = peer(READ, path=str(v2))
+    read.pop("__verify__")
+    for n, a in arrays.items():
+        assert read[n]["shape"] == list(a.shape)
+        assert bytes.fromhex(read[n]["parts"]["data"][2]) == a.tobytes(), n
+
+
+def test_their_appended_file_reads_both_generations(tmp_path):
+    f = tmp_path / "app.zt"
+    peer(
+        """
+w = ztensor.Writer(args["path"])
+w.add("one", np.arange(3, dtype=np.int16).tobytes(), [3], "i16")
+w.finish()
+w = ztensor.Writer(args["path"], canonical=False, append=True)
+w.add("two", np.arange(2, dtype=np.float32).tobytes(), [2], "f32")
+w.finish()
+""",
+        path=str(f),
+    )
+    run("verify", f)
+    npz = tmp_path / "app.npz"
+    run("convert", f, npz)
+    with np.load(npz) as z:
+        assert z["one"].tolist() == [0, 1, 2] and z["two"].tolist() == [0.0, 1.0]
