@@ -51,6 +51,19 @@ impl Opened {
         }
     }
 
+    /// The bytes of every file opened (one, or each shard that opened), to tell a
+    /// borrow of them from decoded bytes.
+    pub fn file_regions(&self) -> Vec<&[u8]> {
+        match self {
+            Opened::File(f) => vec![f.bytes()],
+            Opened::Set(s) => s
+                .shards()
+                .iter()
+                .filter_map(|s| s.file.as_ref().map(OpenedFile::bytes))
+                .collect(),
+        }
+    }
+
     /// True when the bytes are memory maps.
     pub fn is_mapped(&self) -> bool {
         match self {
