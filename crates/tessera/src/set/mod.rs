@@ -46,6 +46,8 @@
 //! Reads are each shard's own: checked (digests) as that shard's format checks them,
 //! errors naming the shard file.
 //!
+//! Writing sets: [`convert_set`] (`write.rs`).
+//!
 //! The opener ([`open_path`], in `opener.rs`) is the one place a path becomes a
 //! container: a plain file, an index, any shard of a set, or a directory.
 
@@ -54,6 +56,7 @@ mod gguf_split;
 mod hf;
 pub mod names;
 mod opener;
+pub mod write;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -61,6 +64,7 @@ use std::path::{Path, PathBuf};
 
 pub use file::{Load, OpenedFile};
 pub use opener::{open_path, open_path_with, Opened};
+pub use write::{convert_set, Split};
 
 use crate::any::ReadOptions;
 use crate::error::{Error, Result};
