@@ -11,7 +11,8 @@
 //!
 //! Tensors keep the source's order. [`Split::MaxBytes`] cuts as huggingface_hub does (a
 //! new shard when the next tensor would pass the size; a tensor larger than the size
-//! alone in its own shard); [`Split::Shards`] cuts into that many shards of about equal
+//! alone in its own shard — where huggingface_hub sets such a tensor aside in a shard
+//! before the one being filled, reordering, we keep the order and close the shard); [`Split::Shards`] cuts into that many shards of about equal
 //! bytes, none empty. A plan of one shard writes a plain file at the target, as both
 //! tools do.
 //!
