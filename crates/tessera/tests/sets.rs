@@ -335,11 +335,9 @@ fn directory_without_a_model_says_so() {
     let e = open_path(dir.path(), &ReadOptions::default())
         .err()
         .unwrap();
-    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
-    assert!(
-        e.to_string().contains("is a directory holding no model"),
-        "{e}"
-    );
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    assert_eq!(e.os_error(), Some(libc::EISDIR), "{e}");
+    assert!(e.to_string().contains("no model in it"), "{e}");
 }
 
 /// A source whose tensor `bad` fails to read (a digest mismatch, say).
