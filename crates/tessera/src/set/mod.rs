@@ -22,10 +22,11 @@
 //!
 //! | layer | what | fatal to an open |
 //! | --- | --- | --- |
-//! | `shard file name` | a name from an index is a plain file name (no `..`, `/`, `\`, absolute path) | yes |
+//! | (none: an error) | a name from an index is a plain file name (no `..`, `/`, `\`, absolute path) | always, even an audit |
 //! | `shard present` | the shard exists and opens | yes |
 //! | `shard format` | every shard has the first shard's format | yes |
 //! | `index lists each tensor once` | no name twice in a `weight_map` | yes |
+//! | `shards indexed` | a numbered set (`-0000i-of-0000n`) is named whole by its index: no shard, present or not, left out | yes |
 //! | `tensors present` | every tensor the index names is in the shard it names | yes |
 //! | `tensors in one shard` | no tensor name in two shards | yes |
 //! | `tensors indexed` | no tensor in a shard that the index omits | yes |
