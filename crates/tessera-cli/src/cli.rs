@@ -225,6 +225,14 @@ pub struct ConvertArgs {
     /// AERO: maximum shard size (bytes; K, M, G suffixes allowed).
     #[arg(long, value_name = "BYTES")]
     pub shard_size: Option<String>,
+    /// Write a model set (safetensors: Hugging Face shards + index; GGUF: llama.cpp
+    /// splits) of shards holding at most this many tensor bytes (K, M, G = 2^10, 2^20,
+    /// 2^30); the output names the set (`dir/model.safetensors`).
+    #[arg(long, value_name = "BYTES", conflicts_with = "shards")]
+    pub max_shard_size: Option<String>,
+    /// Write a model set of this many shards of about equal size (see --max-shard-size).
+    #[arg(long, value_name = "N")]
+    pub shards: Option<u32>,
     /// AERO: store a BLAKE3 hash per tensor.
     #[arg(long)]
     pub tensor_hashes: bool,

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tessera::{Container, FileData, ReadOptions, TensorSource};
+use tessera::{Container, ReadOptions, TensorSource};
 
 use crate::cli::ReadArgs;
 
@@ -39,7 +39,8 @@ pub fn read_options(path: &Path, args: &ReadArgs) -> anyhow::Result<ReadOptions>
     Ok(opts)
 }
 
-/// Maps `path`, opens it as whatever format it is, and runs `f` on it. Tensor and chunk
+/// Maps `path` (a file, or a model set by its index, any shard or its directory), opens
+/// it as whatever format it is, and runs `f` on it. Tensor and chunk
 /// reads check every digest the file stores for their bytes unless `--no-verify`, which
 /// is announced on stderr.
 pub fn with_file<T>(
@@ -79,9 +80,10 @@ fn open_with<T>(
     opts: ReadOptions,
     f: impl FnOnce(&dyn Container) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
-    let data = FileData::open(path).map_err(anyhow::Error::new)?;
-    // The library's errors name the file (opts.path).
-    let file = tessera::open(&data, &opts).map_err(anyhow::Error::new)?;
+    // A file, an index, a shard of a set or a directory; the library's errors name the
+    // file they are about.
+    let opened = tessera::open_path(path, &opts).map_err(anyhow::Error::new)?;
+    let file = opened.container();
     // Test hook: a pause after the open lets a test change the input underneath.
     if let Some(ms) = std::env::var("TESSERA_TEST_PAUSE_AFTER_OPEN_MS")
         .ok()
@@ -89,7 +91,7 @@ fn open_with<T>(
     {
         std::thread::sleep(Duration::from_millis(ms));
     }
-    f(file.as_ref())
+    f(file)
 }
 
 /// A progress bar on stderr that shows itself only once the work has taken over a

@@ -14,8 +14,10 @@ use tessera::{
     VerifyOptions,
 };
 
-use crate::owner::{copy_packed, Buffer, Opened, PartBytes, Shared};
+use crate::owner::{copy_packed, Buffer, PartBytes, Shared};
 use crate::values::{map_to_py, IntoPy};
+use tessera::set::{Load, OpenedFile};
+use tessera::Opened;
 
 /// A tensor handed to Python: its description and its parts.
 type TensorOut<'py> = (Bound<'py, PyDict>, Vec<(String, Buffer)>);
@@ -35,9 +37,8 @@ pub struct File {
     mapped: bool,
 }
 
-fn open_data(data: FileData, opts: &ReadOptions, path: Option<PathBuf>) -> tessera::Result<File> {
-    let mapped = data.is_mapped();
-    let opened = Opened::try_new(data, |d| tessera::open(d, opts))?;
+fn open_data(opened: Opened, path: Option<PathBuf>) -> tessera::Result<File> {
+    let mapped = opened.is_mapped();
     let shared = Arc::new(Shared::new(opened));
     let file = shared.with(|c: &dyn Container| File {
         shared: shared.clone(),
@@ -100,7 +101,8 @@ impl TensorSource for AsSource<'_> {
     }
 }
 
-/// Opens a file (memory-mapped unless `mmap=False`), detecting the format by content.
+/// Opens a file (memory-mapped unless `mmap=False`), detecting the format by content, or
+/// a model set by its index, any of its shards, or its directory (`tessera::open_path`).
 /// With `verify`, every tensor or chunk read checks the digests the file stores for its
 /// bytes first (once each; still zero-copy where stored raw).
 #[pyfunction]
@@ -125,12 +127,9 @@ pub fn open_file(
         Some(path.clone()),
     );
     py.detach(|| {
-        let data = if mmap {
-            FileData::open(&path)?
-        } else {
-            FileData::read(&path)?
-        };
-        open_data(data, &opts, Some(path.clone()))
+        let load = if mmap { Load::Map } else { Load::Read };
+        let opened = tessera::set::open_path_with(&path, &opts, load)?;
+        open_data(opened, Some(path.clone()))
     })
     .py()
 }
@@ -155,8 +154,11 @@ pub fn open_bytes(
         age_passphrase,
         None,
     );
-    py.detach(|| open_data(FileData::Owned(data.to_vec()), &opts, None))
-        .py()
+    py.detach(|| {
+        let file = OpenedFile::from_data(FileData::Owned(data.to_vec()), &opts)?;
+        open_data(Opened::File(file), None)
+    })
+    .py()
 }
 
 /// A tensor description as a dict.

@@ -3,13 +3,13 @@
 //! This is the one module of the extension with `unsafe` (one `impl Send`), and the one
 //! place where raw pointers are handed to numpy. The pieces:
 //!
-//! - [`Opened`]: the file's bytes ([`FileData`], usually a read-only mmap) and the
-//!   [`Container`] parsed from them, which borrows them. `self_cell` ties the two
-//!   together without `unsafe` of ours.
+//! - [`Opened`] (the library's): a file's bytes ([`tessera::FileData`], usually a
+//!   read-only mmap) and the [`Container`] parsed from them, or a model set's shards,
+//!   each such a pair. It owns every byte its container borrows.
 //! - [`Shared`]: an `Opened` behind a mutex, shared (`Arc`) by the Python `File` object
 //!   and by every [`Buffer`] that points into the mapping.
 //! - [`Buffer`]: a Python object exposing numpy's `__array_interface__` over either a
-//!   range of the mapped file (read-only, zero-copy; it holds the `Arc<Shared>` so the
+//!   range of a mapped file (read-only, zero-copy; it holds the `Arc<Shared>` so the
 //!   map outlives every array), a decoded buffer it owns (writable), or a copy of a
 //!   mapped range it owns, alone or in a chunk packed with other copies (writable; what
 //!   safetensors' API returns). `np.asarray(buf)`
@@ -28,18 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use tessera::source::OwnedBytes;
-use tessera::{Container, FileData};
-
-type DynContainer<'a> = Box<dyn Container + 'a>;
-
-self_cell::self_cell!(
-    /// An opened file: its bytes and the container parsed from them.
-    pub struct Opened {
-        owner: FileData,
-        #[not_covariant]
-        dependent: DynContainer,
-    }
-);
+use tessera::{Container, Opened};
 
 /// [`Opened`] made `Send`, so that a mutex can make it `Sync` and the GIL can be released
 /// while a container decodes, hashes or decompresses.
@@ -53,30 +42,29 @@ pub struct SendOpened(Opened);
 // `TensorSource` API (`TensorView`, `TensorInfo`, `Metadata`, `ChunkInfo`,
 // `VerifyReport`, `Cow<[u8]>`) is plain owned data or a borrow of the file's bytes,
 // never a handle to its internal state. The bytes (`FileData`: an mmap or a `Vec`) are
-// themselves `Send + Sync`.
+// themselves `Send + Sync`. A model set is a list of such files and plain owned indexes.
 #[allow(unsafe_code)]
 unsafe impl Send for SendOpened {}
 
 /// An opened file shared between the `File` object and the arrays borrowing its bytes.
 pub struct Shared {
     inner: Mutex<SendOpened>,
-    /// Address and length of the file's bytes (stable: an mmap, or a heap buffer that is
-    /// never resized), to tell zero-copy borrows from decoded buffers.
-    base: usize,
-    len: usize,
+    /// Address and length of each file's bytes (stable: an mmap, or a heap buffer that
+    /// is never resized), to tell zero-copy borrows from decoded buffers.
+    regions: Vec<(usize, usize)>,
 }
 
 impl Shared {
     /// Wraps an opened file.
     pub fn new(opened: Opened) -> Shared {
-        let (base, len) = {
-            let d: &[u8] = opened.borrow_owner();
-            (d.as_ptr() as usize, d.len())
-        };
+        let regions = opened
+            .file_regions()
+            .iter()
+            .map(|d| (d.as_ptr() as usize, d.len()))
+            .collect();
         Shared {
             inner: Mutex::new(SendOpened(opened)),
-            base,
-            len,
+            regions,
         }
     }
 
@@ -85,21 +73,23 @@ impl Shared {
     pub fn with<R>(&self, f: impl FnOnce(&dyn Container) -> R) -> R {
         let guard: MutexGuard<'_, SendOpened> =
             self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        guard.0.with_dependent(|_, c| f(c.as_ref()))
+        f(guard.0.container())
     }
 
-    /// The offset of `bytes` in the file when they are a sub-slice of its mapping.
-    pub fn offset_of(&self, bytes: &[u8]) -> Option<usize> {
+    /// The address of `bytes` when they are a sub-slice of one of the files' bytes.
+    pub fn mapped_at(&self, bytes: &[u8]) -> Option<usize> {
         let p = bytes.as_ptr() as usize;
-        let off = p.checked_sub(self.base)?;
-        (off.checked_add(bytes.len())? <= self.len).then_some(off)
+        self.regions.iter().find_map(|&(base, len)| {
+            let off = p.checked_sub(base)?;
+            (off.checked_add(bytes.len())? <= len).then_some(p)
+        })
     }
 }
 
 /// Where a part's bytes are.
 pub enum PartBytes {
-    /// A range of the file's mapping (zero-copy).
-    Mapped { offset: usize, len: usize },
+    /// A range of a file's bytes (zero-copy), by address.
+    Mapped { ptr: usize, len: usize },
     /// Decoded bytes.
     Owned(Vec<u8>),
     /// A copy of borrowed bytes (an anonymous huge-page map when large).
@@ -182,11 +172,8 @@ impl PartBytes {
         copy: bool,
     ) -> tessera::Result<PartBytes> {
         Ok(match bytes {
-            std::borrow::Cow::Borrowed(b) => match shared.offset_of(b) {
-                Some(offset) if !copy => PartBytes::Mapped {
-                    offset,
-                    len: b.len(),
-                },
+            std::borrow::Cow::Borrowed(b) => match shared.mapped_at(b) {
+                Some(ptr) if !copy => PartBytes::Mapped { ptr, len: b.len() },
                 _ => PartBytes::Copied(OwnedBytes::copy_from(b)?),
             },
             std::borrow::Cow::Owned(v) => PartBytes::Owned(v),
@@ -196,8 +183,8 @@ impl PartBytes {
     /// Makes the Python buffer object.
     pub fn into_buffer(self, shared: &Arc<Shared>) -> Buffer {
         match self {
-            PartBytes::Mapped { offset, len } => Buffer {
-                ptr: shared.base + offset,
+            PartBytes::Mapped { ptr, len } => Buffer {
+                ptr,
                 len,
                 writable: false,
                 _keep: Keep::File(shared.clone()),

@@ -335,9 +335,137 @@ fn directory_without_a_model_says_so() {
     let e = open_path(dir.path(), &ReadOptions::default())
         .err()
         .unwrap();
-    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
-    assert!(
-        e.to_string().contains("is a directory holding no model"),
-        "{e}"
-    );
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    assert_eq!(e.os_error(), Some(libc::EISDIR), "{e}");
+    assert!(e.to_string().contains("no model in it"), "{e}");
+}
+
+/// A source whose tensor `bad` fails to read (a digest mismatch, say).
+struct Failing<'a> {
+    inner: &'a dyn tessera::Container,
+    bad: &'a str,
+}
+
+impl tessera::TensorSource for Failing<'_> {
+    fn metadata(&self) -> &tessera::Metadata {
+        self.inner.metadata()
+    }
+    fn tensor_infos(&self) -> &[tessera::TensorInfo] {
+        self.inner.tensor_infos()
+    }
+    fn tensor(&self, name: &str) -> tessera::Result<tessera::TensorView<'_>> {
+        if name == self.bad {
+            return Err(tessera::Error::integrity("test: this tensor fails"));
+        }
+        self.inner.tensor(name)
+    }
+    fn source_format(&self) -> Option<tessera::Format> {
+        self.inner.source_format()
+    }
+    fn metadata_types(&self) -> Option<&tessera::Metadata> {
+        self.inner.metadata_types()
+    }
+}
+
+#[test]
+fn written_sets_read_back_equal() {
+    use tessera::set::{convert_set, Split};
+    let src = open_path(&data("hf"), &ReadOptions::default()).unwrap();
+    let c = src.container();
+    for (format, ext, split, shards) in [
+        (
+            tessera::Format::Safetensors,
+            "safetensors",
+            Split::MaxBytes(600),
+            4,
+        ),
+        (tessera::Format::Gguf, "gguf", Split::Shards(4), 4),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join(format!("m.{ext}"));
+        let r = convert_set(
+            c,
+            format,
+            &out,
+            split,
+            Default::default(),
+            &Default::default(),
+        )
+        .unwrap();
+        let extra = usize::from(format == tessera::Format::Safetensors);
+        assert_eq!(r.files.len(), shards + extra, "{:?}", r.files);
+        let back = open_path(dir.path(), &ReadOptions::default()).unwrap();
+        let b = back.container();
+        assert_eq!(back.as_set().unwrap().shards().len(), shards);
+        assert!(b.verify(&VerifyOptions::default()).is_ok());
+        let names = |c: &dyn tessera::Container| -> Vec<String> {
+            c.tensor_infos().iter().map(|t| t.name.clone()).collect()
+        };
+        assert_eq!(names(b), names(c), "order kept");
+        for info in c.tensor_infos() {
+            assert_eq!(
+                b.tensor(&info.name).unwrap().data().unwrap(),
+                c.tensor(&info.name).unwrap().data().unwrap()
+            );
+        }
+        assert_eq!(
+            b.metadata().get("producer").and_then(|v| v.as_str()),
+            Some("tessera gen.py")
+        );
+        // No temporary directory left behind.
+        let left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('.'))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+}
+
+#[test]
+fn a_failed_set_write_leaves_nothing() {
+    use tessera::set::{convert_set, Split};
+    let src = open_path(&data("hf"), &ReadOptions::default()).unwrap();
+    let failing = Failing {
+        inner: src.container(),
+        bad: "lm_head.weight",
+    };
+    for format in [tessera::Format::Safetensors, tessera::Format::Gguf] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("m.out");
+        let e = convert_set(
+            &failing,
+            format,
+            &out,
+            Split::Shards(3),
+            Default::default(),
+            &Default::default(),
+        )
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("this tensor fails"), "{e}");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "nothing of the set remains"
+        );
+    }
+}
+
+#[test]
+fn sets_of_other_formats_are_refused() {
+    use tessera::set::{convert_set, Split};
+    let src = open_path(&data("hf"), &ReadOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let e = convert_set(
+        src.container(),
+        tessera::Format::Ztensor,
+        &dir.path().join("m.zt"),
+        Split::Shards(2),
+        Default::default(),
+        &Default::default(),
+    )
+    .err()
+    .unwrap();
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
 }

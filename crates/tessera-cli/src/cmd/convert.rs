@@ -129,6 +129,14 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             None => None,
         },
     };
+    let split = match (&args.max_shard_size, args.shards) {
+        (Some(s), _) => Some(tessera::set::Split::MaxBytes(parse_size(s)?)),
+        (None, Some(n)) => Some(tessera::set::Split::Shards(n)),
+        (None, None) => None,
+    };
+    if let Some(split) = split {
+        return crate::cmd::convert_set::run(args, format, split, conv, &opts, out);
+    }
     with_file(&args.input, &args.read, |file| {
         let progress = ProgressSource::new(file, &format!("converting to {}", format.name()));
         let result = tessera::convert::convert_file(&progress, format, &args.output, conv, &opts);

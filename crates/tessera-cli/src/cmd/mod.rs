@@ -1,6 +1,7 @@
 //! One module per verb.
 
 pub mod convert;
+pub mod convert_set;
 pub mod diff;
 pub mod extract;
 pub mod formats;

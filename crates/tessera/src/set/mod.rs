@@ -22,10 +22,11 @@
 //!
 //! | layer | what | fatal to an open |
 //! | --- | --- | --- |
-//! | `shard file name` | a name from an index is a plain file name (no `..`, `/`, `\`, absolute path) | yes |
+//! | (none: an error) | a name from an index is a plain file name (no `..`, `/`, `\`, absolute path) | always, even an audit |
 //! | `shard present` | the shard exists and opens | yes |
 //! | `shard format` | every shard has the first shard's format | yes |
 //! | `index lists each tensor once` | no name twice in a `weight_map` | yes |
+//! | `shards indexed` | a numbered set (`-0000i-of-0000n`) is named whole by its index: no shard, present or not, left out | yes |
 //! | `tensors present` | every tensor the index names is in the shard it names | yes |
 //! | `tensors in one shard` | no tensor name in two shards | yes |
 //! | `tensors indexed` | no tensor in a shard that the index omits | yes |
@@ -46,6 +47,8 @@
 //! Reads are each shard's own: checked (digests) as that shard's format checks them,
 //! errors naming the shard file.
 //!
+//! Writing sets: [`convert_set`] (`write.rs`).
+//!
 //! The opener ([`open_path`], in `opener.rs`) is the one place a path becomes a
 //! container: a plain file, an index, any shard of a set, or a directory.
 
@@ -54,6 +57,7 @@ mod gguf_split;
 mod hf;
 pub mod names;
 mod opener;
+pub mod write;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -61,6 +65,7 @@ use std::path::{Path, PathBuf};
 
 pub use file::{Load, OpenedFile};
 pub use opener::{open_path, open_path_with, Opened};
+pub use write::{convert_set, Split};
 
 use crate::any::ReadOptions;
 use crate::error::{Error, Result};

@@ -51,6 +51,19 @@ impl Opened {
         }
     }
 
+    /// The bytes of every file opened (one, or each shard that opened), to tell a
+    /// borrow of them from decoded bytes.
+    pub fn file_regions(&self) -> Vec<&[u8]> {
+        match self {
+            Opened::File(f) => vec![f.bytes()],
+            Opened::Set(s) => s
+                .shards()
+                .iter()
+                .filter_map(|s| s.file.as_ref().map(OpenedFile::bytes))
+                .collect(),
+        }
+    }
+
     /// True when the bytes are memory maps.
     pub fn is_mapped(&self) -> bool {
         match self {
@@ -109,7 +122,12 @@ pub fn open_path_with(path: &Path, opts: &ReadOptions, load: Load) -> Result<Ope
     }
     match OpenedFile::open(path, opts, load) {
         Ok(f) => Ok(Opened::File(f)),
-        Err(e) if e.kind() == ErrorKind::UnknownFormat && starts_with_brace(path) => {
+        // Only a regular file is read a second time (a FIFO would block for good).
+        Err(e)
+            if e.kind() == ErrorKind::UnknownFormat
+                && meta.is_file()
+                && starts_with_brace(path) =>
+        {
             open_index(path, opts, load)
         }
         Err(e) => Err(e),
@@ -147,7 +165,7 @@ fn index_naming(path: &Path, name: &str, opts: &ReadOptions) -> Option<PathBuf> 
     let mut hits = Vec::new();
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let n = entry.file_name().to_string_lossy().into_owned();
-        if !n.ends_with(hf::INDEX_SUFFIX) {
+        if !n.ends_with(hf::INDEX_SUFFIX) || !entry.file_type().is_ok_and(|t| t.is_file()) {
             continue;
         }
         let Ok(bytes) = hf::read_index(&entry.path(), opts) else {
@@ -199,9 +217,13 @@ fn in_directory(dir: &Path, _opts: &ReadOptions) -> Result<PathBuf> {
         return pick(sets, "model sets");
     }
     if files.is_empty() {
-        return Err(Error::not_found(
-            "is a directory holding no model: looked for a *.safetensors.index.json, a *-00001-of-NNNNN.gguf split, or a single tensor file",
-        ));
+        // EISDIR, as opening a directory as a file says (callers map it to their
+        // "is a directory" error), with what was looked for.
+        return Err(
+            Error::from(std::io::Error::from_raw_os_error(libc::EISDIR)).at_subject(
+                "no model in it (looked for a *.safetensors.index.json, a *-00001-of-NNNNN.gguf split, or a single tensor file)",
+            ),
+        );
     }
     pick(files, "tensor files")
 }

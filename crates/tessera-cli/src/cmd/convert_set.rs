@@ -1,0 +1,59 @@
+//! `tessera convert IN OUT --max-shard-size BYTES | --shards N`: write a model set
+//! (Hugging Face shards + index for safetensors, llama.cpp splits for GGUF) through
+//! `tessera::set::convert_set`, atomic as a whole.
+
+use std::io::Write;
+
+use tessera::set::Split;
+use tessera::{Container, ConvertOptions, Format, WriteOptions};
+
+use crate::cli::ConvertArgs;
+use crate::output::{human_bytes, with_file, ProgressSource};
+
+/// Runs the set-writing form of `convert`.
+pub fn run(
+    args: &ConvertArgs,
+    format: Format,
+    split: Split,
+    conv: ConvertOptions,
+    opts: &WriteOptions,
+    out: &mut dyn Write,
+) -> anyhow::Result<u8> {
+    with_file(&args.input, &args.read, |file: &dyn Container| {
+        let progress = ProgressSource::new(file, &format!("converting to {}", format.name()));
+        let result = tessera::set::convert_set(&progress, format, &args.output, split, conv, opts);
+        progress.finish();
+        let report = result.map_err(anyhow::Error::new)?;
+        if args.read.no_verify {
+            writeln!(out, "note: stored digests not checked (--no-verify)")?;
+        }
+        for n in &report.notes {
+            writeln!(out, "note: {}", crate::term::escape(n))?;
+        }
+        let size: u64 = report
+            .files
+            .iter()
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum();
+        writeln!(
+            out,
+            "{} ({}) -> {} ({}): {} tensors in {} files, {}",
+            args.input.display(),
+            file.format().name(),
+            args.output.display(),
+            format.name(),
+            file.tensor_infos().len(),
+            report.files.len(),
+            human_bytes(size)
+        )?;
+        for f in &report.files {
+            writeln!(
+                out,
+                "wrote {}",
+                crate::term::escape(&f.display().to_string())
+            )?;
+        }
+        Ok(0)
+    })
+}

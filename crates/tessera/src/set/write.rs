@@ -1,0 +1,313 @@
+//! Writing a model as a set: shards plus the index its ecosystem reads.
+//!
+//! - safetensors → a Hugging Face set: `{stem}-0000i-of-0000n.safetensors` (each shard's
+//!   metadata `{"format": "pt"}`, which `transformers` requires) and
+//!   `{stem}.safetensors.index.json` (`{"metadata": {"total_size": N, …the source's
+//!   metadata as JSON}, "weight_map": {tensor: shard}}`, indented as huggingface_hub
+//!   writes it).
+//! - GGUF → llama.cpp splits `{stem}-0000i-of-0000n.gguf`: the first carries the
+//!   model's keys, every split `split.no` (u16, 0-based), `split.count` (u16) and
+//!   `split.tensors.count` (i32), as gguf-py and `gguf-split` write them.
+//!
+//! Tensors keep the source's order. [`Split::MaxBytes`] cuts as huggingface_hub does (a
+//! new shard when the next tensor would pass the size; a tensor larger than the size
+//! alone in its own shard — where huggingface_hub sets such a tensor aside in a shard
+//! before the one being filled, reordering, we keep the order and close the shard); [`Split::Shards`] cuts into that many shards of about equal
+//! bytes, none empty. A plan of one shard writes a plain file at the target, as both
+//! tools do.
+//!
+//! Atomic as a whole: every file is written (and fsynced) into a temporary directory
+//! beside the target, then renamed into place, the index last; a failure before the
+//! index is in place removes the shards already moved, so nothing of the set remains.
+//! Other formats are refused (`Unsupported`) for now.
+
+use std::path::{Path, PathBuf};
+
+use super::gguf_split::{SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS};
+use super::hf::INDEX_SUFFIX;
+use crate::convert::{prepare, write_file, ConvertOptions, WriteOptions, WriteReport};
+use crate::error::{Error, Result};
+use crate::format::Format;
+use crate::metadata::{Map, Metadata, Value};
+use crate::model::TensorSource;
+use crate::tensor::{TensorInfo, TensorView};
+
+/// How to cut a model into shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// Shards of at most this many tensor bytes (one larger tensor goes alone).
+    MaxBytes(u64),
+    /// This many shards (at most one per tensor).
+    Shards(u32),
+}
+
+/// What [`convert_set`] wrote.
+#[derive(Debug, Clone, Default)]
+pub struct SetReport {
+    /// The files written, shards first, the index (if any) last.
+    pub files: Vec<PathBuf>,
+    /// Notes from preparing and writing.
+    pub notes: Vec<String>,
+}
+
+/// Cuts `sizes` (bytes per tensor, in order) into groups of consecutive indices.
+pub fn plan(sizes: &[u64], split: Split) -> Vec<std::ops::Range<usize>> {
+    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut start = 0;
+    match split {
+        Split::MaxBytes(max) => {
+            let mut acc = 0u64;
+            for (i, &s) in sizes.iter().enumerate() {
+                if i > start && acc.saturating_add(s) > max {
+                    out.push(start..i);
+                    start = i;
+                    acc = 0;
+                }
+                acc = acc.saturating_add(s);
+            }
+        }
+        Split::Shards(n) => {
+            let n = (n.max(1) as usize).min(sizes.len().max(1));
+            let total: u128 = sizes.iter().map(|&s| u128::from(s)).sum();
+            let mut acc = 0u128;
+            for (i, &s) in sizes.iter().enumerate() {
+                let made = out.len() + 1; // shards so far, the open one included
+                let forced = sizes.len() - i <= n - made;
+                let full = acc * n as u128 >= total * made as u128;
+                if i > start && made < n && (forced || full) {
+                    out.push(start..i);
+                    start = i;
+                }
+                acc += u128::from(s);
+            }
+        }
+    }
+    if start < sizes.len() || out.is_empty() {
+        out.push(start..sizes.len());
+    }
+    out
+}
+
+/// One shard: a subset of the source's tensors, with its own metadata.
+struct ShardSource<'s> {
+    src: &'s dyn TensorSource,
+    infos: Vec<TensorInfo>,
+    metadata: Metadata,
+    types: Option<Metadata>,
+}
+
+impl TensorSource for ShardSource<'_> {
+    fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+    fn tensor_infos(&self) -> &[TensorInfo] {
+        &self.infos
+    }
+    fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
+        if !self.infos.iter().any(|t| t.name == name) {
+            return Err(Error::no_tensor(name));
+        }
+        self.src.tensor(name)
+    }
+    fn source_format(&self) -> Option<Format> {
+        self.src.source_format()
+    }
+    fn metadata_types(&self) -> Option<&Metadata> {
+        self.types.as_ref()
+    }
+}
+
+fn size_of(t: &TensorInfo) -> u64 {
+    t.dense_nbytes().unwrap_or(t.storage.stored_bytes)
+}
+
+/// Converts `src` into a set of `format` shards at `path` (`dir/model.safetensors` →
+/// `dir/model-00001-of-0000n.safetensors` … and `dir/model.safetensors.index.json`).
+/// See the module docs.
+pub fn convert_set(
+    src: &dyn TensorSource,
+    format: Format,
+    path: &Path,
+    split: Split,
+    convert: ConvertOptions,
+    opts: &WriteOptions,
+) -> Result<SetReport> {
+    if !matches!(format, Format::Safetensors | Format::Gguf) {
+        return Err(Error::unsupported(format!(
+            "writing a model set as {}: sets are written as safetensors (a Hugging Face index) or GGUF (llama.cpp splits)",
+            format.name()
+        )));
+    }
+    let prepared = prepare(src, format, convert)?;
+    let mut notes = prepared.notes().to_vec();
+    let infos = prepared.tensor_infos();
+    let sizes: Vec<u64> = infos.iter().map(size_of).collect();
+    let groups = plan(&sizes, split);
+    if groups.len() == 1 {
+        let mut r = write_file(format, &prepared, path, opts)?;
+        notes.append(&mut r.notes);
+        return Ok(SetReport {
+            files: vec![path.to_path_buf()],
+            notes,
+        });
+    }
+    let n = groups.len();
+    if n > 99_999 {
+        return Err(Error::invalid_input(format!(
+            "{n} shards: shard names have room for 99999"
+        )));
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let ext = if format == Format::Gguf {
+        "gguf"
+    } else {
+        "safetensors"
+    };
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = file_name
+        .strip_suffix(&format!(".{ext}"))
+        .unwrap_or(&file_name)
+        .to_string();
+    let names: Vec<String> = (1..=n)
+        .map(|i| format!("{stem}-{i:05}-of-{n:05}.{ext}"))
+        .collect();
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!(".{stem}.set."))
+        .tempdir_in(&dir)
+        .map_err(|e| {
+            Error::from(e).at_subject(format!(
+                "creating a temporary directory in {}",
+                dir.display()
+            ))
+        })?;
+    let meta = prepared.metadata();
+    let mut written = Vec::new();
+    for (i, g) in groups.iter().enumerate() {
+        let shard_infos = infos[g.clone()].to_vec();
+        let (metadata, types) = match format {
+            Format::Gguf => gguf_keys(&prepared, meta, i, n, infos.len()),
+            _ => {
+                let mut m = Metadata::new();
+                m.insert("format", "pt");
+                (m, None)
+            }
+        };
+        let shard = ShardSource {
+            src: &prepared,
+            infos: shard_infos,
+            metadata,
+            types,
+        };
+        let at = tmp.path().join(&names[i]);
+        let WriteReport { notes: mut n2, .. } = write_file(format, &shard, &at, opts)?;
+        notes.append(&mut n2);
+        written.push(names[i].clone());
+    }
+    let mut index_name = None;
+    if format == Format::Safetensors {
+        let total: u64 = sizes.iter().sum();
+        let mut md = serde_json::Map::new();
+        md.insert("total_size".into(), total.into());
+        for (k, v) in meta.iter() {
+            if k != "total_size" {
+                md.insert(k.to_string(), v.to_json());
+            }
+        }
+        let mut wm = serde_json::Map::new();
+        for (g, name) in groups.iter().zip(&names) {
+            for t in &infos[g.clone()] {
+                wm.insert(t.name.clone(), name.clone().into());
+            }
+        }
+        let doc = serde_json::json!({"metadata": md, "weight_map": wm});
+        let text = serde_json::to_string_pretty(&doc)
+            .map_err(|e| Error::invalid_input(format!("the index: {e}")))?;
+        let iname = format!("{stem}{INDEX_SUFFIX}");
+        crate::util::atomic::write_bytes_atomic(&tmp.path().join(&iname), text.as_bytes())?;
+        index_name = Some(iname);
+    }
+    // Into place: shards, then the index; undo the shards on a failure.
+    let mut moved: Vec<PathBuf> = Vec::new();
+    for name in written.iter().chain(index_name.iter()) {
+        let to = dir.join(name);
+        if let Err(e) = std::fs::rename(tmp.path().join(name), &to) {
+            for m in &moved {
+                let _ = std::fs::remove_file(m);
+            }
+            return Err(Error::from(e).at_subject(to.display().to_string()));
+        }
+        moved.push(to);
+    }
+    if let Ok(d) = std::fs::File::open(&dir) {
+        let _ = d.sync_all();
+    }
+    Ok(SetReport {
+        files: moved,
+        notes,
+    })
+}
+
+/// A GGUF split's keys and their types: the model's keys in the first split only, the
+/// `split.*` keys in every one.
+fn gguf_keys(
+    src: &dyn TensorSource,
+    meta: &Metadata,
+    i: usize,
+    n: usize,
+    tensors: usize,
+) -> (Metadata, Option<Metadata>) {
+    use crate::formats::gguf::meta::TYPES_KEY;
+    let mut types = match src.metadata_types() {
+        Some(t) => t.clone(),
+        None if src.source_format() != Some(Format::Gguf) => {
+            crate::formats::gguf::meta::annotations(meta)
+        }
+        None => Map::new(),
+    };
+    let mut m = Metadata::new();
+    if i == 0 {
+        let legacy = src.metadata_types().is_none();
+        for (k, v) in meta.iter() {
+            if k.starts_with("split.") || (legacy && k == TYPES_KEY) {
+                continue;
+            }
+            m.insert(k, v.clone());
+        }
+    } else {
+        types = Map::new();
+    }
+    m.insert(SPLIT_NO, Value::Int(i as i128));
+    m.insert(SPLIT_COUNT, Value::Int(n as i128));
+    m.insert(SPLIT_TENSORS, Value::Int(tensors as i128));
+    types.insert(SPLIT_NO, "u16");
+    types.insert(SPLIT_COUNT, "u16");
+    types.insert(SPLIT_TENSORS, "i32");
+    (m, Some(types))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans() {
+        let r = |s: &[u64], sp| plan(s, sp);
+        // huggingface_hub's rule: [6, 6, 2, 6, 2, 2] under 10 → [6], [6, 2], [6, 2, 2].
+        assert_eq!(
+            r(&[6, 6, 2, 6, 2, 2], Split::MaxBytes(10)),
+            vec![0..1, 1..3, 3..6]
+        );
+        assert_eq!(r(&[20, 1, 1], Split::MaxBytes(10)), vec![0..1, 1..3]);
+        assert_eq!(r(&[1, 1, 1, 1], Split::Shards(2)), vec![0..2, 2..4]);
+        assert_eq!(r(&[100, 1, 1], Split::Shards(3)), vec![0..1, 1..2, 2..3]);
+        assert_eq!(r(&[1, 1], Split::Shards(5)), vec![0..1, 1..2]);
+        assert_eq!(r(&[], Split::Shards(3)), vec![0..0]);
+        assert_eq!(r(&[5], Split::MaxBytes(1)), vec![0..1]);
+    }
+}
