@@ -32,6 +32,13 @@ static LIVE: [AtomicPtr<std::ffi::c_char>; 64] =
 /// A registration in [`LIVE`], removed on drop.
 struct Live(Option<usize>);
 
+#[cfg(test)]
+thread_local! {
+    /// The slot the calling thread registered last (tests only: other tests write
+    /// concurrently, so counting slots says nothing about one's own).
+    static LAST_SLOT: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
 impl Live {
     fn register(path: &Path) -> Live {
         #[cfg(unix)]
@@ -51,6 +58,8 @@ impl Live {
                     )
                     .is_ok()
                 {
+                    #[cfg(test)]
+                    LAST_SLOT.with(|s| s.set(Some(i)));
                     return Live(Some(i));
                 }
             }
@@ -216,18 +225,26 @@ mod tests {
     fn live_temporaries_are_listed_until_the_write_ends() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t.bin");
-        let count = || {
-            LIVE.iter()
-                .filter(|s| !s.load(Ordering::Acquire).is_null())
-                .count()
-        };
-        let before = count();
+        let mut seen = None;
         write_atomic(&p, |w| {
-            assert!(count() > before, "the temporary is registered");
+            // This thread's registration: its slot holds a path until the write ends
+            // (no other write can take an occupied slot).
+            let slot = LAST_SLOT
+                .with(|s| s.get())
+                .expect("the temporary is registered");
+            let ptr = LIVE[slot].load(Ordering::Acquire);
+            assert!(!ptr.is_null());
+            seen = Some((slot, ptr));
             Ok(w.write_all(b"z")?)
         })
         .unwrap();
-        // Other tests may write concurrently: ours is gone, at least.
-        assert!(count() <= before + 1);
+        let (slot, ptr) = seen.unwrap();
+        // Released: empty, or taken since by another test's write (a new string).
+        assert_ne!(LIVE[slot].load(Ordering::Acquire), ptr);
+        assert!(!dir.path().read_dir().unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".tmp")));
     }
 }
