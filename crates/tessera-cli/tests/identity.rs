@@ -61,7 +61,9 @@ fn write(m: &Model, format: Format, dir: &Path) -> PathBuf {
         drop_metadata: caps.metadata == MetadataSupport::None,
         ..Default::default()
     };
-    let p = dir.join(format!("m.{}", format.extensions()[0]));
+    // zTensor v2 shares `.zt` with v1: it gets a name of its own here.
+    let ext = format.extensions().first().copied().unwrap_or(format.name());
+    let p = dir.join(format!("m.{ext}"));
     let prepared = prepare(m, format, opts).unwrap();
     write_file(format, &prepared, &p, &WriteOptions::default()).unwrap();
     p
