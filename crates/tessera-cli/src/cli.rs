@@ -105,7 +105,7 @@ pub struct ConvertArgs {
     pub input: PathBuf,
     /// Output file; its extension picks the format unless --to is given.
     pub output: PathBuf,
-    /// Output format (ztensor, safetensors, fold, aero, gptrs, gptrsten, wtxt, npz, npy, gguf).
+    /// Output format: a name or extension from `tessera formats` (ztensor, safetensors, …).
     #[arg(long, value_name = "FORMAT")]
     pub to: Option<String>,
     /// Compression: none, zstd or zstd:LEVEL.

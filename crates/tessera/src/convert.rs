@@ -150,38 +150,15 @@ pub struct Capabilities {
     pub zero_copy: bool,
 }
 
-/// The writer for a format, when it is implemented.
+/// The writer for a format, when it is implemented (from its registry entry).
 pub fn writer_for(format: Format) -> Option<WriteFn> {
-    use crate::formats::*;
-    match format {
-        Format::Wtxt => wtxt::WRITE,
-        Format::Ztensor => ztensor::WRITE,
-        Format::Fold => fold::WRITE,
-        Format::Aero => aero::WRITE,
-        Format::GptrsCheckpoint => gptrs::WRITE_CHECKPOINT,
-        Format::GptrsArchive => gptrs::WRITE_ARCHIVE,
-        Format::Safetensors => safetensors::WRITE,
-        Format::Npy => npy::WRITE_NPY,
-        Format::Npz => npy::WRITE_NPZ,
-        Format::Gguf => gguf::WRITE,
-        Format::WtxtDelta | Format::Wsum | Format::AgeArmor | Format::ZtensorV2 => None,
-    }
+    format.spec().writer
 }
 
-/// The capabilities of a format, when Tessera knows how to write it.
+/// The capabilities of a format, when Tessera knows how to write it (from its registry
+/// entry).
 pub fn capabilities(format: Format) -> Option<Capabilities> {
-    use crate::formats::*;
-    Some(match format {
-        Format::Wtxt => wtxt::capabilities(),
-        Format::Ztensor => ztensor::capabilities(),
-        Format::Fold => fold::capabilities(),
-        Format::Aero => aero::capabilities(),
-        Format::GptrsCheckpoint | Format::GptrsArchive => gptrs::capabilities(format),
-        Format::Safetensors => safetensors::capabilities(),
-        Format::Npy | Format::Npz => npy::capabilities(format),
-        Format::Gguf => gguf::capabilities(),
-        _ => return None,
-    })
+    format.spec().capabilities.map(|c| c())
 }
 
 /// A source adapted to a target: tensors densified or cast as allowed, metadata and

@@ -8,20 +8,14 @@ use tessera::Format;
 
 use crate::cli::FormatsArgs;
 
-/// The formats the table lists (the ones that hold tensors).
-pub const LISTED: [Format; 11] = [
-    Format::Wtxt,
-    Format::Ztensor,
-    Format::Fold,
-    Format::Aero,
-    Format::GptrsCheckpoint,
-    Format::GptrsArchive,
-    Format::Safetensors,
-    Format::Npy,
-    Format::Npz,
-    Format::Gguf,
-    Format::ZtensorV2,
-];
+/// The formats the table lists: those of the registry that hold tensors (not side files,
+/// envelopes or deltas), in registry order.
+pub fn listed() -> Vec<Format> {
+    Format::ALL
+        .into_iter()
+        .filter(|f| f.spec().listed)
+        .collect()
+}
 
 fn meta_name(m: MetadataSupport) -> &'static str {
     match m {
@@ -33,9 +27,9 @@ fn meta_name(m: MetadataSupport) -> &'static str {
 
 /// One row per format, as JSON.
 pub fn table() -> Vec<serde_json::Value> {
-    LISTED
-        .iter()
-        .map(|&f| {
+    listed()
+        .into_iter()
+        .map(|f| {
             let caps = capabilities(f);
             json!({
                 "format": f.name(),

@@ -151,14 +151,15 @@ pub fn run(args: &TourArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     )?;
     let mut written: Vec<(Format, PathBuf)> = Vec::new();
     let mut failures = 0;
-    for &format in &crate::cmd::formats::LISTED {
+    for format in crate::cmd::formats::listed() {
         if !format.can_write() {
-            if format != Format::ZtensorV2 {
-                writeln!(out, "  {:<12} not supported yet", format.name())?;
+            // Detected-only formats (zTensor v2) have nothing to show.
+            if format.can_read() {
+                writeln!(out, "  {:<12} read only", format.name())?;
             }
             continue;
         }
-        if format == Format::Npy {
+        if format.spec().single_tensor {
             // A .npy file holds one unnamed array, not a model.
             writeln!(
                 out,

@@ -168,11 +168,11 @@ pub mod write;
 
 use std::borrow::Cow;
 
-use crate::any::{OpenFn, ReadOptions};
-use crate::convert::{Capabilities, MetadataSupport, WriteFn};
+use crate::any::{Access, ReadOptions};
+use crate::convert::{Capabilities, MetadataSupport};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::format::Format;
+use crate::format::{Format, FormatSpec};
 use crate::metadata::Metadata;
 use crate::model::{Container, TensorSource};
 use crate::source::SourceRef;
@@ -189,10 +189,12 @@ fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container 
     Ok(Box::new(f))
 }
 
-/// Reader entry point.
-pub const OPEN: Option<OpenFn> = Some(open);
-/// Writer entry point.
-pub const WRITE: Option<WriteFn> = Some(write::write);
+/// AERO in the format registry.
+pub const SPEC: FormatSpec = FormatSpec::new("aero", "AERO v0.1")
+    .extensions(&["aero"])
+    .magic(&[b"AERO"])
+    .reader(open, Access::Whole, "aero")
+    .writer(write::write, capabilities);
 
 impl TensorSource for AeroFile<'_> {
     fn metadata(&self) -> &Metadata {
