@@ -41,8 +41,10 @@ pub enum Digest {
     Sha256,
 }
 
-/// Options for writers. Each format reads the fields it has a use for; `tessera convert`
-/// sets them from its flags. Timestamps, salts and UUIDs default to "now"/random unless
+/// Options for writers. Each format declares the options it takes (its registry entry,
+/// [`crate::options`]) and reads those fields; a write refuses an option the target does
+/// not declare. `tessera convert` and Python's `save` set them with
+/// [`WriteOptions::set`]. Timestamps, salts and UUIDs default to "now"/random unless
 /// fixed here, which makes output byte-deterministic.
 #[derive(Debug, Clone, Default)]
 pub struct WriteOptions {
@@ -91,6 +93,9 @@ pub struct WriteOptions {
     pub zero_base_id: bool,
     /// Where the output goes, for writers that also write a sibling file (WTXT `.wsum`).
     pub path: Option<PathBuf>,
+    /// Options only one format has, declared in its module and set by
+    /// [`WriteOptions::set`] (read them with [`WriteOptions::extra_int`] and friends).
+    pub extra: std::collections::BTreeMap<String, crate::options::OptionValue>,
 }
 
 /// Options of a conversion that allow a loss, each explicitly.
@@ -389,6 +394,7 @@ pub fn write_to(
     opts: &WriteOptions,
 ) -> Result<WriteReport> {
     let write = writer_for(format).ok_or_else(|| format.not_supported_yet())?;
+    crate::options::check_options(format, opts)?;
     write(src, out, opts).map_err(|e| e.in_format(format.name()))
 }
 

@@ -1,7 +1,7 @@
 //! Formats and their detection by content.
 //!
 //! Each format module describes itself in one [`FormatSpec`] (name, title, extensions,
-//! magic, reader, writer, capabilities); the registry in [`crate::formats`]
+//! magic, reader, writer, capabilities, options); the registry in [`crate::formats`]
 //! lists them, one line per format, and generates the [`Format`] enum from that list.
 //! Everything here — detection, names, extensions, `can_read`/`can_write` — reads the
 //! registry, so a new format needs its folder and its registry line, nothing else.
@@ -58,6 +58,8 @@ pub struct FormatSpec {
     /// (`crates/tessera/tests/data/<name>/`) that cover this format's reader; formats
     /// that share a reader share it.
     pub fuzz_target: Option<&'static str>,
+    /// The writer options the format takes ([`crate::options`]); any other is refused.
+    pub options: &'static [crate::options::OptionSpec],
     /// The error when a detected format has no reader or writer (defaults to "… is
     /// detected but not supported yet").
     pub not_supported: Option<(ErrorKind, &'static str)>,
@@ -80,6 +82,7 @@ impl FormatSpec {
             single_tensor: false,
             fuzz_target: None,
             not_supported: None,
+            options: &[],
         }
     }
     /// File extensions, the preferred one first.
@@ -107,6 +110,11 @@ impl FormatSpec {
     pub const fn writer(mut self, write: WriteFn, caps: fn() -> Capabilities) -> FormatSpec {
         self.writer = Some(write);
         self.capabilities = Some(caps);
+        self
+    }
+    /// The writer options the format takes.
+    pub const fn options(mut self, o: &'static [crate::options::OptionSpec]) -> FormatSpec {
+        self.options = o;
         self
     }
     /// Not listed by `tessera formats` (a side file, an envelope, a delta).

@@ -39,6 +39,7 @@ pub mod fuzzing;
 pub mod limits;
 pub mod metadata;
 pub mod model;
+pub mod options;
 pub mod source;
 pub mod sparse;
 pub mod tensor;

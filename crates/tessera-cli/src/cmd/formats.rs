@@ -49,6 +49,7 @@ pub fn table() -> Vec<serde_json::Value> {
                 "zero_copy": caps.as_ref().is_some_and(|c| c.zero_copy),
                 "metadata": caps.as_ref().map(|c| meta_name(c.metadata)).unwrap_or("none"),
                 "chunks": caps.as_ref().is_some_and(|c| c.chunks),
+                "options": f.spec().options.iter().map(|o| o.name).collect::<Vec<_>>(),
             })
         })
         .collect()
@@ -113,7 +114,30 @@ pub fn markdown() -> String {
 
 /// Runs the verb.
 pub fn run(args: &FormatsArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
-    if args.json {
+    if args.options {
+        for f in listed().into_iter().filter(|f| f.can_write()) {
+            let opts = f.spec().options;
+            if opts.is_empty() {
+                writeln!(out, "{}: no options", f.name())?;
+                continue;
+            }
+            writeln!(out, "{}:", f.name())?;
+            for o in opts {
+                let aliases = if o.aliases.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (also --{})", o.aliases.join(", --").replace('_', "-"))
+                };
+                writeln!(
+                    out,
+                    "  {:<18} {:<28} {}{aliases}",
+                    o.name,
+                    o.kind.describe(),
+                    o.help
+                )?;
+            }
+        }
+    } else if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&table())?)?;
     } else if args.markdown {
         write!(out, "{}", markdown())?;

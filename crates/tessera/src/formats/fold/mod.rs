@@ -141,6 +141,7 @@ use crate::error::{Error, Result};
 use crate::format::{Format, FormatSpec};
 use crate::metadata::Metadata;
 use crate::model::{Container, TensorSource};
+use crate::options;
 use crate::source::SourceRef;
 use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
@@ -150,7 +151,8 @@ pub const SPEC: FormatSpec = FormatSpec::new("fold", "FOLD v1.2")
     .extensions(&["fold", "mind"])
     .magic(&[b"FOLDv1\0\0"])
     .reader(open, Access::Whole, "fold")
-    .writer(write, capabilities);
+    .writer(write, capabilities)
+    .options(&[options::COMPRESSION, options::ECC, options::TIMESTAMP]);
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
     let data = src.in_memory()?;

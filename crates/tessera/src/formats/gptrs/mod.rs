@@ -85,6 +85,7 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::format::{Format, FormatSpec};
 use crate::model::{Container, TensorSource};
+use crate::options;
 use crate::source::SourceRef;
 
 pub use raw::{base_id, Kind};
@@ -117,14 +118,16 @@ pub const CHECKPOINT_SPEC: FormatSpec = FormatSpec::new("gptrs", "GPTRS v2 check
     .extensions(&["gptrs"])
     .magic(&[b"GPTRSCHK"])
     .reader(open, Access::Whole, "gptrs")
-    .writer(write_checkpoint, || capabilities(Format::GptrsCheckpoint));
+    .writer(write_checkpoint, || capabilities(Format::GptrsCheckpoint))
+    .options(&[options::ZERO_BASE_ID]);
 
 /// The GPTRS v2 tensor archive (`GPTRSTEN`) in the format registry.
 pub const ARCHIVE_SPEC: FormatSpec = FormatSpec::new("gptrsten", "GPTRS v2 tensor archive")
     .extensions(&["gptrsten"])
     .magic(&[b"GPTRSTEN"])
     .reader(open, Access::Whole, "gptrs")
-    .writer(write_archive, || capabilities(Format::GptrsArchive));
+    .writer(write_archive, || capabilities(Format::GptrsArchive))
+    .options(&[options::ZERO_BASE_ID]);
 
 /// What GPTRS v2 can hold.
 pub fn capabilities(format: Format) -> Capabilities {

@@ -88,6 +88,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::{Format, FormatSpec};
 use crate::model::Container;
+use crate::options;
 use crate::source::SourceRef;
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
@@ -114,7 +115,8 @@ pub const NPZ_SPEC: FormatSpec = FormatSpec::new("npz", "NumPy .npz")
     .extensions(&["npz"])
     .magic(&[b"PK\x03\x04", b"PK\x05\x06"])
     .reader(open, Access::Whole, "npy")
-    .writer(write::write_npz, || capabilities(Format::Npz));
+    .writer(write::write_npz, || capabilities(Format::Npz))
+    .options(&[options::COMPRESSION]);
 
 /// The dtypes that survive a NumPy round trip (see the module docs on fp8).
 const DTYPES: &[DType] = &[

@@ -103,6 +103,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::{Format, FormatSpec};
 use crate::metadata::Metadata;
 use crate::model::{Container, TensorSource};
+use crate::options;
 use crate::source::SourceRef;
 use crate::tensor::{Storage, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
@@ -112,7 +113,21 @@ pub const SPEC: FormatSpec = FormatSpec::new("wtxt", "WTXT/Chunks v1.1")
     .extensions(&["wtxt"])
     .magic(&[b"WTXT 1\n"])
     .reader(open, Access::Whole, "wtxt")
-    .writer(write::write, capabilities);
+    .writer(write::write, capabilities)
+    .options(&[
+        options::HMAC_KEY,
+        options::SIGN_KEY,
+        options::PREV,
+        options::GENERATION,
+        options::TIMESTAMP,
+        options::BUILD,
+        options::HOST,
+        options::CUDA,
+        options::AUDIT,
+        options::ROWS_PER_CHUNK,
+        options::STREAMING,
+        options::FIXED_SALT,
+    ]);
 
 /// A WTXT DELTA v2 file: detected, applied to its base with `tessera wtxt apply`.
 pub const DELTA_SPEC: FormatSpec = FormatSpec::new("wtxt-delta", "WTXT DELTA v2")

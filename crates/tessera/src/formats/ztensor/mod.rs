@@ -121,6 +121,7 @@ use crate::dtype::DType;
 use crate::error::{ErrorKind, Result};
 use crate::format::{Format, FormatSpec};
 use crate::model::Container;
+use crate::options;
 use crate::source::SourceRef;
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
@@ -132,7 +133,8 @@ pub const SPEC: FormatSpec = FormatSpec::new("ztensor", "zTensor v1.0")
     .extensions(&["zt", "ztensor"])
     .magic(&[b"ZTEN1000"])
     .reader(open, Access::Ranges, "ztensor")
-    .writer(write, capabilities);
+    .writer(write, capabilities)
+    .options(&[options::COMPRESSION, options::DIGESTS]);
 
 /// zTensor v2: detected, not supported.
 pub const V2_SPEC: FormatSpec = FormatSpec::new("ztensor-v2", "zTensor v2")
