@@ -106,7 +106,7 @@ fn py_value(name: &str, v: &Bound<'_, PyAny>) -> PyResult<OptionValue> {
     if let Ok(b) = v.cast::<PyBytes>() {
         return Ok(OptionValue::Bytes(b.as_bytes().to_vec()));
     }
-    if let Ok(Some((_, OptionKind::Hex(_)))) = Ok::<_, PyErr>(kind) {
+    if let Some((_, OptionKind::Hex(_))) = kind {
         // uuid.UUID and similar objects expose their bytes as `.bytes`.
         if let Ok(b) = v.getattr("bytes") {
             return Ok(OptionValue::Bytes(b.extract()?));
