@@ -106,15 +106,20 @@ fn write_one(model: &Model, format: Format, path: &Path) -> tessera::Result<Vec<
         densify: true,
         drop_metadata: true,
     };
-    let opts = WriteOptions {
-        compression: tessera::convert::Compression::Zstd(3),
-        digests: vec![tessera::convert::Digest::Crc32c],
-        ecc: Some(16),
-        tensor_hashes: true,
-        control_integrity: true,
-        page_hashes: Some(4096),
-        ..WriteOptions::default()
-    };
+    // Every integrity layer and compression the format takes (others would be refused).
+    let mut opts = WriteOptions::default();
+    for (name, value) in [
+        ("compression", "zstd"),
+        ("digests", "crc32c"),
+        ("ecc", "16"),
+        ("tensor_hashes", "true"),
+        ("control_integrity", "true"),
+        ("page_hashes", "4096"),
+    ] {
+        if format.spec().options.iter().any(|o| o.name == name) {
+            opts.set(name, tessera::options::OptionValue::Text(value.into()))?;
+        }
+    }
     Ok(tessera::convert::convert_file(model, format, path, conv, &opts)?.notes)
 }
 
