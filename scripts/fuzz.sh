@@ -9,7 +9,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH="${1:-60}"
-TARGETS="${TARGETS:-detect ztensor ztensor2 safetensors fold aero gptrs wtxt npy gguf roundtrip ranged pytorch}"
+# Every target in fuzz/fuzz_targets/: one per reader of the format registry, plus detect
+# and roundtrip (crates/tessera/tests/fuzz_regressions.rs checks the folder against the
+# registry, so a new format's target is run here without editing this script).
+TARGETS="${TARGETS:-$(ls fuzz/fuzz_targets | sed -n 's/\.rs$//p' | tr '\n' ' ')}"
 
 export RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \

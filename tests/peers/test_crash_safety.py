@@ -40,8 +40,9 @@ def source(tmp_path_factory):
 @pytest.mark.parametrize("ext", TARGETS)
 def test_sigkill_never_leaves_a_partial_target(source, ext):
     d, src, small = source
-    # Fixed timestamp, UUID and salt: the writers are then byte-deterministic.
-    extra = ["--ts", "2026-01-01T00:00:00Z"]
+    # Fixed timestamp, UUID and salt where the format has them (an option a format does
+    # not take is refused): the writers are then byte-deterministic.
+    extra = ["--ts", "2026-01-01T00:00:00Z"] if ext in ("fold", "wtxt") else []
     if ext == "aero":
         extra += ["--uuid", "11" * 16]
     if ext == "wtxt":

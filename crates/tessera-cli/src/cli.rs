@@ -154,13 +154,19 @@ pub struct ConvertArgs {
     pub input: PathBuf,
     /// Output file; its extension picks the format unless --to is given.
     pub output: PathBuf,
-    /// Output format (ztensor, safetensors, fold, aero, gptrs, gptrsten, wtxt, npz, npy, gguf).
+    /// Output format: a name or extension from `tessera formats` (ztensor, safetensors, …).
     #[arg(long, value_name = "FORMAT")]
     pub to: Option<String>,
     /// zTensor version for a zTensor output (`.zt`, --to ztensor): 1 (default) or 2.
     #[arg(long, value_name = "1|2", value_parser = clap::value_parser!(u8).range(1..=2))]
     pub zt_version: Option<u8>,
-    /// Compression: none, zstd or zstd:LEVEL.
+    /// A writer option of the output format, NAME=VALUE (repeatable): `-O
+    /// shard_size=1G`, `-O compression=zstd:9`. `tessera formats --options` lists what
+    /// each format takes; an option the output format does not take is refused. The
+    /// flags below are the same options under their older names.
+    #[arg(short = 'O', long = "option", value_name = "NAME=VALUE")]
+    pub option: Vec<String>,
+    /// Compression: none, zstd or zstd:LEVEL (1–22) (`-O compression=…`).
     #[arg(long, value_name = "METHOD")]
     pub compress: Option<String>,
     /// Digest to store per tensor: crc32c or sha256 (repeatable).
@@ -292,6 +298,10 @@ pub struct FormatsArgs {
     /// Print the Markdown table the README carries.
     #[arg(long)]
     pub markdown: bool,
+    /// List the writer options each format takes (`convert -O NAME=VALUE`, Python
+    /// keyword arguments).
+    #[arg(long)]
+    pub options: bool,
 }
 
 /// `tessera tour`.

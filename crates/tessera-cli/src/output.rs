@@ -241,20 +241,7 @@ pub fn human_bytes(n: u64) -> String {
 
 /// Parses `1024`, `4K`, `512MiB`, `1G` into bytes.
 pub fn parse_size(s: &str) -> anyhow::Result<u64> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().with_context(|| format!("invalid size {s:?}"))?;
-    let mul: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        _ => anyhow::bail!("invalid size unit in {s:?}"),
-    };
-    n.checked_mul(mul)
-        .with_context(|| format!("size {s:?} overflows"))
+    tessera::options::parse_size(s).map_err(anyhow::Error::new)
 }
 
 #[cfg(test)]

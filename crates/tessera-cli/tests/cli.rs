@@ -78,6 +78,29 @@ fn readme_format_table_matches_tessera_formats() {
     );
 }
 
+/// The README's list of output extensions (the `convert` paragraph) names every
+/// extension of every writable format in the registry.
+#[test]
+fn readme_lists_every_writable_extension() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let line = readme
+        .lines()
+        .skip_while(|l| !l.contains("The output format of `convert` comes from"))
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(!line.is_empty(), "README lost its convert paragraph");
+    for f in tessera::Format::ALL.into_iter().filter(|f| f.can_write()) {
+        for e in f.extensions() {
+            assert!(
+                line.split(|c: char| c == '`' || c.is_whitespace() || c == '(' || c == ')')
+                    .any(|w| w == format!(".{e}")),
+                "README's convert paragraph does not list .{e} ({f})"
+            );
+        }
+    }
+}
+
 /// Writes a small f32/i32 model as safetensors with the library (the source for
 /// cross-format CLI tests).
 fn small_model(path: &Path) {

@@ -62,7 +62,11 @@ fn write(m: &Model, format: Format, dir: &Path) -> PathBuf {
         ..Default::default()
     };
     // zTensor v2 shares `.zt` with v1: it gets a name of its own here.
-    let ext = format.extensions().first().copied().unwrap_or(format.name());
+    let ext = format
+        .extensions()
+        .first()
+        .copied()
+        .unwrap_or(format.name());
     let p = dir.join(format!("m.{ext}"));
     let prepared = prepare(m, format, opts).unwrap();
     write_file(format, &prepared, &p, &WriteOptions::default()).unwrap();

@@ -433,6 +433,7 @@ impl File {
     ) -> PyResult<(Vec<String>, Vec<PathBuf>)> {
         let format = crate::save::resolve_format(format, Some(&path))?;
         let (wopts, copts) = crate::save::parse_options(options.as_ref())?;
+        tessera::options::check_options(format, &wopts).py()?;
         let (r, raised) = py.detach(|| {
             self.shared.with(|c| {
                 let src = AsSource(c);

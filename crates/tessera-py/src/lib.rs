@@ -27,6 +27,10 @@ fn formats(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
         d.set_item("extensions", f.extensions().to_vec())?;
         d.set_item("readable", f.can_read())?;
         d.set_item("writable", f.can_write())?;
+        d.set_item(
+            "options",
+            f.spec().options.iter().map(|o| o.name).collect::<Vec<_>>(),
+        )?;
         if let Some(c) = tessera::convert::capabilities(f) {
             d.set_item(
                 "dtypes",

@@ -2,8 +2,9 @@
 //!
 //! The tensors arrive as `(name, dtype, shape, layout, [(role, data), …])`, data being
 //! `bytes` or a contiguous `uint8` numpy array; both are borrowed in place (no copy) by a
-//! [`TensorSource`] the writers stream from, with the GIL released. Options map one to one onto [`WriteOptions`] and the
-//! loss-allowing [`ConvertOptions`].
+//! [`TensorSource`] the writers stream from, with the GIL released. Options go through the library's option
+//! parser ([`WriteOptions::set`], the names `tessera convert -O` takes) into [`WriteOptions`],
+//! and into the loss-allowing [`ConvertOptions`].
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -13,7 +14,8 @@ use std::path::PathBuf;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
-use tessera::convert::{self, Compression, Digest};
+use tessera::convert;
+use tessera::options::{all_options, check_options, find_option, OptionKind, OptionValue};
 use tessera::tensor::Part;
 use tessera::{
     ConvertOptions, DType, Error, Format, Layout, Metadata, TensorInfo, TensorSource, TensorView,
@@ -69,167 +71,91 @@ fn invalid(msg: String) -> PyErr {
     to_py_err(Error::invalid_input(msg))
 }
 
-fn parse_compression(v: &Bound<'_, PyAny>, level: Option<i32>) -> PyResult<Compression> {
-    if v.is_none() {
-        return Ok(Compression::None);
+/// A keyword argument's value as the library's option parser takes it: Python's own
+/// types (bool, int, str, bytes, lists, `os.PathLike`, `uuid.UUID`), keys as bytes.
+fn py_value(name: &str, v: &Bound<'_, PyAny>) -> PyResult<OptionValue> {
+    let kind = find_option(name).map(|o| (o.name, o.kind));
+    if let Some((opt, OptionKind::Secret)) = kind {
+        if let Ok(s) = v.cast::<PyString>() {
+            // An HMAC key given as str is its UTF-8 bytes; a signing key as str is a path.
+            if opt == "hmac_key" {
+                return Ok(OptionValue::Bytes(s.to_cow()?.as_bytes().to_vec()));
+            }
+        }
+        if let Ok(b) = v.cast::<PyBytes>() {
+            return Ok(OptionValue::Bytes(b.as_bytes().to_vec()));
+        }
+        if opt == "sign_key" {
+            let path: PathBuf = v.extract().map_err(|_| {
+                PyTypeError::new_err("sign_key must be a 32-byte seed or a key file path")
+            })?;
+            let seed = tessera::util::keys::load_secret_key(&path).py()?;
+            return Ok(OptionValue::Bytes(seed.to_vec()));
+        }
+        return Err(PyTypeError::new_err(format!("{opt} must be bytes or str")));
     }
     if let Ok(b) = v.extract::<bool>() {
-        return Ok(if b {
-            Compression::Zstd(level.unwrap_or(3))
-        } else {
-            Compression::None
-        });
+        return Ok(OptionValue::Bool(b));
     }
-    if let Ok(l) = v.extract::<i32>() {
-        return Ok(Compression::Zstd(l));
+    if let Ok(i) = v.extract::<i64>() {
+        return Ok(OptionValue::Int(i));
     }
-    let s: String = v.extract().map_err(|_| {
-        PyTypeError::new_err("compression must be None, a bool, a zstd level or a str")
-    })?;
-    let lower = s.to_ascii_lowercase();
-    match lower.split_once(':') {
-        None if lower == "none" || lower == "raw" => Ok(Compression::None),
-        None if lower == "zstd" => Ok(Compression::Zstd(level.unwrap_or(3))),
-        Some(("zstd", l)) => l
-            .parse()
-            .map(Compression::Zstd)
-            .map_err(|_| invalid(format!("bad zstd level in compression {s:?}"))),
-        _ => Err(invalid(format!(
-            "unknown compression {s:?} (expected \"none\", \"zstd\" or \"zstd:LEVEL\")"
-        ))),
-    }
-}
-
-fn parse_digest(s: &str) -> PyResult<Digest> {
-    match s.to_ascii_lowercase().as_str() {
-        "crc32c" => Ok(Digest::Crc32c),
-        "sha256" => Ok(Digest::Sha256),
-        _ => Err(invalid(format!(
-            "unknown digest {s:?} (expected \"crc32c\" or \"sha256\")"
-        ))),
-    }
-}
-
-fn fixed<const N: usize>(what: &str, v: &Bound<'_, PyAny>) -> PyResult<[u8; N]> {
-    // uuid.UUID and similar objects expose their bytes as `.bytes`.
-    let b: Vec<u8> = match v.extract::<Vec<u8>>() {
-        Ok(b) if !v.is_instance_of::<PyString>() => b,
-        _ => match v.getattr("bytes") {
-            Ok(b) => b.extract()?,
-            Err(_) => {
-                let s: String = v.extract()?;
-                tessera::util::unhex(s.trim().replace('-', "").as_str())
-                    .ok_or_else(|| invalid(format!("{what} is neither bytes nor hex")))?
-            }
-        },
-    };
-    <[u8; N]>::try_from(b.as_slice())
-        .map_err(|_| invalid(format!("{what} must be {N} bytes, got {}", b.len())))
-}
-
-fn key_bytes(v: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     if let Ok(s) = v.cast::<PyString>() {
-        return Ok(s.to_cow()?.as_bytes().to_vec());
+        return Ok(OptionValue::Text(s.to_cow()?.into_owned()));
     }
-    v.extract::<Vec<u8>>()
-        .map_err(|_| PyTypeError::new_err("hmac_key must be bytes or str"))
-}
-
-fn sign_key(v: &Bound<'_, PyAny>) -> PyResult<[u8; 32]> {
     if let Ok(b) = v.cast::<PyBytes>() {
-        return <[u8; 32]>::try_from(b.as_bytes()).map_err(|_| {
-            invalid(format!(
-                "sign_key must be a 32-byte Ed25519 seed or a key file path, got {} bytes",
-                b.as_bytes().len()
-            ))
-        });
+        return Ok(OptionValue::Bytes(b.as_bytes().to_vec()));
     }
-    let path: PathBuf = v
-        .extract()
-        .map_err(|_| PyTypeError::new_err("sign_key must be 32 bytes or a key file path"))?;
-    tessera::util::keys::load_secret_key(&path).py()
+    if let Some((_, OptionKind::Hex(_))) = kind {
+        // uuid.UUID and similar objects expose their bytes as `.bytes`.
+        if let Ok(b) = v.getattr("bytes") {
+            return Ok(OptionValue::Bytes(b.extract()?));
+        }
+    }
+    if let Ok(p) = v.extract::<PathBuf>() {
+        return Ok(OptionValue::Text(p.to_string_lossy().into_owned()));
+    }
+    if let Ok(items) = v.extract::<Vec<Bound<'_, PyAny>>>() {
+        return items
+            .iter()
+            .map(|i| py_value(name, i))
+            .collect::<PyResult<_>>()
+            .map(OptionValue::List);
+    }
+    Err(PyTypeError::new_err(format!(
+        "option {name}: unsupported value type {}",
+        v.get_type().name()?
+    )))
 }
 
-const OPTIONS: &[&str] = &[
-    "compression",
-    "compression_level",
-    "digests",
-    "ecc",
-    "hmac_key",
-    "sign_key",
-    "prev",
-    "generation",
-    "timestamp",
-    "build",
-    "host",
-    "cuda",
-    "rows_per_chunk",
-    "streaming",
-    "fixed_salt",
-    "shard_size",
-    "tensor_hashes",
-    "control_integrity",
-    "page_hashes",
-    "uuid",
-    "zero_base_id",
+/// Keyword arguments that are not writer options: the losses a conversion may make, and
+/// `compression_level` (the level of `compression=True` / `"zstd"`).
+const CONVERT_OPTIONS: &[&str] = &[
     "cast",
     "densify",
     "drop_metadata",
+    "compression_level",
     "dequantize",
     "quantize",
 ];
 
-/// Maps the keyword options of `tessera.save` to the writer's and converter's options.
+/// Maps the keyword options of `tessera.save` / `convert` to the writer's options
+/// (through the library's one parser, the names `tessera convert -O` takes) and the
+/// converter's loss-allowing options. An unknown name is a `TypeError`, as for any
+/// unexpected keyword argument.
 pub fn parse_options(opts: Option<&Bound<'_, PyDict>>) -> PyResult<(WriteOptions, ConvertOptions)> {
     let mut w = WriteOptions::default();
     let mut c = ConvertOptions::default();
     let Some(opts) = opts else {
         return Ok((w, c));
     };
-    let level: Option<i32> = match opts.get_item("compression_level")? {
+    let level: Option<i64> = match opts.get_item("compression_level")? {
         Some(v) if !v.is_none() => Some(v.extract()?),
         _ => None,
     };
     for (k, v) in opts.iter() {
         let key: String = k.extract()?;
-        if v.is_none() && key != "compression" {
-            continue;
-        }
         match key.as_str() {
-            "compression" => w.compression = parse_compression(&v, level)?,
-            "compression_level" => {
-                if !opts.contains("compression")? {
-                    w.compression = Compression::Zstd(v.extract()?);
-                }
-            }
-            "digests" => {
-                w.digests = if let Ok(s) = v.cast::<PyString>() {
-                    vec![parse_digest(&s.to_cow()?)?]
-                } else {
-                    v.extract::<Vec<String>>()?
-                        .iter()
-                        .map(|s| parse_digest(s))
-                        .collect::<PyResult<_>>()?
-                }
-            }
-            "ecc" => w.ecc = Some(v.extract()?),
-            "hmac_key" => w.hmac_key = Some(key_bytes(&v)?),
-            "sign_key" => w.sign_key = Some(sign_key(&v)?),
-            "prev" => w.prev = Some(v.extract()?),
-            "generation" => w.generation = Some(v.extract()?),
-            "timestamp" => w.timestamp = Some(v.extract()?),
-            "build" => w.build = Some(v.extract()?),
-            "host" => w.host = Some(v.extract()?),
-            "cuda" => w.cuda = Some(v.extract()?),
-            "rows_per_chunk" => w.rows_per_chunk = Some(v.extract()?),
-            "streaming" => w.streaming = v.extract()?,
-            "fixed_salt" => w.fixed_salt = Some(fixed::<8>("fixed_salt", &v)?),
-            "shard_size" => w.shard_size = Some(v.extract()?),
-            "tensor_hashes" => w.tensor_hashes = v.extract()?,
-            "control_integrity" => w.control_integrity = v.extract()?,
-            "page_hashes" => w.page_hashes = Some(v.extract()?),
-            "uuid" => w.uuid = Some(fixed::<16>("uuid", &v)?),
-            "zero_base_id" => w.zero_base_id = v.extract()?,
             "cast" => c.cast = v.extract()?,
             "densify" => c.densify = v.extract()?,
             "drop_metadata" => c.drop_metadata = v.extract()?,
@@ -253,11 +179,38 @@ pub fn parse_options(opts: Option<&Bound<'_, PyDict>>) -> PyResult<(WriteOptions
                     )?,
                 );
             }
-            other => {
-                return Err(PyTypeError::new_err(format!(
-                    "unknown save option {other:?}; known: {}",
-                    OPTIONS.join(", ")
-                )))
+            "compression_level" => {
+                if !opts.contains("compression")? {
+                    if let Some(l) = level {
+                        w.set("compression", OptionValue::Int(l)).py()?;
+                    }
+                }
+            }
+            name => {
+                let Some(o) = find_option(name) else {
+                    let mut known: Vec<&str> = all_options().iter().map(|o| o.name).collect();
+                    known.extend(CONVERT_OPTIONS);
+                    return Err(PyTypeError::new_err(format!(
+                        "unknown save option {name:?}; known: {}",
+                        known.join(", ")
+                    )));
+                };
+                if v.is_none() {
+                    if o.name == "compression" {
+                        w.set("compression", OptionValue::Bool(false)).py()?;
+                    }
+                    continue;
+                }
+                let mut value = py_value(o.name, &v)?;
+                if o.name == "compression" {
+                    // compression=True or "zstd" with compression_level=N: zstd at N.
+                    let plain_zstd = matches!(&value, OptionValue::Bool(true))
+                        || matches!(&value, OptionValue::Text(s) if s.eq_ignore_ascii_case("zstd"));
+                    if let (true, Some(l)) = (plain_zstd, level) {
+                        value = OptionValue::Int(l);
+                    }
+                }
+                w.set(name, value).py()?;
             }
         }
     }
@@ -368,6 +321,7 @@ pub fn save<'py>(
 ) -> PyResult<(Vec<String>, Vec<PathBuf>, Option<Bound<'py, PyBytes>>)> {
     let format = resolve_format(format, path.as_ref())?;
     let (wopts, copts) = parse_options(options.as_ref())?;
+    check_options(format, &wopts).py()?;
     let metadata = match &metadata {
         Some(d) => dict_to_map(d, 0)?,
         None => Metadata::new(),

@@ -118,3 +118,80 @@ def test_compression_options(tmp):
         f = tessera.open(p)
         assert np.array_equal(f["z"], t["z"]) and np.array_equal(f["r"], t["r"])
     assert tessera.open(fast).tensor_info("z")["storage"]["encoding"] != tessera.open(raw).tensor_info("z")["storage"]["encoding"]
+
+
+# -- options a format does not take are refused, naming the option and the format
+
+
+def refused(call, option, fmt):
+    with pytest.raises(tessera.InvalidInputError) as e:
+        call()
+    assert option in str(e.value) and fmt in str(e.value), str(e.value)
+
+
+def test_compression_into_safetensors_and_aero_is_refused(tmp):
+    need("safetensors")
+    need("aero")
+    st, aero = tmp / "m.safetensors", tmp / "m.aero"
+    refused(lambda: tessera.save(tensors(), st, compression="zstd:15"), "compression", "safetensors")
+    refused(lambda: tessera.save(tensors(), aero, compression="zstd"), "compression", "AERO")
+    refused(lambda: tessera.save(tensors(), format="aero", compression=True), "compression", "AERO")
+    assert not st.exists() and not aero.exists()
+    # compression=None is the default, not a request.
+    tessera.save(tensors(), st, compression=None)
+
+
+def test_options_gguf_does_not_take_are_refused(tmp):
+    need("gguf")
+    p = tmp / "m.gguf"
+    for opts, name in [
+        ({"digests": "sha256"}, "digests"),
+        ({"ecc": 8}, "ecc"),
+        ({"sign_key": bytes(range(32))}, "sign_key"),
+        ({"tensor_hashes": True}, "tensor_hashes"),
+        ({"generation": 3}, "generation"),
+    ]:
+        refused(lambda: tessera.save(tensors(), p, **opts), name, "GGUF")
+    assert not p.exists()
+    src = tmp / "m.npz"
+    tessera.save(tensors(), src)
+    refused(lambda: tessera.convert(src, p, ecc=8, generation=3), "ecc, generation", "GGUF")
+    assert not p.exists()
+
+
+def test_zstd_levels_out_of_range_say_so(tmp):
+    need("ztensor")
+    for bad in ("zstd:99", 0, 23):
+        with pytest.raises(tessera.InvalidInputError, match="zstd levels are 1–22"):
+            tessera.save(tensors(), tmp / "m.zt", compression=bad)
+
+
+def test_cli_names_work_as_aliases(tmp):
+    need("ztensor")
+    need("wtxt")
+    a = tessera.save(tensors(), format="ztensor", compression="zstd:5", digests="sha256")
+    b = tessera.save(tensors(), format="ztensor", compress="zstd:5", digest="sha256")
+    assert a == b and a != tessera.save(tensors(), format="ztensor")
+    w1 = tessera.save(tensors(), format="wtxt", generation=4, timestamp="2024-01-02T03:04:05Z",
+                      fixed_salt=bytes(8), hmac_key=b"k")
+    w2 = tessera.save(tensors(), format="wtxt", gen=4, ts="2024-01-02T03:04:05Z",
+                      salt="0000000000000000", hmac_key="k")
+    assert w1 == w2
+
+
+def test_unknown_and_malformed_options(tmp):
+    need("aero")
+    with pytest.raises(TypeError, match="unknown save option"):
+        tessera.save(tensors(), tmp / "m.aero", no_such_option=1)
+    with pytest.raises(tessera.InvalidInputError, match="shard_size"):
+        tessera.save(tensors(), tmp / "m.aero", shard_size="1Q")
+    tessera.save(tensors(), tmp / "m.aero", shard_size="1K")  # sizes take suffixes
+    assert len(tessera.open(tmp / "m.aero").chunks) > 3
+
+
+def test_formats_list_their_options():
+    by_name = {f["name"]: f for f in tessera.formats()}
+    assert "compression" in by_name["ztensor"]["options"]
+    assert by_name["safetensors"]["options"] == []
+    assert "compression" not in by_name["aero"]["options"]
+    assert "zstd" not in by_name["aero"].get("compression", [])

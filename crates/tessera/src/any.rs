@@ -91,37 +91,10 @@ pub enum Access {
     Whole,
 }
 
-/// The reader for a format, when it is implemented, and how it reads.
+/// The reader for a format, when it is implemented, and how it reads (from the
+/// format's registry entry, [`crate::format::FormatSpec::reader`]).
 pub fn reader_for(format: Format) -> Option<(OpenFn, Access)> {
-    use crate::formats::*;
-    let open = match format {
-        Format::Wtxt | Format::Wsum | Format::AgeArmor => wtxt::OPEN,
-        Format::WtxtDelta => None,
-        Format::Ztensor => ztensor::OPEN,
-        Format::ZtensorV2 => ztensor2::OPEN,
-        Format::Fold => fold::OPEN,
-        Format::Aero => aero::OPEN,
-        Format::GptrsCheckpoint | Format::GptrsArchive => gptrs::OPEN,
-        Format::Safetensors => safetensors::OPEN,
-        Format::Npy | Format::Npz => npy::OPEN,
-        Format::Gguf => gguf::OPEN,
-        Format::Pytorch => pytorch::OPEN,
-    }?;
-    let access = match format {
-        Format::Safetensors
-        | Format::Npy
-        | Format::Ztensor
-        | Format::ZtensorV2
-        | Format::Gguf
-        | Format::GptrsCheckpoint
-        | Format::GptrsArchive
-        | Format::Aero
-        | Format::Npz
-        | Format::Fold
-        | Format::Pytorch => Access::Ranges,
-        _ => Access::Whole,
-    };
-    Some((open, access))
+    format.spec().reader
 }
 
 /// Opens the file `src` holds (a [`crate::FileData`] map, a [`crate::source::PreadFile`],

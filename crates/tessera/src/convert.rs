@@ -41,8 +41,10 @@ pub enum Digest {
     Sha256,
 }
 
-/// Options for writers. Each format reads the fields it has a use for; `tessera convert`
-/// sets them from its flags. Timestamps, salts and UUIDs default to "now"/random unless
+/// Options for writers. Each format declares the options it takes (its registry entry,
+/// [`crate::options`]) and reads those fields; a write refuses an option the target does
+/// not declare. `tessera convert` and Python's `save` set them with
+/// [`WriteOptions::set`]. Timestamps, salts and UUIDs default to "now"/random unless
 /// fixed here, which makes output byte-deterministic.
 #[derive(Debug, Clone, Default)]
 pub struct WriteOptions {
@@ -91,6 +93,9 @@ pub struct WriteOptions {
     pub zero_base_id: bool,
     /// Where the output goes, for writers that also write a sibling file (WTXT `.wsum`).
     pub path: Option<PathBuf>,
+    /// Options only one format has, declared in its module and set by
+    /// [`WriteOptions::set`] (read them with [`WriteOptions::extra_int`] and friends).
+    pub extra: std::collections::BTreeMap<String, crate::options::OptionValue>,
 }
 
 /// Options of a conversion that allow a loss, each explicitly.
@@ -157,40 +162,15 @@ pub struct Capabilities {
     pub zero_copy: bool,
 }
 
-/// The writer for a format, when it is implemented.
+/// The writer for a format, when it is implemented (from its registry entry).
 pub fn writer_for(format: Format) -> Option<WriteFn> {
-    use crate::formats::*;
-    match format {
-        Format::Wtxt => wtxt::WRITE,
-        Format::Ztensor => ztensor::WRITE,
-        Format::Fold => fold::WRITE,
-        Format::Aero => aero::WRITE,
-        Format::GptrsCheckpoint => gptrs::WRITE_CHECKPOINT,
-        Format::GptrsArchive => gptrs::WRITE_ARCHIVE,
-        Format::Safetensors => safetensors::WRITE,
-        Format::Npy => npy::WRITE_NPY,
-        Format::Npz => npy::WRITE_NPZ,
-        Format::Gguf => gguf::WRITE,
-        Format::ZtensorV2 => ztensor2::WRITE,
-        Format::WtxtDelta | Format::Wsum | Format::AgeArmor | Format::Pytorch => None,
-    }
+    format.spec().writer
 }
 
-/// The capabilities of a format, when Tessera knows how to write it.
+/// The capabilities of a format, when Tessera knows how to write it (from its registry
+/// entry).
 pub fn capabilities(format: Format) -> Option<Capabilities> {
-    use crate::formats::*;
-    Some(match format {
-        Format::Wtxt => wtxt::capabilities(),
-        Format::Ztensor => ztensor::capabilities(),
-        Format::ZtensorV2 => ztensor2::capabilities(),
-        Format::Fold => fold::capabilities(),
-        Format::Aero => aero::capabilities(),
-        Format::GptrsCheckpoint | Format::GptrsArchive => gptrs::capabilities(format),
-        Format::Safetensors => safetensors::capabilities(),
-        Format::Npy | Format::Npz => npy::capabilities(format),
-        Format::Gguf => gguf::capabilities(),
-        _ => return None,
-    })
+    format.spec().capabilities.map(|c| c())
 }
 
 /// A source adapted to a target: tensors densified or cast as allowed, metadata and
@@ -445,6 +425,7 @@ pub fn write_to(
     opts: &WriteOptions,
 ) -> Result<WriteReport> {
     let write = writer_for(format).ok_or_else(|| format.not_supported_yet())?;
+    crate::options::check_options(format, opts)?;
     write(src, out, opts).map_err(|e| e.in_format(format.name()))
 }
 

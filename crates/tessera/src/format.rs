@@ -1,111 +1,194 @@
 //! Formats and their detection by content.
 //!
+//! Each format module describes itself in one [`FormatSpec`] (name, title, extensions,
+//! magic, reader, writer, capabilities, options); the registry in [`crate::formats`]
+//! lists them, one line per format, and generates the [`Format`] enum from that list.
+//! Everything here — detection, names, extensions, `can_read`/`can_write` — reads the
+//! registry, so a new format needs its folder and its registry line, nothing else.
+//!
 //! [`Format::detect`] looks only at the first bytes (a magic table, as `image` does). The
 //! file extension is a hint for the *output* format of a conversion, never for reading.
 
 use std::fmt;
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::any::{Access, OpenFn};
+use crate::convert::{Capabilities, WriteFn};
+use crate::error::{Error, ErrorKind, Result};
 
-/// Every format Tessera knows, implemented or not.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Format {
-    /// WTXT/Chunks v1.1 snapshot (`WTXT 1`).
-    Wtxt,
-    /// WTXT DELTA v2 (`WTXT-DELTA 2`).
-    WtxtDelta,
-    /// WSUM finalization line of a streamed WTXT (`WSUM 1`).
-    Wsum,
-    /// An age ASCII-armored encrypted file (typically a WTXT snapshot).
-    AgeArmor,
-    /// zTensor v1.0 / v1.1 (`ZTEN1000`).
-    Ztensor,
-    /// zTensor v2 (`\x89ZT2\r\n\x1a\n`).
-    ZtensorV2,
-    /// FOLD `.fold` / `.mind` (`FOLDv1\0\0`).
-    Fold,
-    /// AERO v0.1 (`AERO`).
-    Aero,
-    /// GPTRS v2 checkpoint (`GPTRSCHK`).
-    GptrsCheckpoint,
-    /// GPTRS v2 tensor archive (`GPTRSTEN`).
-    GptrsArchive,
-    /// safetensors (u64 header length, then a JSON object).
-    Safetensors,
-    /// NumPy `.npy` (`\x93NUMPY`).
-    Npy,
-    /// NumPy `.npz` (a zip of `.npy` members).
-    Npz,
-    /// GGUF v2/v3 (`GGUF`).
-    Gguf,
-    /// PyTorch checkpoint (`torch.save`: a zip with `<archive>/data.pkl`, or legacy).
-    Pytorch,
+pub use crate::formats::Format;
+
+/// One format as its module describes it. Built with [`FormatSpec::new`] and the `const`
+/// setters, so a field added later does not break existing descriptions:
+///
+/// ```
+/// # use tessera::format::FormatSpec;
+/// const SPEC: FormatSpec = FormatSpec::new("demo", "Demo v1")
+///     .extensions(&["demo"])
+///     .magic(&[b"DEMO"]);
+/// assert_eq!(SPEC.name, "demo");
+/// ```
+#[derive(Clone, Copy)]
+#[non_exhaustive]
+pub struct FormatSpec {
+    /// The short name used by the CLI (`--to`), JSON output and Python.
+    pub name: &'static str,
+    /// A human title with version (`zTensor v1.0`).
+    pub title: &'static str,
+    /// File extensions, the preferred one first.
+    pub extensions: &'static [&'static str],
+    /// Other names the format is known by (`--to ztensor2`), besides `name`.
+    pub aliases: &'static [&'static str],
+    /// Magic prefixes; the longest one that matches wins.
+    pub magic: &'static [&'static [u8]],
+    /// A test on the first [`DETECT_LEN`] bytes: alone, for formats without a magic
+    /// (safetensors); with `magic`, to tell apart formats that share one.
+    pub sniff: Option<fn(&[u8]) -> bool>,
+    /// The reader and how it reads, when implemented.
+    pub reader: Option<(OpenFn, Access)>,
+    /// The writer, when implemented.
+    pub writer: Option<WriteFn>,
+    /// What the format can hold, when Tessera writes it.
+    pub capabilities: Option<fn() -> Capabilities>,
+    /// Shown in `tessera formats`: a container of tensors (not a side file, an envelope
+    /// or a delta).
+    pub listed: bool,
+    /// A file holds exactly one tensor (`.npy`): not a model, left out of the conversion
+    /// matrix and the tour.
+    pub single_tensor: bool,
+    /// The libFuzzer target (`fuzz/fuzz_targets/<name>.rs`) and test-data folder
+    /// (`crates/tessera/tests/data/<name>/`) that cover this format's reader; formats
+    /// that share a reader share it.
+    pub fuzz_target: Option<&'static str>,
+    /// The writer options the format takes ([`crate::options`]); any other is refused.
+    pub options: &'static [crate::options::OptionSpec],
+    /// The error when a detected format has no reader or writer (defaults to "… is
+    /// detected but not supported yet").
+    pub not_supported: Option<(ErrorKind, &'static str)>,
 }
 
-/// Magic prefixes, longest first where they share bytes.
-const MAGIC: &[(&[u8], Format)] = &[
-    (b"WTXT-DELTA 2", Format::WtxtDelta),
-    (b"WTXT 1\n", Format::Wtxt),
-    (b"WSUM 1", Format::Wsum),
-    (b"-----BEGIN AGE ENCRYPTED FILE-----", Format::AgeArmor),
-    (b"ZTEN1000", Format::Ztensor),
-    (b"\x89ZT2\r\n\x1a\n", Format::ZtensorV2),
-    (b"FOLDv1\0\0", Format::Fold),
-    (b"GPTRSCHK", Format::GptrsCheckpoint),
-    (b"GPTRSTEN", Format::GptrsArchive),
-    (b"AERO", Format::Aero),
-    (b"\x93NUMPY", Format::Npy),
-    (b"PK\x03\x04", Format::Npz),
-    (b"PK\x05\x06", Format::Npz),
-    (b"GGUF", Format::Gguf),
-];
+impl FormatSpec {
+    /// A format known by name and title only: detected by nothing, neither read nor
+    /// written. Add the rest with the setters.
+    pub const fn new(name: &'static str, title: &'static str) -> FormatSpec {
+        FormatSpec {
+            name,
+            title,
+            extensions: &[],
+            aliases: &[],
+            magic: &[],
+            sniff: None,
+            reader: None,
+            writer: None,
+            capabilities: None,
+            listed: true,
+            single_tensor: false,
+            fuzz_target: None,
+            not_supported: None,
+            options: &[],
+        }
+    }
+    /// File extensions, the preferred one first.
+    pub const fn extensions(mut self, e: &'static [&'static str]) -> FormatSpec {
+        self.extensions = e;
+        self
+    }
+    /// Other names for the format.
+    pub const fn aliases(mut self, a: &'static [&'static str]) -> FormatSpec {
+        self.aliases = a;
+        self
+    }
+    /// Magic prefixes.
+    pub const fn magic(mut self, m: &'static [&'static [u8]]) -> FormatSpec {
+        self.magic = m;
+        self
+    }
+    /// A content test (see [`FormatSpec::sniff`]).
+    pub const fn sniff(mut self, f: fn(&[u8]) -> bool) -> FormatSpec {
+        self.sniff = Some(f);
+        self
+    }
+    /// The reader, how it reads, and the fuzz target that covers it.
+    pub const fn reader(mut self, open: OpenFn, access: Access, fuzz: &'static str) -> FormatSpec {
+        self.reader = Some((open, access));
+        self.fuzz_target = Some(fuzz);
+        self
+    }
+    /// The writer and what it can hold.
+    pub const fn writer(mut self, write: WriteFn, caps: fn() -> Capabilities) -> FormatSpec {
+        self.writer = Some(write);
+        self.capabilities = Some(caps);
+        self
+    }
+    /// The writer options the format takes.
+    pub const fn options(mut self, o: &'static [crate::options::OptionSpec]) -> FormatSpec {
+        self.options = o;
+        self
+    }
+    /// Not listed by `tessera formats` (a side file, an envelope, a delta).
+    pub const fn unlisted(mut self) -> FormatSpec {
+        self.listed = false;
+        self
+    }
+    /// A file holds exactly one tensor.
+    pub const fn single_tensor(mut self) -> FormatSpec {
+        self.single_tensor = true;
+        self
+    }
+    /// The error for this format when it cannot be read or written.
+    pub const fn not_supported(mut self, kind: ErrorKind, message: &'static str) -> FormatSpec {
+        self.not_supported = Some((kind, message));
+        self
+    }
+}
+
+impl fmt::Debug for FormatSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FormatSpec")
+            .field("name", &self.name)
+            .field("title", &self.title)
+            .field("extensions", &self.extensions)
+            .field("read", &self.reader.map(|r| r.1))
+            .field("write", &self.writer.is_some())
+            .finish_non_exhaustive()
+    }
+}
 
 /// How many leading bytes [`Format::detect`] wants to see.
+/// 512: a PyTorch zip is told from an npz by its first record's name, which can be long.
 pub const DETECT_LEN: usize = 512;
 
 impl Format {
-    /// Every format, in table order.
-    pub const ALL: [Format; 15] = [
-        Format::Wtxt,
-        Format::WtxtDelta,
-        Format::Wsum,
-        Format::AgeArmor,
-        Format::Ztensor,
-        Format::ZtensorV2,
-        Format::Fold,
-        Format::Aero,
-        Format::GptrsCheckpoint,
-        Format::GptrsArchive,
-        Format::Safetensors,
-        Format::Npy,
-        Format::Npz,
-        Format::Gguf,
-        Format::Pytorch,
-    ];
-
     /// Detects the format from the first bytes of a file (at least [`DETECT_LEN`] when
-    /// the file is that long).
+    /// the file is that long): the longest matching magic (with its sniff test, if the
+    /// format has one), else the first format whose sniff test alone accepts the bytes.
     pub fn detect(head: &[u8]) -> Option<Format> {
-        use crate::formats::pytorch;
-        if pytorch::is_zip_checkpoint(head) || pytorch::is_legacy(head) {
-            return Some(Format::Pytorch);
-        }
-        for (magic, f) in MAGIC {
-            if head.starts_with(magic) {
-                return Some(*f);
+        let sniffed = |f: Format| f.spec().sniff.is_none_or(|s| s(head));
+        let mut best: Option<(usize, Format)> = None;
+        for f in Format::ALL {
+            for m in f.spec().magic {
+                // Longest magic wins; on a tie, a format whose sniff test accepted the
+                // bytes beats one that has none (a PyTorch zip over a plain zip = npz).
+                let better = match best {
+                    None => true,
+                    Some((len, b)) => {
+                        m.len() > len
+                            || (m.len() == len
+                                && f.spec().sniff.is_some()
+                                && b.spec().sniff.is_none())
+                    }
+                };
+                if head.starts_with(m) && better && sniffed(f) {
+                    best = Some((m.len(), f));
+                }
             }
         }
-        // safetensors: u64 LE header length, then a JSON object.
-        if head.len() >= 9 && head[8] == b'{' {
-            let n = u64::from_le_bytes([
-                head[0], head[1], head[2], head[3], head[4], head[5], head[6], head[7],
-            ]);
-            if n >= 2 {
-                return Some(Format::Safetensors);
-            }
+        if let Some((_, f)) = best {
+            return Some(f);
         }
-        None
+        Format::ALL
+            .into_iter()
+            .find(|f| f.spec().magic.is_empty() && f.spec().sniff.is_some() && sniffed(*f))
     }
 
     /// Like [`Format::detect`], but an `UnknownFormat` error when nothing matches.
@@ -130,78 +213,28 @@ impl Format {
     }
 
     /// The short name used by the CLI (`--to`), JSON output and Python.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Format::Wtxt => "wtxt",
-            Format::WtxtDelta => "wtxt-delta",
-            Format::Wsum => "wsum",
-            Format::AgeArmor => "age",
-            Format::Ztensor => "ztensor",
-            Format::ZtensorV2 => "ztensor-v2",
-            Format::Fold => "fold",
-            Format::Aero => "aero",
-            Format::GptrsCheckpoint => "gptrs",
-            Format::GptrsArchive => "gptrsten",
-            Format::Safetensors => "safetensors",
-            Format::Npy => "npy",
-            Format::Npz => "npz",
-            Format::Gguf => "gguf",
-            Format::Pytorch => "pytorch",
-        }
+    pub fn name(self) -> &'static str {
+        self.spec().name
     }
 
     /// A human title with version (`zTensor v1.0`).
-    pub const fn title(self) -> &'static str {
-        match self {
-            Format::Wtxt => "WTXT/Chunks v1.1",
-            Format::WtxtDelta => "WTXT DELTA v2",
-            Format::Wsum => "WTXT WSUM",
-            Format::AgeArmor => "age-encrypted (ASCII armor)",
-            Format::Ztensor => "zTensor v1.0",
-            Format::ZtensorV2 => "zTensor v2",
-            Format::Fold => "FOLD v1.2",
-            Format::Aero => "AERO v0.1",
-            Format::GptrsCheckpoint => "GPTRS v2 checkpoint",
-            Format::GptrsArchive => "GPTRS v2 tensor archive",
-            Format::Safetensors => "safetensors",
-            Format::Npy => "NumPy .npy",
-            Format::Npz => "NumPy .npz",
-            Format::Gguf => "GGUF",
-            Format::Pytorch => "PyTorch checkpoint",
-        }
+    pub fn title(self) -> &'static str {
+        self.spec().title
     }
 
     /// File extensions, the preferred one first.
-    pub const fn extensions(self) -> &'static [&'static str] {
-        match self {
-            Format::Wtxt => &["wtxt"],
-            Format::WtxtDelta => &["wtxtdelta"],
-            Format::Wsum => &["wsum"],
-            Format::AgeArmor => &["age"],
-            Format::Ztensor => &["zt", "ztensor"],
-            // `.zt` is v1's: v2 is picked by --to ztensor2 or --zt-version 2.
-            Format::ZtensorV2 => &[],
-            Format::Fold => &["fold", "mind"],
-            Format::Aero => &["aero"],
-            Format::GptrsCheckpoint => &["gptrs"],
-            Format::GptrsArchive => &["gptrsten"],
-            Format::Safetensors => &["safetensors"],
-            Format::Npy => &["npy"],
-            Format::Npz => &["npz"],
-            Format::Gguf => &["gguf"],
-            Format::Pytorch => &["pt", "pth", "bin", "ckpt"],
-        }
+    pub fn extensions(self) -> &'static [&'static str] {
+        self.spec().extensions
     }
 
     /// Parses a name (`ztensor`, `zt`, `safetensors`, …) or an extension.
     pub fn from_name(s: &str) -> Option<Format> {
         let s = s.trim_start_matches('.').to_ascii_lowercase();
-        if s == "ztensor2" {
-            return Some(Format::ZtensorV2);
-        }
-        Format::ALL
-            .into_iter()
-            .find(|f| f.name() == s || f.extensions().contains(&s.as_str()))
+        Format::ALL.into_iter().find(|f| {
+            f.name() == s
+                || f.spec().aliases.contains(&s.as_str())
+                || f.extensions().contains(&s.as_str())
+        })
     }
 
     /// The output format a path's extension asks for.
@@ -213,25 +246,22 @@ impl Format {
 
     /// True when Tessera can read tensors from this format today.
     pub fn can_read(self) -> bool {
-        crate::any::reader_for(self).is_some()
+        self.spec().reader.is_some()
     }
 
     /// True when Tessera can write this format today.
     pub fn can_write(self) -> bool {
-        crate::convert::writer_for(self).is_some()
+        self.spec().writer.is_some()
     }
 
     /// The error for a detected format that is not implemented (yet).
     pub fn not_supported_yet(self) -> Error {
-        match self {
-            Format::ZtensorV2 => {
-                Error::unsupported_version("zTensor v2 is not supported (only v1.0 and v1.1)")
-            }
-            Format::WtxtDelta => Error::unsupported(
-                "a WTXT delta holds changed chunks, not a model: apply it to its base with \
-                 `tessera wtxt apply BASE DELTA -o OUT`",
-            ),
-            f => Error::unsupported(format!("{} is detected but not supported yet", f.title())),
+        match self.spec().not_supported {
+            Some((kind, message)) => Error::new(kind, message),
+            None => Error::unsupported(format!(
+                "{} is detected but not supported yet",
+                self.title()
+            )),
         }
     }
 }
@@ -276,14 +306,62 @@ mod tests {
     #[test]
     fn names_and_extensions() {
         assert_eq!(Format::from_name("zt"), Some(Format::Ztensor));
-        assert_eq!(Format::from_name("ztensor2"), Some(Format::ZtensorV2));
         assert_eq!(Format::from_name(".mind"), Some(Format::Fold));
+        assert_eq!(Format::from_name("ztensor2"), Some(Format::ZtensorV2));
+        assert_eq!(Format::from_name("bin"), Some(Format::Pytorch));
         assert_eq!(
             Format::from_path(Path::new("a/b.gptrsten")),
             Some(Format::GptrsArchive)
         );
         for f in Format::ALL {
             assert_eq!(Format::from_name(f.name()), Some(f));
+        }
+    }
+
+    #[test]
+    fn the_registry_is_consistent() {
+        let mut names = std::collections::HashSet::new();
+        let mut exts = std::collections::HashSet::new();
+        let mut magics = std::collections::HashSet::new();
+        for f in Format::ALL {
+            let s = f.spec();
+            assert!(names.insert(s.name), "{}: name used twice", s.name);
+            for e in s.extensions {
+                assert!(exts.insert(*e), "{}: extension {e} used twice", s.name);
+            }
+            for m in s.magic {
+                // Two formats may share a magic only when a sniff test tells them apart.
+                assert!(
+                    magics.insert(*m) || s.sniff.is_some(),
+                    "{}: magic {m:?} used twice",
+                    s.name
+                );
+                assert!(m.len() <= DETECT_LEN);
+                let mut head = m.to_vec();
+                head.resize(DETECT_LEN, 0);
+                if s.sniff.is_none() {
+                    assert_eq!(Format::detect(&head), Some(f), "{}", s.name);
+                }
+            }
+            assert!(
+                !s.magic.is_empty() || s.sniff.is_some(),
+                "{}: nothing detects it",
+                s.name
+            );
+            assert_eq!(s.reader.is_some(), s.fuzz_target.is_some(), "{}", s.name);
+            assert_eq!(s.writer.is_some(), s.capabilities.is_some(), "{}", s.name);
+            if let Some(caps) = s.capabilities {
+                assert_eq!(
+                    caps().format,
+                    f,
+                    "{}: capabilities name another format",
+                    s.name
+                );
+            }
+            if !f.can_read() || !f.can_write() {
+                let e = f.not_supported_yet();
+                assert!(!e.to_string().is_empty());
+            }
         }
     }
 }

@@ -40,6 +40,7 @@ pub mod identity;
 pub mod limits;
 pub mod metadata;
 pub mod model;
+pub mod options;
 pub mod set;
 pub mod signing;
 pub mod source;

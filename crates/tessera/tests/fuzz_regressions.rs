@@ -10,21 +10,15 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The format a fuzz target exercises: the first registry entry it covers.
 fn target_format(target: &str) -> Option<Format> {
-    Some(match target {
-        "ztensor" => Format::Ztensor,
-        "ztensor2" => Format::ZtensorV2,
-        "safetensors" => Format::Safetensors,
-        "fold" => Format::Fold,
-        "aero" => Format::Aero,
-        "gptrs" => Format::GptrsCheckpoint,
-        "wtxt" => Format::Wtxt,
-        "npy" => Format::Npy,
-        "gguf" => Format::Gguf,
-        "pytorch" => Format::Pytorch,
-        _ => return None,
-    })
+    Format::ALL
+        .into_iter()
+        .find(|f| f.spec().fuzz_target == Some(target))
 }
+
+/// Fuzz targets that are not one format's reader.
+const GENERIC_TARGETS: [&str; 3] = ["detect", "roundtrip", "ranged"];
 
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -99,5 +93,57 @@ fn interop_samples_exercise_without_panic() {
             tessera::fuzzing::exercise_any(&d);
             d[i] ^= 0x5a;
         }
+    }
+}
+
+/// Every readable format of the registry has its fuzz target (`fuzz/fuzz_targets/<t>.rs`,
+/// a `[[bin]]` in `fuzz/Cargo.toml`, exercising that format) and its test data
+/// (`crates/tessera/tests/data/<t>/`); every target file belongs to a registry format or
+/// is generic. `scripts/fuzz.sh` runs the files of `fuzz/fuzz_targets/`, so it runs them all.
+#[test]
+fn fuzz_targets_and_test_data_follow_the_registry() {
+    let targets_dir = root().join("fuzz/fuzz_targets");
+    let cargo = std::fs::read_to_string(root().join("fuzz/Cargo.toml")).unwrap();
+    let mut wanted = std::collections::BTreeSet::new();
+    for f in Format::ALL {
+        let Some(t) = f.spec().fuzz_target else {
+            assert!(!f.can_read(), "{f}: readable but no fuzz target");
+            continue;
+        };
+        wanted.insert(t);
+        let file = targets_dir.join(format!("{t}.rs"));
+        let code = std::fs::read_to_string(&file)
+            .unwrap_or_else(|_| panic!("{f}: no fuzz target {}", file.display()));
+        let exercised = Format::ALL
+            .into_iter()
+            .filter(|g| g.spec().fuzz_target == Some(t))
+            .any(|g| code.contains(&format!("Format::{g:?}")));
+        assert!(
+            exercised,
+            "{}: exercises none of its formats",
+            file.display()
+        );
+        assert!(
+            cargo.contains(&format!("name = \"{t}\"")),
+            "fuzz/Cargo.toml has no [[bin]] {t}"
+        );
+        let data = root().join("crates/tessera/tests/data").join(t);
+        assert!(data.is_dir(), "{f}: no test data in {}", data.display());
+    }
+    let script = std::fs::read_to_string(root().join("scripts/fuzz.sh")).unwrap();
+    assert!(
+        script.contains("$(ls fuzz/fuzz_targets"),
+        "scripts/fuzz.sh must take its targets from fuzz/fuzz_targets/"
+    );
+    for t in GENERIC_TARGETS {
+        assert!(targets_dir.join(format!("{t}.rs")).is_file(), "{t}");
+    }
+    for e in std::fs::read_dir(&targets_dir).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let stem = name.trim_end_matches(".rs");
+        assert!(
+            wanted.contains(stem) || GENERIC_TARGETS.contains(&stem),
+            "fuzz target {name} covers no registry format"
+        );
     }
 }

@@ -9,7 +9,7 @@
 use std::io::Write;
 
 use anyhow::{bail, Context};
-use tessera::convert::{Compression, Digest};
+use tessera::options::{check_options, find_option, parse_assignment, OptionKind, OptionValue};
 use tessera::{ConvertOptions, Format, WriteOptions};
 
 use crate::cli::ConvertArgs;
@@ -28,72 +28,83 @@ pub fn target_format(to: Option<&str>, output: &std::path::Path) -> anyhow::Resu
     }
 }
 
-/// Builds writer options from the flags.
+/// The value of an option as the command line gives it: keys (`hmac_key`, `sign_key`)
+/// name a file, read here; everything else is text the library parses.
+fn cli_value(name: &str, text: OptionValue) -> anyhow::Result<OptionValue> {
+    let (Some(o), OptionValue::Text(path)) = (find_option(name), &text) else {
+        return Ok(text);
+    };
+    if o.kind != OptionKind::Secret {
+        return Ok(text);
+    }
+    let path = std::path::Path::new(path);
+    Ok(OptionValue::Bytes(if o.name == "sign_key" {
+        crate::cmd::keys::load_secret_key(path)?.to_vec()
+    } else {
+        std::fs::read(path).with_context(|| format!("reading {} {}", o.name, path.display()))?
+    }))
+}
+
+/// Builds writer options from `-O NAME=VALUE` and the older flags (aliases of the same
+/// options), through the library's one option parser.
 pub fn write_options(args: &ConvertArgs) -> anyhow::Result<WriteOptions> {
-    let mut o = WriteOptions::default();
-    if let Some(c) = &args.compress {
-        o.compression = match c.as_str() {
-            "none" | "raw" => Compression::None,
-            "zstd" => Compression::Zstd(3),
-            s if s.starts_with("zstd:") => {
-                let level: i32 = s[5..]
-                    .parse()
-                    .with_context(|| format!("bad zstd level in {s:?}"))?;
-                Compression::Zstd(level)
-            }
-            s => bail!("unknown compression {s:?} (none, zstd, zstd:LEVEL)"),
-        };
-    }
+    let text = |s: &str| Some(OptionValue::Text(s.to_string()));
+    let flag = |b: bool| b.then_some(OptionValue::Flag);
+    let mut given: Vec<(String, OptionValue)> = Vec::new();
+    let mut add = |name: &str, v: Option<OptionValue>| {
+        if let Some(v) = v {
+            given.push((name.to_string(), v));
+        }
+    };
+    add("compression", args.compress.as_deref().and_then(text));
     for d in &args.digest {
-        o.digests.push(match d.as_str() {
-            "crc32c" => Digest::Crc32c,
-            "sha256" => Digest::Sha256,
-            s => bail!("unknown digest {s:?} (crc32c, sha256)"),
-        });
+        add("digests", text(d));
     }
-    o.ecc = args.ecc;
-    if let Some(p) = &args.hmac_key_file {
-        o.hmac_key =
-            Some(std::fs::read(p).with_context(|| format!("reading HMAC key {}", p.display()))?);
+    add("ecc", args.ecc.map(|n| OptionValue::Int(n.into())));
+    add(
+        "hmac_key",
+        args.hmac_key_file
+            .as_ref()
+            .and_then(|p| text(&p.to_string_lossy())),
+    );
+    add(
+        "sign_key",
+        args.sign_key
+            .as_ref()
+            .and_then(|p| text(&p.to_string_lossy())),
+    );
+    add(
+        "prev",
+        args.prev.as_ref().and_then(|p| text(&p.to_string_lossy())),
+    );
+    add("generation", args.gen.and_then(|g| text(&g.to_string())));
+    add("timestamp", args.ts.as_deref().and_then(text));
+    add("build", args.build.as_deref().and_then(text));
+    add("host", args.host.as_deref().and_then(text));
+    add("cuda", args.cuda.as_deref().and_then(text));
+    add("audit", args.audit.as_deref().and_then(text));
+    add(
+        "rows_per_chunk",
+        args.rows_per_chunk.and_then(|n| text(&n.to_string())),
+    );
+    add("streaming", flag(args.streaming));
+    add("fixed_salt", args.salt.as_deref().and_then(text));
+    add("shard_size", args.shard_size.as_deref().and_then(text));
+    add("tensor_hashes", flag(args.tensor_hashes));
+    add("control_integrity", flag(args.control_integrity));
+    add("page_hashes", args.page_hashes.as_deref().and_then(text));
+    add("uuid", args.uuid.as_deref().and_then(text));
+    add("zero_base_id", flag(args.zero_base_id));
+    for o in &args.option {
+        let (k, v) = parse_assignment(o).map_err(anyhow::Error::new)?;
+        given.push((k, v));
     }
-    if let Some(p) = &args.sign_key {
-        o.sign_key = Some(crate::cmd::keys::load_secret_key(p)?);
+    let mut opts = WriteOptions::default();
+    for (name, v) in given {
+        let v = cli_value(&name, v)?;
+        opts.set(&name, v).map_err(anyhow::Error::new)?;
     }
-    o.prev = args.prev.clone();
-    o.generation = args.gen;
-    o.timestamp = args.ts.clone();
-    o.build = args.build.clone();
-    o.host = args.host.clone();
-    o.cuda = args.cuda.clone();
-    o.rows_per_chunk = args.rows_per_chunk;
-    o.audit = args.audit.clone();
-    o.streaming = args.streaming;
-    if let Some(s) = &args.salt {
-        let b = tessera::util::unhex(s)
-            .filter(|b| b.len() == 8)
-            .context("--salt needs 16 hex digits")?;
-        let mut salt = [0u8; 8];
-        salt.copy_from_slice(&b);
-        o.fixed_salt = Some(salt);
-    }
-    if let Some(s) = &args.shard_size {
-        o.shard_size = Some(parse_size(s)?);
-    }
-    o.tensor_hashes = args.tensor_hashes;
-    o.control_integrity = args.control_integrity;
-    if let Some(p) = &args.page_hashes {
-        o.page_hashes = Some(parse_size(p)?);
-    }
-    if let Some(u) = &args.uuid {
-        let b = tessera::util::unhex(u)
-            .filter(|b| b.len() == 16)
-            .context("--uuid needs 32 hex digits")?;
-        let mut uuid = [0u8; 16];
-        uuid.copy_from_slice(&b);
-        o.uuid = Some(uuid);
-    }
-    o.zero_base_id = args.zero_base_id;
-    Ok(o)
+    Ok(opts)
 }
 
 /// Runs the verb.
@@ -111,6 +122,8 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         (f, None) => f,
     };
     let opts = write_options(args)?;
+    // Refused before the input is read: an option the target does not use.
+    check_options(format, &opts).map_err(anyhow::Error::new)?;
     let conv = ConvertOptions {
         cast: args.cast,
         densify: args.densify,

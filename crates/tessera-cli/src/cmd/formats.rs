@@ -8,20 +8,14 @@ use tessera::Format;
 
 use crate::cli::FormatsArgs;
 
-/// The formats the table lists (the ones that hold tensors).
-pub const LISTED: [Format; 11] = [
-    Format::Wtxt,
-    Format::Ztensor,
-    Format::Fold,
-    Format::Aero,
-    Format::GptrsCheckpoint,
-    Format::GptrsArchive,
-    Format::Safetensors,
-    Format::Npy,
-    Format::Npz,
-    Format::Gguf,
-    Format::ZtensorV2,
-];
+/// The formats the table lists: those of the registry that hold tensors (not side files,
+/// envelopes or deltas), in registry order.
+pub fn listed() -> Vec<Format> {
+    Format::ALL
+        .into_iter()
+        .filter(|f| f.spec().listed)
+        .collect()
+}
 
 fn meta_name(m: MetadataSupport) -> &'static str {
     match m {
@@ -33,9 +27,9 @@ fn meta_name(m: MetadataSupport) -> &'static str {
 
 /// One row per format, as JSON.
 pub fn table() -> Vec<serde_json::Value> {
-    LISTED
-        .iter()
-        .map(|&f| {
+    listed()
+        .into_iter()
+        .map(|f| {
             let caps = capabilities(f);
             json!({
                 "format": f.name(),
@@ -55,6 +49,7 @@ pub fn table() -> Vec<serde_json::Value> {
                 "zero_copy": caps.as_ref().is_some_and(|c| c.zero_copy),
                 "metadata": caps.as_ref().map(|c| meta_name(c.metadata)).unwrap_or("none"),
                 "chunks": caps.as_ref().is_some_and(|c| c.chunks),
+                "options": f.spec().options.iter().map(|o| o.name).collect::<Vec<_>>(),
             })
         })
         .collect()
@@ -119,7 +114,30 @@ pub fn markdown() -> String {
 
 /// Runs the verb.
 pub fn run(args: &FormatsArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
-    if args.json {
+    if args.options {
+        for f in listed().into_iter().filter(|f| f.can_write()) {
+            let opts = f.spec().options;
+            if opts.is_empty() {
+                writeln!(out, "{}: no options", f.name())?;
+                continue;
+            }
+            writeln!(out, "{}:", f.name())?;
+            for o in opts {
+                let aliases = if o.aliases.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (also --{})", o.aliases.join(", --").replace('_', "-"))
+                };
+                writeln!(
+                    out,
+                    "  {:<18} {:<28} {}{aliases}",
+                    o.name,
+                    o.kind.describe(),
+                    o.help
+                )?;
+            }
+        }
+    } else if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&table())?)?;
     } else if args.markdown {
         write!(out, "{}", markdown())?;

@@ -107,15 +107,20 @@ fn write_one(model: &Model, format: Format, path: &Path) -> tessera::Result<Vec<
         drop_metadata: true,
         ..Default::default()
     };
-    let opts = WriteOptions {
-        compression: tessera::convert::Compression::Zstd(3),
-        digests: vec![tessera::convert::Digest::Crc32c],
-        ecc: Some(16),
-        tensor_hashes: true,
-        control_integrity: true,
-        page_hashes: Some(4096),
-        ..WriteOptions::default()
-    };
+    // Every integrity layer and compression the format takes (others would be refused).
+    let mut opts = WriteOptions::default();
+    for (name, value) in [
+        ("compression", "zstd"),
+        ("digests", "crc32c"),
+        ("ecc", "16"),
+        ("tensor_hashes", "true"),
+        ("control_integrity", "true"),
+        ("page_hashes", "4096"),
+    ] {
+        if format.spec().options.iter().any(|o| o.name == name) {
+            opts.set(name, tessera::options::OptionValue::Text(value.into()))?;
+        }
+    }
     Ok(tessera::convert::convert_file(model, format, path, conv, &opts)?.notes)
 }
 
@@ -152,14 +157,15 @@ pub fn run(args: &TourArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     )?;
     let mut written: Vec<(Format, PathBuf)> = Vec::new();
     let mut failures = 0;
-    for &format in &crate::cmd::formats::LISTED {
+    for format in crate::cmd::formats::listed() {
         if !format.can_write() {
-            if format != Format::ZtensorV2 {
-                writeln!(out, "  {:<12} not supported yet", format.name())?;
+            // Detected-only formats (zTensor v2) have nothing to show.
+            if format.can_read() {
+                writeln!(out, "  {:<12} read only", format.name())?;
             }
             continue;
         }
-        if format == Format::Npy {
+        if format.spec().single_tensor {
             // A .npy file holds one unnamed array, not a model.
             writeln!(
                 out,

@@ -93,8 +93,9 @@ def public_key(secret: bytes) -> bytes:
 
 def formats() -> List[Dict[str, Any]]:
     """Every format tessera knows: ``name``, ``title``, ``extensions``, ``readable``,
-    ``writable`` and, for writable ones, what they hold (``dtypes``, ``sparse``,
-    ``metadata``, ``compression``, ``integrity``, ``zero_copy``…)."""
+    ``writable``, the writer ``options`` they take and, for writable ones, what they
+    hold (``dtypes``, ``sparse``, ``metadata``, ``compression``, ``integrity``,
+    ``zero_copy``…)."""
     return _tessera.formats()
 
 
@@ -383,17 +384,22 @@ def save(
     path the file is written atomically and a :class:`SaveReport` is returned; without
     one the file's bytes are returned.
 
-    Options (each format uses those it has): ``compression`` ("zstd", "zstd:LEVEL", a
-    level, True/False), ``compression_level``, ``digests`` ("crc32c", "sha256" or a list),
-    ``ecc`` (FOLD parity bytes), ``hmac_key``, ``sign_key`` (32-byte Ed25519 seed or key
-    file path), ``prev``, ``generation``, ``timestamp``, ``build``, ``host``, ``cuda``,
-    ``rows_per_chunk``, ``streaming``, ``fixed_salt``, ``shard_size``,
-    ``tensor_hashes``, ``control_integrity``, ``page_hashes``, ``uuid``,
-    ``zero_base_id``; and the losses a format may need, each explicit: ``cast``,
-    ``densify``, ``drop_metadata``, ``dequantize`` ("f32", "f16" or "bf16": decode GGUF's
-    quantized tensors as gguf-py does) and ``quantize`` ("q8_0", "q4_0", "q4_1", "q5_0",
-    "q5_1": writing GGUF, encode float tensors as gguf-py does; 1-D tensors and ragged
-    rows stay float).
+    Options are the writer options of the target format, spelled as ``tessera convert
+    -O NAME=VALUE`` spells them; :func:`formats` lists each format's (``"options"``) and
+    an option the format does not take raises :class:`InvalidInputError` naming it and
+    the format. ``compression`` ("none", "zstd", "zstd:LEVEL" with levels 1–22, a level,
+    True/False; zTensor, FOLD, npz) with ``compression_level``, ``digests`` ("crc32c",
+    "sha256" or a list; zTensor), ``ecc`` (FOLD parity bytes), ``timestamp`` (WTXT, FOLD),
+    ``hmac_key``, ``sign_key`` (32-byte Ed25519 seed or key file path), ``prev``,
+    ``generation``, ``build``, ``host``, ``cuda``, ``audit``, ``rows_per_chunk``,
+    ``streaming``, ``fixed_salt`` (WTXT), ``shard_size``, ``tensor_hashes``,
+    ``control_integrity``, ``page_hashes``, ``uuid`` (AERO), ``zero_base_id`` (GPTRS);
+    the CLI's older names (``compress``, ``digest``, ``gen``, ``ts``, ``salt``) work too.
+    And the losses a format may need, each explicit: ``cast``, ``densify``,
+    ``drop_metadata``, ``dequantize`` ("f32", "f16" or "bf16": decode GGUF's quantized
+    tensors as gguf-py does) and ``quantize`` ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1":
+    writing GGUF, encode float tensors as gguf-py does; 1-D tensors and ragged rows
+    stay float).
     """
     if not isinstance(tensors, Mapping):
         raise InvalidInputError("tensors must be a dict of name -> array")

@@ -135,7 +135,9 @@
 //! larger; empty shards get none), `uuid`
 //! (random v4 otherwise). Inside a shard each tensor starts at the next multiple of its
 //! element size (packed data: anywhere), zero-padded — see Deviations.
-//! `WriteOptions::compression` is not used: MMSG and TIDX are always zstd level 6.
+//! Tensor data is never compressed (the spec says a WTSH is never compressed), so AERO
+//! declares no `compression` option and lists no compression in its capabilities; a
+//! request for one is refused. MMSG and TIDX are always zstd level 6.
 //!
 //! # Deviations
 //!
@@ -171,13 +173,14 @@ pub mod write;
 
 use std::borrow::Cow;
 
-use crate::any::{OpenFn, ReadOptions};
-use crate::convert::{Capabilities, MetadataSupport, WriteFn};
+use crate::any::{Access, ReadOptions};
+use crate::convert::{Capabilities, MetadataSupport};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::format::Format;
+use crate::format::{Format, FormatSpec};
 use crate::metadata::Metadata;
 use crate::model::{Container, TensorSource};
+use crate::options;
 use crate::source::SourceRef;
 use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
@@ -191,10 +194,19 @@ fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container 
     Ok(Box::new(f))
 }
 
-/// Reader entry point.
-pub const OPEN: Option<OpenFn> = Some(open);
-/// Writer entry point.
-pub const WRITE: Option<WriteFn> = Some(write::write);
+/// AERO in the format registry.
+pub const SPEC: FormatSpec = FormatSpec::new("aero", "AERO v0.1")
+    .extensions(&["aero"])
+    .magic(&[b"AERO"])
+    .reader(open, Access::Ranges, "aero")
+    .writer(write::write, capabilities)
+    .options(&[
+        options::SHARD_SIZE,
+        options::TENSOR_HASHES,
+        options::CONTROL_INTEGRITY,
+        options::PAGE_HASHES,
+        options::UUID,
+    ]);
 
 impl TensorSource for AeroFile<'_> {
     fn metadata(&self) -> &Metadata {
@@ -267,7 +279,7 @@ pub fn capabilities() -> Capabilities {
         other_layouts: true,
         metadata: MetadataSupport::Tree,
         chunks: true,
-        compression: &["zstd"],
+        compression: &[],
         integrity: &["blake3", "hash_b3", "ihsh", "phsh"],
         zero_copy: true,
     }

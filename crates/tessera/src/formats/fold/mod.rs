@@ -146,23 +146,25 @@ pub use check::{manifest_hash, ChunkRepair, RepairPlan};
 pub use read::FoldFile;
 pub use write::FoldWriter;
 
-use crate::any::{OpenFn, ReadOptions};
-use crate::convert::{
-    Capabilities, MetadataSupport, WriteFn, WriteOptions, WriteReport, WriteSeek,
-};
+use crate::any::{Access, ReadOptions};
+use crate::convert::{Capabilities, MetadataSupport, WriteOptions, WriteReport, WriteSeek};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::format::Format;
+use crate::format::{Format, FormatSpec};
 use crate::metadata::Metadata;
 use crate::model::{Container, TensorSource};
+use crate::options;
 use crate::source::SourceRef;
 use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
 
-/// Reader entry point.
-pub const OPEN: Option<OpenFn> = Some(open);
-/// Writer entry point.
-pub const WRITE: Option<WriteFn> = Some(write);
+/// FOLD in the format registry.
+pub const SPEC: FormatSpec = FormatSpec::new("fold", "FOLD v1.2")
+    .extensions(&["fold", "mind"])
+    .magic(&[b"FOLDv1\0\0"])
+    .reader(open, Access::Ranges, "fold")
+    .writer(write, capabilities)
+    .options(&[options::COMPRESSION, options::ECC, options::TIMESTAMP]);
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
     let mut f = FoldFile::open(src, opts)?;

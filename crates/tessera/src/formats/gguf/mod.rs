@@ -117,17 +117,19 @@ pub mod raw;
 pub mod read;
 pub mod write;
 
-use crate::any::OpenFn;
-use crate::convert::{Capabilities, MetadataSupport, WriteFn};
+use crate::any::Access;
+use crate::convert::{Capabilities, MetadataSupport};
 use crate::dtype::DType;
-use crate::format::Format;
+use crate::format::{Format, FormatSpec};
 
 pub use read::GgufFile;
 
-/// Reader entry point.
-pub const OPEN: Option<OpenFn> = Some(read::open);
-/// Writer entry point.
-pub const WRITE: Option<WriteFn> = Some(write::write);
+/// GGUF in the format registry.
+pub const SPEC: FormatSpec = FormatSpec::new("gguf", "GGUF")
+    .extensions(&["gguf"])
+    .magic(&[b"GGUF"])
+    .reader(read::open, Access::Ranges, "gguf")
+    .writer(write::write, capabilities);
 
 /// What GGUF can hold.
 pub fn capabilities() -> Capabilities {

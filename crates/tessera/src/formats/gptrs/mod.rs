@@ -82,14 +82,13 @@ pub mod raw;
 pub mod read;
 pub mod write;
 
-use crate::any::{OpenFn, ReadOptions};
-use crate::convert::{
-    Capabilities, MetadataSupport, WriteFn, WriteOptions, WriteReport, WriteSeek,
-};
+use crate::any::{Access, ReadOptions};
+use crate::convert::{Capabilities, MetadataSupport, WriteOptions, WriteReport, WriteSeek};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::format::Format;
+use crate::format::{Format, FormatSpec};
 use crate::model::{Container, TensorSource};
+use crate::options;
 use crate::source::SourceRef;
 
 pub use raw::{base_id, Kind};
@@ -116,12 +115,21 @@ fn write_archive(
     write::write_source(src, out, opts, Kind::Archive)
 }
 
-/// Reader entry point (both magics).
-pub const OPEN: Option<OpenFn> = Some(open);
-/// Checkpoint (`GPTRSCHK`) writer entry point.
-pub const WRITE_CHECKPOINT: Option<WriteFn> = Some(write_checkpoint);
-/// Tensor archive (`GPTRSTEN`) writer entry point.
-pub const WRITE_ARCHIVE: Option<WriteFn> = Some(write_archive);
+/// The GPTRS v2 checkpoint (`GPTRSCHK`) in the format registry.
+pub const CHECKPOINT_SPEC: FormatSpec = FormatSpec::new("gptrs", "GPTRS v2 checkpoint")
+    .extensions(&["gptrs"])
+    .magic(&[b"GPTRSCHK"])
+    .reader(open, Access::Ranges, "gptrs")
+    .writer(write_checkpoint, || capabilities(Format::GptrsCheckpoint))
+    .options(&[options::ZERO_BASE_ID]);
+
+/// The GPTRS v2 tensor archive (`GPTRSTEN`) in the format registry.
+pub const ARCHIVE_SPEC: FormatSpec = FormatSpec::new("gptrsten", "GPTRS v2 tensor archive")
+    .extensions(&["gptrsten"])
+    .magic(&[b"GPTRSTEN"])
+    .reader(open, Access::Ranges, "gptrs")
+    .writer(write_archive, || capabilities(Format::GptrsArchive))
+    .options(&[options::ZERO_BASE_ID]);
 
 /// What GPTRS v2 can hold.
 pub fn capabilities(format: Format) -> Capabilities {

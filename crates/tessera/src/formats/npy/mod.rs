@@ -85,12 +85,13 @@ pub use npz::NpzFile;
 pub use read::{NpyFile, NPY_TENSOR_NAME};
 pub use write::NpzWriter;
 
-use crate::any::{OpenFn, ReadOptions};
-use crate::convert::{Capabilities, MetadataSupport, WriteFn};
+use crate::any::{Access, ReadOptions};
+use crate::convert::{Capabilities, MetadataSupport};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::format::Format;
+use crate::format::{Format, FormatSpec};
 use crate::model::Container;
+use crate::options;
 use crate::source::SourceRef;
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
@@ -104,12 +105,21 @@ fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container 
     }
 }
 
-/// Reader entry point (`.npy` and `.npz`, told apart by their magic).
-pub const OPEN: Option<OpenFn> = Some(open);
-/// .npy writer entry point.
-pub const WRITE_NPY: Option<WriteFn> = Some(write::write_npy);
-/// .npz writer entry point.
-pub const WRITE_NPZ: Option<WriteFn> = Some(write::write_npz);
+/// NumPy `.npy` in the format registry (one array per file).
+pub const NPY_SPEC: FormatSpec = FormatSpec::new("npy", "NumPy .npy")
+    .extensions(&["npy"])
+    .magic(&[b"\x93NUMPY"])
+    .reader(open, Access::Ranges, "npy")
+    .writer(write::write_npy, || capabilities(Format::Npy))
+    .single_tensor();
+
+/// NumPy `.npz` (a zip of `.npy` members) in the format registry.
+pub const NPZ_SPEC: FormatSpec = FormatSpec::new("npz", "NumPy .npz")
+    .extensions(&["npz"])
+    .magic(&[b"PK\x03\x04", b"PK\x05\x06"])
+    .reader(open, Access::Ranges, "npy")
+    .writer(write::write_npz, || capabilities(Format::Npz))
+    .options(&[options::COMPRESSION]);
 
 /// The dtypes that survive a NumPy round trip (see the module docs on fp8).
 const DTYPES: &[DType] = &[

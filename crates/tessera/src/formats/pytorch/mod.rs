@@ -87,8 +87,9 @@ pub use read::PytorchFile;
 
 use std::collections::HashMap;
 
-use crate::any::{OpenFn, ReadOptions};
+use crate::any::{Access, ReadOptions};
 use crate::error::{Error, Result};
+use crate::format::FormatSpec;
 use crate::model::Container;
 use crate::source::SourceRef;
 use read::{Loc, Parts, StorageLoc};
@@ -138,8 +139,18 @@ fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container 
     Ok(Box::new(PytorchFile::assemble(parts, opts)?))
 }
 
-/// Reader entry point (zip and legacy, told apart by their first bytes).
-pub const OPEN: Option<OpenFn> = Some(open);
+/// PyTorch checkpoints in the format registry: read only. A zip shares npz's magic and
+/// is told apart by its first record's name; the legacy format starts with a pickle's
+/// protocol opcode and torch's magic number.
+pub const SPEC: FormatSpec = FormatSpec::new("pytorch", "PyTorch checkpoint")
+    .extensions(&["pt", "pth", "bin", "ckpt"])
+    .magic(&[b"PK\x03\x04", b"\x80"])
+    .sniff(sniff)
+    .reader(open, Access::Ranges, "pytorch");
+
+fn sniff(head: &[u8]) -> bool {
+    is_zip_checkpoint(head) || is_legacy(head)
+}
 
 fn open_zip<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Parts<'d>> {
     let limits = &opts.limits;

@@ -65,11 +65,11 @@ pub use raw::{dtype_from_name, dtype_name, MAX_HEADER_SIZE};
 pub use read::SafetensorsFile;
 pub use write::{header_in_order, metadata_string, SafetensorsWriter};
 
-use crate::any::{OpenFn, ReadOptions};
-use crate::convert::{Capabilities, MetadataSupport, WriteFn};
+use crate::any::{Access, ReadOptions};
+use crate::convert::{Capabilities, MetadataSupport};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::format::Format;
+use crate::format::{Format, FormatSpec};
 use crate::model::Container;
 use crate::source::SourceRef;
 
@@ -77,10 +77,21 @@ fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container 
     Ok(Box::new(SafetensorsFile::parse(src, opts)?))
 }
 
-/// Reader entry point.
-pub const OPEN: Option<OpenFn> = Some(open);
-/// Writer entry point.
-pub const WRITE: Option<WriteFn> = Some(write::write);
+/// safetensors in the format registry. It has no magic: a u64 header length, then a
+/// JSON object.
+pub const SPEC: FormatSpec = FormatSpec::new("safetensors", "safetensors")
+    .extensions(&["safetensors"])
+    .sniff(sniff)
+    .reader(open, Access::Ranges, "safetensors")
+    .writer(write::write, capabilities);
+
+/// A u64 LE header length of at least 2, then `{`.
+fn sniff(head: &[u8]) -> bool {
+    match (head.get(..8), head.get(8)) {
+        (Some(n), Some(b'{')) => n.try_into().map(u64::from_le_bytes).is_ok_and(|n| n >= 2),
+        _ => false,
+    }
+}
 
 /// What safetensors can hold.
 pub fn capabilities() -> Capabilities {

@@ -96,21 +96,63 @@ use std::borrow::Cow;
 pub use armor::{lines_for, parity};
 pub use read::WtxtFile;
 
-use crate::any::{OpenFn, ReadOptions};
-use crate::convert::{Capabilities, MetadataSupport, WriteFn};
+use crate::any::{Access, ReadOptions};
+use crate::convert::{Capabilities, MetadataSupport};
 use crate::dtype::DType;
-use crate::error::{Error, Result};
-use crate::format::Format;
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::{Format, FormatSpec};
 use crate::metadata::Metadata;
 use crate::model::{Container, TensorSource};
+use crate::options;
 use crate::source::SourceRef;
 use crate::tensor::{Storage, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
 
-/// Reader entry point (WTXT, a `.wsum` beside its WTXT-S, an age-armored WTXT).
-pub const OPEN: Option<OpenFn> = Some(open);
-/// Writer entry point.
-pub const WRITE: Option<WriteFn> = Some(write::write);
+/// WTXT/Chunks v1.1 in the format registry.
+pub const SPEC: FormatSpec = FormatSpec::new("wtxt", "WTXT/Chunks v1.1")
+    .extensions(&["wtxt"])
+    .magic(&[b"WTXT 1\n"])
+    .reader(open, Access::Whole, "wtxt")
+    .writer(write::write, capabilities)
+    .options(&[
+        options::HMAC_KEY,
+        options::SIGN_KEY,
+        options::PREV,
+        options::GENERATION,
+        options::TIMESTAMP,
+        options::BUILD,
+        options::HOST,
+        options::CUDA,
+        options::AUDIT,
+        options::ROWS_PER_CHUNK,
+        options::STREAMING,
+        options::FIXED_SALT,
+    ]);
+
+/// A WTXT DELTA v2 file: detected, applied to its base with `tessera wtxt apply`.
+pub const DELTA_SPEC: FormatSpec = FormatSpec::new("wtxt-delta", "WTXT DELTA v2")
+    .extensions(&["wtxtdelta"])
+    .magic(&[b"WTXT-DELTA 2"])
+    .unlisted()
+    .not_supported(
+        ErrorKind::Unsupported,
+        "a WTXT delta holds changed chunks, not a model: apply it to its base with \
+         `tessera wtxt apply BASE DELTA -o OUT`",
+    );
+
+/// A WSUM finalization line (`.wsum`), read as the WTXT-S snapshot beside it.
+pub const WSUM_SPEC: FormatSpec = FormatSpec::new("wsum", "WTXT WSUM")
+    .extensions(&["wsum"])
+    .magic(&[b"WSUM 1"])
+    .reader(open, Access::Whole, "wtxt")
+    .unlisted();
+
+/// An age ASCII-armored file, decrypted and read as the WTXT snapshot inside.
+pub const AGE_SPEC: FormatSpec = FormatSpec::new("age", "age-encrypted (ASCII armor)")
+    .extensions(&["age"])
+    .magic(&[b"-----BEGIN AGE ENCRYPTED FILE-----"])
+    .reader(open, Access::Whole, "wtxt")
+    .unlisted();
 
 /// An opened WTXT file.
 pub struct WtxtContainer<'d> {

@@ -115,22 +115,26 @@ pub use raw::{dtype_from_name, dtype_name, parse_digest, ParsedDigest, ALIGNMENT
 pub use read::ZtensorFile;
 pub use write::{write, ZtensorWriter, GENERATOR};
 
-use crate::any::{OpenFn, ReadOptions};
-use crate::convert::{Capabilities, MetadataSupport, WriteFn};
+use crate::any::{Access, ReadOptions};
+use crate::convert::{Capabilities, MetadataSupport};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::format::Format;
+use crate::format::{Format, FormatSpec};
 use crate::model::Container;
+use crate::options;
 use crate::source::SourceRef;
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
     Ok(Box::new(ZtensorFile::parse(src, opts)?))
 }
 
-/// Reader entry point.
-pub const OPEN: Option<OpenFn> = Some(open);
-/// Writer entry point.
-pub const WRITE: Option<WriteFn> = Some(write);
+/// zTensor v1 in the format registry.
+pub const SPEC: FormatSpec = FormatSpec::new("ztensor", "zTensor v1.0")
+    .extensions(&["zt", "ztensor"])
+    .magic(&[b"ZTEN1000"])
+    .reader(open, Access::Ranges, "ztensor")
+    .writer(write, capabilities)
+    .options(&[options::COMPRESSION, options::DIGESTS]);
 
 /// What zTensor v1.0 can hold.
 pub fn capabilities() -> Capabilities {

@@ -115,22 +115,27 @@ pub use raw::{Digest, Footer, PartRef, ALIGN_CANONICAL, ALIGN_FLOOR, FOOTER_LEN,
 pub use read::{Ztensor2File, ZSTD_SEEKABLE};
 pub use write::{write, Ztensor2Writer};
 
-use crate::any::{OpenFn, ReadOptions};
-use crate::convert::{Capabilities, MetadataSupport, WriteFn};
+use crate::any::{Access, ReadOptions};
+use crate::convert::{Capabilities, MetadataSupport};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::format::Format;
+use crate::format::{Format, FormatSpec};
 use crate::model::Container;
+use crate::options;
 use crate::source::SourceRef;
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
     Ok(Box::new(Ztensor2File::parse(src, opts)?))
 }
 
-/// Reader entry point.
-pub const OPEN: Option<OpenFn> = Some(open);
-/// Writer entry point.
-pub const WRITE: Option<WriteFn> = Some(write);
+/// zTensor v2 in the format registry. `.zt` stays v1's extension: v2 is picked by
+/// `--to ztensor2` (or `ztensor-v2`) or `--zt-version 2`.
+pub const SPEC: FormatSpec = FormatSpec::new("ztensor-v2", "zTensor v2")
+    .aliases(&["ztensor2"])
+    .magic(&[b"\x89ZT2\r\n\x1a\n"])
+    .reader(open, Access::Ranges, "ztensor2")
+    .writer(write, capabilities)
+    .options(&[options::COMPRESSION, options::DIGESTS]);
 
 /// What zTensor v2 can hold.
 pub fn capabilities() -> Capabilities {

@@ -1,0 +1,726 @@
+//! Writer options: what each format declares it takes, and the one parser that sets them
+//! from the CLI (`-O name=value`, and the older flags as aliases) and from Python keyword
+//! arguments (`compression="zstd"`), with one spelling for both.
+//!
+//! A format lists its options in its registry entry
+//! ([`crate::format::FormatSpec::options`]), each an [`OptionSpec`] (name, type, help,
+//! aliases). [`WriteOptions::set`] parses a value for any option some format declares;
+//! [`check_options`] (run by every write) refuses an option the target does not declare,
+//! naming the option and the format. The options the formats share — one field of
+//! [`WriteOptions`] each, typed — are the constants below; an option only one format
+//! has can also live in that format's module and reach its writer through
+//! [`WriteOptions::extra`] ([`WriteOptions::extra_int`] and friends).
+
+use std::path::PathBuf;
+
+use crate::convert::{Compression, Digest, WriteOptions};
+use crate::error::{Error, Result};
+use crate::format::Format;
+
+/// The type of an option's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OptionKind {
+    /// `true`/`false` (`1`/`0`, `yes`/`no`, `on`/`off`); a bare `-O name` means true.
+    Bool,
+    /// A non-negative integer.
+    Int,
+    /// A size in bytes, `K`, `M`, `G`, `T` suffixes allowed (`1G`, `4MiB`).
+    Size,
+    /// Any text.
+    Text,
+    /// A file path.
+    Path,
+    /// One of these words (a list of them where the option says so).
+    Choice(&'static [&'static str]),
+    /// `none`, `zstd` or `zstd:LEVEL` (1–22).
+    Compression,
+    /// Exactly this many bytes, as hex digits (or bytes from Python).
+    Hex(usize),
+    /// Key bytes: from a file on the command line, `bytes`/`str` from Python.
+    Secret,
+}
+
+impl OptionKind {
+    /// How the value is written, for help and errors.
+    pub fn describe(self) -> String {
+        match self {
+            OptionKind::Bool => "bool".into(),
+            OptionKind::Int => "integer".into(),
+            OptionKind::Size => "size (bytes, K/M/G suffixes)".into(),
+            OptionKind::Text => "text".into(),
+            OptionKind::Path => "path".into(),
+            OptionKind::Choice(c) => c.join("|"),
+            OptionKind::Compression => "none|zstd|zstd:LEVEL".into(),
+            OptionKind::Hex(n) => format!("{} hex digits", 2 * n),
+            OptionKind::Secret => "key file (bytes in Python)".into(),
+        }
+    }
+}
+
+/// One writer option a format declares.
+#[derive(Debug, Clone, Copy)]
+pub struct OptionSpec {
+    /// The name, the same in `-O name=value` and Python's `name=value`.
+    pub name: &'static str,
+    /// Its type.
+    pub kind: OptionKind,
+    /// One line of help.
+    pub help: &'static str,
+    /// Older spellings that still work (`compress` for `compression`).
+    pub aliases: &'static [&'static str],
+}
+
+/// A value handed to [`WriteOptions::set`]: text from the command line, typed values
+/// from Python.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum OptionValue {
+    /// A flag given without a value (`-O streaming`).
+    Flag,
+    /// A boolean.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// Text, parsed by the option's kind.
+    Text(String),
+    /// Bytes (keys, salts, UUIDs).
+    Bytes(Vec<u8>),
+    /// Several values (`digests=["crc32c", "sha256"]`).
+    List(Vec<OptionValue>),
+}
+
+const fn opt(name: &'static str, kind: OptionKind, help: &'static str) -> OptionSpec {
+    OptionSpec {
+        name,
+        kind,
+        help,
+        aliases: &[],
+    }
+}
+
+const fn aka(mut o: OptionSpec, aliases: &'static [&'static str]) -> OptionSpec {
+    o.aliases = aliases;
+    o
+}
+
+/// zTensor, FOLD, npz: compression of tensor data.
+pub const COMPRESSION: OptionSpec = aka(
+    opt(
+        "compression",
+        OptionKind::Compression,
+        "compress tensor data",
+    ),
+    &["compress"],
+);
+/// zTensor: digests stored per tensor.
+pub const DIGESTS: OptionSpec = aka(
+    opt(
+        "digests",
+        OptionKind::Choice(&["crc32c", "sha256"]),
+        "digest stored per tensor (repeatable)",
+    ),
+    &["digest"],
+);
+/// FOLD: Reed-Solomon parity bytes per 255-byte block.
+pub const ECC: OptionSpec = opt(
+    "ecc",
+    OptionKind::Int,
+    "Reed-Solomon parity bytes per 255-byte block",
+);
+/// WTXT and FOLD: the timestamp written.
+pub const TIMESTAMP: OptionSpec = aka(
+    opt(
+        "timestamp",
+        OptionKind::Text,
+        "timestamp, YYYY-MM-DDTHH:MM:SSZ",
+    ),
+    &["ts"],
+);
+/// WTXT: HMAC-SHA256 key.
+pub const HMAC_KEY: OptionSpec = aka(
+    opt(
+        "hmac_key",
+        OptionKind::Secret,
+        "HMAC-SHA256 key for every array",
+    ),
+    &["hmac_key_file"],
+);
+/// WTXT: Ed25519 signing key.
+pub const SIGN_KEY: OptionSpec = opt(
+    "sign_key",
+    OptionKind::Secret,
+    "Ed25519 secret key (file) to sign with",
+);
+/// WTXT: the previous snapshot.
+pub const PREV: OptionSpec = opt(
+    "prev",
+    OptionKind::Path,
+    "previous snapshot to chain the merkle from",
+);
+/// WTXT: generation number.
+pub const GENERATION: OptionSpec = aka(
+    opt("generation", OptionKind::Int, "generation number"),
+    &["gen"],
+);
+/// WTXT: build identifier.
+pub const BUILD: OptionSpec = opt("build", OptionKind::Text, "build identifier");
+/// WTXT: host name.
+pub const HOST: OptionSpec = opt("host", OptionKind::Text, "host name");
+/// WTXT: CUDA version token.
+pub const CUDA: OptionSpec = opt("cuda", OptionKind::Text, "CUDA version token");
+/// WTXT: the audit line.
+pub const AUDIT: OptionSpec = opt(
+    "audit",
+    OptionKind::Text,
+    "audit line fields, e.g. 'kahan_max_resid=1.1e-15 notes=\"gamma=0.96\"'",
+);
+/// WTXT: rows per chunk.
+pub const ROWS_PER_CHUNK: OptionSpec = opt(
+    "rows_per_chunk",
+    OptionKind::Int,
+    "rows per chunk (row blocking)",
+);
+/// WTXT: streaming finalization.
+pub const STREAMING: OptionSpec = opt(
+    "streaming",
+    OptionKind::Bool,
+    "streaming finalization (WTXT-S plus OUT.wsum)",
+);
+/// WTXT: fixed HMAC salt.
+pub const FIXED_SALT: OptionSpec = aka(
+    opt(
+        "fixed_salt",
+        OptionKind::Hex(8),
+        "fixed HMAC salt for reproducible output",
+    ),
+    &["salt"],
+);
+/// AERO: maximum shard size.
+pub const SHARD_SIZE: OptionSpec = opt("shard_size", OptionKind::Size, "maximum shard size");
+/// AERO: per-tensor BLAKE3.
+pub const TENSOR_HASHES: OptionSpec = opt(
+    "tensor_hashes",
+    OptionKind::Bool,
+    "store a BLAKE3 hash per tensor (hash_b3)",
+);
+/// AERO: IHSH chunk.
+pub const CONTROL_INTEGRITY: OptionSpec = opt(
+    "control_integrity",
+    OptionKind::Bool,
+    "add the IHSH control-integrity chunk",
+);
+/// AERO: PHSH page hashes.
+pub const PAGE_HASHES: OptionSpec = opt(
+    "page_hashes",
+    OptionKind::Size,
+    "add PHSH page hashes with this page size",
+);
+/// AERO: fixed file UUID.
+pub const UUID: OptionSpec = opt(
+    "uuid",
+    OptionKind::Hex(16),
+    "fixed file UUID for byte-deterministic output",
+);
+/// GPTRS: base_id 0.
+pub const ZERO_BASE_ID: OptionSpec = opt(
+    "zero_base_id",
+    OptionKind::Bool,
+    "store base_id 0 as the original Python exporter does",
+);
+
+/// Every option some format of the registry declares (first declaration of each name).
+pub fn all_options() -> Vec<&'static OptionSpec> {
+    let mut out: Vec<&'static OptionSpec> = Vec::new();
+    for f in Format::ALL {
+        for o in f.spec().options {
+            if !out.iter().any(|x| x.name == o.name) {
+                out.push(o);
+            }
+        }
+    }
+    out
+}
+
+/// The option a name or alias means, among all formats' options.
+pub fn find_option(name: &str) -> Option<&'static OptionSpec> {
+    let n = name.trim().trim_start_matches("--").replace('-', "_");
+    all_options()
+        .into_iter()
+        .find(|o| o.name == n || o.aliases.contains(&n.as_str()))
+}
+
+/// Splits `name=value` (`-O shard_size=1G`); a bare `name` is a flag.
+pub fn parse_assignment(s: &str) -> Result<(String, OptionValue)> {
+    match s.split_once('=') {
+        Some((k, _)) if k.trim().is_empty() => Err(Error::invalid_input(format!(
+            "option {s:?} has no name (expected NAME=VALUE)"
+        ))),
+        Some((k, v)) => Ok((k.trim().to_string(), OptionValue::Text(v.to_string()))),
+        None if s.trim().is_empty() => {
+            Err(Error::invalid_input("empty option (expected NAME=VALUE)"))
+        }
+        None => Ok((s.trim().to_string(), OptionValue::Flag)),
+    }
+}
+
+/// Refuses every option set in `opts` that `format` does not declare, naming them and
+/// the format, and what it does take.
+pub fn check_options(format: Format, opts: &WriteOptions) -> Result<()> {
+    let declared = format.spec().options;
+    let refused: Vec<&str> = opts
+        .given()
+        .into_iter()
+        .filter(|n| !declared.iter().any(|o| o.name == *n))
+        .collect();
+    if refused.is_empty() {
+        return Ok(());
+    }
+    let takes = if declared.is_empty() {
+        "it takes no options".to_string()
+    } else {
+        let names: Vec<&str> = declared.iter().map(|o| o.name).collect();
+        format!("it takes {}", names.join(", "))
+    };
+    let (what, list) = if refused.len() == 1 {
+        ("option", refused[0].to_string())
+    } else {
+        ("options", refused.join(", "))
+    };
+    Err(Error::invalid_input(format!(
+        "{} does not use the {what} {list}: {takes}",
+        format.title()
+    )))
+}
+
+fn bad(o: &OptionSpec, v: &OptionValue, why: &str) -> Error {
+    let shown = match v {
+        OptionValue::Text(s) => format!("{s:?}"),
+        OptionValue::Flag => "no value".into(),
+        other => format!("{other:?}"),
+    };
+    Error::invalid_input(format!(
+        "option {}: {why} (got {shown}; expected {})",
+        o.name,
+        o.kind.describe()
+    ))
+}
+
+fn as_bool(o: &OptionSpec, v: &OptionValue) -> Result<bool> {
+    match v {
+        OptionValue::Flag => Ok(true),
+        OptionValue::Bool(b) => Ok(*b),
+        OptionValue::Int(i @ (0 | 1)) => Ok(*i == 1),
+        OptionValue::Text(s) => match s.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" | "on" => Ok(true),
+            "false" | "0" | "no" | "off" => Ok(false),
+            _ => Err(bad(o, v, "not a bool")),
+        },
+        _ => Err(bad(o, v, "not a bool")),
+    }
+}
+
+fn as_int(o: &OptionSpec, v: &OptionValue) -> Result<u64> {
+    match v {
+        OptionValue::Int(i) => u64::try_from(*i).map_err(|_| bad(o, v, "negative")),
+        OptionValue::Text(s) => s
+            .trim()
+            .parse()
+            .map_err(|_| bad(o, v, "not a non-negative integer")),
+        _ => Err(bad(o, v, "not an integer")),
+    }
+}
+
+/// Parses a size: digits, then an optional unit (`K`, `KB`, `KiB`, … `T`), 1024-based.
+pub fn parse_size(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| Error::invalid_input(format!("invalid size {s:?}")))?;
+    let mul: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return Err(Error::invalid_input(format!("invalid size unit in {s:?}"))),
+    };
+    n.checked_mul(mul)
+        .ok_or_else(|| Error::invalid_input(format!("size {s:?} overflows")))
+}
+
+fn as_size(o: &OptionSpec, v: &OptionValue) -> Result<u64> {
+    match v {
+        OptionValue::Text(s) => parse_size(s).map_err(|e| bad(o, v, e.message())),
+        _ => as_int(o, v),
+    }
+}
+
+fn as_text(o: &OptionSpec, v: &OptionValue) -> Result<String> {
+    match v {
+        OptionValue::Text(s) => Ok(s.clone()),
+        _ => Err(bad(o, v, "not text")),
+    }
+}
+
+/// The zstd levels the `zstd` crate accepts that we offer.
+const ZSTD_LEVELS: std::ops::RangeInclusive<i64> = 1..=22;
+
+/// Parses a compression value: `none`/`raw`, `zstd`, `zstd:LEVEL`, a bool (zstd at level
+/// 3 or none) or a level.
+pub fn parse_compression(v: &OptionValue) -> Result<Compression> {
+    let level = |l: i64| {
+        if ZSTD_LEVELS.contains(&l) {
+            Ok(Compression::Zstd(l as i32))
+        } else {
+            Err(Error::invalid_input(format!(
+                "option compression: zstd levels are 1–22, got {l}"
+            )))
+        }
+    };
+    match v {
+        OptionValue::Bool(false) => Ok(Compression::None),
+        OptionValue::Bool(true) | OptionValue::Flag => Ok(Compression::Zstd(3)),
+        OptionValue::Int(l) => level(*l),
+        OptionValue::Text(s) => {
+            let lower = s.trim().to_ascii_lowercase();
+            match lower.split_once(':') {
+                None if lower == "none" || lower == "raw" => Ok(Compression::None),
+                None if lower == "zstd" => Ok(Compression::Zstd(3)),
+                Some(("zstd", l)) => match l.trim().parse::<i64>() {
+                    Ok(l) => level(l),
+                    Err(_) => Err(Error::invalid_input(format!(
+                        "option compression: bad zstd level in {s:?} (zstd levels are 1–22)"
+                    ))),
+                },
+                _ => Err(Error::invalid_input(format!(
+                    "option compression: unknown compression {s:?} (none, zstd, zstd:LEVEL)"
+                ))),
+            }
+        }
+        _ => Err(Error::invalid_input(
+            "option compression: expected none, zstd, zstd:LEVEL, a bool or a level",
+        )),
+    }
+}
+
+fn parse_digest(o: &OptionSpec, v: &OptionValue) -> Result<Digest> {
+    match v {
+        OptionValue::Text(s) => match s.trim().to_ascii_lowercase().as_str() {
+            "crc32c" => Ok(Digest::Crc32c),
+            "sha256" => Ok(Digest::Sha256),
+            _ => Err(bad(o, v, "unknown digest")),
+        },
+        _ => Err(bad(o, v, "not a digest name")),
+    }
+}
+
+fn fixed<const N: usize>(o: &OptionSpec, v: &OptionValue) -> Result<[u8; N]> {
+    let b = match v {
+        OptionValue::Bytes(b) => b.clone(),
+        OptionValue::Text(s) => crate::util::unhex(s.trim().replace('-', "").as_str())
+            .ok_or_else(|| bad(o, v, "not hex"))?,
+        _ => return Err(bad(o, v, "not bytes or hex")),
+    };
+    <[u8; N]>::try_from(b.as_slice()).map_err(|_| bad(o, v, &format!("{} bytes", b.len())))
+}
+
+/// Checks a value against an option's kind (for options kept in
+/// [`WriteOptions::extra`]) and returns it normalized: `Bool`, `Int` (ints and sizes),
+/// `Text` (text, paths, choices), `Bytes`.
+fn normalize(o: &OptionSpec, v: &OptionValue) -> Result<OptionValue> {
+    Ok(match o.kind {
+        OptionKind::Bool => OptionValue::Bool(as_bool(o, v)?),
+        OptionKind::Int => OptionValue::Int(as_int(o, v)? as i64),
+        OptionKind::Size => OptionValue::Int(as_size(o, v)? as i64),
+        OptionKind::Text | OptionKind::Path => OptionValue::Text(as_text(o, v)?),
+        OptionKind::Choice(c) => {
+            let s = as_text(o, v)?;
+            if !c.contains(&s.as_str()) {
+                return Err(bad(o, v, "not one of the choices"));
+            }
+            OptionValue::Text(s)
+        }
+        OptionKind::Compression => v.clone(),
+        OptionKind::Hex(n) => {
+            let b = match v {
+                OptionValue::Bytes(b) => b.clone(),
+                OptionValue::Text(s) => {
+                    crate::util::unhex(s.trim()).ok_or_else(|| bad(o, v, "not hex"))?
+                }
+                _ => return Err(bad(o, v, "not bytes or hex")),
+            };
+            if b.len() != n {
+                return Err(bad(o, v, &format!("{} bytes", b.len())));
+            }
+            OptionValue::Bytes(b)
+        }
+        OptionKind::Secret => match v {
+            OptionValue::Bytes(_) => v.clone(),
+            _ => return Err(bad(o, v, "not key bytes")),
+        },
+    })
+}
+
+impl WriteOptions {
+    /// Sets the option `name` (or one of its aliases) from `value`: the one parser behind
+    /// `-O name=value`, the CLI's older flags and Python's keyword arguments. The option
+    /// must be one some format declares; whether the target format takes it is
+    /// [`check_options`]'s call, at write time. Keys (`hmac_key`, `sign_key`) arrive as
+    /// `Bytes` (the CLI reads them from the file named).
+    pub fn set(&mut self, name: &str, value: OptionValue) -> Result<()> {
+        let o = find_option(name).ok_or_else(|| {
+            let names: Vec<&str> = all_options().iter().map(|o| o.name).collect();
+            Error::invalid_input(format!(
+                "unknown option {name:?}; the formats take {}",
+                names.join(", ")
+            ))
+        })?;
+        let v = &value;
+        match o.name {
+            "compression" => self.compression = parse_compression(v)?,
+            "digests" => {
+                let items = match v {
+                    OptionValue::List(l) => l.clone(),
+                    one => vec![one.clone()],
+                };
+                for i in &items {
+                    let d = parse_digest(o, i)?;
+                    if !self.digests.contains(&d) {
+                        self.digests.push(d);
+                    }
+                }
+            }
+            "ecc" => {
+                let n = as_int(o, v)?;
+                self.ecc = Some(u8::try_from(n).map_err(|_| bad(o, v, "at most 255"))?);
+            }
+            "timestamp" => self.timestamp = Some(as_text(o, v)?),
+            "hmac_key" => match v {
+                OptionValue::Bytes(b) => self.hmac_key = Some(b.clone()),
+                _ => return Err(bad(o, v, "not key bytes")),
+            },
+            "sign_key" => match v {
+                OptionValue::Bytes(b) => {
+                    self.sign_key = Some(fixed::<32>(o, &OptionValue::Bytes(b.clone()))?)
+                }
+                _ => return Err(bad(o, v, "not a 32-byte Ed25519 seed")),
+            },
+            "prev" => self.prev = Some(PathBuf::from(as_text(o, v)?)),
+            "generation" => self.generation = Some(as_int(o, v)?),
+            "build" => self.build = Some(as_text(o, v)?),
+            "host" => self.host = Some(as_text(o, v)?),
+            "cuda" => self.cuda = Some(as_text(o, v)?),
+            "audit" => self.audit = Some(as_text(o, v)?),
+            "rows_per_chunk" => self.rows_per_chunk = Some(as_int(o, v)?),
+            "streaming" => self.streaming = as_bool(o, v)?,
+            "fixed_salt" => self.fixed_salt = Some(fixed::<8>(o, v)?),
+            "shard_size" => self.shard_size = Some(as_size(o, v)?),
+            "tensor_hashes" => self.tensor_hashes = as_bool(o, v)?,
+            "control_integrity" => self.control_integrity = as_bool(o, v)?,
+            "page_hashes" => {
+                self.page_hashes = Some(match v {
+                    OptionValue::Flag | OptionValue::Bool(true) => 4 << 20,
+                    _ => as_size(o, v)?,
+                })
+            }
+            "uuid" => self.uuid = Some(fixed::<16>(o, v)?),
+            "zero_base_id" => self.zero_base_id = as_bool(o, v)?,
+            other => {
+                let n = normalize(o, v)?;
+                self.extra.insert(other.to_string(), n);
+            }
+        }
+        Ok(())
+    }
+
+    /// The names of the options set to something other than their default, the fields
+    /// of the shared options and the keys of [`WriteOptions::extra`] alike.
+    pub fn given(&self) -> Vec<&str> {
+        let d = WriteOptions::default();
+        let mut out = Vec::new();
+        let mut add = |set: bool, name: &'static str| {
+            if set {
+                out.push(name);
+            }
+        };
+        add(self.compression != d.compression, "compression");
+        add(!self.digests.is_empty(), "digests");
+        add(self.ecc.is_some(), "ecc");
+        add(self.timestamp.is_some(), "timestamp");
+        add(self.hmac_key.is_some(), "hmac_key");
+        add(self.sign_key.is_some(), "sign_key");
+        add(self.prev.is_some(), "prev");
+        add(self.generation.is_some(), "generation");
+        add(self.build.is_some(), "build");
+        add(self.host.is_some(), "host");
+        add(self.cuda.is_some(), "cuda");
+        add(self.audit.is_some(), "audit");
+        add(self.rows_per_chunk.is_some(), "rows_per_chunk");
+        add(self.streaming, "streaming");
+        add(self.fixed_salt.is_some(), "fixed_salt");
+        add(self.shard_size.is_some(), "shard_size");
+        add(self.tensor_hashes, "tensor_hashes");
+        add(self.control_integrity, "control_integrity");
+        add(self.page_hashes.is_some(), "page_hashes");
+        add(self.uuid.is_some(), "uuid");
+        add(self.zero_base_id, "zero_base_id");
+        out.extend(self.extra.keys().map(String::as_str));
+        out
+    }
+
+    /// A format-specific option kept in [`WriteOptions::extra`], as an integer (ints and
+    /// sizes).
+    pub fn extra_int(&self, name: &str) -> Option<u64> {
+        match self.extra.get(name) {
+            Some(OptionValue::Int(i)) => u64::try_from(*i).ok(),
+            _ => None,
+        }
+    }
+
+    /// A format-specific boolean option (false when not given).
+    pub fn extra_bool(&self, name: &str) -> bool {
+        matches!(self.extra.get(name), Some(OptionValue::Bool(true)))
+    }
+
+    /// A format-specific text, path or choice option.
+    pub fn extra_text(&self, name: &str) -> Option<&str> {
+        match self.extra.get(name) {
+            Some(OptionValue::Text(s)) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(o: &mut WriteOptions, k: &str, v: &str) -> Result<()> {
+        o.set(k, OptionValue::Text(v.into()))
+    }
+
+    #[test]
+    fn one_parser_for_names_and_aliases() {
+        let mut o = WriteOptions::default();
+        set(&mut o, "compress", "zstd:7").unwrap();
+        assert_eq!(o.compression, Compression::Zstd(7));
+        set(&mut o, "compression", "none").unwrap();
+        assert_eq!(o.compression, Compression::None);
+        set(&mut o, "shard_size", "1G").unwrap();
+        assert_eq!(o.shard_size, Some(1 << 30));
+        set(&mut o, "--shard-size", "4K").unwrap();
+        assert_eq!(o.shard_size, Some(4096));
+        set(&mut o, "gen", "7").unwrap();
+        assert_eq!(o.generation, Some(7));
+        o.set("tensor_hashes", OptionValue::Flag).unwrap();
+        assert!(o.tensor_hashes);
+        set(&mut o, "digest", "sha256").unwrap();
+        assert_eq!(o.digests, vec![Digest::Sha256]);
+        set(&mut o, "salt", "0011223344556677").unwrap();
+        assert_eq!(
+            o.fixed_salt,
+            Some([0, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77])
+        );
+    }
+
+    #[test]
+    fn bad_values_say_what_was_expected() {
+        let mut o = WriteOptions::default();
+        let e = set(&mut o, "compression", "zstd:99").unwrap_err();
+        assert!(e.to_string().contains("zstd levels are 1–22"), "{e}");
+        let e = set(&mut o, "compression", "zstd:0").unwrap_err();
+        assert!(e.to_string().contains("1–22"), "{e}");
+        let e = set(&mut o, "compression", "lz4").unwrap_err();
+        assert!(e.to_string().contains("unknown compression"), "{e}");
+        let e = set(&mut o, "ecc", "300").unwrap_err();
+        assert!(e.to_string().contains("ecc"), "{e}");
+        let e = set(&mut o, "shard_size", "1Q").unwrap_err();
+        assert!(e.to_string().contains("shard_size"), "{e}");
+        let e = set(&mut o, "streaming", "maybe").unwrap_err();
+        assert!(e.to_string().contains("not a bool"), "{e}");
+        let e = set(&mut o, "uuid", "abcd").unwrap_err();
+        assert!(e.to_string().contains("uuid"), "{e}");
+        let e = set(&mut o, "no_such_option", "1").unwrap_err();
+        assert!(
+            e.to_string().contains("unknown option \"no_such_option\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn assignments_split_at_the_first_equals() {
+        assert_eq!(
+            parse_assignment("audit=a=1 b=2").unwrap(),
+            ("audit".into(), OptionValue::Text("a=1 b=2".into()))
+        );
+        assert_eq!(
+            parse_assignment("streaming").unwrap(),
+            ("streaming".into(), OptionValue::Flag)
+        );
+        assert!(parse_assignment("=1").is_err());
+        assert!(parse_assignment("").is_err());
+    }
+
+    #[test]
+    fn undeclared_options_are_refused_naming_option_and_format() {
+        let o = WriteOptions {
+            compression: Compression::Zstd(15),
+            ..Default::default()
+        };
+        let e = check_options(Format::Safetensors, &o).unwrap_err();
+        let s = e.to_string();
+        assert!(
+            s.contains("compression") && s.contains("safetensors"),
+            "{s}"
+        );
+        assert!(check_options(Format::Ztensor, &o).is_ok());
+        let o = WriteOptions {
+            ecc: Some(8),
+            generation: Some(2),
+            ..Default::default()
+        };
+        let s = check_options(Format::Gguf, &o).unwrap_err().to_string();
+        assert!(s.contains("ecc, generation") && s.contains("GGUF"), "{s}");
+        assert!(check_options(Format::Gguf, &WriteOptions::default()).is_ok());
+    }
+
+    #[test]
+    fn a_format_specific_option_is_checked_by_its_kind() {
+        let size = opt("part_size", OptionKind::Size, "");
+        assert_eq!(
+            normalize(&size, &OptionValue::Text("2K".into())).unwrap(),
+            OptionValue::Int(2048)
+        );
+        assert!(normalize(&size, &OptionValue::Text("2Q".into())).is_err());
+        let pick = opt("mode", OptionKind::Choice(&["a", "b"]), "");
+        assert!(normalize(&pick, &OptionValue::Text("c".into())).is_err());
+        let mut w = WriteOptions::default();
+        w.extra.insert("part_size".into(), OptionValue::Int(2048));
+        assert_eq!(w.extra_int("part_size"), Some(2048));
+        assert_eq!(w.given(), vec!["part_size"]);
+        // Not declared by any registry format: refused.
+        assert!(check_options(Format::Ztensor, &w).is_err());
+    }
+
+    #[test]
+    fn every_declared_option_is_settable_and_given() {
+        for o in all_options() {
+            let mut w = WriteOptions::default();
+            let v = match o.kind {
+                OptionKind::Bool => OptionValue::Flag,
+                OptionKind::Int | OptionKind::Size => OptionValue::Text("8".into()),
+                OptionKind::Text | OptionKind::Path => OptionValue::Text("x".into()),
+                OptionKind::Choice(c) => OptionValue::Text(c[0].into()),
+                OptionKind::Compression => OptionValue::Text("zstd".into()),
+                OptionKind::Hex(n) => OptionValue::Bytes(vec![1; n]),
+                OptionKind::Secret => OptionValue::Bytes(vec![1; 32]),
+            };
+            w.set(o.name, v)
+                .unwrap_or_else(|e| panic!("{}: {e}", o.name));
+            assert_eq!(w.given(), vec![o.name], "{}", o.name);
+        }
+    }
+}
