@@ -420,6 +420,75 @@ impl File {
         Ok(d)
     }
 
+    /// The content identity (`tessera-id/1`, see `tessera::identity`): `{"id", "metadata",
+    /// "tensors": [{name, dtype, shape, layout, digest}]}`, hashed with the GIL released.
+    #[pyo3(signature = (*, metadata=false))]
+    fn identity<'py>(&self, py: Python<'py>, metadata: bool) -> PyResult<Bound<'py, PyDict>> {
+        let id = py
+            .detach(|| {
+                self.shared
+                    .with(|c| tessera::identity::model_id(c, metadata))
+            })
+            .py()?;
+        let d = PyDict::new(py);
+        d.set_item("id", id.root.to_prefixed())?;
+        d.set_item("metadata", id.metadata.map(|m| m.to_prefixed()))?;
+        let tensors = PyList::empty(py);
+        for t in &id.tensors {
+            let td = PyDict::new(py);
+            td.set_item("name", &t.name)?;
+            td.set_item("dtype", &t.dtype)?;
+            td.set_item("shape", t.shape.clone())?;
+            td.set_item("layout", &t.layout)?;
+            td.set_item("digest", t.digest.to_prefixed())?;
+            tensors.append(td)?;
+        }
+        d.set_item("tensors", tensors)?;
+        Ok(d)
+    }
+
+    /// Signs the tensor manifest with a 32-byte Ed25519 secret key seed; returns the
+    /// signature file's text (`tessera-signed-manifest/1`).
+    #[pyo3(signature = (secret_key, *, metadata=false))]
+    fn sign(&self, py: Python<'_>, secret_key: Vec<u8>, metadata: bool) -> PyResult<String> {
+        let seed = key32(&secret_key, "secret_key")?;
+        py.detach(|| {
+            self.shared
+                .with(|c| tessera::signing::SignedManifest::sign(c, metadata, &seed)?.to_json())
+        })
+        .py()
+    }
+
+    /// Checks the tensors against a detached signature (`sign`'s text or bytes) with the
+    /// trusted 32-byte public key; only `tensors` when given. Same shape as `verify`.
+    #[pyo3(signature = (signature, public_key, *, tensors=None))]
+    fn verify_signature<'py>(
+        &self,
+        py: Python<'py>,
+        signature: Vec<u8>,
+        public_key: Vec<u8>,
+        tensors: Option<Vec<String>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let key = key32(&public_key, "public_key")?;
+        let signed = tessera::signing::SignedManifest::parse(&signature).py()?;
+        let only = tensors.unwrap_or_default();
+        let report = py.detach(|| self.shared.with(|c| signed.verify(c, &key, &only)));
+        let d = PyDict::new(py);
+        d.set_item("ok", report.is_ok())?;
+        let checks = PyList::empty(py);
+        for c in &report.checks {
+            let cd = PyDict::new(py);
+            cd.set_item("subject", &c.subject)?;
+            cd.set_item("layer", &c.layer)?;
+            cd.set_item("status", c.status.name())?;
+            cd.set_item("detail", &c.detail)?;
+            checks.append(cd)?;
+        }
+        d.set_item("checks", checks)?;
+        d.set_item("warnings", report.warnings.clone())?;
+        Ok(d)
+    }
+
     /// Converts the whole file (tensors, metadata, opaque chunks) into another format at
     /// `path`, streaming tensor by tensor with the GIL released. Returns the notes of what
     /// was cast, densified or dropped (each only when its option allows it).
@@ -462,4 +531,14 @@ impl File {
             self.infos.len()
         )
     }
+}
+
+/// A 32-byte key from Python bytes, or an `InvalidInputError` naming `what`.
+fn key32(k: &[u8], what: &str) -> PyResult<[u8; 32]> {
+    <[u8; 32]>::try_from(k).map_err(|_| {
+        crate::values::to_py_err(tessera::Error::invalid_input(format!(
+            "{what} must be 32 bytes, got {}",
+            k.len()
+        )))
+    })
 }

@@ -12,6 +12,7 @@ Drop-in replacements for safetensors' API live in :mod:`tessera.numpy`,
 """
 from __future__ import annotations
 
+import builtins
 import json
 import os
 from collections.abc import Mapping
@@ -52,6 +53,9 @@ __all__ = [
     "deserialize",
     "formats",
     "public_key",
+    "id",
+    "sign",
+    "verify_signature",
     "File",
     "Tensor",
     "VerifyReport",
@@ -72,6 +76,8 @@ __all__ = [
     "IoError",
 ]
 
+_builtin_open = builtins.open
+
 PathLike = Union[str, "os.PathLike[str]"]
 _FRAMEWORKS = {"np": "np", "numpy": "np", "pt": "pt", "torch": "pt", "pytorch": "pt"}
 
@@ -89,6 +95,74 @@ def public_key(secret: bytes) -> bytes:
     """The Ed25519 public key of a 32-byte secret key seed (the ``sign_key`` of
     :func:`save`), to pass to :meth:`File.verify` as ``public_key``."""
     return _tessera.public_key(bytes(secret))
+
+
+def _key_bytes(key: Union[bytes, PathLike], what: str) -> bytes:
+    """An Ed25519 key as 32 bytes: given raw, or the path of a key file as ``tessera
+    keygen`` writes it (64 hex digits; 32 raw bytes accepted too)."""
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        raw = bytes(key)
+        if len(raw) == 32:
+            return raw
+        text = raw.decode("ascii", "replace")
+    else:
+        with _builtin_open(os.fspath(key), "rb") as f:
+            raw = f.read(4096)
+        if len(raw) == 32:
+            return raw
+        text = raw.decode("ascii", "replace")
+    words = text.split()
+    try:
+        value = bytes.fromhex(words[-1]) if words else b""
+    except ValueError:
+        value = b""
+    if len(value) != 32:
+        raise InvalidInputError(f"not an Ed25519 {what} (32 bytes, or 64 hex digits)")
+    return value
+
+
+def _signature_bytes(signature: Union[str, bytes, PathLike]) -> bytes:
+    if isinstance(signature, (bytes, bytearray, memoryview)):
+        return bytes(signature)
+    if isinstance(signature, str) and signature.lstrip().startswith("{"):
+        return signature.encode()
+    with _builtin_open(os.fspath(signature), "rb") as f:
+        return f.read()
+
+
+def id(path: PathLike, *, metadata: bool = False, **kwargs: Any) -> Dict[str, Any]:  # noqa: A001
+    """The content identity of a file or model set: see :meth:`File.identity`."""
+    return open(path, **kwargs).identity(metadata=metadata)
+
+
+def sign(
+    path: PathLike,
+    secret_key: Union[bytes, PathLike],
+    output: Optional[PathLike] = None,
+    *,
+    metadata: bool = False,
+    **kwargs: Any,
+) -> str:
+    """Signs a file's tensor manifest (Ed25519, as ``tessera sign``); writes it to
+    ``output`` when given and returns its text."""
+    text = open(path, **kwargs).sign(secret_key, metadata=metadata)
+    if output is not None:
+        with _builtin_open(os.fspath(output), "w") as f:
+            f.write(text)
+    return text
+
+
+def verify_signature(
+    path: PathLike,
+    signature: Union[str, bytes, PathLike],
+    public_key: Union[bytes, PathLike],
+    *,
+    tensors: Optional[Sequence[str]] = None,
+    **kwargs: Any,
+) -> VerifyReport:
+    """Checks a file (any conversion of the signed model) against a detached signature:
+    see :meth:`File.verify_signature`."""
+    return open(path, **kwargs).verify_signature(signature, public_key, tensors=tensors)
 
 
 def formats() -> List[Dict[str, Any]]:
@@ -211,6 +285,34 @@ class File(Mapping):
             hmac_key=hmac_key,
             public_key=public_key,
             control_only=control_only,
+            tensors=list(tensors) if tensors is not None else None,
+        )
+        return VerifyReport(r["ok"], [Check(**c) for c in r["checks"]], r["warnings"])
+
+    def identity(self, *, metadata: bool = False) -> Dict[str, Any]:
+        """The content identity of the tensors (``tessera-id/1``): the same in every
+        format the model is converted to. ``{"id", "metadata", "tensors": [{"name",
+        "dtype", "shape", "layout", "digest"}]}``; digests are ``blake3:<hex>``."""
+        return self._f.identity(metadata=metadata)
+
+    def sign(self, secret_key: Union[bytes, PathLike], *, metadata: bool = False) -> str:
+        """A detached Ed25519 signature over the tensor manifest, as the text of a
+        ``.sig`` file; it verifies against any conversion of the model."""
+        return self._f.sign(_key_bytes(secret_key, "secret key"), metadata=metadata)
+
+    def verify_signature(
+        self,
+        signature: Union[str, bytes, PathLike],
+        public_key: Union[bytes, PathLike],
+        *,
+        tensors: Optional[Sequence[str]] = None,
+    ) -> VerifyReport:
+        """Checks the tensors against a detached signature (its text, bytes, or a path to
+        a ``.sig`` file) with the trusted public key; only ``tensors`` when given (only
+        those are read). Never raises for a failed check."""
+        r = self._f.verify_signature(
+            _signature_bytes(signature),
+            _key_bytes(public_key, "public key"),
             tensors=list(tensors) if tensors is not None else None,
         )
         return VerifyReport(r["ok"], [Check(**c) for c in r["checks"]], r["warnings"])

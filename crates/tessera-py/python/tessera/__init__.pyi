@@ -28,6 +28,23 @@ _Framework = Literal["np", "numpy", "pt", "torch", "pytorch"]
 
 def formats() -> List[Dict[str, Any]]: ...
 def public_key(secret: bytes) -> bytes: ...
+def id(path: _Path, *, metadata: bool = False, **kwargs: Any) -> Dict[str, Any]: ...
+def sign(
+    path: _Path,
+    secret_key: Union[bytes, _Path],
+    output: Optional[_Path] = None,
+    *,
+    metadata: bool = False,
+    **kwargs: Any,
+) -> str: ...
+def verify_signature(
+    path: _Path,
+    signature: Union[str, bytes, _Path],
+    public_key: Union[bytes, _Path],
+    *,
+    tensors: Optional[Sequence[str]] = None,
+    **kwargs: Any,
+) -> VerifyReport: ...
 @dataclass(frozen=True)
 class Check:
     subject: str
@@ -75,6 +92,15 @@ class File(Mapping[str, Any]):
         tensors: Optional[Sequence[str]] = None,
     ) -> VerifyReport: ...
     def convert(self, path: _Path, format: Optional[str] = None, **options: Any) -> SaveReport: ...
+    def identity(self, *, metadata: bool = False) -> Dict[str, Any]: ...
+    def sign(self, secret_key: Union[bytes, _Path], *, metadata: bool = False) -> str: ...
+    def verify_signature(
+        self,
+        signature: Union[str, bytes, _Path],
+        public_key: Union[bytes, _Path],
+        *,
+        tensors: Optional[Sequence[str]] = None,
+    ) -> VerifyReport: ...
     def tensor_info(self, name: str) -> Dict[str, Any]: ...
     def tensor_infos(self) -> List[Dict[str, Any]]: ...
     def get_tensor(
