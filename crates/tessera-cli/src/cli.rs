@@ -111,6 +111,10 @@ pub struct InspectArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// List only the tensors whose names match this glob (`*` any run, `?` one
+    /// character; `blk.*.attn_*`); the totals then count those.
+    #[arg(long, value_name = "GLOB")]
+    pub filter: Option<String>,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,

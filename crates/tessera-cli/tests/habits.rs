@@ -169,3 +169,59 @@ fn io_failures_have_their_own_exit_code() {
     );
     assert!(left.is_empty(), "a failed write left {left:?}");
 }
+
+#[test]
+fn inspect_counts_in_words_people_use_and_totals_by_dtype() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = dir.path().join("one.safetensors");
+    many_tensors(&one, 1);
+    let out = tessera().arg("inspect").arg(&one).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = text.lines().next().unwrap();
+    assert!(first.ends_with(", 1 tensor"), "{first}");
+    assert!(
+        !text.contains("(version -)") && !text.contains("0 chunks"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  1 parameter, 4 B stored: f32 1 tensor (4 B)"),
+        "{text}"
+    );
+
+    let many = dir.path().join("many.safetensors");
+    many_tensors(&many, 12);
+    let out = tessera()
+        .args(["inspect", "--filter", "t1*"])
+        .arg(&many)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    // t1, t10, t11 match; the others are not listed.
+    assert!(
+        text.lines().next().unwrap().contains("3 of 12 match"),
+        "{text}"
+    );
+    assert!(text.contains("  t10 ") && !text.contains("  t2 "), "{text}");
+    let out = tessera()
+        .args(["inspect", "--json", "--filter", "t?"])
+        .arg(&many)
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["tensors"].as_array().unwrap().len(), 10);
+    assert_eq!(doc["totals"]["tensors"], 10);
+    assert_eq!(doc["totals"]["parameters"], 10);
+    assert_eq!(doc["totals"]["stored_bytes"], 40);
+    assert_eq!(doc["totals"]["by_dtype"]["f32"]["tensors"], 10);
+}
+
+#[test]
+fn glob_matching() {
+    use tessera_cli::cmd::inspect::glob_match;
+    assert!(glob_match("blk.*.attn_*", "blk.12.attn_q.weight"));
+    assert!(!glob_match("blk.*.attn_*", "blk.12.ffn_up.weight"));
+    assert!(glob_match("*", ""));
+    assert!(glob_match("a?c", "abc") && !glob_match("a?c", "ac"));
+    assert!(glob_match("*.bias", "x.bias") && !glob_match("*.bias", "x.bias2"));
+    assert!(glob_match("é*", "éa"));
+}

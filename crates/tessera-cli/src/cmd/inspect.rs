@@ -1,4 +1,7 @@
-//! `tessera inspect FILE [--json]`.
+//! `tessera inspect FILE [--json] [--filter GLOB]`.
+//!
+//! The first lines say what the file is and how much it holds: tensors, parameters
+//! (logical elements) and stored bytes, then the same by dtype.
 //!
 //! `dtype` is the element type as users know it: a GGUF packed tensor shows its ggml
 //! type (`q8_0`, `q4_k`, …) with its logical shape; `storage_dtype` is the type of the
@@ -9,7 +12,8 @@
 //! "shape", "layout", "stored_bytes", "encoding", "offset", "digests", "attrs"}],
 //! "metadata": {…},
 //! "chunks": [{"name", "kind", "len", "stored_bytes", "encoding", "offset"}],
-//! "warnings": [..]}`, plus `"metadata_types"` (key → GGUF value type) for a GGUF file
+//! "totals": {"tensors", "parameters", "stored_bytes", "by_dtype": {dtype: {"tensors",
+//! "parameters", "stored_bytes"}}}, "warnings": [..]}`, plus `"metadata_types"` (key → GGUF value type) for a GGUF file
 //! whose types our writer would not infer.
 
 use std::io::Write;
@@ -50,14 +54,114 @@ pub fn chunk_json(c: &ChunkInfo) -> serde_json::Value {
     })
 }
 
-/// The whole inspect document.
+/// Tensors, parameters and stored bytes, in all and by dtype (in order of first use).
+pub struct Totals {
+    /// In all: tensors, parameters, stored bytes.
+    pub all: (u64, u64, u64),
+    /// Per dtype label, the same three.
+    pub by_dtype: Vec<(String, (u64, u64, u64))>,
+}
+
+impl Totals {
+    /// Sums over `infos`.
+    pub fn of<'a>(infos: impl Iterator<Item = &'a TensorInfo>) -> Totals {
+        let mut t = Totals {
+            all: (0, 0, 0),
+            by_dtype: Vec::new(),
+        };
+        for i in infos {
+            let params = i.numel().unwrap_or(0);
+            let bytes = i.storage.stored_bytes;
+            let add = |s: &mut (u64, u64, u64)| {
+                s.0 += 1;
+                s.1 = s.1.saturating_add(params);
+                s.2 = s.2.saturating_add(bytes);
+            };
+            add(&mut t.all);
+            let label = i.dtype_label();
+            match t.by_dtype.iter_mut().find(|(d, _)| d == label) {
+                Some((_, s)) => add(s),
+                None => {
+                    let mut s = (0, 0, 0);
+                    add(&mut s);
+                    t.by_dtype.push((label.to_string(), s));
+                }
+            }
+        }
+        t
+    }
+    fn json(&self) -> serde_json::Value {
+        let entry =
+            |s: &(u64, u64, u64)| json!({"tensors": s.0, "parameters": s.1, "stored_bytes": s.2});
+        let mut by = serde_json::Map::new();
+        for (d, s) in &self.by_dtype {
+            by.insert(d.clone(), entry(s));
+        }
+        json!({"tensors": self.all.0, "parameters": self.all.1, "stored_bytes": self.all.2, "by_dtype": by})
+    }
+}
+
+/// `n thing` / `n things`.
+pub fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `1.2M`-style counts (parameters).
+fn human_count(n: u64) -> String {
+    match n {
+        0..=9_999 => n.to_string(),
+        10_000..=999_999 => format!("{:.1}K", n as f64 / 1e3),
+        1_000_000..=999_999_999 => format!("{:.1}M", n as f64 / 1e6),
+        _ => format!("{:.2}B", n as f64 / 1e9),
+    }
+}
+
+/// True when `name` matches the glob `pat` (`*`: any run, `?`: one character).
+pub fn glob_match(pat: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pat.chars().collect(), name.chars().collect());
+    let (mut pi, mut ni, mut star, mut mark) = (0, 0, None, 0);
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ni;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ni = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+/// The whole inspect document, the tensors filtered by `filter` when given.
 pub fn inspect_json(file: &dyn Container, path: &str) -> serde_json::Value {
+    inspect_json_filtered(file, path, None)
+}
+
+/// [`inspect_json`] with a tensor-name glob.
+pub fn inspect_json_filtered(
+    file: &dyn Container,
+    path: &str,
+    filter: Option<&str>,
+) -> serde_json::Value {
+    let shown: Vec<&TensorInfo> = file
+        .tensor_infos()
+        .iter()
+        .filter(|t| filter.is_none_or(|g| glob_match(g, &t.name)))
+        .collect();
     let mut doc = json!({
         "file": path,
         "format": file.format().name(),
         "title": file.format().title(),
         "version": file.version(),
-        "tensors": file.tensor_infos().iter().map(tensor_json).collect::<Vec<_>>(),
+        "tensors": shown.iter().map(|t| tensor_json(t)).collect::<Vec<_>>(),
+        "totals": Totals::of(shown.iter().copied()).json(),
         "metadata": Value::Map(file.metadata().clone()).to_json(),
         "chunks": file.chunks().iter().map(chunk_json).collect::<Vec<_>>(),
         "warnings": file.warnings(),
@@ -72,28 +176,70 @@ pub fn inspect_json(file: &dyn Container, path: &str) -> serde_json::Value {
 /// Runs the verb.
 pub fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     with_file_audit(&args.file, &args.read, |file| {
+        let filter = args.filter.as_deref();
         if args.json {
-            let doc = inspect_json(file, &args.file.display().to_string());
+            let doc = inspect_json_filtered(file, &args.file.display().to_string(), filter);
             writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
             return Ok(0);
         }
-        let infos = file.tensor_infos();
+        let all = file.tensor_infos();
+        let infos: Vec<&TensorInfo> = all
+            .iter()
+            .filter(|t| filter.is_none_or(|g| glob_match(g, &t.name)))
+            .collect();
+        let version = file.version();
+        let version = match version.trim() {
+            "" | "-" => String::new(),
+            v => format!(" (version {})", escape(v)),
+        };
+        let totals = Totals::of(infos.iter().copied());
+        let (n, params, bytes) = totals.all;
+        let count = match filter {
+            Some(g) => format!("{} of {} match {:?}", n, all.len(), escape(g)),
+            None => plural(n, "tensor", "tensors"),
+        };
+        let chunks = match file.chunks().len() {
+            0 => String::new(),
+            c => format!(", {}", plural(c as u64, "chunk", "chunks")),
+        };
         writeln!(
             out,
-            "{}: {} (version {}), {} tensors, {} chunks",
+            "{}: {}{version}, {count}{chunks}",
             args.file.display(),
             file.format().title(),
-            file.version(),
-            infos.len(),
-            file.chunks().len()
         )?;
+        if n > 0 {
+            let by: Vec<String> = totals
+                .by_dtype
+                .iter()
+                .map(|(d, s)| {
+                    format!(
+                        "{d} {} ({})",
+                        plural(s.0, "tensor", "tensors"),
+                        human_bytes(s.2)
+                    )
+                })
+                .collect();
+            writeln!(
+                out,
+                "  {} {}, {} stored: {}",
+                human_count(params),
+                if params == 1 {
+                    "parameter"
+                } else {
+                    "parameters"
+                },
+                human_bytes(bytes),
+                by.join(", ")
+            )?;
+        }
         let width = infos
             .iter()
             .map(|t| t.name.len())
             .max()
             .unwrap_or(4)
             .clamp(4, 48);
-        for t in infos {
+        for t in &infos {
             let shape = format!("{:?}", t.shape);
             let mut line = format!(
                 "  {:<width$}  {:<9} {:<16} {:<10} {:>10}",
@@ -142,8 +288,7 @@ pub fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                 .map(|c| {
                     c.storage.offset.map_or(0, |o| {
                         let end = o.saturating_add(c.storage.stored_bytes);
-                        infos
-                            .iter()
+                        all.iter()
                             .filter(|t| t.storage.offset.is_some_and(|t| t >= o && t < end))
                             .count()
                     })
