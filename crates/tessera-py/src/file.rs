@@ -404,20 +404,7 @@ impl File {
             path: self.path.clone(),
         };
         let report = py.detach(|| self.shared.with(|c| c.verify(&opts)));
-        let d = PyDict::new(py);
-        d.set_item("ok", report.is_ok())?;
-        let checks = PyList::empty(py);
-        for c in &report.checks {
-            let cd = PyDict::new(py);
-            cd.set_item("subject", &c.subject)?;
-            cd.set_item("layer", &c.layer)?;
-            cd.set_item("status", c.status.name())?;
-            cd.set_item("detail", &c.detail)?;
-            checks.append(cd)?;
-        }
-        d.set_item("checks", checks)?;
-        d.set_item("warnings", report.warnings.clone())?;
-        Ok(d)
+        report_dict(py, &report)
     }
 
     /// The content identity (`tessera-id/1`, see `tessera::identity`): `{"id", "metadata",
@@ -473,20 +460,7 @@ impl File {
         let signed = tessera::signing::SignedManifest::parse(&signature).py()?;
         let only = tensors.unwrap_or_default();
         let report = py.detach(|| self.shared.with(|c| signed.verify(c, &key, &only)));
-        let d = PyDict::new(py);
-        d.set_item("ok", report.is_ok())?;
-        let checks = PyList::empty(py);
-        for c in &report.checks {
-            let cd = PyDict::new(py);
-            cd.set_item("subject", &c.subject)?;
-            cd.set_item("layer", &c.layer)?;
-            cd.set_item("status", c.status.name())?;
-            cd.set_item("detail", &c.detail)?;
-            checks.append(cd)?;
-        }
-        d.set_item("checks", checks)?;
-        d.set_item("warnings", report.warnings.clone())?;
-        Ok(d)
+        report_dict(py, &report)
     }
 
     /// Converts the whole file (tensors, metadata, opaque chunks) into another format at
@@ -541,4 +515,25 @@ fn key32(k: &[u8], what: &str) -> PyResult<[u8; 32]> {
             k.len()
         )))
     })
+}
+
+/// A verify report as `{"ok", "checks": [{subject, layer, status, detail}], "warnings"}`.
+fn report_dict<'py>(
+    py: Python<'py>,
+    report: &tessera::VerifyReport,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("ok", report.is_ok())?;
+    let checks = PyList::empty(py);
+    for c in &report.checks {
+        let cd = PyDict::new(py);
+        cd.set_item("subject", &c.subject)?;
+        cd.set_item("layer", &c.layer)?;
+        cd.set_item("status", c.status.name())?;
+        cd.set_item("detail", &c.detail)?;
+        checks.append(cd)?;
+    }
+    d.set_item("checks", checks)?;
+    d.set_item("warnings", report.warnings.clone())?;
+    Ok(d)
 }
