@@ -270,7 +270,9 @@ pub struct ExtractArgs {
     pub file: PathBuf,
     /// Tensor or chunk name.
     pub name: String,
-    /// Output path: a tensor is written as .npy, a chunk as its raw bytes.
+    /// Output path: a tensor is written in the format its extension names (`.npy`, or
+    /// no extension, for NumPy; `.safetensors`, `.zt`, …), a chunk as its raw bytes;
+    /// `-` writes to standard output (never to a terminal).
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
     /// Reading options.

@@ -225,3 +225,111 @@ fn glob_matching() {
     assert!(glob_match("*.bias", "x.bias") && !glob_match("*.bias", "x.bias2"));
     assert!(glob_match("é*", "éa"));
 }
+
+/// A GGUF-free, two-tensor safetensors file and its path.
+fn two_tensors(dir: &std::path::Path) -> std::path::PathBuf {
+    let p = dir.join("two.safetensors");
+    many_tensors(&p, 2);
+    p
+}
+
+#[test]
+fn extract_writes_the_format_its_output_names_or_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = two_tensors(dir.path());
+    // .safetensors gets safetensors, not an .npy under that name.
+    let out = dir.path().join("t1.safetensors");
+    let o = tessera()
+        .arg("extract")
+        .arg(&src)
+        .args(["t1", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let bytes = std::fs::read(&out).unwrap();
+    assert_eq!(
+        tessera::Format::detect(&bytes),
+        Some(tessera::Format::Safetensors)
+    );
+    // .npy and no extension: NumPy.
+    for name in ["t1.npy", "t1"] {
+        let out = dir.path().join(name);
+        let o = tessera()
+            .arg("extract")
+            .arg(&src)
+            .args(["t1", "-o"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0));
+        assert!(
+            std::fs::read(&out).unwrap().starts_with(b"\x93NUMPY"),
+            "{name}"
+        );
+    }
+    // An extension that names no writable format: refused, nothing written.
+    let out = dir.path().join("t1.bin");
+    let o = tessera()
+        .arg("extract")
+        .arg(&src)
+        .args(["t1", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains(".npy"));
+    assert!(!out.exists());
+}
+
+#[test]
+fn extract_to_stdout_and_suggestions_for_unknown_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = two_tensors(dir.path());
+    let o = tessera()
+        .arg("extract")
+        .arg(&src)
+        .args(["t0", "-o", "-"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    // Exactly the .npy file, nothing else on stdout.
+    assert!(o.stdout.starts_with(b"\x93NUMPY"));
+    let file = dir.path().join("t0.npy");
+    tessera()
+        .arg("extract")
+        .arg(&src)
+        .args(["t0", "-o"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(o.stdout, std::fs::read(&file).unwrap());
+
+    let o = tessera()
+        .arg("extract")
+        .arg(&src)
+        .args(["t2", "-o"])
+        .arg(dir.path().join("x.npy"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("did you mean") && err.contains("\"t0\"") && err.contains("\"t1\""),
+        "{err}"
+    );
+    let o = tessera()
+        .arg("extract")
+        .arg(&src)
+        .args(["zzzzzzzz", "-o"])
+        .arg(dir.path().join("x.npy"))
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("did you mean"));
+}

@@ -1,35 +1,112 @@
-//! `tessera extract FILE NAME -o OUT`: a tensor as .npy, or a chunk as its raw bytes.
+//! `tessera extract FILE NAME -o OUT`: a tensor in the format OUT's extension names
+//! (`.npy`, or none, for NumPy; `.safetensors`, `.zt`, … — one tensor in that format, or
+//! a refusal saying why), or a chunk as its raw bytes. `-o -` writes the same bytes to
+//! standard output, unless it is a terminal. An unknown name suggests the closest ones.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
+use std::path::Path;
 
+use anyhow::bail;
 use tessera::{Format, Model};
 
 use crate::cli::ExtractArgs;
 use crate::output::with_file;
+use crate::term::escape;
+
+/// The format a tensor is extracted as, from the output path.
+fn tensor_format(output: &Path) -> anyhow::Result<Format> {
+    if output == Path::new("-") || output.extension().is_none() {
+        return Ok(Format::Npy);
+    }
+    match Format::from_path(output) {
+        Some(f) if f.can_write() => Ok(f),
+        _ => bail!(
+            "cannot tell a tensor format from {:?}: use .npy (or no extension) or the \
+             extension of a writable format (`tessera formats`)",
+            output.display()
+        ),
+    }
+}
+
+/// Writes `bytes` to OUT, or to stdout for `-` (refused when stdout is a terminal: raw
+/// tensor bytes would reach it unescaped).
+fn emit(output: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    if output == Path::new("-") {
+        let stdout = std::io::stdout();
+        if stdout.is_terminal() {
+            bail!("refusing to write binary data to a terminal: redirect or pipe `-o -`");
+        }
+        let mut lock = stdout.lock();
+        lock.write_all(bytes)?;
+        lock.flush()?;
+        return Ok(());
+    }
+    tessera::util::atomic::write_bytes_atomic(output, bytes)?;
+    Ok(())
+}
 
 /// Runs the verb.
 pub fn run(args: &ExtractArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
+    let to_stdout = args.output == Path::new("-");
     with_file(&args.file, &args.read, |file| {
         if file.tensor_infos().iter().any(|t| t.name == args.name) {
-            let view = file.tensor(&args.name)?;
-            let view = tessera::sparse::densify(view)?;
+            let format = tensor_format(&args.output)?;
+            let view = tessera::sparse::densify(file.tensor(&args.name)?)?;
             let mut m = Model::new();
             m.push(view)?;
-            tessera::convert::write_file(Format::Npy, &m, &args.output, &Default::default())?;
-            writeln!(out, "tensor {:?} -> {}", args.name, args.output.display())?;
+            // `.npy` takes the tensor as it is (a dtype NumPy has no name for is written
+            // as raw void bytes, `<V1`, as before); another format must be able to hold it.
+            let prepared;
+            let src: &dyn tessera::TensorSource = if format == Format::Npy {
+                &m
+            } else {
+                prepared = tessera::convert::prepare(&m, format, Default::default())?;
+                &prepared
+            };
+            if to_stdout {
+                // Writers want `Seek`; standard output has none, so the file is built in
+                // memory first.
+                let mut buf = std::io::Cursor::new(Vec::new());
+                tessera::convert::write_to(format, src, &mut buf, &Default::default())?;
+                emit(&args.output, buf.get_ref())?;
+            } else {
+                tessera::convert::write_file(format, src, &args.output, &Default::default())?;
+            }
+            if !to_stdout {
+                writeln!(
+                    out,
+                    "tensor {} ({}) -> {}",
+                    escape(&format!("{:?}", args.name)),
+                    format.name(),
+                    args.output.display()
+                )?;
+            }
         } else if file.chunks().iter().any(|c| c.name == args.name) {
             let bytes = file.chunk(&args.name)?;
-            tessera::util::atomic::write_bytes_atomic(&args.output, &bytes)?;
-            writeln!(
-                out,
-                "chunk {:?} ({} bytes) -> {}",
-                args.name,
-                bytes.len(),
-                args.output.display()
-            )?;
+            emit(&args.output, &bytes)?;
+            if !to_stdout {
+                writeln!(
+                    out,
+                    "chunk {} ({} bytes) -> {}",
+                    escape(&format!("{:?}", args.name)),
+                    bytes.len(),
+                    args.output.display()
+                )?;
+            }
         } else {
+            let names = file
+                .tensor_infos()
+                .iter()
+                .map(|t| t.name.as_str())
+                .chain(file.chunks().iter().map(|c| c.name.as_str()));
+            let close = closest(&args.name, names);
+            let hint = if close.is_empty() {
+                String::new()
+            } else {
+                format!("; did you mean {}?", close.join(", "))
+            };
             return Err(tessera::Error::not_found(format!(
-                "{}: no tensor or chunk named {:?}",
+                "{}: no tensor or chunk named {:?}{hint}",
                 args.file.display(),
                 args.name
             ))
@@ -37,4 +114,35 @@ pub fn run(args: &ExtractArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         }
         Ok(0)
     })
+}
+
+/// Up to three names within a small edit distance of `want`, closest first, quoted.
+pub fn closest<'a>(want: &str, names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let limit = (want.chars().count() / 3).max(2);
+    let mut scored: Vec<(usize, &str)> = names
+        .map(|n| (edit_distance(want, n), n))
+        .filter(|(d, _)| *d <= limit)
+        .collect();
+    scored.sort();
+    scored
+        .into_iter()
+        .take(3)
+        .map(|(_, n)| format!("{n:?}"))
+        .collect()
+}
+
+/// Levenshtein distance over characters (names are short; two rows of memory).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.chars().enumerate() {
+        cur[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
 }
