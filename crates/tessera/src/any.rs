@@ -164,44 +164,7 @@ impl Wholly {
     }
 }
 
-impl TensorSource for Wholly {
-    fn metadata(&self) -> &Metadata {
-        self.with_dependent(|_, c| c.metadata())
-    }
-    fn tensor_infos(&self) -> &[TensorInfo] {
-        self.with_dependent(|_, c| c.tensor_infos())
-    }
-    fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
-        self.with_dependent(|_, c| c.tensor(name))
-    }
-    fn chunks(&self) -> &[ChunkInfo] {
-        self.with_dependent(|_, c| c.chunks())
-    }
-    fn chunk(&self, name: &str) -> Result<Cow<'_, [u8]>> {
-        self.with_dependent(|_, c| c.chunk(name))
-    }
-    fn source_format(&self) -> Option<Format> {
-        self.with_dependent(|_, c| c.source_format())
-    }
-    fn metadata_types(&self) -> Option<&Metadata> {
-        self.with_dependent(|_, c| c.metadata_types())
-    }
-}
-
-impl Container for Wholly {
-    fn format(&self) -> Format {
-        self.with_dependent(|_, c| c.format())
-    }
-    fn version(&self) -> String {
-        self.with_dependent(|_, c| c.version())
-    }
-    fn verify(&self, opts: &VerifyOptions) -> VerifyReport {
-        self.with_dependent(|_, c| c.verify(opts))
-    }
-    fn warnings(&self) -> Vec<String> {
-        self.with_dependent(|_, c| c.warnings())
-    }
-}
+crate::model::forward_to_dependent!(Wholly);
 
 /// An opened file whose read errors name the file and its format.
 struct Labeled<'d> {

@@ -66,6 +66,53 @@ pub trait Container: TensorSource {
     }
 }
 
+/// Implements [`TensorSource`] and [`Container`] for a `self_cell` whose dependent is a
+/// `Box<dyn Container>` (a container tied to the bytes it borrows): every call is
+/// forwarded to the dependent.
+macro_rules! forward_to_dependent {
+    ($t:ty) => {
+        impl $crate::model::TensorSource for $t {
+            fn metadata(&self) -> &$crate::metadata::Metadata {
+                self.with_dependent(|_, c| c.metadata())
+            }
+            fn tensor_infos(&self) -> &[$crate::tensor::TensorInfo] {
+                self.with_dependent(|_, c| c.tensor_infos())
+            }
+            fn tensor(&self, name: &str) -> $crate::error::Result<$crate::tensor::TensorView<'_>> {
+                self.with_dependent(|_, c| c.tensor(name))
+            }
+            fn chunks(&self) -> &[$crate::tensor::ChunkInfo] {
+                self.with_dependent(|_, c| c.chunks())
+            }
+            fn chunk(&self, name: &str) -> $crate::error::Result<std::borrow::Cow<'_, [u8]>> {
+                self.with_dependent(|_, c| c.chunk(name))
+            }
+            fn source_format(&self) -> Option<$crate::format::Format> {
+                self.with_dependent(|_, c| c.source_format())
+            }
+            fn metadata_types(&self) -> Option<&$crate::metadata::Metadata> {
+                self.with_dependent(|_, c| c.metadata_types())
+            }
+        }
+
+        impl $crate::model::Container for $t {
+            fn format(&self) -> $crate::format::Format {
+                self.with_dependent(|_, c| c.format())
+            }
+            fn version(&self) -> String {
+                self.with_dependent(|_, c| c.version())
+            }
+            fn verify(&self, opts: &$crate::verify::VerifyOptions) -> $crate::verify::VerifyReport {
+                self.with_dependent(|_, c| c.verify(opts))
+            }
+            fn warnings(&self) -> Vec<String> {
+                self.with_dependent(|_, c| c.warnings())
+            }
+        }
+    };
+}
+pub(crate) use forward_to_dependent;
+
 /// An owned, in-memory model: metadata, tensors, chunks.
 #[derive(Debug, Clone, Default)]
 pub struct Model {

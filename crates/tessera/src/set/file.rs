@@ -2,17 +2,12 @@
 //! and the container parsed from them, tied together by `self_cell` (the container
 //! borrows the bytes).
 
-use std::borrow::Cow;
 use std::path::Path;
 
 use crate::any::ReadOptions;
 use crate::error::Result;
-use crate::format::Format;
-use crate::metadata::Metadata;
-use crate::model::{Container, TensorSource};
+use crate::model::Container;
 use crate::source::FileData;
-use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
-use crate::verify::{VerifyOptions, VerifyReport};
 
 type DynContainer<'a> = Box<dyn Container + 'a>;
 
@@ -64,41 +59,4 @@ impl OpenedFile {
     }
 }
 
-impl TensorSource for OpenedFile {
-    fn metadata(&self) -> &Metadata {
-        self.with_dependent(|_, c| c.metadata())
-    }
-    fn tensor_infos(&self) -> &[TensorInfo] {
-        self.with_dependent(|_, c| c.tensor_infos())
-    }
-    fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
-        self.with_dependent(|_, c| c.tensor(name))
-    }
-    fn chunks(&self) -> &[ChunkInfo] {
-        self.with_dependent(|_, c| c.chunks())
-    }
-    fn chunk(&self, name: &str) -> Result<Cow<'_, [u8]>> {
-        self.with_dependent(|_, c| c.chunk(name))
-    }
-    fn source_format(&self) -> Option<Format> {
-        self.with_dependent(|_, c| c.source_format())
-    }
-    fn metadata_types(&self) -> Option<&Metadata> {
-        self.with_dependent(|_, c| c.metadata_types())
-    }
-}
-
-impl Container for OpenedFile {
-    fn format(&self) -> Format {
-        self.with_dependent(|_, c| c.format())
-    }
-    fn version(&self) -> String {
-        self.with_dependent(|_, c| c.version())
-    }
-    fn verify(&self, opts: &VerifyOptions) -> VerifyReport {
-        self.with_dependent(|_, c| c.verify(opts))
-    }
-    fn warnings(&self) -> Vec<String> {
-        self.with_dependent(|_, c| c.warnings())
-    }
-}
+crate::model::forward_to_dependent!(OpenedFile);
