@@ -258,6 +258,11 @@ pub struct ConvertArgs {
     /// GPTRS: store base_id 0 as the original Python exporter does.
     #[arg(long)]
     pub zero_base_id: bool,
+    /// Do not fsync the output: still written to a temporary file and renamed into
+    /// place (never a half file under the name), but not flushed to disk, so a power
+    /// loss or OS crash soon after may lose it. For frequent checkpoints.
+    #[arg(long)]
+    pub no_fsync: bool,
     /// Reading options for the input.
     #[command(flatten)]
     pub read: ReadArgs,

@@ -93,6 +93,10 @@ pub struct WriteOptions {
     pub zero_base_id: bool,
     /// Where the output goes, for writers that also write a sibling file (WTXT `.wsum`).
     pub path: Option<PathBuf>,
+    /// Skip the fsyncs of [`write_file`] (Python's `durable=False`, `tessera convert
+    /// --no-fsync`): still atomic, not flushed ([`crate::util::atomic::Durability`]).
+    /// Not a format option: every format takes it.
+    pub no_fsync: bool,
     /// Options only one format has, declared in its module and set by
     /// [`WriteOptions::set`] (read them with [`WriteOptions::extra_int`] and friends).
     pub extra: std::collections::BTreeMap<String, crate::options::OptionValue>,
@@ -429,8 +433,9 @@ pub fn write_to(
     write(src, out, opts).map_err(|e| e.in_format(format.name()))
 }
 
-/// Writes `src` as `format` to `path` atomically: into a temporary sibling, fsynced,
-/// renamed over `path`, directory fsynced. On any error the target is untouched.
+/// Writes `src` as `format` to `path` atomically: into a temporary sibling, fsynced
+/// (unless [`WriteOptions::no_fsync`]), renamed over `path`, directory fsynced. On any
+/// error the target is untouched.
 pub fn write_file(
     format: Format,
     src: &dyn TensorSource,
@@ -439,7 +444,8 @@ pub fn write_file(
 ) -> Result<WriteReport> {
     let mut opts = opts.clone();
     opts.path = Some(path.to_path_buf());
-    crate::util::atomic::write_atomic(path, |f| write_to(format, src, f, &opts))
+    let durability = crate::util::atomic::Durability::from_durable(!opts.no_fsync);
+    crate::util::atomic::write_atomic_with(path, durability, |f| write_to(format, src, f, &opts))
 }
 
 /// Converts `src` into `format` at `path`: [`prepare`], then [`write_file`]. The report

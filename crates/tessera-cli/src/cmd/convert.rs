@@ -99,7 +99,10 @@ pub fn write_options(args: &ConvertArgs) -> anyhow::Result<WriteOptions> {
         let (k, v) = parse_assignment(o).map_err(anyhow::Error::new)?;
         given.push((k, v));
     }
-    let mut opts = WriteOptions::default();
+    let mut opts = WriteOptions {
+        no_fsync: args.no_fsync,
+        ..WriteOptions::default()
+    };
     for (name, v) in given {
         let v = cli_value(&name, v)?;
         opts.set(&name, v).map_err(anyhow::Error::new)?;

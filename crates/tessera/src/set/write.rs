@@ -16,7 +16,8 @@
 //! bytes, none empty. A plan of one shard writes a plain file at the target, as both
 //! tools do.
 //!
-//! Atomic as a whole: every file is written (and fsynced) into a temporary directory
+//! Atomic as a whole: every file is written (and fsynced, unless
+//! [`WriteOptions::no_fsync`]) into a temporary directory
 //! beside the target, then renamed into place, the index last; a failure before the
 //! index is in place removes the shards already moved, so nothing of the set remains.
 //! Other formats are refused (`Unsupported`) for now.
@@ -229,7 +230,10 @@ pub fn convert_set(
         let text = serde_json::to_string_pretty(&doc)
             .map_err(|e| Error::invalid_input(format!("the index: {e}")))?;
         let iname = format!("{stem}{INDEX_SUFFIX}");
-        crate::util::atomic::write_bytes_atomic(&tmp.path().join(&iname), text.as_bytes())?;
+        let durability = crate::util::atomic::Durability::from_durable(!opts.no_fsync);
+        crate::util::atomic::write_atomic_with(&tmp.path().join(&iname), durability, |w| {
+            Ok(std::io::Write::write_all(w, text.as_bytes())?)
+        })?;
         index_name = Some(iname);
     }
     // Into place: shards, then the index; undo the shards on a failure.
@@ -244,8 +248,8 @@ pub fn convert_set(
         }
         moved.push(to);
     }
-    if let Ok(d) = std::fs::File::open(&dir) {
-        let _ = d.sync_all();
+    if !opts.no_fsync {
+        crate::util::atomic::sync_dir(&dir);
     }
     Ok(SetReport {
         files: moved,

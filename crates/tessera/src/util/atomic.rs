@@ -1,10 +1,28 @@
 //! Crash-safe file replacement.
 //!
 //! [`write_atomic`] writes into a temporary file in the target's directory, flushes and
-//! fsyncs it and the directory, renames it over the target and fsyncs the directory
-//! again. A crash or an error at
+//! fsyncs it, renames it over the target and fsyncs the directory. A crash or an error at
 //! any point leaves either the complete old file or the complete new one under the
 //! target name, never a mix; on error the temporary file is removed.
+//!
+//! Durability ([`Durability`]): by default ([`Durability::Fsync`]) the new file and the
+//! rename are on disk when the write returns. [`Durability::NoFsync`] (Python's
+//! `durable=False`, `tessera convert --no-fsync`) skips every fsync and keeps the rest:
+//! the rename still replaces the target in one step and a failure still leaves nothing
+//! behind, so a reader never sees a half file; but after a power loss or an OS crash
+//! the target may be the old file, or (on filesystems that do not order data before
+//! the rename) an empty or partly written one. A process crash loses nothing either
+//! way: the page cache survives it.
+//!
+//! Overlapped write-back (Linux, durable writes): the temporary file is wrapped in a
+//! [`SyncingFile`] that, every [`WRITEBACK_STEP`] bytes written, asks the kernel to
+//! start writing the finished range out (`sync_file_range(SYNC_FILE_RANGE_WRITE)`,
+//! which does not wait) and waits for the range before it (so dirty pages stay bounded
+//! at about two steps). The disk thus works while later tensors are still being
+//! written, and the final fsync has at most the last two steps left to flush. Ranges
+//! that a writer later rewrites (a header patched after the data) are simply dirty
+//! again and go out with the fsync. Elsewhere the wrapper does nothing and the fsync
+//! does all the work.
 //!
 //! Permissions: a new file gets what the user's umask gives (`0666 & !umask`, 0644
 //! usually), as `open(2)` would, not the 0600 of a temporary file; a replaced file
@@ -16,7 +34,7 @@
 //! the process exits.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
@@ -122,11 +140,149 @@ fn umask_mode() -> u32 {
     0o666 & !(mask as u32)
 }
 
-/// Writes a file atomically through `fill`, which gets a buffered `Write + Seek`.
+/// Whether an atomic write waits for the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// fsync the file and its directory before and after the rename (the default): the
+    /// new file survives a power loss once the write returns.
+    #[default]
+    Fsync,
+    /// No fsync: still atomic (temporary file, rename), not flushed. See the module docs.
+    NoFsync,
+}
+
+impl Durability {
+    /// `Fsync` when `durable`, else `NoFsync`.
+    pub fn from_durable(durable: bool) -> Durability {
+        if durable {
+            Durability::Fsync
+        } else {
+            Durability::NoFsync
+        }
+    }
+}
+
+/// How many bytes a [`SyncingFile`] lets accumulate before it starts their write-back.
+pub const WRITEBACK_STEP: u64 = 16 << 20;
+
+/// The temporary file of an atomic write: a [`File`] (reachable through `Deref`) that,
+/// for durable writes on Linux, starts the write-back of each finished
+/// [`WRITEBACK_STEP`] of output while the rest is still being written (module docs).
+pub struct SyncingFile {
+    file: File,
+    /// Start write-back as the output grows (durable writes on Linux).
+    overlap: bool,
+    /// The write position.
+    pos: u64,
+    /// Bytes `[0, kicked)` have had their write-back started.
+    kicked: u64,
+    /// The start of the range before the last one kicked (waited for next time).
+    previous: u64,
+}
+
+impl SyncingFile {
+    fn new(file: File, durability: Durability) -> SyncingFile {
+        SyncingFile {
+            file,
+            overlap: durability == Durability::Fsync && cfg!(target_os = "linux"),
+            pos: 0,
+            kicked: 0,
+            previous: 0,
+        }
+    }
+
+    /// Starts write-back of `[kicked, pos)` when a step has accumulated, after waiting
+    /// for the range kicked the time before (bounded dirty memory, no stall on the
+    /// newest range).
+    fn after_write(&mut self) {
+        if !self.overlap || self.pos < self.kicked.saturating_add(WRITEBACK_STEP) {
+            return;
+        }
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::io::AsRawFd;
+            let fd = self.file.as_raw_fd();
+            let (start, end) = (self.kicked, self.pos);
+            if end <= start {
+                return;
+            }
+            #[allow(unsafe_code)]
+            // SAFETY: sync_file_range only reads its integer arguments; the fd is ours
+            // and open. Its result is advisory here (the final fsync decides), so an
+            // error (EINVAL on a filesystem without it, ESPIPE) just turns it off.
+            let ok = unsafe {
+                // (A length of 0 would mean "to the end of the file": skip it.)
+                let wait = if start > self.previous {
+                    libc::sync_file_range(
+                        fd,
+                        self.previous as libc::off64_t,
+                        (start - self.previous) as libc::off64_t,
+                        libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                            | libc::SYNC_FILE_RANGE_WRITE
+                            | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+                    )
+                } else {
+                    0
+                };
+                let kick = libc::sync_file_range(
+                    fd,
+                    start as libc::off64_t,
+                    (end - start) as libc::off64_t,
+                    libc::SYNC_FILE_RANGE_WRITE,
+                );
+                wait == 0 && kick == 0
+            };
+            if !ok {
+                self.overlap = false;
+            }
+            self.previous = start;
+            self.kicked = end;
+        }
+    }
+}
+
+impl std::ops::Deref for SyncingFile {
+    type Target = File;
+    fn deref(&self) -> &File {
+        &self.file
+    }
+}
+
+impl Write for SyncingFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.pos = self.pos.saturating_add(n as u64);
+        self.after_write();
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl Seek for SyncingFile {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        self.pos = self.file.seek(to)?;
+        Ok(self.pos)
+    }
+}
+
+/// Writes a file atomically and durably through `fill`, which gets a buffered
+/// `Write + Seek`.
 pub fn write_atomic<T>(
     path: &Path,
-    fill: impl FnOnce(&mut BufWriter<File>) -> Result<T>,
+    fill: impl FnOnce(&mut BufWriter<SyncingFile>) -> Result<T>,
 ) -> Result<T> {
+    write_atomic_with(path, Durability::Fsync, fill)
+}
+
+/// Writes a file atomically through `fill`, fsynced or not as `durability` says.
+pub fn write_atomic_with<T>(
+    path: &Path,
+    durability: Durability,
+    fill: impl FnOnce(&mut BufWriter<SyncingFile>) -> Result<T>,
+) -> Result<T> {
+    let durable = durability == Durability::Fsync;
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => std::path::PathBuf::from("."),
@@ -155,20 +311,27 @@ pub fn write_atomic<T>(
             .unwrap_or_else(umask_mode);
         file.set_permissions(std::fs::Permissions::from_mode(mode))?;
     }
-    let mut w = BufWriter::with_capacity(1 << 20, file);
+    let mut w = BufWriter::with_capacity(1 << 20, SyncingFile::new(file, durability));
     let value = fill(&mut w)?; // on error, tmp_path's Drop removes the file
     w.flush()?;
-    let file = w.into_inner().map_err(|e| Error::from(e.into_error()))?;
-    file.sync_all()?;
+    let file = w
+        .into_inner()
+        .map_err(|e| Error::from(e.into_error()))?
+        .file;
+    if durable {
+        file.sync_all()?;
+    }
     drop(file);
-    // The temporary file's directory entry is durable before the rename, the rename
-    // itself after it.
-    sync_dir(&dir);
+    // No directory fsync before the rename: the file's data and inode are on disk, and
+    // the one after the rename makes the new name durable (a crash before it leaves
+    // the old name or the new one, each naming a complete file).
     tmp_path
         .persist(path)
         .map_err(|e| Error::from(e.error).at_subject(path.display().to_string()))?;
     drop(live);
-    sync_dir(&dir);
+    if durable {
+        sync_dir(&dir);
+    }
     Ok(value)
 }
 
@@ -177,7 +340,8 @@ pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic(path, |w| Ok(w.write_all(bytes)?))
 }
 
-fn sync_dir(dir: &Path) {
+/// Fsyncs a directory (a rename in it becomes durable); see [`write_atomic`].
+pub(crate) fn sync_dir(dir: &Path) {
     // Directory fsync makes the rename durable; not every platform or filesystem allows
     // opening a directory, and the rename has happened either way.
     if let Ok(d) = File::open(dir) {
@@ -203,6 +367,57 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
         write_bytes_atomic(&p, b"new").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
+    }
+
+    #[test]
+    fn without_fsync_writes_are_still_atomic() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.bin");
+        std::fs::write(&p, b"old").unwrap();
+        let r: Result<()> = write_atomic_with(&p, Durability::NoFsync, |w| {
+            w.write_all(&[7u8; 3 << 20])?;
+            Err(Error::invalid_input("boom"))
+        });
+        assert!(r.is_err());
+        assert_eq!(std::fs::read(&p).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        write_atomic_with(&p, Durability::NoFsync, |w| Ok(w.write_all(b"new")?)).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"new");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    /// Writes past several write-back steps, in small and in large writes, with a header
+    /// patched at the end (a seek back): the file holds exactly what was written, with
+    /// and without the overlapped write-back.
+    #[test]
+    fn overlapped_write_back_keeps_every_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let step = WRITEBACK_STEP as usize;
+        let big: Vec<u8> = (0..2 * step + 12_345)
+            .map(|i| (i * 31 % 251) as u8)
+            .collect();
+        for durability in [Durability::Fsync, Durability::NoFsync] {
+            let p = dir.path().join(format!("{durability:?}.bin"));
+            write_atomic_with(&p, durability, |w| {
+                w.write_all(&[0u8; 8])?;
+                for piece in big.chunks(100_003) {
+                    w.write_all(piece)?;
+                }
+                w.write_all(&big)?;
+                w.seek(SeekFrom::Start(0))?;
+                w.write_all(b"HEADER!!")?;
+                w.seek(SeekFrom::End(0))?;
+                w.write_all(b"tail")?;
+                Ok(())
+            })
+            .unwrap();
+            let got = std::fs::read(&p).unwrap();
+            assert_eq!(got.len(), 8 + 2 * big.len() + 4, "{durability:?}");
+            assert_eq!(&got[..8], b"HEADER!!");
+            assert!(got[8..8 + big.len()] == big[..], "{durability:?}");
+            assert!(got[8 + big.len()..8 + 2 * big.len()] == big[..]);
+            assert_eq!(&got[got.len() - 4..], b"tail");
+        }
     }
 
     #[cfg(unix)]
