@@ -14,7 +14,8 @@ use tessera::{
     VerifyOptions,
 };
 
-use crate::owner::{copy_packed, Buffer, PartBytes, Shared};
+use crate::fill::Reader;
+use crate::owner::{copy_parts, Buffer, PartBytes, Shared};
 use crate::values::{map_to_py, IntoPy};
 use tessera::set::{Load, OpenedFile};
 use tessera::Opened;
@@ -35,10 +36,17 @@ pub struct File {
     chunks: Vec<ChunkInfo>,
     warnings: Vec<String>,
     mapped: bool,
+    /// A descriptor of the mapped file, for the positional reads of copying loads
+    /// ([`crate::fill`]); `None` for bytes, sets, or a path that changed at open.
+    reader: Option<Reader>,
 }
 
 fn open_data(opened: Opened, path: Option<PathBuf>) -> tessera::Result<File> {
     let mapped = opened.is_mapped();
+    let reader = match (&opened, &path, opened.file_regions().as_slice()) {
+        (Opened::File(_), Some(p), [map]) if mapped => Reader::open(p, map),
+        _ => None,
+    };
     let shared = Arc::new(Shared::new(opened));
     let file = shared.with(|c: &dyn Container| File {
         shared: shared.clone(),
@@ -51,6 +59,7 @@ fn open_data(opened: Opened, path: Option<PathBuf>) -> tessera::Result<File> {
         chunks: c.chunks().to_vec(),
         warnings: c.warnings(),
         mapped,
+        reader,
     });
     Ok(file)
 }
@@ -220,6 +229,12 @@ impl File {
     fn mapped(&self) -> bool {
         self.mapped
     }
+    /// True when copying loads read the file with positional reads (a mapped file whose
+    /// path still names it) rather than copying from the map.
+    #[getter]
+    fn positional_reads(&self) -> bool {
+        self.reader.is_some()
+    }
     /// Non-fatal observations made while opening.
     #[getter]
     fn warnings(&self) -> Vec<String> {
@@ -273,6 +288,7 @@ impl File {
         copy: bool,
     ) -> PyResult<TensorOut<'py>> {
         let shared = &self.shared;
+        let reader = self.reader.as_ref();
         let (info, parts) = py
             .detach(|| {
                 shared.with(|c| {
@@ -283,7 +299,17 @@ impl File {
                     let parts = v
                         .parts
                         .into_iter()
-                        .map(|p| Ok((p.role, PartBytes::from_cow(shared, p.bytes, copy)?)))
+                        .map(|p| {
+                            let b = match p.bytes {
+                                std::borrow::Cow::Borrowed(b) if copy => {
+                                    copy_parts(&[b], reader)?.pop().ok_or_else(|| {
+                                        tessera::Error::invalid_input("internal: copy lost")
+                                    })?
+                                }
+                                bytes => PartBytes::from_cow(shared, bytes, copy)?,
+                            };
+                            Ok((p.role, b))
+                        })
                         .collect::<tessera::Result<Vec<(String, PartBytes)>>>()?;
                     Ok::<_, tessera::Error>((v.info, parts))
                 })
@@ -297,9 +323,10 @@ impl File {
     }
 
     /// Several tensors, in the order of `names`, each as `tensor` returns it. With
-    /// `copy=True` the raw parts under 2 MiB are copied packed together into shared
-    /// huge-page chunks of about 16 MiB (larger ones each get their own buffer): fast,
-    /// but an array keeps its whole chunk alive. This is the drop-ins' `load_file`.
+    /// `copy=True` all raw parts are copied in one parallel pass of positional reads
+    /// ([`crate::fill`]); those under 2 MiB packed together into shared huge-page chunks
+    /// of about 16 MiB (larger ones each get their own buffer): fast, but an array keeps
+    /// its whole chunk alive. This is the drop-ins' `load_file`.
     #[pyo3(signature = (names, *, densify=false, copy=false))]
     fn tensors<'py>(
         &self,
@@ -310,13 +337,15 @@ impl File {
     ) -> PyResult<Vec<TensorOut<'py>>> {
         enum Slot {
             Ready(PartBytes),
-            Small(usize),
+            // A part to copy, by its index in the batch `copy_parts` fills at once.
+            Batch(usize),
         }
         let shared = &self.shared;
+        let reader = self.reader.as_ref();
         let loaded = py
             .detach(|| {
                 shared.with(|c| {
-                    let mut small: Vec<&[u8]> = Vec::new();
+                    let mut batch: Vec<&[u8]> = Vec::new();
                     let mut slots = Vec::with_capacity(names.len());
                     for name in &names {
                         let mut v = c.tensor(name)?;
@@ -327,13 +356,9 @@ impl File {
                         let mut parts = Vec::with_capacity(v.parts.len());
                         for p in v.parts {
                             let slot = match p.bytes {
-                                std::borrow::Cow::Borrowed(b)
-                                    if copy
-                                        && b.len()
-                                            < tessera::source::OwnedBytes::HUGE_THRESHOLD =>
-                                {
-                                    small.push(b);
-                                    Slot::Small(small.len() - 1)
+                                std::borrow::Cow::Borrowed(b) if copy => {
+                                    batch.push(b);
+                                    Slot::Batch(batch.len() - 1)
                                 }
                                 bytes => Slot::Ready(PartBytes::from_cow(shared, bytes, copy)?),
                             };
@@ -342,14 +367,14 @@ impl File {
                         slots.push((v.info, parts));
                     }
                     let mut packed: Vec<Option<PartBytes>> =
-                        copy_packed(&small)?.into_iter().map(Some).collect();
+                        copy_parts(&batch, reader)?.into_iter().map(Some).collect();
                     let mut out = Vec::with_capacity(slots.len());
                     for (info, parts) in slots {
                         let parts = parts
                             .into_iter()
                             .map(|(role, slot)| match slot {
                                 Slot::Ready(b) => Ok((role, b)),
-                                Slot::Small(i) => packed
+                                Slot::Batch(i) => packed
                                     .get_mut(i)
                                     .and_then(Option::take)
                                     .map(|b| (role, b))

@@ -1,11 +1,13 @@
 //! The native part of the `tessera` Python package (`tessera._tessera`).
 //!
-//! Thin: it opens files ([`file`]), hands tensor bytes to numpy without a copy
+//! Thin: it opens files ([`file`]), copies owned loads out with parallel positional
+//! reads ([`fill`]), hands tensor bytes to numpy without a copy
 //! ([`owner`], the only module with `unsafe`), writes tensors ([`save`]) and maps
 //! errors and metadata ([`values`]). The Python layer (`python/tessera/`) turns the
 //! buffers into numpy arrays or torch tensors and provides the safetensors-style API.
 
 mod file;
+mod fill;
 mod owner;
 mod save;
 mod values;

@@ -95,7 +95,7 @@ pub enum PartBytes {
     /// A copy of borrowed bytes (an anonymous huge-page map when large).
     Copied(OwnedBytes),
     /// A copy of borrowed bytes at `ptr` inside a chunk shared with other copies (see
-    /// [`copy_packed`]); `ptr` was taken through `&mut` before the chunk was shared.
+    /// [`copy_parts`]); `ptr` was taken through `&mut` before the chunk was shared.
     Packed {
         chunk: Arc<OwnedBytes>,
         ptr: usize,
@@ -103,62 +103,96 @@ pub enum PartBytes {
     },
 }
 
-/// Target size of the shared chunks [`copy_packed`] fills (a multiple of 2 MiB).
+/// Target size of the shared chunks [`copy_parts`] fills (a multiple of 2 MiB).
 pub const PACK_CHUNK: usize = 16 << 20;
 
-/// Copies small borrowed parts (each under [`OwnedBytes::HUGE_THRESHOLD`]), in order,
-/// packed back to back (64-byte aligned) into shared chunks of about [`PACK_CHUNK`]
-/// bytes, each an anonymous map advised for huge pages: a tensor too small for a huge
-/// page of its own still gets its copy without 4 KiB page faults. A chunk lives as long
-/// as any array in it. A group of parts under 2 MiB in all gets plain separate copies.
-pub fn copy_packed(parts: &[&[u8]]) -> tessera::Result<Vec<PartBytes>> {
+/// Copies borrowed parts into buffers the caller will own, in one parallel pass
+/// ([`crate::fill`]: positional reads through `reader` where a part is in its file).
+/// Parts of 2 MiB and more each get their own anonymous map advised for huge pages.
+/// Smaller ones are packed back to back (64-byte aligned), in order, into shared chunks
+/// of about [`PACK_CHUNK`] bytes, each such a map: a tensor too small for a huge page of
+/// its own still gets its copy without 4 KiB page faults. A chunk lives as long as any
+/// array in it. A group of small parts under 2 MiB in all gets plain separate copies.
+pub fn copy_parts(
+    parts: &[&[u8]],
+    reader: Option<&crate::fill::Reader>,
+) -> tessera::Result<Vec<PartBytes>> {
     const ALIGN: usize = 64;
     let align = |n: usize, to: usize| n.div_ceil(to).saturating_mul(to);
-    let mut out = Vec::with_capacity(parts.len());
+    let huge = OwnedBytes::HUGE_THRESHOLD;
+    // Destinations: (buffer, [(part index, offset)], packed), one part per buffer but
+    // in packed chunks.
+    type Dest = (OwnedBytes, Vec<(usize, usize)>, bool);
+    let mut buffers: Vec<Dest> = Vec::new();
+    let small: Vec<usize> = (0..parts.len())
+        .filter(|&i| parts[i].len() < huge)
+        .collect();
+    for (i, p) in parts.iter().enumerate() {
+        if p.len() >= huge {
+            buffers.push((OwnedBytes::zeroed(p.len())?, vec![(i, 0)], false));
+        }
+    }
     let mut start = 0;
-    while start < parts.len() {
-        // The parts [start, end) and their offsets in one chunk. Each part is under
+    while start < small.len() {
+        // The small parts [start, end) and their offsets in one chunk. Each is under
         // 2 MiB and a group stops at PACK_CHUNK, so nothing here can overflow.
-        let (mut end, mut used, mut offsets) = (start, 0usize, Vec::new());
-        while end < parts.len() {
+        let (mut end, mut used, mut members) = (start, 0usize, Vec::new());
+        while end < small.len() {
             let off = align(used, ALIGN);
-            let next = off.saturating_add(parts[end].len());
+            let next = off.saturating_add(parts[small[end]].len());
             if next > PACK_CHUNK && end > start {
                 break;
             }
-            offsets.push(off);
+            members.push((small[end], off));
             used = next;
             end += 1;
         }
-        let group = &parts[start..end];
-        if used < OwnedBytes::HUGE_THRESHOLD {
-            for p in group {
-                out.push(PartBytes::Copied(OwnedBytes::copy_from(p)?));
+        if used < huge {
+            for (i, _) in members {
+                buffers.push((OwnedBytes::zeroed(parts[i].len())?, vec![(i, 0)], false));
             }
         } else {
-            let mut chunk = OwnedBytes::zeroed(align(used, OwnedBytes::HUGE_THRESHOLD))?;
-            let mut ptrs = Vec::with_capacity(group.len());
-            {
-                let buf: &mut [u8] = &mut chunk;
-                for (p, &off) in group.iter().zip(&offsets) {
-                    let dst = &mut buf[off..off + p.len()];
-                    dst.copy_from_slice(p);
-                    // Through `&mut`: numpy will write here; Rust never reads it again.
-                    ptrs.push((dst.as_mut_ptr() as usize, p.len()));
-                }
-            }
-            let chunk = Arc::new(chunk);
-            for (ptr, len) in ptrs {
-                out.push(PartBytes::Packed {
-                    chunk: chunk.clone(),
-                    ptr,
-                    len,
-                });
-            }
+            buffers.push((OwnedBytes::zeroed(align(used, huge))?, members, true));
         }
         start = end;
     }
-    Ok(out)
+    // Fill every destination range, then hand out pointers taken through `&mut`.
+    let mut ptrs: Vec<Option<usize>> = vec![None; parts.len()];
+    {
+        let mut jobs = Vec::with_capacity(parts.len());
+        for (buf, members, _) in buffers.iter_mut() {
+            let mut rest: &mut [u8] = buf;
+            let mut at = 0;
+            for &(i, off) in members.iter() {
+                let (_, tail) = std::mem::take(&mut rest).split_at_mut(off - at);
+                let (dst, tail) = tail.split_at_mut(parts[i].len());
+                // Through `&mut`: numpy will write here; Rust never reads it again.
+                ptrs[i] = Some(dst.as_mut_ptr() as usize);
+                jobs.push(crate::fill::Job { src: parts[i], dst });
+                rest = tail;
+                at = off + parts[i].len();
+            }
+        }
+        crate::fill::fill(jobs, reader)?;
+    }
+    let mut out: Vec<Option<PartBytes>> = (0..parts.len()).map(|_| None).collect();
+    for (buf, members, packed) in buffers {
+        if packed {
+            let chunk = Arc::new(buf);
+            for (i, _) in members {
+                out[i] = ptrs[i].map(|ptr| PartBytes::Packed {
+                    chunk: chunk.clone(),
+                    ptr,
+                    len: parts[i].len(),
+                });
+            }
+        } else if let Some(&(i, _)) = members.first() {
+            out[i] = Some(PartBytes::Copied(buf));
+        }
+    }
+    out.into_iter()
+        .map(|p| p.ok_or_else(|| tessera::Error::invalid_input("internal: a copied part lost")))
+        .collect()
 }
 
 impl PartBytes {

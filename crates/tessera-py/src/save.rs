@@ -128,9 +128,11 @@ fn py_value(name: &str, v: &Bound<'_, PyAny>) -> PyResult<OptionValue> {
     )))
 }
 
-/// Keyword arguments that are not writer options: the losses a conversion may make, and
-/// `compression_level` (the level of `compression=True` / `"zstd"`).
+/// Keyword arguments that are not writer options: the losses a conversion may make,
+/// `compression_level` (the level of `compression=True` / `"zstd"`) and `durable`
+/// (`False`: atomic but not fsynced, [`WriteOptions::no_fsync`]).
 const CONVERT_OPTIONS: &[&str] = &[
+    "durable",
     "cast",
     "densify",
     "drop_metadata",
@@ -156,6 +158,7 @@ pub fn parse_options(opts: Option<&Bound<'_, PyDict>>) -> PyResult<(WriteOptions
     for (k, v) in opts.iter() {
         let key: String = k.extract()?;
         match key.as_str() {
+            "durable" => w.no_fsync = !v.extract::<bool>()?,
             "cast" => c.cast = v.extract()?,
             "densify" => c.densify = v.extract()?,
             "drop_metadata" => c.drop_metadata = v.extract()?,

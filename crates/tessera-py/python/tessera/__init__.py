@@ -265,6 +265,13 @@ class File(Mapping):
     def warnings(self) -> List[str]:
         return self._f.warnings
 
+    @property
+    def positional_reads(self) -> bool:
+        """True when copying loads (``copy=True``, ``load_file``) read the file with
+        parallel positional reads into the arrays' buffers (a file opened by path and
+        mapped) rather than copying from memory."""
+        return self._f.positional_reads
+
     def chunk(self, name: str) -> bytes:
         """One opaque chunk's decoded bytes."""
         return self._f.chunk(name)
@@ -483,8 +490,9 @@ def save(
 
     ``format`` is a format name (``safetensors``, ``ztensor``, ``fold``, ``aero``,
     ``gptrs``, ``wtxt``, ``npz``, …); by default the path's extension decides. With a
-    path the file is written atomically and a :class:`SaveReport` is returned; without
-    one the file's bytes are returned.
+    path the file is written atomically (a temporary file renamed into place) and,
+    unless ``durable=False``, durably (fsynced, with its directory), and a
+    :class:`SaveReport` is returned; without one the file's bytes are returned.
 
     Options are the writer options of the target format, spelled as ``tessera convert
     -O NAME=VALUE`` spells them; :func:`formats` lists each format's (``"options"``) and

@@ -56,10 +56,15 @@ def save_file(
     metadata: Optional[Dict[str, str]] = None,
     *,
     format: Optional[str] = None,
+    durable: bool = True,
     **options: Any,
 ) -> None:
-    """Writes a file atomically (format from ``format=`` or the extension)."""
-    _save(tensor_dict, filename, format=_format_for(filename, format), metadata=metadata, **options)
+    """Writes a file atomically (format from ``format=`` or the extension): a temporary
+    file renamed over ``filename``, so readers never see a half file. ``durable=True``
+    (default) also fsyncs it and its directory: the file survives a power loss once this
+    returns. ``durable=False`` skips the fsyncs (as safetensors, numpy and torch always
+    do): still atomic, but a power loss or OS crash soon after may lose the new file."""
+    _save(tensor_dict, filename, format=_format_for(filename, format), metadata=metadata, durable=durable, **options)
 
 
 def load(data: bytes, *, copy: bool = True, verify: Optional[bool] = None) -> Dict[str, np.ndarray]:

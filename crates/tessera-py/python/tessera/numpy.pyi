@@ -16,6 +16,7 @@ def save_file(
     metadata: Optional[Dict[str, str]] = None,
     *,
     format: Optional[str] = None,
+    durable: bool = ...,
     **options: Any,
 ) -> None: ...
 def load(data: bytes, *, copy: bool = True, verify: Optional[bool] = None) -> Dict[str, np.ndarray]: ...

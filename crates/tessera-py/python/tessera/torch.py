@@ -34,10 +34,12 @@ def save_file(
     metadata: Optional[Dict[str, str]] = None,
     *,
     format: Optional[str] = None,
+    durable: bool = True,
     **options: Any,
 ) -> None:
-    """Writes torch tensors to a file atomically (format from ``format=`` or the extension)."""
-    _save(tensors, filename, format=_format_for(filename, format), metadata=metadata, **options)
+    """Writes torch tensors to a file atomically (format from ``format=`` or the
+    extension); ``durable`` as in :func:`tessera.numpy.save_file`."""
+    _save(tensors, filename, format=_format_for(filename, format), metadata=metadata, durable=durable, **options)
 
 
 def load(data: bytes, device: Any = "cpu", *, verify: bool = True) -> Dict[str, Any]:

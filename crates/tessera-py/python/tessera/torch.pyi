@@ -14,6 +14,7 @@ def save_file(
     metadata: Optional[Dict[str, str]] = None,
     *,
     format: Optional[str] = None,
+    durable: bool = ...,
     **options: Any,
 ) -> None: ...
 def load(data: bytes, device: Any = "cpu", *, verify: bool = True) -> Dict[str, Any]: ...
