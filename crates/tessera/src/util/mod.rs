@@ -54,6 +54,13 @@ pub fn crc32c(data: &[u8]) -> u32 {
 pub fn zstd_decode_bounded(input: &[u8], max_out: u64, exact: bool) -> Result<Vec<u8>> {
     use std::io::Read;
     let cap = crate::limits::to_usize(max_out, "decompressed size")?;
+    // An exact size that the input can produce (no zstd block expands more than 32768
+    // times, frame headers included): one allocation of that size, decoded into
+    // directly with this thread's reused context. A larger claim is a lie the streaming
+    // path below finds out without trusting it.
+    if exact && max_out <= (input.len() as u64).saturating_mul(ZSTD_MAX_EXPANSION) {
+        return zstd_decode_exact(input, cap);
+    }
     let mut dec = zstd::stream::read::Decoder::with_buffer(input)
         .map_err(|e| Error::malformed("zstd: cannot start decoding").with_source(e))?;
     // Start small: the bound comes from the file and may be a lie.
@@ -74,6 +81,87 @@ pub fn zstd_decode_bounded(input: &[u8], max_out: u64, exact: bool) -> Result<Ve
         )));
     }
     Ok(out)
+}
+
+thread_local! {
+    /// This thread's zstd compression context, reused across calls.
+    static CCTX: std::cell::RefCell<Option<zstd::zstd_safe::CCtx<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Compresses the concatenation of `pieces` into one zstd frame at `level`, appended to
+/// `out`, with this thread's reused context: byte for byte what
+/// `zstd::stream::write::Encoder::new(out, level)` writes for the same input, with
+/// `content_size` the frame states its size (`set_pledged_src_size` and
+/// `include_contentsize(true)`), without it the frame has none. No checksum.
+pub fn zstd_encode(
+    pieces: &[&[u8]],
+    level: i32,
+    content_size: bool,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    use std::io::Write;
+    use zstd::zstd_safe::CParameter;
+    let total: u64 = pieces.iter().map(|p| p.len() as u64).sum();
+    out.reserve(zstd::zstd_safe::compress_bound(crate::limits::to_usize(
+        total, "chunk",
+    )?));
+    CCTX.with(|c| -> std::io::Result<()> {
+        let mut slot = c.borrow_mut();
+        let ctx = match slot.as_mut() {
+            Some(ctx) => ctx,
+            None => slot.insert(zstd::zstd_safe::CCtx::create()),
+        };
+        // Every parameter a fresh encoder would have, set again: a reused context
+        // keeps what the last user set.
+        let mut enc = zstd::stream::write::Encoder::with_context(out, ctx);
+        enc.set_parameter(CParameter::CompressionLevel(level))?;
+        enc.include_checksum(false)?;
+        enc.include_contentsize(true)?;
+        if content_size {
+            enc.set_pledged_src_size(Some(total))?;
+        }
+        for p in pieces {
+            enc.write_all(p)?;
+        }
+        enc.finish().map(drop)
+    })
+    .map_err(|e| Error::invalid_input(format!("zstd: {e}")))
+}
+
+/// No zstd frame produces more than this many bytes per input byte (a 4-byte RLE block
+/// expands to at most one 128 KiB block).
+const ZSTD_MAX_EXPANSION: u64 = 32 * 1024;
+
+thread_local! {
+    /// This thread's zstd decoding context, reused across calls (small tensors would
+    /// otherwise pay a context's setup each).
+    static DCTX: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Decodes `input` into a buffer of exactly `n` bytes (see [`zstd_decode_bounded`]).
+fn zstd_decode_exact(input: &[u8], n: usize) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(n);
+    let got = DCTX.with(|c| {
+        let mut slot = c.borrow_mut();
+        let dec = match slot.as_mut() {
+            Some(d) => d,
+            None => slot.insert(zstd::bulk::Decompressor::new()?),
+        };
+        dec.decompress_to_buffer(input, &mut out)
+    });
+    match got {
+        Ok(m) if m == n && out.len() == n => Ok(out),
+        Ok(m) => Err(Error::malformed(format!(
+            "zstd: decompresses to {m} bytes, {n} declared"
+        ))),
+        // The one error a full buffer gives: the data goes on past it.
+        Err(e) if e.to_string().contains("too small") => Err(Error::malformed(format!(
+            "zstd: decompresses to more than the declared {n} bytes"
+        ))),
+        Err(e) => Err(Error::malformed("zstd: corrupt compressed data").with_source(e)),
+    }
 }
 
 #[cfg(test)]
@@ -101,5 +189,57 @@ mod tests {
         assert!(zstd_decode_bounded(&z, 9_999, false).is_err());
         assert!(zstd_decode_bounded(&z, 20_000, true).is_err());
         assert!(zstd_decode_bounded(b"not zstd", 100, false).is_err());
+        assert!(zstd_decode_bounded(b"not zstd", 100, true).is_err());
+        // Exact, decoded in place: too short, too long, truncated, two frames.
+        let e = zstd_decode_bounded(&z, 9_999, true).unwrap_err();
+        assert!(e.to_string().contains("more than"), "{e}");
+        let e = zstd_decode_bounded(&z, 10_001, true).unwrap_err();
+        assert!(e.to_string().contains("10000 bytes"), "{e}");
+        assert!(zstd_decode_bounded(&z[..z.len() - 1], 10_000, true).is_err());
+        let mut two = z.clone();
+        two.extend_from_slice(&z);
+        assert_eq!(
+            zstd_decode_bounded(&two, 20_000, true).unwrap().len(),
+            20_000
+        );
+        // A frame without a content size (as zTensor's writers make) decodes too.
+        let mut s = Vec::new();
+        let mut enc = zstd::stream::write::Encoder::new(&mut s, 3).unwrap();
+        std::io::Write::write_all(&mut enc, &data).unwrap();
+        enc.finish().unwrap();
+        assert_eq!(zstd_decode_bounded(&s, 10_000, true).unwrap(), data);
+        // The reused context writes what a fresh encoder writes, frame for frame.
+        let big: Vec<u8> = (0..300_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
+        for (pieces, level) in [
+            (vec![&big[..7], &big[7..]], 3),
+            (vec![&data[..]], 19),
+            (vec![], 1),
+        ] {
+            for content_size in [true, false] {
+                let mut want = Vec::new();
+                let mut e = zstd::stream::write::Encoder::new(&mut want, level).unwrap();
+                if content_size {
+                    let n = pieces.iter().map(|p| p.len() as u64).sum();
+                    e.set_pledged_src_size(Some(n)).unwrap();
+                    e.include_contentsize(true).unwrap();
+                    e.include_checksum(false).unwrap();
+                }
+                for p in &pieces {
+                    std::io::Write::write_all(&mut e, p).unwrap();
+                }
+                e.finish().unwrap();
+                let mut got = vec![9u8];
+                zstd_encode(&pieces, level, content_size, &mut got).unwrap();
+                assert_eq!(
+                    got[1..],
+                    want[..],
+                    "level {level}, content size {content_size}"
+                );
+            }
+        }
+        // A claim beyond what the input can expand to is not allocated: it fails.
+        assert!(zstd_decode_bounded(&z, 1 << 40, true).is_err());
     }
 }

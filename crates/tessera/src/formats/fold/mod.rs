@@ -200,15 +200,32 @@ fn write(
         w.add_chunk(&c.name, ctype, &[&bytes])
             .map_err(|e| e.at_subject(format!("chunk {:?}", c.name)))?;
     }
-    for info in src.tensor_infos() {
-        let view = src.tensor(&info.name)?;
-        view.validate()?;
-        let (header, parts) = sten::encode_header(&view)?;
-        let mut pieces: Vec<&[u8]> = vec![&header];
-        pieces.extend(parts);
-        w.add_chunk(&info.name, *b"STEN", &pieces)
-            .map_err(|e| e.at_subject(format!("tensor {:?}", info.name)))?;
-    }
+    let mut infos = src.tensor_infos().iter();
+    w.add_tensor_chunks(|| {
+        let info = infos.next()?;
+        let chunk = || -> Result<write::TensorChunk<'_>> {
+            let view = src.tensor(&info.name)?;
+            view.validate()?;
+            let (head, parts) = sten::encode_header(&view)?;
+            // The parts' positions in the view (the pieces are its parts' bytes).
+            let order = parts
+                .iter()
+                .map(|b| {
+                    view.parts
+                        .iter()
+                        .position(|p| std::ptr::eq(p.bytes.as_ref(), *b))
+                        .ok_or_else(|| Error::invalid_input("a STEN piece is not a part"))
+                })
+                .collect::<Result<Vec<usize>>>()?;
+            Ok(write::TensorChunk {
+                name: info.name.clone(),
+                head,
+                view,
+                order,
+            })
+        };
+        Some(chunk().map_err(|e| e.at_subject(format!("tensor {:?}", info.name))))
+    })?;
     let created = match &opts.timestamp {
         Some(t) => write::parse_timestamp(t).ok_or_else(|| {
             Error::invalid_input(format!("timestamp {t:?} is not YYYY-MM-DDTHH:MM:SSZ"))

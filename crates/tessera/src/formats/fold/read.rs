@@ -479,6 +479,12 @@ impl<'d> FoldFile<'d> {
         Ok(c.bytes)
     }
 
+    /// Records that chunk `i`'s stored payload passed every check unrepaired (`verify`
+    /// did them), so reading it does not hash it again.
+    pub(super) fn mark_verified(&self, i: usize) {
+        let _ = self.verified[i].set(());
+    }
+
     /// Chunk `i`'s decoded bytes: [`FoldFile::payload`], decompressed.
     pub fn decoded(&self, i: usize) -> Result<Cow<'d, [u8]>> {
         let c = self.payload(i)?;

@@ -1,11 +1,14 @@
-//! [`FoldWriter`]: the streaming writer. Each chunk is written as it comes (header
-//! placeholder, payload streamed through zstd, CRC-32C, SHA-256 and the parity encoder,
-//! parity, then the chunk header patched); `finish` writes the index and patches the
-//! global header, as pyfolds does. Peak memory is one chunk's parity plus zstd's
-//! buffers, not the payload.
+//! [`FoldWriter`]: the streaming writer. Each chunk is first [`Encoded`] — compressed
+//! (zstd, one frame with its content size), CRC-32C, SHA-256 and parity computed — which
+//! needs no writer, so [`write_chunks`] encodes a batch of chunks on every core while
+//! the previous batch is written; then its header, payload and parity are written in
+//! order. `finish` writes the index and patches the global header, as pyfolds does.
+//! Peak memory is two batches of compressed chunks (a batch is [`BATCH_BYTES`] of
+//! input, or one chunk), not the file.
 
 use std::io::{Seek, SeekFrom, Write};
 
+use rayon::prelude::*;
 use sha2::Digest as _;
 
 use super::ecc;
@@ -16,7 +19,11 @@ use super::raw::{
 use crate::convert::Compression;
 use crate::error::{Error, Result};
 use crate::metadata::{Map, Value};
+use crate::tensor::TensorView;
 use crate::util::pyjson::{dumps_map, DumpOptions};
+
+/// Input bytes of one batch of chunks encoded in parallel (at least one chunk).
+pub const BATCH_BYTES: u64 = 64 << 20;
 
 struct IndexEntry {
     name: String,
@@ -40,29 +47,100 @@ pub struct FoldWriter<W: Write + Seek> {
     entries: Vec<IndexEntry>,
 }
 
-/// Everything the payload passes through on its way to the file.
-struct Sink<'a, W: Write> {
-    w: &'a mut W,
-    count: u64,
+/// A chunk ready to be written: its compressed payload (none when stored as it is:
+/// the caller's pieces are written), digests and parity. Made on any thread.
+pub struct Encoded {
+    flags: u32,
+    uncomp_len: u64,
+    zstd: Option<Vec<u8>>,
+    comp_len: u64,
     crc: u32,
-    sha: sha2::Sha256,
-    ecc: Option<ecc::Encoder>,
+    sha: [u8; 32],
+    parity: Vec<u8>,
 }
 
-impl<W: Write> Write for Sink<'_, W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.w.write(buf)?;
-        let b = &buf[..n];
-        self.count += n as u64;
-        self.crc = crc32c::crc32c_append(self.crc, b);
-        self.sha.update(b);
-        if let Some(e) = &mut self.ecc {
-            e.update(b);
+impl Encoded {
+    /// Compresses (with `level`) the concatenation of `pieces`, hashes the stored bytes
+    /// and computes their parity (`ecc` parity bytes per block).
+    pub fn new(pieces: &[&[u8]], level: Option<i32>, ecc: Option<u8>) -> Result<Encoded> {
+        let uncomp_len: u64 = pieces.iter().map(|p| p.len() as u64).sum();
+        if uncomp_len > MAX_CHUNK_SIZE {
+            return Err(Error::unsupported(format!(
+                "chunk is {uncomp_len} bytes; FOLD chunks are limited to {MAX_CHUNK_SIZE} (spec §2.1)"
+            )));
         }
-        Ok(n)
+        let zstd = match level {
+            None => None,
+            Some(level) => {
+                let mut z = Vec::new();
+                crate::util::zstd_encode(pieces, level, true, &mut z)?;
+                Some(z)
+            }
+        };
+        let stored: Vec<&[u8]> = match &zstd {
+            Some(z) => vec![z],
+            None => pieces.to_vec(),
+        };
+        let mut crc = 0u32;
+        let mut sha = sha2::Sha256::new();
+        let mut enc = ecc.map(ecc::Encoder::new).transpose()?;
+        let mut comp_len = 0u64;
+        // One pass per 1 MiB, so each layer finds the bytes in cache.
+        for piece in stored {
+            comp_len += piece.len() as u64;
+            for b in piece.chunks(1 << 20) {
+                crc = crc32c::crc32c_append(crc, b);
+                sha.update(b);
+                if let Some(e) = &mut enc {
+                    e.update(b);
+                }
+            }
+        }
+        let parity = enc.map(ecc::Encoder::finish).unwrap_or_default();
+        if comp_len > MAX_CHUNK_SIZE || parity.len() as u64 > MAX_CHUNK_SIZE {
+            return Err(Error::unsupported(format!(
+                "{comp_len} stored bytes and {} parity bytes; FOLD chunks are limited to {MAX_CHUNK_SIZE}",
+                parity.len()
+            )));
+        }
+        Ok(Encoded {
+            flags: if level.is_some() {
+                FLAG_COMP_ZSTD
+            } else {
+                FLAG_COMP_NONE
+            },
+            uncomp_len,
+            zstd,
+            comp_len,
+            crc,
+            sha: sha.finalize().into(),
+            parity,
+        })
     }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.w.flush()
+}
+
+/// A tensor's `STEN` chunk to write: its safetensors header and the view whose parts
+/// follow it (in `order`).
+pub struct TensorChunk<'a> {
+    /// Chunk name.
+    pub name: String,
+    /// The safetensors header (length prefix included).
+    pub head: Vec<u8>,
+    /// The tensor.
+    pub view: TensorView<'a>,
+    /// Indices into `view.parts`, in payload order.
+    pub order: Vec<usize>,
+}
+
+impl TensorChunk<'_> {
+    fn pieces(&self) -> Vec<&[u8]> {
+        std::iter::once(&self.head[..])
+            .chain(
+                self.order
+                    .iter()
+                    .map(|&i| self.view.parts[i].bytes.as_ref()),
+            )
+            .collect()
     }
 }
 
@@ -100,8 +178,7 @@ impl<W: Write + Seek> FoldWriter<W> {
         })
     }
 
-    /// Adds a chunk whose payload is the concatenation of `pieces`.
-    pub fn add_chunk(&mut self, name: &str, ctype: [u8; 4], pieces: &[&[u8]]) -> Result<()> {
+    fn check_new(&self, name: &str, ctype: [u8; 4]) -> Result<()> {
         if self.entries.iter().any(|e| e.name == name) {
             return Err(Error::invalid_input(format!(
                 "duplicate chunk name {name:?}"
@@ -110,78 +187,119 @@ impl<W: Write + Seek> FoldWriter<W> {
         if !ctype.iter().all(|b| b.is_ascii() && *b != 0) {
             return Err(Error::invalid_input("ctype must be 4 ASCII characters"));
         }
-        let uncomp_len: u64 = pieces.iter().map(|p| p.len() as u64).sum();
-        if uncomp_len > MAX_CHUNK_SIZE {
-            return Err(Error::unsupported(format!(
-                "chunk {name:?} is {uncomp_len} bytes; FOLD chunks are limited to {MAX_CHUNK_SIZE} (spec §2.1)"
-            )));
+        Ok(())
+    }
+
+    /// Adds a chunk whose payload is the concatenation of `pieces`.
+    pub fn add_chunk(&mut self, name: &str, ctype: [u8; 4], pieces: &[&[u8]]) -> Result<()> {
+        self.check_new(name, ctype)?;
+        let enc = Encoded::new(pieces, self.level, self.ecc)
+            .map_err(|e| e.at_subject(format!("chunk {name:?}")))?;
+        self.put(name, ctype, pieces, enc)
+    }
+
+    /// Adds `STEN` chunks in order, encoding them on the rayon pool a batch at a time
+    /// while this thread writes the previous batch. `next` yields the chunks (an error
+    /// ends the write).
+    pub fn add_tensor_chunks<'a>(
+        &mut self,
+        mut next: impl FnMut() -> Option<Result<TensorChunk<'a>>>,
+    ) -> Result<()> {
+        let (level, ecc) = (self.level, self.ecc);
+        let encode = |batch: &[TensorChunk<'a>]| -> Vec<Result<Encoded>> {
+            batch
+                .par_iter()
+                .map(|c| Encoded::new(&c.pieces(), level, ecc))
+                .collect()
+        };
+        let mut pending: Option<(Vec<TensorChunk<'a>>, Vec<Result<Encoded>>)> = None;
+        let mut done = false;
+        loop {
+            // The next batch, fetched here (sources need not be Sync).
+            let mut batch = Vec::new();
+            let mut size = 0u64;
+            while !done && (batch.is_empty() || size < BATCH_BYTES) {
+                match next() {
+                    None => done = true,
+                    Some(c) => {
+                        let c = c?;
+                        self.check_new(&c.name, *b"STEN")?;
+                        if batch.iter().any(|b: &TensorChunk<'a>| b.name == c.name) {
+                            return Err(Error::invalid_input(format!(
+                                "duplicate chunk name {:?}",
+                                c.name
+                            )));
+                        }
+                        size += c.pieces().iter().map(|p| p.len() as u64).sum::<u64>();
+                        batch.push(c);
+                    }
+                }
+            }
+            if batch.is_empty() && pending.is_none() {
+                return Ok(());
+            }
+            // Encode it while the previous one is written.
+            let (encoded, written) = std::thread::scope(|s| {
+                let h = s.spawn(|| encode(&batch));
+                let written = match pending.take() {
+                    Some((chunks, enc)) => self.put_all(chunks, enc),
+                    None => Ok(()),
+                };
+                (h.join(), written)
+            });
+            written?;
+            let encoded = encoded.map_err(|_| {
+                Error::new(
+                    crate::error::ErrorKind::Io,
+                    "fold: a compression thread panicked",
+                )
+            })?;
+            if !batch.is_empty() {
+                pending = Some((batch, encoded));
+            }
         }
+    }
+
+    fn put_all(&mut self, chunks: Vec<TensorChunk<'_>>, enc: Vec<Result<Encoded>>) -> Result<()> {
+        for (c, e) in chunks.into_iter().zip(enc) {
+            let e = e.map_err(|e| e.at_subject(format!("tensor {:?}", c.name)))?;
+            self.put(&c.name, *b"STEN", &c.pieces(), e)?;
+        }
+        Ok(())
+    }
+
+    /// Writes an encoded chunk: header, payload (the zstd frame, or `pieces`), parity.
+    fn put(&mut self, name: &str, ctype: [u8; 4], pieces: &[&[u8]], e: Encoded) -> Result<()> {
         let offset = self.pos;
-        self.w.write_all(&[0u8; CHUNK_HEADER_LEN as usize])?;
-        let mut sink = Sink {
-            w: &mut self.w,
-            count: 0,
-            crc: 0,
-            sha: sha2::Sha256::new(),
-            ecc: self.ecc.map(ecc::Encoder::new).transpose()?,
-        };
-        let flags = match self.level {
-            None => {
-                for p in pieces {
-                    sink.write_all(p)?;
-                }
-                FLAG_COMP_NONE
-            }
-            Some(level) => {
-                let mut z = zstd::stream::write::Encoder::new(&mut sink, level)?;
-                z.set_pledged_src_size(Some(uncomp_len))?;
-                z.include_contentsize(true)?;
-                z.include_checksum(false)?;
-                for p in pieces {
-                    z.write_all(p)?;
-                }
-                z.finish()?;
-                FLAG_COMP_ZSTD
-            }
-        };
-        let Sink {
-            count: comp_len,
-            crc,
-            sha,
-            ecc: enc,
-            ..
-        } = sink;
-        let parity = enc.map(ecc::Encoder::finish).unwrap_or_default();
-        if comp_len > MAX_CHUNK_SIZE || parity.len() as u64 > MAX_CHUNK_SIZE {
-            return Err(Error::unsupported(format!(
-                "chunk {name:?}: {comp_len} stored bytes and {} parity bytes; FOLD chunks are limited to {MAX_CHUNK_SIZE}",
-                parity.len()
-            )));
-        }
-        self.w.write_all(&parity)?;
         let header = ChunkHeader {
             ctype,
-            flags,
-            uncomp_len,
-            comp_len,
-            crc32c: crc,
-            ecc_len: parity.len() as u32,
+            flags: e.flags,
+            uncomp_len: e.uncomp_len,
+            comp_len: e.comp_len,
+            crc32c: e.crc,
+            ecc_len: e.parity.len() as u32,
         };
-        let end = self.base + offset + CHUNK_HEADER_LEN + comp_len + parity.len() as u64;
-        self.w.seek(SeekFrom::Start(self.base + offset))?;
         self.w.write_all(&header.to_bytes())?;
-        self.w.seek(SeekFrom::Start(end))?;
-        self.pos = end - self.base;
+        match &e.zstd {
+            Some(z) => self.w.write_all(z)?,
+            None => {
+                for p in pieces {
+                    self.w.write_all(p)?;
+                }
+            }
+        }
+        self.w.write_all(&e.parity)?;
+        self.pos = offset + CHUNK_HEADER_LEN + e.comp_len + e.parity.len() as u64;
         self.entries.push(IndexEntry {
             name: name.to_string(),
             ctype: String::from_utf8_lossy(&ctype).into_owned(),
-            flags,
+            flags: e.flags,
             offset,
-            comp_len,
-            uncomp_len,
-            crc32c: crc,
-            sha256: crate::util::hex(&sha.finalize()),
-            ecc_len: parity.len() as u64,
+            comp_len: e.comp_len,
+            uncomp_len: e.uncomp_len,
+            crc32c: e.crc,
+            sha256: crate::util::hex(&e.sha),
+            ecc_len: e.parity.len() as u64,
         });
         Ok(())
     }

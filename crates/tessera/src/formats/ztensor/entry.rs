@@ -90,8 +90,24 @@ fn parse_dtype(d: &mf::DTypeName) -> Result<DType> {
 }
 
 /// Validates one tensor object against the file: layout, dtype, shape, components and
-/// their bounds and sizes.
+/// their bounds and sizes. Errors name the tensor.
 pub(super) fn tensor_entry(
+    name: String,
+    t: RawTensor,
+    manifest_start: u64,
+    limits: &Limits,
+    warnings: &mut Vec<String>,
+) -> Result<(TensorInfo, Vec<Component>)> {
+    match entry(&name, t, manifest_start, limits, warnings) {
+        Ok((mut info, comps)) => {
+            info.name = name;
+            Ok((info, comps))
+        }
+        Err(e) => Err(e.at_subject(format!("tensor {name:?}"))),
+    }
+}
+
+fn entry(
     name: &str,
     t: RawTensor,
     manifest_start: u64,
@@ -226,13 +242,47 @@ pub(super) fn tensor_entry(
         .iter()
         .map(|c| c.length)
         .fold(0u64, u64::saturating_add);
-    // How it is stored, for inspect: the distinct encodings and digest algorithms (a
-    // few; a hostile file with thousands of distinct names gets "mixed").
+    let (encoding, digests) = storage_names(&comps);
+    let mut attrs = Map::new();
+    for (k, v) in t.attributes {
+        check_depth(&v, limits.max_depth, &k)?;
+        attrs.push_new(k, v);
+    }
+    let info = TensorInfo {
+        // Set by the caller, which owns the name.
+        name: String::new(),
+        dtype,
+        shape: t.shape,
+        layout,
+        attrs,
+        storage: Storage {
+            offset: comps.iter().map(|c| c.offset).min(),
+            stored_bytes: stored,
+            encoding,
+            digests,
+        },
+    };
+    Ok((info, comps))
+}
+
+/// How a tensor is stored, for inspect: the distinct encodings (`raw`, `zstd`,
+/// `raw+zstd`, …) and digest algorithms of its components.
+fn storage_names(comps: &[Component]) -> (String, Vec<String>) {
+    // The usual case, one component: no lists to build.
+    if let [c] = comps {
+        let digests = c
+            .digest
+            .as_deref()
+            .map(|d| vec![d.split_once(':').map_or(d, |(a, _)| a).to_ascii_lowercase()])
+            .unwrap_or_default();
+        return (c.encoding.name().to_string(), digests);
+    }
+    // A few; a hostile file with thousands of distinct names gets "mixed".
     const FEW: usize = 4;
     let mut encodings: Vec<&str> = Vec::new();
     let mut algos: Vec<String> = Vec::new();
     let (mut many_encodings, mut many_algos) = (false, false);
-    for c in &comps {
+    for c in comps {
         let e = c.encoding.name();
         if !encodings.contains(&e) {
             if encodings.len() < FEW {
@@ -262,25 +312,7 @@ pub(super) fn tensor_entry(
     if many_algos {
         digests.push("…".into());
     }
-    let mut attrs = Map::new();
-    for (k, v) in t.attributes {
-        check_depth(&v, limits.max_depth, &k)?;
-        attrs.push_new(k, v);
-    }
-    let info = TensorInfo {
-        name: name.to_string(),
-        dtype,
-        shape: t.shape,
-        layout,
-        attrs,
-        storage: Storage {
-            offset: comps.iter().map(|c| c.offset).min(),
-            stored_bytes: stored,
-            encoding,
-            digests,
-        },
-    };
-    Ok((info, comps))
+    (encoding, digests)
 }
 
 /// Checks a component's range against the file: inside the data area, no overflow;

@@ -177,11 +177,16 @@ impl<'data> ZtensorFile<'data> {
 
         let mut parsed = Vec::with_capacity(tensors.len());
         for (name, t) in tensors {
-            let subject = |e: Error| e.at_subject(format!("tensor {name:?}"));
-            limits.check_name(name.len() as u64).map_err(subject)?;
-            let (info, comps) =
-                tensor_entry(&name, t, manifest_start, limits, &mut warnings).map_err(subject)?;
-            parsed.push((info, comps));
+            limits
+                .check_name(name.len() as u64)
+                .map_err(|e| e.at_subject(format!("tensor {name:?}")))?;
+            parsed.push(tensor_entry(
+                name,
+                t,
+                manifest_start,
+                limits,
+                &mut warnings,
+            )?);
         }
         // File order: by the first byte each tensor occupies; an empty tensor shares its
         // offset with the next one and was written before it; then by name. (Sorting
