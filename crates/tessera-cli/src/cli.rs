@@ -146,6 +146,13 @@ pub struct VerifyArgs {
     /// only this tensor's signed digest). Repeatable.
     #[arg(long, value_name = "NAME")]
     pub tensor: Vec<String>,
+    /// List every check, one line per tensor, chunk or page (the default prints one
+    /// line per layer, and each failure).
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Print only failures and repairs; the exit code says the rest.
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,
