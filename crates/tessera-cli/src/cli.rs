@@ -297,6 +297,13 @@ pub struct DiffArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Absolute tolerance: elements a, b are equal when |a - b| <= atol + rtol * |b|
+    /// (numpy's isclose; NaN equals NaN). Default 0: exact.
+    #[arg(long, value_name = "X", default_value_t = 0.0)]
+    pub atol: f64,
+    /// Relative tolerance (see --atol). Default 0: exact.
+    #[arg(long, value_name = "X", default_value_t = 0.0)]
+    pub rtol: f64,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,

@@ -47,6 +47,7 @@ pub mod source;
 pub mod sparse;
 pub mod tensor;
 pub mod util;
+pub mod values;
 pub mod verify;
 
 pub use any::{open, ReadOptions};
