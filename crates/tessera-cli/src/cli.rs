@@ -146,6 +146,13 @@ pub struct VerifyArgs {
     /// only this tensor's signed digest). Repeatable.
     #[arg(long, value_name = "NAME")]
     pub tensor: Vec<String>,
+    /// List every check, one line per tensor, chunk or page (the default prints one
+    /// line per layer, and each failure).
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Print only failures and repairs; the exit code says the rest.
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,
@@ -295,6 +302,13 @@ pub struct DiffArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Absolute tolerance: elements a, b are equal when |a - b| <= atol + rtol * |b|
+    /// (numpy's isclose; NaN equals NaN). Default 0: exact.
+    #[arg(long, value_name = "X", default_value_t = 0.0)]
+    pub atol: f64,
+    /// Relative tolerance (see --atol). Default 0: exact.
+    #[arg(long, value_name = "X", default_value_t = 0.0)]
+    pub rtol: f64,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,

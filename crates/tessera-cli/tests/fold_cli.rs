@@ -42,9 +42,22 @@ fn convert_with_ecc_then_damage_verify_and_repair() {
         bad[28 + 32 + 10 + i * 20] ^= 0xC3;
     }
     std::fs::write(p("bad.mind"), &bad).unwrap();
+    // Repaired damage is damage: exit 1, naming what was repaired and what to do.
+    let (code, out) = tessera(&["verify", &p("bad.mind")]);
+    assert_eq!(code, 1, "{out}");
+    let last = out.lines().last().unwrap();
+    assert!(
+        last.contains("DAMAGED")
+            && last.contains("chunk \"torch_state\"")
+            && last.contains("6 bytes fixed")
+            && last.contains("tessera repair"),
+        "{out}"
+    );
     let (code, out) = tessera(&["verify", &p("bad.mind"), "--json"]);
-    assert_eq!(code, 0, "{out}");
+    assert_eq!(code, 1, "{out}");
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["result"], "repaired");
+    assert_eq!(doc["ok"], false);
     let repaired: Vec<_> = doc["checks"]
         .as_array()
         .unwrap()

@@ -47,6 +47,7 @@ pub mod source;
 pub mod sparse;
 pub mod tensor;
 pub mod util;
+pub mod values;
 pub mod verify;
 
 pub use any::{open, ReadOptions};
@@ -60,4 +61,4 @@ pub use model::{Container, Model, TensorSource};
 pub use set::{open_path, ModelSet, Opened};
 pub use source::FileData;
 pub use tensor::{ChunkInfo, Layout, Part, Storage, TensorInfo, TensorView};
-pub use verify::{Check, Status, VerifyOptions, VerifyReport};
+pub use verify::{layer_kind, Check, LayerKind, LayerSummary, Status, VerifyOptions, VerifyReport};

@@ -115,6 +115,114 @@ impl VerifyReport {
     pub fn failures(&self) -> impl Iterator<Item = &Check> {
         self.checks.iter().filter(|c| c.status == Status::Failed)
     }
+    /// The checks whose bytes failed but were restored by error correction: the file
+    /// reads correctly, and it is damaged.
+    pub fn repairs(&self) -> impl Iterator<Item = &Check> {
+        self.checks.iter().filter(|c| c.status == Status::Repaired)
+    }
+    /// The checks that compared bytes with a stored digest, MAC or signature (ok,
+    /// failed or repaired): what "verified" means. Structure checks, a set's own checks
+    /// and layers present but not checked do not count.
+    pub fn digest_checks(&self) -> impl Iterator<Item = &Check> {
+        self.checks.iter().filter(|c| {
+            c.status != Status::NotChecked
+                && c.status != Status::Unauthenticated
+                && layer_kind(&c.layer) == LayerKind::Digest
+        })
+    }
+    /// One line per layer, in the order the layers first appear: how many subjects it
+    /// checked, and how many of those failed, were repaired, or were not checked.
+    pub fn by_layer(&self) -> Vec<LayerSummary> {
+        let mut out: Vec<LayerSummary> = Vec::new();
+        for c in &self.checks {
+            let i = match out.iter().position(|l| l.layer == c.layer) {
+                Some(i) => i,
+                None => {
+                    out.push(LayerSummary {
+                        layer: c.layer.clone(),
+                        kind: layer_kind(&c.layer),
+                        ok: 0,
+                        failed: 0,
+                        repaired: 0,
+                        not_checked: 0,
+                        unauthenticated: 0,
+                        why_not: None,
+                    });
+                    out.len() - 1
+                }
+            };
+            let l = &mut out[i];
+            if matches!(c.status, Status::NotChecked | Status::Unauthenticated) {
+                // The reason the layer was not checked, when every such check gives one.
+                if l.not_checked + l.unauthenticated == 0 {
+                    l.why_not = c.detail.clone();
+                } else if l.why_not != c.detail {
+                    l.why_not = None;
+                }
+            }
+            match c.status {
+                Status::Ok => l.ok += 1,
+                Status::Failed => l.failed += 1,
+                Status::Repaired => l.repaired += 1,
+                Status::NotChecked => l.not_checked += 1,
+                Status::Unauthenticated => l.unauthenticated += 1,
+            }
+        }
+        out
+    }
+}
+
+/// What a layer is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerKind {
+    /// Bytes compared with a stored digest, MAC, parity or signature.
+    Digest,
+    /// The file's structure: offsets, sizes, decoding, sparse indices.
+    Structure,
+    /// A model set's own checks: shards present, each tensor in the shard its index
+    /// names, counts and sizes.
+    Set,
+}
+
+/// Classifies a layer name as the readers report it.
+pub fn layer_kind(layer: &str) -> LayerKind {
+    match layer {
+        "structure" | "layout" | "data" | "decode" | "zstd" | "uncomp_len" | "checksum"
+        | "digest" => LayerKind::Structure,
+        "shard present"
+        | "shard format"
+        | "shards indexed"
+        | "tensors in one shard"
+        | "tensors present"
+        | "tensors indexed"
+        | "index lists each tensor once"
+        | "total_size"
+        | "split.no"
+        | "split.count"
+        | "split.tensors.count" => LayerKind::Set,
+        _ => LayerKind::Digest,
+    }
+}
+
+/// One layer's counts in a [`VerifyReport`] ([`VerifyReport::by_layer`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayerSummary {
+    /// The layer's name.
+    pub layer: String,
+    /// What the layer is about.
+    pub kind: LayerKind,
+    /// Subjects that passed.
+    pub ok: usize,
+    /// Subjects that failed.
+    pub failed: usize,
+    /// Subjects repaired by error correction.
+    pub repaired: usize,
+    /// Subjects present but not checked.
+    pub not_checked: usize,
+    /// Subjects without a key to authenticate them.
+    pub unauthenticated: usize,
+    /// Why the layer was not checked, when every unchecked subject gives one reason.
+    pub why_not: Option<String>,
 }
 
 /// What `verify` is given beyond the file.
@@ -130,4 +238,52 @@ pub struct VerifyOptions {
     pub tensors: Vec<String>,
     /// Path of the file, for formats with sibling files (WTXT `.wsum`).
     pub path: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_are_counted_and_structure_is_not_a_digest() {
+        let mut r = VerifyReport::default();
+        r.ok("tensor \"a\"", "crc32c");
+        r.failed("tensor \"b\"", "crc32c", "expected 1, computed 2");
+        r.push(
+            "tensor \"c\"",
+            "digest",
+            Status::NotChecked,
+            Some("none stored".into()),
+        );
+        r.push(
+            "tensor \"d\"",
+            "digest",
+            Status::NotChecked,
+            Some("none stored".into()),
+        );
+        r.ok("tensor \"c\"", "structure");
+        r.push(
+            "chunk \"x\"",
+            "sha256",
+            Status::Repaired,
+            Some("3 bytes fixed".into()),
+        );
+        let layers = r.by_layer();
+        let names: Vec<&str> = layers.iter().map(|l| l.layer.as_str()).collect();
+        assert_eq!(names, ["crc32c", "digest", "structure", "sha256"]);
+        assert_eq!((layers[0].ok, layers[0].failed), (1, 1));
+        assert_eq!(layers[1].not_checked, 2);
+        assert_eq!(layers[1].why_not.as_deref(), Some("none stored"));
+        assert_eq!(layers[0].why_not, None);
+        assert_eq!(layers[2].kind, LayerKind::Structure);
+        assert_eq!(layers[3].repaired, 1);
+        assert_eq!(r.digest_checks().count(), 3);
+        assert_eq!(r.repairs().count(), 1);
+
+        let mut only_structure = VerifyReport::default();
+        only_structure.ok("file", "structure");
+        only_structure.push("file", "checksum", Status::NotChecked, None);
+        only_structure.ok("model.safetensors.index.json", "total_size");
+        assert_eq!(only_structure.digest_checks().count(), 0);
+    }
 }

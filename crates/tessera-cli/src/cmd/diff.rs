@@ -1,20 +1,36 @@
-//! `tessera diff A B [--json]`: tensors added, removed, or changed (dtype, shape,
-//! layout, bytes, and for numeric tensors the largest absolute difference), and metadata
-//! keys added, removed or changed. Works across formats: sparse tensors are compared by
-//! their dense values, so the same model in two formats has no differences.
+//! `tessera diff A B [--json] [--atol X --rtol Y]`: tensors added, removed, or changed
+//! (dtype, shape, layout, and for numeric tensors how many elements differ, the largest
+//! absolute and relative difference and the RMS difference), and metadata keys added,
+//! removed or changed, with their old and new values. Works across formats: sparse
+//! tensors are compared by their dense values, so the same model in two formats has no
+//! differences.
 //!
-//! Exit 0 when the tensors are the same (and, for two files of one format, the
-//! metadata too), 1 when they differ.
+//! Numeric equality is numpy's `isclose` with `--atol`/`--rtol` (default 0: exact; NaN
+//! equals NaN, see `tessera::values`); a tensor whose elements are all close is reported
+//! as equal within tolerance, not as a difference.
 //!
-//! JSON shape: `{"a", "b", "same", "tensors_same", "metadata_same", "added": [names],
-//! "removed": [names], "changed": [{"name", "dtype": [a, b]|null, "shape": [a, b]|null,
-//! "layout": [a, b]|null, "bytes_equal", "elements_differing", "max_abs_diff"}],
-//! "metadata": {"added": [keys], "removed": [keys], "changed": [keys]}}`
+//! Metadata is compared the same way within and across formats: every key counts when
+//! both formats carry metadata; when one carries only strings (safetensors), values are
+//! compared as the text that format would hold; when one carries none (npy, WTXT), the
+//! other's keys are listed as not compared, and do not count.
+//!
+//! Exit 0 when the tensors and the compared metadata are the same, 1 when they differ.
+//!
+//! JSON shape: `{"a", "b", "same", "tensors_same", "metadata_same", "tolerance":
+//! {"atol", "rtol"}, "added": [names], "removed": [names], "changed": [{"name", "dtype":
+//! [a, b]|null, "shape": [a, b]|null, "layout": [a, b]|null, "bytes_equal",
+//! "elements_compared", "elements_differing", "nonfinite_mismatches", "max_abs_diff",
+//! "max_rel_diff", "rms_diff"}], "within_tolerance": [same fields], "metadata":
+//! {"added": [keys], "removed": [keys], "changed": [keys], "values": {key: [a|null,
+//! b|null]}, "not_compared": [{"key", "in", "reason"}]}}`. A difference that is infinite
+//! (a relative difference against 0) is `null`.
 
 use std::io::Write;
 
 use serde_json::json;
-use tessera::{Container, Layout, TensorView};
+use tessera::convert::MetadataSupport;
+use tessera::values::{Tolerance, ValueDiff};
+use tessera::{Container, Layout, Metadata, TensorView, Value};
 
 use crate::cli::DiffArgs;
 use crate::output::with_file;
@@ -33,10 +49,8 @@ pub struct TensorDiff {
     pub layout: Option<(String, String)>,
     /// True when the (dense) bytes are identical.
     pub bytes_equal: bool,
-    /// Elements that differ, when shapes agree.
-    pub elements_differing: Option<u64>,
-    /// max |a - b| over elements, when shapes agree and both are numeric.
-    pub max_abs_diff: Option<f64>,
+    /// How the values differ, when shapes agree and both are dense.
+    pub values: Option<ValueDiff>,
 }
 
 fn dense<'a>(v: TensorView<'a>) -> anyhow::Result<TensorView<'a>> {
@@ -46,7 +60,12 @@ fn dense<'a>(v: TensorView<'a>) -> anyhow::Result<TensorView<'a>> {
     })
 }
 
-fn compare(a: &dyn Container, b: &dyn Container, name: &str) -> anyhow::Result<Option<TensorDiff>> {
+fn compare(
+    a: &dyn Container,
+    b: &dyn Container,
+    name: &str,
+    tol: &Tolerance,
+) -> anyhow::Result<Option<TensorDiff>> {
     let va = dense(a.tensor(name)?)?;
     let vb = dense(b.tensor(name)?)?;
     let mut d = TensorDiff {
@@ -77,32 +96,189 @@ fn compare(a: &dyn Container, b: &dyn Container, name: &str) -> anyhow::Result<O
         return Ok(None);
     }
     if d.shape.is_none() && va.info.layout == Layout::Dense && vb.info.layout == Layout::Dense {
-        let (da, db) = (va.info.dtype, vb.info.dtype);
-        let (ba, bb) = (va.data()?, vb.data()?);
-        let n = ba.len() / da.size().max(1);
-        let mut differing = 0u64;
-        let mut max = 0f64;
-        for i in 0..n {
-            let (x, y) = (da.element_as_f64(ba, i), db.element_as_f64(bb, i));
-            if let (Some(x), Some(y)) = (x, y) {
-                let same = x == y || (x.is_nan() && y.is_nan());
-                if !same {
-                    differing += 1;
-                    let diff = (x - y).abs();
-                    if diff.is_nan() || diff > max {
-                        max = if diff.is_nan() { f64::INFINITY } else { diff };
-                    }
-                }
-            }
-        }
-        d.elements_differing = Some(differing);
-        d.max_abs_diff = Some(max);
+        let mut v = ValueDiff::default();
+        v.add(va.info.dtype, va.data()?, vb.info.dtype, vb.data()?, tol);
+        d.values = Some(v);
     }
     Ok(Some(d))
 }
 
+impl TensorDiff {
+    /// Equal within the tolerance: only the values differ, and each pair is close.
+    fn within_tolerance(&self) -> bool {
+        self.dtype.is_none()
+            && self.shape.is_none()
+            && self.layout.is_none()
+            && self.values.as_ref().is_some_and(|v| v.differing == 0)
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let v = self.values.as_ref();
+        json!({
+            "name": self.name,
+            "dtype": self.dtype.as_ref().map(|(x, y)| [x, y]),
+            "shape": self.shape.as_ref().map(|(x, y)| json!([x, y])),
+            "layout": self.layout.as_ref().map(|(x, y)| [x, y]),
+            "bytes_equal": self.bytes_equal,
+            "elements_compared": v.map(|v| v.compared),
+            "elements_differing": v.map(|v| v.differing),
+            "nonfinite_mismatches": v.map(|v| v.nonfinite_mismatches),
+            "max_abs_diff": v.map(|v| v.max_abs),
+            "max_rel_diff": v.map(|v| v.max_rel),
+            "rms_diff": v.map(|v| v.rms()),
+        })
+    }
+
+    fn errors(v: &ValueDiff) -> String {
+        format!(
+            "max abs diff {}, max rel diff {}, rms diff {}",
+            v.max_abs,
+            v.max_rel,
+            v.rms()
+        )
+    }
+
+    fn text(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some((x, y)) = &self.dtype {
+            parts.push(format!("dtype {x} -> {y}"));
+        }
+        if let Some((x, y)) = &self.shape {
+            parts.push(format!("shape {x:?} -> {y:?}"));
+        }
+        if let Some((x, y)) = &self.layout {
+            parts.push(format!("layout {x} -> {y}"));
+        }
+        match &self.values {
+            Some(v) if v.differing > 0 => {
+                parts.push(format!(
+                    "{} of {} elements differ, {}",
+                    v.differing,
+                    v.compared,
+                    Self::errors(v)
+                ));
+                if v.nonfinite_mismatches > 0 {
+                    parts.push(format!("{} NaN/Inf mismatches", v.nonfinite_mismatches));
+                }
+            }
+            Some(_) => {}
+            None if !self.bytes_equal => parts.push("bytes differ".into()),
+            None => {}
+        }
+        parts.join(", ")
+    }
+}
+
+/// How much metadata a format carries (a format Tessera only reads: a full tree).
+fn metadata_level(f: tessera::Format) -> MetadataSupport {
+    tessera::convert::capabilities(f).map_or(MetadataSupport::Tree, |c| c.metadata)
+}
+
+/// The metadata comparison.
+#[derive(Default)]
+struct MetaDiff<'a> {
+    added: Vec<&'a str>,
+    removed: Vec<&'a str>,
+    changed: Vec<&'a str>,
+    values: Vec<(&'a str, Option<Value>, Option<Value>)>,
+    not_compared: Vec<(&'a str, &'static str, String)>,
+}
+
+impl MetaDiff<'_> {
+    fn same(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
+fn compare_metadata<'a>(a: &'a dyn Container, b: &'a dyn Container) -> MetaDiff<'a> {
+    let (ma, mb) = (a.metadata(), b.metadata());
+    let (la, lb) = (metadata_level(a.format()), metadata_level(b.format()));
+    let mut d = MetaDiff::default();
+    if la == MetadataSupport::None || lb == MetadataSupport::None {
+        let none = if la == MetadataSupport::None { a } else { b };
+        let reason = format!("{} carries no metadata", none.format().title());
+        for k in ma.keys() {
+            d.not_compared.push((k, "a", reason.clone()));
+        }
+        for k in mb.keys() {
+            d.not_compared.push((k, "b", reason.clone()));
+        }
+        return d;
+    }
+    // A format of strings holds any other value as its JSON text: compare that.
+    let strings = la == MetadataSupport::Strings || lb == MetadataSupport::Strings;
+    let equal = |x: &Value, y: &Value| {
+        if strings {
+            x.display_short() == y.display_short()
+        } else {
+            x == y
+        }
+    };
+    // GGUF's value types travel beside its metadata; into another format a conversion
+    // keeps them as the key `tessera.gguf_types`: the same fact, compared as such.
+    let (ta, tb) = (
+        a.metadata_types().map(|t| Value::Map(t.clone())),
+        b.metadata_types().map(|t| Value::Map(t.clone())),
+    );
+    let types = tessera::formats::gguf::meta::TYPES_KEY;
+    let types_in = |m: &Metadata, other: &Option<Value>, mine: &Option<Value>| {
+        other.is_some() && mine.is_none() && m.contains_key(types)
+    };
+    if types_in(mb, &ta, &tb) || types_in(ma, &tb, &ta) {
+        let x = ta.as_ref().or(ma.get(types));
+        let y = tb.as_ref().or(mb.get(types));
+        if let (Some(x), Some(y)) = (x, y) {
+            if !equal(x, y) {
+                d.changed.push(types);
+                d.values.push((types, Some(x.clone()), Some(y.clone())));
+            }
+        }
+    }
+    let skip = |k: &str| k == types && (ta.is_some() || tb.is_some());
+    for (k, x) in ma.iter().filter(|(k, _)| !skip(k)) {
+        match mb.get(k) {
+            None => {
+                d.removed.push(k);
+                d.values.push((k, Some(x.clone()), None));
+            }
+            Some(y) if !equal(x, y) => {
+                d.changed.push(k);
+                d.values.push((k, Some(x.clone()), Some(y.clone())));
+            }
+            Some(_) => {}
+        }
+    }
+    for (k, y) in mb.iter().filter(|(k, _)| !skip(k)) {
+        if !ma.contains_key(k) {
+            d.added.push(k);
+            d.values.push((k, None, Some(y.clone())));
+        }
+    }
+    d
+}
+
+/// A metadata value on one line, cut at 80 characters.
+fn short(v: &Value) -> String {
+    let s = v.display_short();
+    match s.char_indices().nth(80) {
+        Some((at, _)) => format!("{}…", &s[..at]),
+        None => s,
+    }
+}
+
 /// Runs the verb.
 pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
+    for (flag, x) in [("--atol", args.atol), ("--rtol", args.rtol)] {
+        if !(x.is_finite() && x >= 0.0) {
+            return Err(anyhow::Error::new(tessera::Error::invalid_input(format!(
+                "{flag} must be a finite number >= 0, not {x}"
+            ))));
+        }
+    }
+    let tol = Tolerance {
+        atol: args.atol,
+        rtol: args.rtol,
+    };
     with_file(&args.a, &args.read, |a| {
         with_file(&args.b, &args.read, |b| {
             let names_a: Vec<&str> = a.tensor_infos().iter().map(|t| t.name.as_str()).collect();
@@ -118,42 +294,54 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                 .filter(|n| !names_a.contains(n))
                 .collect();
             let mut changed = Vec::new();
+            let mut close = Vec::new();
             for n in names_a.iter().filter(|n| names_b.contains(n)) {
-                if let Some(d) = compare(a, b, n)? {
-                    changed.push(d);
+                if let Some(d) = compare(a, b, n, &tol)? {
+                    if d.within_tolerance() {
+                        close.push(d);
+                    } else {
+                        changed.push(d);
+                    }
                 }
             }
-            let (ma, mb) = (a.metadata(), b.metadata());
-            let meta_removed: Vec<&str> = ma.keys().filter(|k| !mb.contains_key(k)).collect();
-            let meta_added: Vec<&str> = mb.keys().filter(|k| !ma.contains_key(k)).collect();
-            let meta_changed: Vec<&str> = ma
-                .iter()
-                .filter(|(k, v)| mb.get(k).is_some_and(|w| w != *v))
-                .map(|(k, _)| k)
-                .collect();
+            let meta = compare_metadata(a, b);
             let tensors_same = removed.is_empty() && added.is_empty() && changed.is_empty();
-            let metadata_same =
-                meta_removed.is_empty() && meta_added.is_empty() && meta_changed.is_empty();
-            let same = tensors_same && (metadata_same || a.format() != b.format());
+            let metadata_same = meta.same();
+            let same = tensors_same && metadata_same;
             if args.json {
+                let values: serde_json::Map<String, serde_json::Value> = meta
+                    .values
+                    .iter()
+                    .map(|(k, x, y)| {
+                        (
+                            k.to_string(),
+                            json!([
+                                x.as_ref().map(Value::to_json),
+                                y.as_ref().map(Value::to_json)
+                            ]),
+                        )
+                    })
+                    .collect();
                 let doc = json!({
                     "a": args.a.display().to_string(),
                     "b": args.b.display().to_string(),
                     "same": same,
                     "tensors_same": tensors_same,
                     "metadata_same": metadata_same,
+                    "tolerance": {"atol": tol.atol, "rtol": tol.rtol},
                     "added": added,
                     "removed": removed,
-                    "changed": changed.iter().map(|d| json!({
-                        "name": d.name,
-                        "dtype": d.dtype.as_ref().map(|(x, y)| [x, y]),
-                        "shape": d.shape.as_ref().map(|(x, y)| json!([x, y])),
-                        "layout": d.layout.as_ref().map(|(x, y)| [x, y]),
-                        "bytes_equal": d.bytes_equal,
-                        "elements_differing": d.elements_differing,
-                        "max_abs_diff": d.max_abs_diff,
-                    })).collect::<Vec<_>>(),
-                    "metadata": {"added": meta_added, "removed": meta_removed, "changed": meta_changed},
+                    "changed": changed.iter().map(TensorDiff::json).collect::<Vec<_>>(),
+                    "within_tolerance": close.iter().map(TensorDiff::json).collect::<Vec<_>>(),
+                    "metadata": {
+                        "added": meta.added,
+                        "removed": meta.removed,
+                        "changed": meta.changed,
+                        "values": values,
+                        "not_compared": meta.not_compared.iter().map(|(k, side, why)| json!({
+                            "key": k, "in": side, "reason": why,
+                        })).collect::<Vec<_>>(),
+                    },
                 });
                 writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
             } else {
@@ -164,33 +352,50 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                     writeln!(out, "+ {}", escape(n))?;
                 }
                 for d in &changed {
-                    let mut parts = Vec::new();
-                    if let Some((x, y)) = &d.dtype {
-                        parts.push(format!("dtype {x} -> {y}"));
+                    writeln!(out, "~ {}: {}", escape(&d.name), d.text())?;
+                }
+                for d in &close {
+                    if let Some(v) = &d.values {
+                        writeln!(
+                            out,
+                            "= {}: equal within --atol {} --rtol {} ({})",
+                            escape(&d.name),
+                            tol.atol,
+                            tol.rtol,
+                            TensorDiff::errors(v)
+                        )?;
                     }
-                    if let Some((x, y)) = &d.shape {
-                        parts.push(format!("shape {x:?} -> {y:?}"));
-                    }
-                    if let Some((x, y)) = &d.layout {
-                        parts.push(format!("layout {x} -> {y}"));
-                    }
-                    if let (Some(n), Some(m)) = (d.elements_differing, d.max_abs_diff) {
-                        if n > 0 {
-                            parts.push(format!("{n} elements differ, max abs diff {m}"));
+                }
+                for (k, x, y) in &meta.values {
+                    match (x, y) {
+                        (Some(x), None) => {
+                            writeln!(out, "- metadata {} = {}", escape(k), escape(&short(x)))?
                         }
-                    } else if !d.bytes_equal {
-                        parts.push("bytes differ".into());
+                        (None, Some(y)) => {
+                            writeln!(out, "+ metadata {} = {}", escape(k), escape(&short(y)))?
+                        }
+                        (Some(x), Some(y)) => writeln!(
+                            out,
+                            "~ metadata {}: {} -> {}",
+                            escape(k),
+                            escape(&short(x)),
+                            escape(&short(y))
+                        )?,
+                        (None, None) => {}
                     }
-                    writeln!(out, "~ {}: {}", escape(&d.name), parts.join(", "))?;
                 }
-                for k in &meta_removed {
-                    writeln!(out, "- metadata {}", escape(k))?;
-                }
-                for k in &meta_added {
-                    writeln!(out, "+ metadata {}", escape(k))?;
-                }
-                for k in &meta_changed {
-                    writeln!(out, "~ metadata {}", escape(k))?;
+                if !meta.not_compared.is_empty() {
+                    let (side, why) = (meta.not_compared[0].1, &meta.not_compared[0].2);
+                    writeln!(
+                        out,
+                        "not compared: {} metadata key{} of {side} ({why})",
+                        meta.not_compared.len(),
+                        if meta.not_compared.len() == 1 {
+                            ""
+                        } else {
+                            "s"
+                        },
+                    )?;
                 }
                 if same {
                     writeln!(out, "no differences in {} tensors", names_a.len())?;

@@ -1,17 +1,29 @@
-//! `tessera verify FILE [--json]`: every integrity layer, each reported per tensor or
-//! chunk. Exit 0 when nothing failed, 1 when a check failed. With `--signature SIG
-//! --public-key KEY.pub`, the tensors are also checked against a detached signed
-//! manifest (`tessera sign`), whatever format they are in now.
+//! `tessera verify FILE [--json] [-v | --quiet]`: every integrity layer, each reported
+//! per tensor or chunk. With `--signature SIG --public-key KEY.pub`, the tensors are also
+//! checked against a detached signed manifest (`tessera sign`), whatever format they are
+//! in now.
 //!
-//! JSON shape: `{"file", "format", "ok", "checks": [{"subject", "layer", "status",
-//! "detail"}], "warnings": [..]}` with `status` one of `ok`, `failed`, `not checked`,
-//! `unauthenticated`, `repaired`.
+//! Text output: one line per layer (how many subjects it checked, failed, repaired, did
+//! not check, and why not), then every failure and repair, then a summary line saying
+//! what was checked. `-v` lists every check; `--quiet` prints only failures and repairs.
+//!
+//! Exit codes: 0 when every digest checked holds, and also when there was nothing to
+//! check (the summary says "nothing to check", never "ok"); 1 when a check failed, and
+//! when error correction repaired damage (the file reads correctly but is decaying: CI
+//! should notice; `tessera repair` rewrites it).
+//!
+//! JSON shape: `{"file", "format", "result", "ok", "checks": [{"subject", "layer",
+//! "status", "detail"}], "layers": [{"layer", "kind", "ok", "failed", "repaired",
+//! "not_checked", "unauthenticated", "why_not"}], "warnings": [..]}` with `result` one
+//! of `ok`, `failed`, `repaired`, `nothing to check`, `ok` true when the exit code is 0,
+//! and `status` one of `ok`, `failed`, `not checked`, `unauthenticated`, `repaired`.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 
 use anyhow::Context;
 use serde_json::json;
-use tessera::{Status, VerifyOptions};
+use tessera::{layer_kind, Check, Container, LayerKind, Status, VerifyOptions, VerifyReport};
 
 use crate::cli::VerifyArgs;
 use crate::output::{with_file_audit, Spinner};
@@ -59,69 +71,261 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             report.checks = checks;
         }
         spinner.finish();
-        let ok = report.is_ok();
+        let outcome = Outcome::of(&report);
         if args.json {
             let doc = json!({
                 "file": args.file.display().to_string(),
                 "format": file.format().name(),
-                "ok": ok,
+                "result": outcome.name(),
+                "ok": outcome.exit_code() == 0,
                 "checks": report.checks.iter().map(|c| json!({
                     "subject": c.subject,
                     "layer": c.layer,
                     "status": c.status.name(),
                     "detail": c.detail,
                 })).collect::<Vec<_>>(),
+                "layers": report.by_layer().iter().map(|l| json!({
+                    "layer": l.layer,
+                    "kind": kind_name(l.kind),
+                    "ok": l.ok,
+                    "failed": l.failed,
+                    "repaired": l.repaired,
+                    "not_checked": l.not_checked,
+                    "unauthenticated": l.unauthenticated,
+                    "why_not": l.why_not,
+                })).collect::<Vec<_>>(),
                 "warnings": report.warnings,
             });
             writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
         } else {
-            for c in &report.checks {
-                let mark = match c.status {
-                    Status::Ok => "ok",
-                    Status::Failed => "FAILED",
-                    Status::NotChecked => "not checked",
-                    Status::Unauthenticated => "unauthenticated",
-                    Status::Repaired => "REPAIRED",
-                };
-                match &c.detail {
-                    Some(d) => writeln!(
-                        out,
-                        "{:<16} {:<28} {}: {}",
-                        mark,
-                        escape(&c.subject),
-                        escape(&c.layer),
-                        escape(d)
-                    )?,
-                    None => writeln!(
-                        out,
-                        "{:<16} {:<28} {}",
-                        mark,
-                        escape(&c.subject),
-                        escape(&c.layer)
-                    )?,
+            let label = args.file.display().to_string();
+            print_text(out, &label, file, &report, &outcome, args)?;
+        }
+        Ok(outcome.exit_code())
+    })
+}
+
+/// What a report adds up to.
+enum Outcome {
+    Ok,
+    Failed,
+    Repaired,
+    NothingToCheck,
+}
+
+impl Outcome {
+    fn of(report: &VerifyReport) -> Outcome {
+        if report.failures().next().is_some() {
+            Outcome::Failed
+        } else if report.repairs().next().is_some() {
+            Outcome::Repaired
+        } else if report.digest_checks().next().is_none() {
+            Outcome::NothingToCheck
+        } else {
+            Outcome::Ok
+        }
+    }
+    fn name(&self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Failed => "failed",
+            Outcome::Repaired => "repaired",
+            Outcome::NothingToCheck => "nothing to check",
+        }
+    }
+    fn exit_code(&self) -> u8 {
+        match self {
+            Outcome::Ok | Outcome::NothingToCheck => 0,
+            Outcome::Failed | Outcome::Repaired => 1,
+        }
+    }
+}
+
+fn kind_name(k: LayerKind) -> &'static str {
+    match k {
+        LayerKind::Digest => "digest",
+        LayerKind::Structure => "structure",
+        LayerKind::Set => "set",
+    }
+}
+
+fn mark(s: Status) -> &'static str {
+    match s {
+        Status::Ok => "ok",
+        Status::Failed => "FAILED",
+        Status::NotChecked => "not checked",
+        Status::Unauthenticated => "unauthenticated",
+        Status::Repaired => "REPAIRED",
+    }
+}
+
+fn check_line(out: &mut dyn Write, c: &Check) -> std::io::Result<()> {
+    let (subject, layer) = (escape(&c.subject), escape(&c.layer));
+    match &c.detail {
+        Some(d) => writeln!(
+            out,
+            "{:<16} {subject:<28} {layer}: {}",
+            mark(c.status),
+            escape(d)
+        ),
+        None => writeln!(out, "{:<16} {subject:<28} {layer}", mark(c.status)),
+    }
+}
+
+/// `3 tensors, 1 chunk and the whole file by crc32c, sha256`: what the digest checks
+/// covered, by the subjects' kinds, and with which layers.
+fn covered(report: &VerifyReport) -> String {
+    let mut kinds: Vec<(&str, BTreeSet<&str>)> = Vec::new();
+    let mut whole = false;
+    let mut layers: Vec<&str> = Vec::new();
+    for c in report.digest_checks() {
+        if !layers.contains(&c.layer.as_str()) {
+            layers.push(&c.layer);
+        }
+        // A set's shard prefix (`model-00001-of-00002.safetensors: tensor "w"`) aside.
+        let subject = c.subject.rsplit_once(": ").map_or(&*c.subject, |(_, s)| s);
+        let kind = match subject.split([' ', '"']).next().unwrap_or("") {
+            "tensor" => "tensor",
+            "chunk" => "chunk",
+            "array" => "array",
+            "record" => "zip record",
+            "page" | "pages" => "page range",
+            _ => {
+                whole = true;
+                continue;
+            }
+        };
+        match kinds.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, set)) => {
+                set.insert(&c.subject);
+            }
+            None => kinds.push((kind, BTreeSet::from([c.subject.as_str()]))),
+        }
+    }
+    let mut parts: Vec<String> = kinds
+        .iter()
+        .map(|(k, set)| {
+            let n = set.len();
+            format!("{n} {k}{}", if n == 1 { "" } else { "s" })
+        })
+        .collect();
+    if whole {
+        parts.push("the whole file".to_string());
+    }
+    let what = match parts.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => parts.join(""),
+    };
+    format!("{what} by {}", escape(&layers.join(", ")))
+}
+
+fn print_text(
+    out: &mut dyn Write,
+    label: &str,
+    file: &dyn Container,
+    report: &VerifyReport,
+    outcome: &Outcome,
+    args: &VerifyArgs,
+) -> anyhow::Result<()> {
+    if args.verbose {
+        for c in &report.checks {
+            check_line(out, c)?;
+        }
+    } else {
+        if !args.quiet {
+            for l in report.by_layer() {
+                let mut counts = Vec::new();
+                for (n, word) in [
+                    (l.ok, "ok"),
+                    (l.failed, "FAILED"),
+                    (l.repaired, "REPAIRED"),
+                    (l.not_checked, "not checked"),
+                    (l.unauthenticated, "unauthenticated"),
+                ] {
+                    if n > 0 {
+                        counts.push(format!("{n} {word}"));
+                    }
                 }
-            }
-            for w in &report.warnings {
-                writeln!(out, "warning: {}", escape(w))?;
-            }
-            let failed = report.failures().count();
-            if ok {
+                let why = l.why_not.as_deref().map(|w| format!(": {}", escape(w)));
                 writeln!(
                     out,
-                    "{}: ok ({} checks, {})",
-                    args.file.display(),
-                    report.checks.len(),
-                    file.format().title()
-                )?;
-            } else {
-                writeln!(
-                    out,
-                    "{}: {failed} of {} checks FAILED",
-                    args.file.display(),
-                    report.checks.len()
+                    "{:<28} {}{}",
+                    escape(&l.layer),
+                    counts.join(", "),
+                    why.unwrap_or_default()
                 )?;
             }
         }
-        Ok(if ok { 0 } else { 1 })
-    })
+        for c in report
+            .checks
+            .iter()
+            .filter(|c| matches!(c.status, Status::Failed | Status::Repaired))
+        {
+            check_line(out, c)?;
+        }
+    }
+    if !args.quiet {
+        for w in &report.warnings {
+            writeln!(out, "warning: {}", escape(w))?;
+        }
+    }
+    let title = file.format().title();
+    match outcome {
+        Outcome::Failed => {
+            let failed = report.failures().count();
+            writeln!(
+                out,
+                "{label}: FAILED: {failed} of {} checks failed ({title})",
+                report.checks.len()
+            )?;
+        }
+        Outcome::Repaired => {
+            let mut where_: Vec<String> = Vec::new();
+            for c in report.repairs() {
+                let s = escape(&c.subject).into_owned();
+                if !where_.contains(&s) {
+                    where_.push(s);
+                }
+            }
+            writeln!(
+                out,
+                "{label}: DAMAGED: error correction repaired {} ({}); the bytes read correctly \
+                 now, but the file is decaying: run `tessera repair {label} -o FIXED`",
+                where_.join(", "),
+                report
+                    .repairs()
+                    .filter_map(|c| c.detail.as_deref())
+                    .map(escape)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )?;
+        }
+        Outcome::NothingToCheck if !args.quiet => {
+            let what = match args.file.extension().and_then(|e| e.to_str()) {
+                Some(ext) if !args.file.is_dir() && !ext.eq_ignore_ascii_case("json") => {
+                    format!("this .{ext} stores")
+                }
+                _ => format!("these {} files store", file.format().name()),
+            };
+            let set = report
+                .checks
+                .iter()
+                .filter(|c| c.status == Status::Ok && layer_kind(&c.layer) == LayerKind::Set)
+                .count();
+            let structure = if set > 0 {
+                format!("the set's {set} checks passed and its structure was checked")
+            } else {
+                "its structure was checked".to_string()
+            };
+            writeln!(
+                out,
+                "{label}: nothing to check: {what} no digests ({structure}; {title})"
+            )?;
+        }
+        Outcome::Ok if !args.quiet => {
+            writeln!(out, "{label}: ok: checked {} ({title})", covered(report))?;
+        }
+        Outcome::Ok | Outcome::NothingToCheck => {}
+    }
+    Ok(())
 }

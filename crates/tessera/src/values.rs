@@ -1,0 +1,247 @@
+//! Element values: comparing two tensors with a tolerance (`tessera diff`) and value
+//! statistics (`tessera stats`, `verify --values`).
+//!
+//! Elements are decoded to `f64` ([`DType::element_as_f64`]: every float including bf16
+//! and fp8, every integer, bool as 0/1; the real part of a complex number). Both
+//! functions work on a dense byte slice and keep constant state, so a caller streams a
+//! tensor through them in blocks ([`Stats::add`], [`ValueDiff::add`]) and memory stays
+//! at one block.
+//!
+//! Closeness is numpy's `isclose(a, b, rtol, atol)`: `|a - b| <= atol + rtol * |b|`, `b`
+//! the second file's element. NaN is equal to NaN (numpy's `equal_nan=True`: a file
+//! compared with itself has no differences), an infinity equals the same infinity only;
+//! a NaN or infinity against anything else is a non-finite mismatch, counted apart from
+//! the errors, whose maximum and RMS are over the finite pairs.
+
+use crate::dtype::DType;
+
+/// Numeric tolerance for equality (numpy `isclose`); both zero means exact.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Tolerance {
+    /// Absolute tolerance.
+    pub atol: f64,
+    /// Relative tolerance, times `|b|`.
+    pub rtol: f64,
+}
+
+impl Tolerance {
+    /// numpy `isclose(a, b, rtol, atol, equal_nan=True)`.
+    pub fn close(&self, a: f64, b: f64) -> bool {
+        if a == b || (a.is_nan() && b.is_nan()) {
+            return true;
+        }
+        if !a.is_finite() || !b.is_finite() {
+            return false;
+        }
+        (a - b).abs() <= self.atol + self.rtol * b.abs()
+    }
+}
+
+/// How the elements of two tensors of one shape differ.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ValueDiff {
+    /// Elements compared.
+    pub compared: u64,
+    /// Elements not close (finite or not).
+    pub differing: u64,
+    /// Of those, pairs where one side is NaN or an infinity the other does not match.
+    pub nonfinite_mismatches: u64,
+    /// max |a - b| over finite pairs.
+    pub max_abs: f64,
+    /// max |a - b| / |b| over finite pairs that differ (infinite where `b` is 0).
+    pub max_rel: f64,
+    sum_sq: f64,
+    finite: u64,
+}
+
+impl ValueDiff {
+    /// Compares elements `a[i]` (dtype `da`) with `b[i]` (dtype `db`) for every `i` both
+    /// slices hold whole.
+    pub fn add(&mut self, da: DType, a: &[u8], db: DType, b: &[u8], tol: &Tolerance) {
+        let n = (a.len() / da.size().max(1)).min(b.len() / db.size().max(1));
+        for i in 0..n {
+            let (Some(x), Some(y)) = (da.element_as_f64(a, i), db.element_as_f64(b, i)) else {
+                continue;
+            };
+            self.compared += 1;
+            let close = tol.close(x, y);
+            if !close {
+                self.differing += 1;
+            }
+            if x.is_finite() && y.is_finite() {
+                let d = (x - y).abs();
+                self.finite += 1;
+                self.sum_sq += d * d;
+                self.max_abs = self.max_abs.max(d);
+                if d > 0.0 {
+                    let rel = if y == 0.0 { f64::INFINITY } else { d / y.abs() };
+                    self.max_rel = self.max_rel.max(rel);
+                }
+            } else if !close {
+                self.nonfinite_mismatches += 1;
+            }
+        }
+    }
+    /// Root mean square of `a - b` over the finite pairs.
+    pub fn rms(&self) -> f64 {
+        if self.finite == 0 {
+            0.0
+        } else {
+            (self.sum_sq / self.finite as f64).sqrt()
+        }
+    }
+}
+
+/// Value statistics of one tensor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stats {
+    /// Elements seen.
+    pub count: u64,
+    /// NaN elements.
+    pub nan: u64,
+    /// +Inf elements.
+    pub pos_inf: u64,
+    /// -Inf elements.
+    pub neg_inf: u64,
+    /// Elements equal to zero (either sign).
+    pub zeros: u64,
+    /// Smallest finite element (`None` when there is none).
+    pub min: Option<f64>,
+    /// Largest finite element.
+    pub max: Option<f64>,
+    // Welford's running mean and sum of squared deviations, over finite elements.
+    finite: u64,
+    mean: f64,
+    m2: f64,
+}
+
+impl Default for Stats {
+    fn default() -> Stats {
+        Stats {
+            count: 0,
+            nan: 0,
+            pos_inf: 0,
+            neg_inf: 0,
+            zeros: 0,
+            min: None,
+            max: None,
+            finite: 0,
+            mean: 0.0,
+            m2: 0.0,
+        }
+    }
+}
+
+impl Stats {
+    /// Adds every whole element of `bytes` (dtype `dtype`, little-endian).
+    pub fn add(&mut self, dtype: DType, bytes: &[u8]) {
+        let n = bytes.len() / dtype.size().max(1);
+        for i in 0..n {
+            if let Some(x) = dtype.element_as_f64(bytes, i) {
+                self.push(x);
+            }
+        }
+    }
+    /// Adds one value.
+    pub fn push(&mut self, x: f64) {
+        self.count += 1;
+        if x.is_nan() {
+            self.nan += 1;
+            return;
+        }
+        if x == f64::INFINITY {
+            self.pos_inf += 1;
+            return;
+        }
+        if x == f64::NEG_INFINITY {
+            self.neg_inf += 1;
+            return;
+        }
+        if x == 0.0 {
+            self.zeros += 1;
+        }
+        self.min = Some(self.min.map_or(x, |m| m.min(x)));
+        self.max = Some(self.max.map_or(x, |m| m.max(x)));
+        self.finite += 1;
+        let delta = x - self.mean;
+        self.mean += delta / self.finite as f64;
+        self.m2 += delta * (x - self.mean);
+    }
+    /// Mean of the finite elements (`None` when there is none).
+    pub fn mean(&self) -> Option<f64> {
+        (self.finite > 0).then_some(self.mean)
+    }
+    /// Population standard deviation of the finite elements (numpy's `std`, `ddof=0`).
+    pub fn std(&self) -> Option<f64> {
+        (self.finite > 0).then(|| (self.m2 / self.finite as f64).sqrt())
+    }
+    /// NaN and infinite elements.
+    pub fn non_finite(&self) -> u64 {
+        self.nan + self.pos_inf + self.neg_inf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f32s(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn closeness_is_numpys() {
+        let t = Tolerance {
+            atol: 0.0,
+            rtol: 0.1,
+        };
+        assert!(t.close(1.05, 1.0));
+        assert!(!t.close(1.0, 0.9)); // 0.1 > 0.1 * 0.9
+        assert!(t.close(f64::NAN, f64::NAN));
+        assert!(t.close(f64::INFINITY, f64::INFINITY));
+        assert!(!t.close(f64::INFINITY, f64::NEG_INFINITY));
+        assert!(!t.close(f64::NAN, 1.0));
+        let exact = Tolerance::default();
+        assert!(!exact.close(1.0, 1.0 + 1e-12));
+    }
+
+    #[test]
+    fn diffs_separate_nonfinite_from_errors() {
+        let a = f32s(&[1.0, 2.0, f32::NAN, 4.0, f32::NAN, 0.5]);
+        let b = f32s(&[1.0, 2.5, 3.0, 4.0, f32::NAN, 0.0]);
+        let mut d = ValueDiff::default();
+        d.add(DType::F32, &a, DType::F32, &b, &Tolerance::default());
+        assert_eq!(d.compared, 6);
+        assert_eq!(d.differing, 3);
+        assert_eq!(d.nonfinite_mismatches, 1);
+        assert_eq!(d.max_abs, 0.5);
+        assert_eq!(d.max_rel, f64::INFINITY); // 0.5 against 0
+        let rms = ((0.25f64 + 0.25) / 4.0).sqrt();
+        assert!((d.rms() - rms).abs() < 1e-12);
+    }
+
+    #[test]
+    fn stats_count_what_is_not_finite() {
+        let mut s = Stats::default();
+        s.add(
+            DType::F32,
+            &f32s(&[
+                1.0,
+                -3.0,
+                0.0,
+                f32::NAN,
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                2.0,
+            ]),
+        );
+        assert_eq!(
+            (s.count, s.nan, s.pos_inf, s.neg_inf, s.zeros),
+            (7, 1, 1, 1, 1)
+        );
+        assert_eq!((s.min, s.max), (Some(-3.0), Some(2.0)));
+        assert_eq!(s.mean(), Some(0.0));
+        assert!((s.std().unwrap() - 3.5f64.sqrt()).abs() < 1e-12);
+        assert_eq!(Stats::default().mean(), None);
+    }
+}
