@@ -30,7 +30,7 @@ pub enum Command {
     Formats(FormatsArgs),
     /// Build a small model, write it in every format, verify, convert and diff it.
     Tour(TourArgs),
-    /// Generate an Ed25519 signing key pair (KEY and KEY.pub).
+    /// Generate a signing key pair (KEY and KEY.pub): Ed25519, or ECDSA P-256 in PEM.
     Keygen(KeygenArgs),
     /// Repair a FOLD file with its Reed-Solomon parity and write the result.
     Repair(RepairArgs),
@@ -67,7 +67,8 @@ pub struct IdArgs {
 pub struct SignArgs {
     /// The model file.
     pub file: PathBuf,
-    /// Ed25519 secret key file (`tessera keygen`).
+    /// Secret key file: `tessera keygen`'s (Ed25519 or ECDSA P-256), or a PEM ECDSA P-256
+    /// key (PKCS#8 or SEC1, as OpenSSL and model-signing use).
     #[arg(long, value_name = "FILE")]
     pub key: PathBuf,
     /// Where to write the signature.
@@ -76,6 +77,13 @@ pub struct SignArgs {
     /// Sign the metadata too.
     #[arg(long)]
     pub metadata: bool,
+    /// The signature's format: `tessera` (Tessera's signed tensor manifest) or
+    /// `model-signing` (an OpenSSF model-signing bundle over the model's files, which
+    /// `model_signing verify key` accepts, carrying the tensor manifest too; needs an
+    /// ECDSA P-256 key).
+    #[arg(long, value_name = "FORMAT", default_value = "tessera",
+          value_parser = ["tessera", "model-signing"])]
+    pub format: String,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,
@@ -131,14 +139,21 @@ pub struct VerifyArgs {
     /// HMAC key file (WTXT); without it HMACs are reported "unauthenticated".
     #[arg(long, value_name = "FILE")]
     pub hmac_key_file: Option<PathBuf>,
-    /// Ed25519 public key file for signatures (`tessera keygen` writes KEY.pub).
+    /// Public key file for signatures (`tessera keygen` writes KEY.pub; a PEM ECDSA
+    /// P-256 key for ECDSA manifests and model-signing bundles).
     #[arg(long, value_name = "FILE")]
     pub public_key: Option<PathBuf>,
-    /// A detached signature (`tessera sign`) to check the tensors against, whatever
-    /// format they were converted to since; needs --public-key. With --tensor, only the
+    /// A detached signature to check the model against, recognised by its content: a
+    /// `tessera sign` manifest (checked tensor by tensor, whatever format they were
+    /// converted to since) or an OpenSSF model-signing bundle (the model's files, and
+    /// the tensors when Tessera wrote it); needs --public-key. With --tensor, only the
     /// tensors named are hashed.
     #[arg(long, value_name = "FILE", requires = "public_key")]
     pub signature: Option<PathBuf>,
+    /// With a model-signing bundle Tessera wrote: check only its tensor manifest, not
+    /// the signed files (for a conversion of the signed model).
+    #[arg(long, requires = "signature")]
+    pub tensors_only: bool,
     /// Check only the control-plane integrity (AERO IHSH).
     #[arg(long)]
     pub control: bool,
@@ -347,6 +362,11 @@ pub struct KeygenArgs {
     /// overwritten).
     #[arg(long)]
     pub force: bool,
+    /// `ed25519` (hex key files) or `ecdsa-p256` (PEM: PKCS#8 secret key, SPKI public
+    /// key, as OpenSSL and OpenSSF model-signing use).
+    #[arg(long, value_name = "ALG", default_value = "ed25519",
+          value_parser = ["ed25519", "ecdsa-p256"])]
+    pub algorithm: String,
 }
 
 /// `tessera repair`.

@@ -3,6 +3,8 @@
 use std::io::Write;
 use std::path::Path;
 
+use tessera::signing::key::{PublicKey, SecretKey};
+
 use crate::cli::KeygenArgs;
 
 /// Reads an Ed25519 secret key file.
@@ -10,12 +12,17 @@ pub fn load_secret_key(path: &Path) -> anyhow::Result<[u8; 32]> {
     Ok(tessera::util::keys::load_secret_key(path)?)
 }
 
-/// Reads an Ed25519 public key file.
-pub fn load_public_key(path: &Path) -> anyhow::Result<[u8; 32]> {
-    Ok(tessera::util::keys::load_public_key(path)?)
+/// Reads a secret key file of either algorithm (hex Ed25519, PEM ECDSA P-256).
+pub fn load_any_secret_key(path: &Path) -> anyhow::Result<SecretKey> {
+    Ok(SecretKey::load(path)?)
 }
 
-/// Runs `tessera keygen -o KEY`.
+/// Reads a public key file of either algorithm (hex Ed25519, PEM ECDSA P-256).
+pub fn load_any_public_key(path: &Path) -> anyhow::Result<PublicKey> {
+    Ok(PublicKey::load(path)?)
+}
+
+/// Runs `tessera keygen -o KEY [--algorithm ALG]`.
 pub fn run_keygen(args: &KeygenArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     if !args.force {
         let public = tessera::util::keys::public_path(&args.output);
@@ -28,13 +35,15 @@ pub fn run_keygen(args: &KeygenArgs, out: &mut dyn Write) -> anyhow::Result<u8> 
             }
         }
     }
-    let public = tessera::util::keys::write_key_pair(&args.output)?;
+    let key = SecretKey::generate(&args.algorithm)?;
+    let public = tessera::signing::key::write_key_pair(&args.output, &key)?;
     writeln!(
         out,
-        "secret key: {}\npublic key: {}.pub ({})",
+        "secret key: {}\npublic key: {}.pub ({} {})",
         args.output.display(),
         args.output.display(),
-        tessera::util::hex(&public)
+        public.algorithm(),
+        public.to_hex()
     )?;
     Ok(0)
 }

@@ -1,31 +1,192 @@
-//! `tessera sign FILE --key KEY -o model.sig [--metadata]`: a detached Ed25519 signature
-//! over the model's tensor manifest (see `tessera::signing`). It verifies against any
-//! conversion of the model: `tessera verify OTHER --signature model.sig --public-key
-//! KEY.pub`.
+//! `tessera sign FILE --key KEY -o model.sig [--metadata] [--format tessera|model-signing]`:
+//! a detached signature over the model's tensor manifest (see `tessera::signing`). It
+//! verifies against any conversion of the model: `tessera verify OTHER --signature
+//! model.sig --public-key KEY.pub`. `--format model-signing` writes an OpenSSF
+//! model-signing bundle over the model's files instead, carrying the tensor manifest
+//! (`tessera::signing::bundle`); `model_signing verify key` accepts it.
+//!
+//! Also the signature branch of `tessera verify`: [`read_detached`] recognises either
+//! kind of signature file by its content, [`check_detached`] checks it.
 
 use std::io::Write;
+use std::path::Path;
 
-use crate::cli::SignArgs;
+use anyhow::Context;
+use tessera::signing::bundle::{self, Bundle};
+use tessera::signing::files::{self, HashType, Method, Serialization};
+use tessera::signing::key::PublicKey;
+use tessera::signing::{Manifest, SignedManifest};
+use tessera::{Container, Status, VerifyReport};
+
+use crate::cli::{SignArgs, VerifyArgs};
 use crate::output::{with_file, ProgressSource};
 
 /// Runs the verb.
 pub fn run(args: &SignArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
-    let seed = crate::cmd::keys::load_secret_key(&args.key)?;
+    let key = crate::cmd::keys::load_any_secret_key(&args.key)?;
+    let bundle_format = args.format == "model-signing";
+    if bundle_format && !matches!(key, tessera::signing::key::SecretKey::EcdsaP256(_)) {
+        return Err(anyhow::Error::new(tessera::Error::invalid_input(format!(
+            "{}: a model-signing bundle needs an ECDSA P-256 PEM key (tessera keygen \
+             --algorithm ecdsa-p256), not an {} key",
+            args.key.display(),
+            key.algorithm()
+        ))));
+    }
     with_file(&args.file, &args.read, |file| {
         let progress = ProgressSource::new(file, "hashing");
         let id = tessera::identity::model_id(&progress, args.metadata);
         progress.finish();
-        let signed = tessera::signing::SignedManifest::sign_id(&id?, &seed)?;
-        tessera::util::atomic::write_bytes_atomic(&args.output, signed.to_json()?.as_bytes())?;
+        let id = id?;
+        let (text, what) = if bundle_format {
+            let (text, count) = sign_bundle(&args.file, &args.output, &id, &key)?;
+            (
+                text,
+                format!("{count} file{}", if count == 1 { "" } else { "s" }),
+            )
+        } else {
+            let seed = match &key {
+                tessera::signing::key::SecretKey::Ed25519(seed) => *seed,
+                other => {
+                    return Err(anyhow::Error::new(tessera::Error::unsupported(format!(
+                        "a Tessera manifest signed with an {} key",
+                        other.algorithm()
+                    ))))
+                }
+            };
+            (
+                SignedManifest::sign_id(&id, &seed)?.to_json()?,
+                String::new(),
+            )
+        };
+        tessera::util::atomic::write_bytes_atomic(&args.output, text.as_bytes())?;
         writeln!(
             out,
-            "signed {} ({} tensors{}, id {}) -> {}",
+            "signed {} ({} tensors{}{}{}, id {}) -> {}",
             args.file.display(),
-            signed.tensors.len(),
+            id.tensors.len(),
             if args.metadata { " and metadata" } else { "" },
-            signed.id,
+            if what.is_empty() { "" } else { ", " },
+            what,
+            id.root,
             args.output.display()
         )?;
         Ok(0)
     })
+}
+
+/// The model-signing bundle over the files at `path` (the signature file skipped when
+/// it lies inside), with the tensor manifest; returns its text and the file count.
+fn sign_bundle(
+    path: &Path,
+    output: &Path,
+    id: &tessera::identity::ModelId,
+    key: &tessera::signing::key::SecretKey,
+) -> anyhow::Result<(String, usize)> {
+    let mut ignore: Vec<String> = files::GIT_PATHS.iter().map(|s| s.to_string()).collect();
+    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+        ignore.extend(files::relative_inside(path, output));
+    }
+    let ser = Serialization {
+        method: Method::Files,
+        hash: HashType::Sha256,
+        allow_symlinks: false,
+        ignore_paths: ignore,
+    };
+    let resources = files::hash_model(path, &ser, &[])
+        .with_context(|| format!("hashing the files of {}", path.display()))?;
+    let name = std::fs::canonicalize(path)
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| path.display().to_string());
+    let text = bundle::sign(&name, &ser, &resources, Some(&Manifest::of(id)), key)?;
+    Ok((text, resources.len()))
+}
+
+/// A detached signature file of either kind.
+pub enum Detached {
+    /// `tessera sign`'s manifest.
+    Tessera(SignedManifest),
+    /// An OpenSSF model-signing bundle.
+    Bundle(Bundle),
+}
+
+/// Reads a signature file, recognising its kind by its content.
+pub fn read_detached(path: &Path) -> anyhow::Result<Detached> {
+    let bytes =
+        std::fs::read(path).with_context(|| format!("reading the signature {}", path.display()))?;
+    let parsed = if bundle::is_bundle(&bytes) {
+        Bundle::parse(&bytes).map(Detached::Bundle)
+    } else {
+        SignedManifest::parse(&bytes).map(Detached::Tessera)
+    };
+    parsed.with_context(|| format!("signature {}", path.display()))
+}
+
+/// Checks `file` (opened from `args.file`) against a detached signature with the trusted
+/// `key`: the signature's checks, in a report of their own.
+pub fn check_detached(
+    detached: &Detached,
+    file: &dyn Container,
+    key: &PublicKey,
+    args: &VerifyArgs,
+) -> anyhow::Result<VerifyReport> {
+    match detached {
+        Detached::Tessera(signed) => match key {
+            PublicKey::Ed25519(k) => Ok(signed.verify(file, k, &args.tensor)),
+            other => {
+                let mut r = VerifyReport::default();
+                r.failed(
+                    "signature",
+                    tessera::signing::LAYER,
+                    format!(
+                        "signed with ed25519, but the key given is {}",
+                        other.algorithm()
+                    ),
+                );
+                Ok(r)
+            }
+        },
+        Detached::Bundle(b) => {
+            let mut report = VerifyReport::default();
+            let statement = match b.verify(key) {
+                Ok(s) => s,
+                Err(e) => {
+                    report.failed("signature", bundle::LAYER, e.message().to_string());
+                    return Ok(report);
+                }
+            };
+            report.ok("signature", bundle::LAYER);
+            if args.tensors_only || !args.tensor.is_empty() {
+                report.push(
+                    "files",
+                    bundle::LAYER,
+                    Status::NotChecked,
+                    Some(if args.tensors_only {
+                        "--tensors-only: the signed tensor manifest alone".into()
+                    } else {
+                        "--tensor: only the tensors named".into()
+                    }),
+                );
+            } else {
+                let sig = args.signature.as_deref().unwrap_or(Path::new(""));
+                let extra: Vec<String> = files::relative_inside(&args.file, sig)
+                    .into_iter()
+                    .collect();
+                statement
+                    .check_files(&args.file, &extra, &mut report)
+                    .with_context(|| format!("hashing the files of {}", args.file.display()))?;
+            }
+            match &statement.tensors {
+                Some(m) => m.check(file, &args.tensor, &mut report),
+                None if args.tensors_only || !args.tensor.is_empty() => report.failed(
+                    "tensors",
+                    bundle::LAYER,
+                    "the bundle carries no Tessera tensor manifest (model-signing signs files)",
+                ),
+                None => {}
+            }
+            Ok(report)
+        }
+    }
 }

@@ -41,18 +41,21 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         opts.hmac_key =
             Some(std::fs::read(p).with_context(|| format!("reading HMAC key {}", p.display()))?);
     }
-    if let Some(p) = &args.public_key {
-        opts.public_key = Some(crate::cmd::keys::load_public_key(p)?);
+    let key = match &args.public_key {
+        Some(p) => Some(crate::cmd::keys::load_any_public_key(p)?),
+        None => None,
+    };
+    if let Some(tessera::signing::key::PublicKey::Ed25519(k)) = &key {
+        opts.public_key = Some(*k);
+    } else if let (Some(k), None) = (&key, &args.signature) {
+        return Err(anyhow::Error::new(tessera::Error::invalid_input(format!(
+            "--public-key without --signature checks a WTXT's own Ed25519 signature; this \
+             is an {} key",
+            k.algorithm()
+        ))));
     }
     let signed = match &args.signature {
-        Some(p) => {
-            let bytes = std::fs::read(p)
-                .with_context(|| format!("reading the signature {}", p.display()))?;
-            Some(
-                tessera::signing::SignedManifest::parse(&bytes)
-                    .with_context(|| format!("signature {}", p.display()))?,
-            )
-        }
+        Some(p) => Some(crate::cmd::sign::read_detached(p)?),
         None => None,
     };
     with_file_audit(&args.file, &args.read, |file| {
@@ -64,9 +67,9 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             ..opts.clone()
         };
         let mut report = file.verify(&own);
-        if let (Some(signed), Some(key)) = (&signed, &opts.public_key) {
+        if let (Some(signed), Some(key)) = (&signed, &key) {
             // The signature's checks first: they are what the user asked about.
-            let mut checks = signed.verify(file, key, &args.tensor).checks;
+            let mut checks = crate::cmd::sign::check_detached(signed, file, key, args)?.checks;
             checks.append(&mut report.checks);
             report.checks = checks;
         }

@@ -32,6 +32,10 @@
 //! from its own entries ([`crate::identity::identity`]): the identity and the entries
 //! cannot disagree. Tensors are listed in name order; duplicates are refused.
 
+pub mod bundle;
+pub mod files;
+pub mod key;
+
 use std::collections::HashMap;
 
 use ed25519_dalek::{Signer, SigningKey, Verifier, VerifyingKey};
@@ -82,6 +86,85 @@ struct SignatureDoc {
     algorithm: String,
     public_key: String,
     value: String,
+}
+
+/// A tensor manifest: the model's identity and per-tensor digests (what Tessera signs,
+/// in its own signature file or inside an OpenSSF model-signing bundle).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    /// The identity (see [`crate::identity`]).
+    pub id: Digest,
+    /// The metadata digest, when the signer included metadata.
+    pub metadata: Option<Digest>,
+    /// Per-tensor entries, in name order.
+    pub tensors: Vec<TensorId>,
+}
+
+impl Manifest {
+    /// The manifest of a computed identity.
+    pub fn of(id: &identity::ModelId) -> Manifest {
+        Manifest {
+            id: id.root,
+            metadata: id.metadata,
+            tensors: id.tensors.clone(),
+        }
+    }
+
+    fn to_doc(&self) -> ManifestDoc {
+        manifest_doc(self.id, self.metadata, &self.tensors)
+    }
+
+    /// Checks a parsed manifest's structure: digest syntax, name order, and the id
+    /// against its own entries.
+    fn from_doc(m: &ManifestDoc) -> Result<Manifest> {
+        let bad = |what: String| Error::malformed(format!("signed manifest: {what}"));
+        let digest = |s: &str, what: &str| {
+            Digest::parse(s).ok_or_else(|| bad(format!("{what}: {s:?} is not blake3:<64 hex>")))
+        };
+        let mut tensors = Vec::with_capacity(m.tensors.len());
+        for e in &m.tensors {
+            tensors.push(TensorId {
+                name: e.name.clone(),
+                dtype: e.dtype.clone(),
+                shape: e.shape.clone(),
+                layout: e.layout.clone(),
+                digest: digest(&e.digest, &format!("tensor {:?}", e.name))?,
+            });
+        }
+        for w in tensors.windows(2) {
+            if w[0].name.as_bytes() >= w[1].name.as_bytes() {
+                return Err(bad(format!(
+                    "tensors out of name order or repeated at {:?}",
+                    w[1].name
+                )));
+            }
+        }
+        let metadata = m
+            .metadata
+            .as_deref()
+            .map(|s| digest(s, "metadata"))
+            .transpose()?;
+        let id = digest(&m.id, "id")?;
+        let recomputed = identity::identity(&tensors, metadata);
+        if recomputed != id {
+            return Err(Error::integrity(format!(
+                "signed manifest: the id {id} does not match its own entries ({recomputed})"
+            )));
+        }
+        Ok(Manifest {
+            id,
+            metadata,
+            tensors,
+        })
+    }
+
+    /// Checks `src`'s tensors (or only `only`, hashing only those) against this
+    /// manifest, one check per tensor under [`LAYER`]; without `only`, tensors the
+    /// manifest lacks and the metadata (when signed) too. Tensors that cannot be read
+    /// are failures, not errors. The caller checks the signature over the manifest.
+    pub fn check(&self, src: &dyn TensorSource, only: &[String], report: &mut VerifyReport) {
+        check_tensors(&self.tensors, self.metadata, src, only, report);
+    }
 }
 
 /// A signed manifest: the model's identity, its per-tensor digests, and who signed it.
@@ -188,9 +271,6 @@ impl SignedManifest {
                 doc.signature.algorithm
             )));
         }
-        let digest = |s: &str, what: &str| {
-            Digest::parse(s).ok_or_else(|| bad(format!("{what}: {s:?} is not blake3:<64 hex>")))
-        };
         let fixed = |s: &str, n: usize, what: &str| {
             crate::util::unhex(s)
                 .filter(|v| v.len() == n)
@@ -200,37 +280,11 @@ impl SignedManifest {
         public_key.copy_from_slice(&fixed(&doc.signature.public_key, 32, "public_key")?);
         let mut signature = [0u8; 64];
         signature.copy_from_slice(&fixed(&doc.signature.value, 64, "signature value")?);
-        let m = &doc.manifest;
-        let mut tensors = Vec::with_capacity(m.tensors.len());
-        for e in &m.tensors {
-            tensors.push(TensorId {
-                name: e.name.clone(),
-                dtype: e.dtype.clone(),
-                shape: e.shape.clone(),
-                layout: e.layout.clone(),
-                digest: digest(&e.digest, &format!("tensor {:?}", e.name))?,
-            });
-        }
-        for w in tensors.windows(2) {
-            if w[0].name.as_bytes() >= w[1].name.as_bytes() {
-                return Err(bad(format!(
-                    "tensors out of name order or repeated at {:?}",
-                    w[1].name
-                )));
-            }
-        }
-        let metadata = m
-            .metadata
-            .as_deref()
-            .map(|s| digest(s, "metadata"))
-            .transpose()?;
-        let id = digest(&m.id, "id")?;
-        let recomputed = identity::identity(&tensors, metadata);
-        if recomputed != id {
-            return Err(Error::integrity(format!(
-                "signature file: the manifest's id {id} does not match its own entries ({recomputed})"
-            )));
-        }
+        let Manifest {
+            id,
+            metadata,
+            tensors,
+        } = Manifest::from_doc(&doc.manifest)?;
         Ok(SignedManifest {
             id,
             metadata,
@@ -276,79 +330,88 @@ impl SignedManifest {
                 return report;
             }
         }
-        let signed: HashMap<&str, &TensorId> =
-            self.tensors.iter().map(|t| (t.name.as_str(), t)).collect();
-        let present: HashMap<&str, ()> = src
-            .tensor_infos()
-            .iter()
-            .map(|i| (i.name.as_str(), ()))
-            .collect();
-        let partial = !only.is_empty();
-        let wanted: Vec<&str> = if partial {
-            only.iter().map(String::as_str).collect()
-        } else {
-            self.tensors.iter().map(|t| t.name.as_str()).collect()
+        check_tensors(&self.tensors, self.metadata, src, only, &mut report);
+        report
+    }
+}
+
+fn check_tensors(
+    tensors: &[TensorId],
+    metadata: Option<Digest>,
+    src: &dyn TensorSource,
+    only: &[String],
+    report: &mut VerifyReport,
+) {
+    let signed: HashMap<&str, &TensorId> = tensors.iter().map(|t| (t.name.as_str(), t)).collect();
+    let present: HashMap<&str, ()> = src
+        .tensor_infos()
+        .iter()
+        .map(|i| (i.name.as_str(), ()))
+        .collect();
+    let partial = !only.is_empty();
+    let wanted: Vec<&str> = if partial {
+        only.iter().map(String::as_str).collect()
+    } else {
+        tensors.iter().map(|t| t.name.as_str()).collect()
+    };
+    for name in wanted {
+        let subject = format!("tensor {name:?}");
+        let Some(entry) = signed.get(name) else {
+            report.failed(subject, LAYER, "not in the signed manifest");
+            continue;
         };
-        for name in wanted {
-            let subject = format!("tensor {name:?}");
-            let Some(entry) = signed.get(name) else {
-                report.failed(subject, LAYER, "not in the signed manifest");
-                continue;
-            };
-            if !present.contains_key(name) {
-                report.failed(subject, LAYER, "signed, but missing from the file");
-                continue;
-            }
-            match src.tensor(name) {
-                Ok(view) => {
-                    let got = identity::tensor_digest(&view);
-                    if got == entry.digest {
-                        report.ok(subject, LAYER);
-                    } else {
-                        report.failed(subject, LAYER, mismatch(entry, &view, got));
-                    }
-                }
-                Err(e) => report.failed(subject, LAYER, format!("cannot be read: {e}")),
-            }
+        if !present.contains_key(name) {
+            report.failed(subject, LAYER, "signed, but missing from the file");
+            continue;
         }
-        if partial {
-            let unchecked = src.tensor_infos().len().saturating_sub(only.len());
-            if unchecked > 0 {
-                report.push(
-                    format!("{unchecked} other tensors"),
+        match src.tensor(name) {
+            Ok(view) => {
+                let got = identity::tensor_digest(&view);
+                if got == entry.digest {
+                    report.ok(subject, LAYER);
+                } else {
+                    report.failed(subject, LAYER, mismatch(entry, &view, got));
+                }
+            }
+            Err(e) => report.failed(subject, LAYER, format!("cannot be read: {e}")),
+        }
+    }
+    if partial {
+        let unchecked = src.tensor_infos().len().saturating_sub(only.len());
+        if unchecked > 0 {
+            report.push(
+                format!("{unchecked} other tensors"),
+                LAYER,
+                Status::NotChecked,
+                Some("only the tensors named were verified".into()),
+            );
+        }
+    } else {
+        for info in src.tensor_infos() {
+            if !signed.contains_key(info.name.as_str()) {
+                report.failed(
+                    format!("tensor {:?}", info.name),
                     LAYER,
-                    Status::NotChecked,
-                    Some("only the tensors named were verified".into()),
+                    "in the file, but not in the signed manifest",
                 );
             }
-        } else {
-            for info in src.tensor_infos() {
-                if !signed.contains_key(info.name.as_str()) {
-                    report.failed(
-                        format!("tensor {:?}", info.name),
-                        LAYER,
-                        "in the file, but not in the signed manifest",
-                    );
-                }
-            }
-            match self.metadata {
-                Some(want) => {
-                    let got = identity::metadata_digest(src.metadata());
-                    if got == want {
-                        report.ok("metadata", LAYER);
-                    } else {
-                        report.failed("metadata", LAYER, "the metadata differs from the signed");
-                    }
-                }
-                None => report.push(
-                    "metadata",
-                    LAYER,
-                    Status::NotChecked,
-                    Some("the signer did not include metadata".into()),
-                ),
-            }
         }
-        report
+        match metadata {
+            Some(want) => {
+                let got = identity::metadata_digest(src.metadata());
+                if got == want {
+                    report.ok("metadata", LAYER);
+                } else {
+                    report.failed("metadata", LAYER, "the metadata differs from the signed");
+                }
+            }
+            None => report.push(
+                "metadata",
+                LAYER,
+                Status::NotChecked,
+                Some("the signer did not include metadata".into()),
+            ),
+        }
     }
 }
 
