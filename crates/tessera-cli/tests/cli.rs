@@ -204,7 +204,7 @@ fn tour_writes_verifies_and_converts_every_format() {
     );
     assert!(!text.contains("FAILED"), "{text}");
     assert!(!text.contains("not supported yet"), "{text}");
-    assert!(text.contains("10 formats written and verified"), "{text}");
+    assert!(text.contains("11 formats written and verified"), "{text}");
     for ext in [
         "wtxt",
         "zt",
@@ -215,6 +215,7 @@ fn tour_writes_verifies_and_converts_every_format() {
         "safetensors",
         "npz",
         "gguf",
+        "pt",
     ] {
         assert!(
             dir.path().join(format!("tour.{ext}")).exists(),

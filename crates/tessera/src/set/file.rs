@@ -1,6 +1,7 @@
 //! One file opened from a path: its bytes ([`FileData`], a read-only map or a buffer)
 //! and the container parsed from them, tied together by `self_cell` (the container
-//! borrows the bytes).
+//! borrows the bytes). A zTensor v2 root whose shard table names other files owns
+//! those files' bytes too (`zt2_shards.rs`): its parts in them read as its own.
 
 use std::path::Path;
 
@@ -11,10 +12,19 @@ use crate::source::FileData;
 
 type DynContainer<'a> = Box<dyn Container + 'a>;
 
+/// The bytes an [`OpenedFile`] owns: the file's, and those of the shard files its
+/// manifest names (zTensor v2 only; empty otherwise).
+pub struct Files {
+    /// The file itself.
+    pub main: FileData,
+    /// Shard files, in the order of the file's shard table.
+    pub shards: Vec<FileData>,
+}
+
 self_cell::self_cell!(
     /// An opened file that owns its bytes.
     pub struct OpenedFile {
-        owner: FileData,
+        owner: Files,
         #[not_covariant]
         dependent: DynContainer,
     }
@@ -45,17 +55,35 @@ impl OpenedFile {
 
     /// Opens bytes already in hand.
     pub fn from_data(data: FileData, opts: &ReadOptions) -> Result<OpenedFile> {
-        OpenedFile::try_new(data, |d| crate::any::open(d, opts))
+        let files = Files {
+            main: data,
+            shards: Vec::new(),
+        };
+        OpenedFile::try_new(files, |d| crate::any::open(&d.main, opts))
+    }
+
+    /// Opens files already in hand with `open`, which may borrow all of them.
+    pub fn from_files(
+        files: Files,
+        open: impl for<'a> FnOnce(&'a Files) -> Result<DynContainer<'a>>,
+    ) -> Result<OpenedFile> {
+        OpenedFile::try_new(files, open)
     }
 
     /// The file's bytes.
     pub fn bytes(&self) -> &[u8] {
-        self.borrow_owner()
+        &self.borrow_owner().main
+    }
+
+    /// The bytes of the shard files it opened besides (zTensor v2).
+    pub fn shard_bytes(&self) -> Vec<&[u8]> {
+        self.borrow_owner().shards.iter().map(|d| &d[..]).collect()
     }
 
     /// True when the bytes are a memory map.
     pub fn is_mapped(&self) -> bool {
-        self.borrow_owner().is_mapped()
+        let f = self.borrow_owner();
+        f.main.is_mapped() && f.shards.iter().all(FileData::is_mapped)
     }
 }
 

@@ -13,6 +13,10 @@
 //!   …, each a complete GGUF file carrying `split.no` (0-based), `split.count` and
 //!   `split.tensors.count` keys. The first split holds the model's keys; the set's
 //!   metadata is the first split's minus `split.*`, its tensors every split's in order.
+//! - **zTensor v2 shard tables** (`zt2_shards.rs`): a root `.zt` whose manifest names
+//!   shard files by label; the root opens as one file ([`OpenedFile`]) that owns its
+//!   shards' bytes too, since a tensor's parts may lie in several files. Checks: each
+//!   shard present, of the table's size, a v2 file (fatal); its digest in `verify`.
 //!
 //! # Checks
 //!
@@ -58,6 +62,7 @@ mod hf;
 pub mod names;
 mod opener;
 pub mod write;
+mod zt2_shards;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -66,6 +71,7 @@ use std::path::{Path, PathBuf};
 pub use file::{Load, OpenedFile};
 pub use opener::{open_path, open_path_with, Opened};
 pub use write::{convert_set, Split};
+pub use zt2_shards::shard_path as zt2_shard_path;
 
 use crate::any::ReadOptions;
 use crate::error::{Error, Result};

@@ -11,6 +11,8 @@
 //! - `*-NNNNN-of-NNNNN.gguf` whose `split.count` key is present: the GGUF split set;
 //! - `*-NNNNN-of-NNNNN.safetensors` named by a `*.safetensors.index.json` beside it:
 //!   that index's set;
+//! - a zTensor v2 root whose manifest has a shard table: the file with its shards
+//!   (`<stem>-<name>.zt` beside it, `zt2_shards.rs`);
 //! - anything else: the file alone.
 //!
 //! A later source kind (URLs) is a new arm of [`open_path_with`], returning the same
@@ -20,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use super::file::{Load, OpenedFile};
 use super::names::Numbered;
-use super::{gguf_split, hf, ModelSet};
+use super::{gguf_split, hf, zt2_shards, ModelSet};
 use crate::any::ReadOptions;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::Format;
@@ -121,7 +123,7 @@ pub fn open_path_with(path: &Path, opts: &ReadOptions, load: Load) -> Result<Ope
         }
     }
     match OpenedFile::open(path, opts, load) {
-        Ok(f) => Ok(Opened::File(f)),
+        Ok(f) => zt2_shards::with_shards(path, f, opts, load).map(Opened::File),
         // Only a regular file is read a second time (a FIFO would block for good).
         Err(e)
             if e.kind() == ErrorKind::UnknownFormat

@@ -8,6 +8,11 @@
 //! - GGUF → llama.cpp splits `{stem}-0000i-of-0000n.gguf`: the first carries the
 //!   model's keys, every split `split.no` (u16, 0-based), `split.count` (u16) and
 //!   `split.tensors.count` (i32), as gguf-py and `gguf-split` write them.
+//! - zTensor v2 → data shards `{stem}-0000i-of-0000n.zt` (no manifest; shard names
+//!   `0000i-of-0000n`, spec Appendix B's positional convention) and the root
+//!   `{stem}.zt`: the manifest with every object, its parts' `shard`, and the shard
+//!   table (each file's size and SHA-256, so signing the root covers every byte, spec
+//!   §6.4). The root is moved into place last, as an index is.
 //!
 //! Tensors keep the source's order. [`Split::MaxBytes`] cuts as huggingface_hub does (a
 //! new shard when the next tensor would pass the size; a tensor larger than the size
@@ -133,9 +138,12 @@ pub fn convert_set(
     convert: ConvertOptions,
     opts: &WriteOptions,
 ) -> Result<SetReport> {
-    if !matches!(format, Format::Safetensors | Format::Gguf) {
+    if !matches!(
+        format,
+        Format::Safetensors | Format::Gguf | Format::ZtensorV2
+    ) {
         return Err(Error::unsupported(format!(
-            "writing a model set as {}: sets are written as safetensors (a Hugging Face index) or GGUF (llama.cpp splits)",
+            "writing a model set as {}: sets are written as safetensors (a Hugging Face index), GGUF (llama.cpp splits) or zTensor v2 (a shard table)",
             format.name()
         )));
     }
@@ -189,7 +197,13 @@ pub fn convert_set(
         })?;
     let meta = prepared.metadata();
     let mut written = Vec::new();
+    if format == Format::ZtensorV2 {
+        written = super::zt2_shards::write_set(&prepared, &groups, path, tmp.path(), opts)?;
+    }
     for (i, g) in groups.iter().enumerate() {
+        if format == Format::ZtensorV2 {
+            break;
+        }
         let shard_infos = infos[g.clone()].to_vec();
         let (metadata, types) = match format {
             Format::Gguf => gguf_keys(&prepared, meta, i, n, infos.len()),

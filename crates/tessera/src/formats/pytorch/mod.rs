@@ -1,7 +1,8 @@
-//! PyTorch checkpoints (`torch.save`: `.pt`, `.pth`, `.bin`, `.ckpt`) — read-only, and
-//! read without running any code: the pickle inside is interpreted by an allow-list
-//! reader (`pickle.rs`) that builds tensors, storages, dicts, lists and plain values and
-//! refuses everything else by name.
+//! PyTorch checkpoints (`torch.save`: `.pt`, `.pth`, `.bin`, `.ckpt`), read without
+//! running any code: the pickle inside is interpreted by an allow-list reader
+//! (`pickle.rs`) that builds tensors, storages, dicts, lists and plain values and
+//! refuses everything else by name. Written as zip state dicts (`write.rs`,
+//! `pickler.rs`) that `torch.load(weights_only=True)` accepts.
 //!
 //! # Zip layout (torch ≥ 1.6, the default)
 //!
@@ -57,7 +58,31 @@
 //! - Not read: TorchScript archives (`torch.jit.save`: `code/`, `constants.pkl`), the
 //!   older tar-based format (torch < 0.4), sparse and quantized tensors, tensor
 //!   subclasses (`_rebuild_from_type_v2`), and any pickle outside the allow-list.
-//!   Writing `.pt` is not supported.
+//!
+//! # Writing
+//!
+//! What `torch.save(model.state_dict(), f)` writes, record for record: a flat
+//! `OrderedDict` (name → `_rebuild_tensor_v2(storage, 0, size, contiguous stride,
+//! False, OrderedDict())`), protocol 2, one typed storage per tensor keyed `0`, `1`, …
+//! in tensor order, records stored (not deflated) with their data 64-byte aligned (the
+//! `zip` crate's alignment padding in the local header's extra field, where torch puts
+//! its own `FB` padding field), under the folder `archive` (`-O archive=NAME`; torch
+//! names it after the file's stem). Records: `data.pkl`, `byteorder` (`little`, as torch 2.x
+//! writes), `data/<n>`, `version` (`3\n`, as torch 1.13 writes; newer torch
+//! reads it too). Deviations from what torch writes:
+//! - file metadata goes into the state dict's attribute `_tessera_metadata` (a dict, set
+//!   by `BUILD` as torch sets `_metadata`), where `load_state_dict` never sees it; the
+//!   reader turns it back into metadata. Float and bytes values in it use `BINFLOAT` and
+//!   `BINBYTES`, which torch 1.13's `weights_only` loader refuses (torch 2.x accepts
+//!   them; a plain `torch.load` always does). A checkpoint's top-level non-tensor entries
+//!   (`epoch`) read as metadata therefore come back in that attribute, not as entries.
+//! - not written: torch 2.x's `.format_version`, `.storage_alignment`,
+//!   `.data/serialization_id` (torch 1.13 does not write them, no torch needs them).
+//! - every tensor gets its own storage: views are written contiguous, and tensors that
+//!   shared a storage (tied weights) are written as copies — the model carries no tie.
+//! - dtypes: those torch 1.13 has storage classes for (the list above, complex
+//!   included); u16/u32/u64 and the fp8 types are refused naming the tensor
+//!   (`--cast`), sparse layouts need `--densify`. Tensor attributes are dropped (noted).
 //!
 //! # Detection
 //!
@@ -79,8 +104,10 @@
 
 mod legacy;
 pub mod pickle;
+mod pickler;
 mod read;
 mod tree;
+mod write;
 mod zip;
 
 pub use read::PytorchFile;
@@ -88,8 +115,10 @@ pub use read::PytorchFile;
 use std::collections::HashMap;
 
 use crate::any::{Access, ReadOptions};
+use crate::convert::{Capabilities, MetadataSupport};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::format::FormatSpec;
+use crate::format::{Format, FormatSpec};
 use crate::model::Container;
 use crate::source::SourceRef;
 use read::{Loc, Parts, StorageLoc};
@@ -139,14 +168,33 @@ fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container 
     Ok(Box::new(PytorchFile::assemble(parts, opts)?))
 }
 
-/// PyTorch checkpoints in the format registry: read only. A zip shares npz's magic and
-/// is told apart by its first record's name; the legacy format starts with a pickle's
-/// protocol opcode and torch's magic number.
+/// PyTorch checkpoints in the format registry. A zip shares npz's magic and is told
+/// apart by its first record's name; the legacy format starts with a pickle's protocol
+/// opcode and torch's magic number. Written as zip state dicts.
 pub const SPEC: FormatSpec = FormatSpec::new("pytorch", "PyTorch checkpoint")
     .extensions(&["pt", "pth", "bin", "ckpt"])
     .magic(&[b"PK\x03\x04", b"\x80"])
     .sniff(sniff)
-    .reader(open, Access::Ranges, "pytorch");
+    .reader(open, Access::Ranges, "pytorch")
+    .writer(write::write, capabilities)
+    .options(&[write::ARCHIVE]);
+
+/// What a `.pt` state dict holds as Tessera writes it: the dtypes torch 1.13 has
+/// storages for, dense tensors, a metadata tree.
+pub fn capabilities() -> Capabilities {
+    use DType::*;
+    Capabilities {
+        format: Format::Pytorch,
+        dtypes: &[F64, F32, F16, BF16, I64, I32, I16, I8, U8, Bool, C64, C128],
+        sparse: false,
+        other_layouts: false,
+        metadata: MetadataSupport::Tree,
+        chunks: false,
+        compression: &[],
+        integrity: &["crc32"],
+        zero_copy: true,
+    }
+}
 
 fn sniff(head: &[u8]) -> bool {
     is_zip_checkpoint(head) || is_legacy(head)

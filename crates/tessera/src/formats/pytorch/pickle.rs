@@ -107,7 +107,13 @@ pub struct Graph {
     pub root: Id,
     /// Things the reader accepted but dropped (attributes set on a dict by `BUILD`).
     pub notes: Vec<String>,
+    /// Dicts given a [`METADATA_ATTR`] attribute by `BUILD`: (dict, value).
+    pub metadata_attrs: Vec<(Id, Id)>,
 }
+
+/// The attribute Tessera's writer sets on the state dict to carry file metadata (where
+/// `load_state_dict` never sees it); read back as metadata.
+pub const METADATA_ATTR: &str = "_tessera_metadata";
 
 impl Graph {
     /// The object `id`.
@@ -618,14 +624,17 @@ impl Vm<'_> {
         Ok(())
     }
 
-    /// BUILD: only a dict's attributes (a state dict's `_metadata`), which are dropped.
+    /// BUILD: only a dict's attributes: a state dict's `_metadata` (dropped), Tessera's
+    /// [`METADATA_ATTR`] (kept), others dropped with a note.
     fn build(&mut self, obj: Id, state: Id) -> Result<()> {
         match (self.graph.get(obj), self.graph.get(state)) {
             (Obj::Dict(_), Obj::Dict(attrs)) => {
                 let mut notes = Vec::new();
-                for (k, _) in attrs {
+                let mut kept = Vec::new();
+                for (k, v) in attrs {
                     match self.graph.get(*k) {
                         Obj::Str(s) if s == "_metadata" => {}
+                        Obj::Str(s) if s == METADATA_ATTR => kept.push((obj, *v)),
                         Obj::Str(s) => {
                             notes.push(format!("attribute {s:?} set on a dict is dropped"))
                         }
@@ -633,6 +642,7 @@ impl Vm<'_> {
                     }
                 }
                 self.graph.notes.extend(notes);
+                self.graph.metadata_attrs.extend(kept);
                 Ok(())
             }
             (Obj::Dict(_), Obj::None) => Ok(()),

@@ -5,11 +5,12 @@
 //! holds no tensor becomes one metadata value under its joined name (`epoch`,
 //! `optimizer.param_groups`); tensors never go into metadata. The root container's
 //! entries are always walked one by one, so a checkpoint without tensors still gives
-//! one metadata key per top-level entry.
+//! one metadata key per top-level entry. The root dict's attribute `_tessera_metadata`
+//! (set by Tessera's writer) gives one metadata value per entry too.
 
 use std::collections::HashSet;
 
-use super::pickle::{describe, Graph, Id, Obj, TensorRef};
+use super::pickle::{describe, Graph, Id, Obj, TensorRef, METADATA_ATTR};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::metadata::{Map, Metadata, Value};
@@ -34,7 +35,10 @@ pub fn flatten(g: &Graph, limits: &Limits) -> Result<Flat> {
         out: Flat::default(),
     };
     match g.get(g.root) {
-        Obj::Dict(_) | Obj::List(_) | Obj::Tuple(_) => w.node(g.root, "", 0)?,
+        Obj::Dict(_) | Obj::List(_) | Obj::Tuple(_) => {
+            w.node(g.root, "", 0)?;
+            w.metadata_attr()?;
+        }
         _ if w.has_tensor(g.root, 0)? => w.node(g.root, "tensor", 0)?,
         o => {
             return Err(Error::unsupported(format!(
@@ -165,6 +169,30 @@ impl Walk<'_> {
                 self.claim(name)?;
                 let v = self.value(id, depth)?;
                 self.out.metadata.insert(name.to_string(), v);
+            }
+        }
+        Ok(())
+    }
+
+    /// The root dict's [`METADATA_ATTR`] (what Tessera's writer stores file metadata
+    /// in): each of its entries one metadata value, named by its key.
+    fn metadata_attr(&mut self) -> Result<()> {
+        let root = self.g.root;
+        let attrs: Vec<Id> = (self.g.metadata_attrs.iter())
+            .filter(|(d, _)| *d == root)
+            .map(|(_, v)| *v)
+            .collect();
+        for v in attrs {
+            if !matches!(self.g.get(v), Obj::Dict(_)) {
+                return Err(Error::malformed(format!(
+                    "the state dict's attribute {METADATA_ATTR:?} is {}, not a dict",
+                    describe(self.g.get(v))
+                )));
+            }
+            for (k, c) in self.children(v)? {
+                self.claim(&k)?;
+                let value = self.value(c, 1)?;
+                self.out.metadata.insert(k, value);
             }
         }
         Ok(())

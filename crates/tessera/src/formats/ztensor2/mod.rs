@@ -86,6 +86,15 @@
 //! digests instead of `xxh3`. `Digest::Crc32c` has no v2 counterpart: xxh3 is written
 //! and the report says so.
 //!
+//! Shard sets (spec §7, not canonical form: rule 6): [`Ztensor2Writer::finish_data_shard`]
+//! ends a data shard (blobs, then a footer with no manifest) and hands back its
+//! objects; [`Ztensor2Writer::add_shard`] states them in a root's manifest with
+//! `"shard": name` on every part and adds the table entry (size, whole-file digest).
+//! `set::convert_set` drives them (`--max-shard-size` / `--shards` with `--to
+//! ztensor2`): data shards `<stem>-0000i-of-0000n.zt` named `0000i-of-0000n`, SHA-256
+//! shard digests, the root `<stem>.zt` holding no blobs of its own. Identical parts are
+//! shared within a shard, not across shards.
+//!
 //! # Deviations from the spec, and why
 //!
 //! - A layout that is not a registered id (a GGUF tensor's `ggml_q8_0`, say) is written
@@ -94,10 +103,17 @@
 //! - The writer does not check names for NFC (canonical form requires it; the names
 //!   come from a file that was read, and ztensor 2.1.2 refuses non-NFC names).
 //!
-//! - Parts stored in another shard are listed but reading them is `Unsupported`: a
-//!   reader over one source cannot open sibling files. Their references are still
-//!   checked against the shard table's sizes. A data shard (no manifest) opens with no
-//!   tensors and a warning.
+//! - Shards (spec §7): a reader over one source cannot open sibling files, so the root
+//!   alone lists every tensor and refuses (`Unsupported`, naming the shard) to read a
+//!   part stored in a shard; references into shards are still checked against the
+//!   table's sizes. Opened by path (`set/zt2_shards.rs`, positional resolution
+//!   `<stem>-<name>.zt`), the shard files are handed to
+//!   [`Ztensor2File::with_shards`], which checks each one's size against the table and
+//!   its footer (magic, version), and their parts read as the root's (digests checked
+//!   as for local parts). The whole-file shard digest (`xxh3` or `sha256`) is checked by
+//!   `verify` only (layer `shard digest`): a checked read would otherwise hash every
+//!   shard whole before its first tensor. Resolution by digest is not done. A data
+//!   shard (no manifest) opens with no tensors and a warning.
 //! - `zt.zstd-seekable/1` is decoded as one stream (every frame, the seek table
 //!   skipped as a skippable frame); the frame rules (checksums present, ≤ 16 MiB, equal
 //!   sizes) are not checked, zstd checks each checksum that is present.
@@ -113,7 +129,7 @@ mod write;
 pub use layout::{COO, CSR, PART_TYPES};
 pub use raw::{Digest, Footer, PartRef, ALIGN_CANONICAL, ALIGN_FLOOR, FOOTER_LEN, MAGIC};
 pub use read::{Ztensor2File, ZSTD_SEEKABLE};
-pub use write::{write, Ztensor2Writer};
+pub use write::{write, ShardObjects, Ztensor2Writer};
 
 use crate::any::{Access, ReadOptions};
 use crate::convert::{Capabilities, MetadataSupport};

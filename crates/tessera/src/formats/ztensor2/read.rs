@@ -25,6 +25,10 @@ pub struct Ztensor2File<'data> {
     src: SourceRef<'data>,
     footer: Footer,
     shards: Vec<(String, u64, String)>,
+    /// The shard files given by [`Ztensor2File::with_shards`], in table order.
+    shard_srcs: Vec<SourceRef<'data>>,
+    /// The file's path, named by read errors (set with the shards, by `set/`).
+    file: Option<String>,
     metadata: Metadata,
     /// Tensors in name order.
     infos: Vec<TensorInfo>,
@@ -240,6 +244,8 @@ impl<'data> Ztensor2File<'data> {
             src,
             footer,
             shards: manifest.shards,
+            shard_srcs: Vec::new(),
+            file: None,
             metadata,
             infos,
             entries,
@@ -248,6 +254,110 @@ impl<'data> Ztensor2File<'data> {
             verify: true,
             checked,
         })
+    }
+
+    /// Gives the files of the shard table, in its order, so parts stored in them read
+    /// as this file's. Each is checked here as spec §7.3's cheap rungs ask: its size
+    /// equals the table's, it ends in a v2 footer (magic, version). The whole-file
+    /// digest is checked by [`Container::verify`] (layer `shard digest`).
+    pub fn with_shards(mut self, srcs: Vec<SourceRef<'data>>) -> Result<Self> {
+        self.add_shards(srcs)
+            .map_err(|e| e.in_format("ztensor-v2"))?;
+        Ok(self)
+    }
+
+    /// Names the file in every later read error (as `tessera::open` does for a path).
+    pub fn named(mut self, file: impl Into<String>) -> Self {
+        self.file = Some(file.into());
+        self
+    }
+
+    fn add_shards(&mut self, srcs: Vec<SourceRef<'data>>) -> Result<()> {
+        if srcs.len() != self.shards.len() {
+            return Err(Error::invalid_input(format!(
+                "{} shard files given for a table of {}",
+                srcs.len(),
+                self.shards.len()
+            )));
+        }
+        for ((name, size, _), src) in self.shards.iter().zip(&srcs) {
+            let subject = || format!("shard {name:?}");
+            if src.len() != *size {
+                return Err(Error::integrity(format!(
+                    "the shard file is {} bytes, the shard table says {size}",
+                    src.len()
+                ))
+                .at_subject(subject()));
+            }
+            if *size < 8 + FOOTER_LEN || src.read_at(0, 8)?.as_ref() != MAGIC {
+                return Err(
+                    Error::malformed("not a zTensor v2 file (no magic at byte 0)")
+                        .at_subject(subject()),
+                );
+            }
+            raw::parse_footer(&src.read_at(size - FOOTER_LEN, FOOTER_LEN)?)
+                .map_err(|e| e.at_subject(subject()))?;
+        }
+        self.shard_srcs = srcs;
+        self.warnings.retain(|w| !w.contains("in the shard table"));
+        Ok(())
+    }
+
+    /// The source a part's blob is in: this file or its shard's.
+    fn source_of(&self, p: &PartRef) -> Result<SourceRef<'data>> {
+        let Some(s) = &p.shard else {
+            return Ok(self.src);
+        };
+        let i = self.shards.iter().position(|(n, _, _)| n == s);
+        match i.and_then(|i| self.shard_srcs.get(i)) {
+            Some(src) => Ok(*src),
+            None => Err(Error::unsupported(format!(
+                "part {:?} is stored in shard {s:?}, which was not opened (open the root \
+                 file by path, with its shards beside it as <stem>-{s}.zt)",
+                p.name
+            ))),
+        }
+    }
+
+    /// Hashes shard `i` whole (in 16 MiB blocks) against the table's digest: `None`
+    /// for an algorithm Tessera does not compute.
+    fn check_shard(&self, i: usize) -> Result<Option<std::result::Result<(), String>>> {
+        use sha2::Digest as _;
+        let (_, size, digest) = &self.shards[i];
+        let src = self.shard_srcs[i];
+        let want = raw::Digest::parse(digest)?;
+        let mut xxh = xxhash_rust::xxh3::Xxh3::new();
+        let mut sha = sha2::Sha256::new();
+        let mut at = 0u64;
+        while at < *size {
+            let n = (size - at).min(16 << 20);
+            let block = src.read_at(at, n)?;
+            match want {
+                raw::Digest::Xxh3(_) => xxh.update(&block),
+                raw::Digest::Sha256(_) => sha.update(&block),
+                raw::Digest::Other(_) => return Ok(None),
+            }
+            at += n;
+        }
+        Ok(Some(match want {
+            raw::Digest::Xxh3(w) if xxh.digest() != w => Err(format!(
+                "stored xxh3:{w:016x}, computed xxh3:{:016x}",
+                xxh.digest()
+            )),
+            raw::Digest::Sha256(w) => {
+                let got: [u8; 32] = sha.finalize().into();
+                if got == w {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "stored sha256:{}, computed sha256:{}",
+                        crate::util::hex(&w),
+                        crate::util::hex(&got)
+                    ))
+                }
+            }
+            _ => Ok(()),
+        }))
     }
 
     /// The footer.
@@ -272,13 +382,6 @@ impl<'data> Ztensor2File<'data> {
     /// One part's decoded bytes: raw parts borrowed, encoded ones decoded (exactly
     /// `decoded_length`).
     fn decode(&self, p: &PartRef, stored: Cow<'data, [u8]>) -> Result<Cow<'data, [u8]>> {
-        if p.shard.is_some() {
-            return Err(Error::unsupported(format!(
-                "part {:?} is stored in shard {:?}; open the shard set is not supported",
-                p.name,
-                p.shard.as_deref().unwrap_or_default()
-            )));
-        }
         match p.encoding.as_deref() {
             None => Ok(stored),
             Some(ZSTD_SEEKABLE) => {
@@ -301,15 +404,15 @@ impl<'data> Ztensor2File<'data> {
     fn read_view(&self, i: usize, verify: bool) -> Result<TensorView<'data>> {
         let info = &self.infos[i];
         let entry = &self.entries[i];
-        if let Some(p) = entry.parts.iter().find(|p| p.shard.is_some()) {
-            return Err(Error::unsupported(format!(
-                "part {:?} is stored in shard {:?}; reading shards is not supported",
-                p.name,
-                p.shard.as_deref().unwrap_or_default()
-            )));
-        }
-        let ranges: Vec<(u64, u64)> = entry.parts.iter().map(|p| (p.offset, p.length)).collect();
-        let stored = self.src.read_ranges(&ranges)?;
+        let stored = if entry.parts.iter().all(|p| p.shard.is_none()) {
+            let ranges: Vec<(u64, u64)> =
+                entry.parts.iter().map(|p| (p.offset, p.length)).collect();
+            self.src.read_ranges(&ranges)?
+        } else {
+            (entry.parts.iter())
+                .map(|p| self.source_of(p)?.read_at(p.offset, p.length))
+                .collect::<Result<Vec<_>>>()?
+        };
         let mut decoded = Vec::with_capacity(stored.len());
         for (p, s) in entry.parts.iter().zip(stored) {
             decoded.push(self.decode(p, s)?);
@@ -356,8 +459,13 @@ impl TensorSource for Ztensor2File<'_> {
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         let i = self.find(name).ok_or_else(|| Error::no_tensor(name))?;
         self.read_view(i, self.verify).map_err(|e| {
-            e.at_subject(format!("tensor {name:?}"))
-                .in_format("ztensor-v2")
+            let e = e
+                .at_subject(format!("tensor {name:?}"))
+                .in_format("ztensor-v2");
+            match &self.file {
+                Some(f) => e.in_file(f.clone()),
+                None => e,
+            }
         })
     }
     fn source_format(&self) -> Option<Format> {
@@ -384,6 +492,29 @@ impl Container for Ztensor2File<'_> {
             // Checked at open: a file whose hash failed does not open.
             report.ok("manifest", "xxh3-64");
         }
+        for (i, (name, _, _)) in self.shards.iter().enumerate() {
+            let subject = format!("shard {name:?}");
+            if self.shard_srcs.is_empty() {
+                report.push(
+                    subject,
+                    "shard digest",
+                    Status::NotChecked,
+                    Some("the shard file was not opened".into()),
+                );
+                continue;
+            }
+            match self.check_shard(i) {
+                Ok(Some(Ok(()))) => report.ok(subject, "shard digest"),
+                Ok(Some(Err(m))) => report.failed(subject, "shard digest", m),
+                Ok(None) => report.push(
+                    subject,
+                    "shard digest",
+                    Status::NotChecked,
+                    Some("a digest algorithm Tessera does not compute".into()),
+                ),
+                Err(e) => report.failed(subject, "shard digest", e.to_string()),
+            }
+        }
         for (i, info) in self.infos.iter().enumerate() {
             let tensor = format!("tensor {:?}", info.name);
             let entry = &self.entries[i];
@@ -395,8 +526,8 @@ impl Container for Ztensor2File<'_> {
                     format!("{tensor} part {:?}", p.name)
                 };
                 let bytes = self
-                    .src
-                    .read_at(p.offset, p.length)
+                    .source_of(p)
+                    .and_then(|src| src.read_at(p.offset, p.length))
                     .and_then(|s| self.decode(p, s));
                 let bytes = match bytes {
                     Ok(b) => b,

@@ -87,6 +87,9 @@ struct Placed {
     role: String,
 }
 
+/// The manifest objects of a data shard, for its root's manifest.
+pub struct ShardObjects(Vec<(CVal, CVal)>);
+
 /// Streams a zTensor v2 file into `W`: canonical form (spec §6.3) unless compression
 /// is asked for. Byte-identical to ztensor 2.1.2's canonical `Writer` for the same
 /// tensors: see the module docs.
@@ -99,6 +102,8 @@ pub struct Ztensor2Writer<W: Write> {
     sha256: bool,
     attributes: Option<CVal>,
     objects: Vec<(CVal, CVal)>,
+    /// The shard table (spec §7.1): name, size, digest.
+    shards: Vec<(String, u64, String)>,
     /// (XXH3-128, length) → the blob already holding those bytes.
     dedup: HashMap<(u128, u64), Placed>,
     last_name: Option<String>,
@@ -127,6 +132,7 @@ impl<W: Write> Ztensor2Writer<W> {
             sha256: opts.digests.contains(&Digest::Sha256),
             attributes: None,
             objects: Vec::new(),
+            shards: Vec::new(),
             dedup: HashMap::new(),
             last_name: None,
             failed: false,
@@ -363,6 +369,53 @@ impl<W: Write> Ztensor2Writer<W> {
         Ok(())
     }
 
+    /// Ends a data shard (spec §7.2): the footer with no manifest right after the last
+    /// blob. Returns `out` and the objects added, whose parts a root file states with
+    /// [`Ztensor2Writer::add_shard`].
+    pub fn finish_data_shard(mut self) -> Result<(W, ShardObjects)> {
+        if self.failed {
+            return Err(Error::invalid_input(
+                "ztensor2 writer: an earlier write failed",
+            ));
+        }
+        let mut footer = [0u8; 40];
+        footer[24..28].copy_from_slice(&VERSION.to_le_bytes());
+        footer[32..40].copy_from_slice(MAGIC);
+        self.out.write_all(&footer)?;
+        self.out.flush()?;
+        Ok((self.out, ShardObjects(std::mem::take(&mut self.objects))))
+    }
+
+    /// States the objects of data shard `name` (`size` bytes, whole-file `digest`) in
+    /// this file's manifest: every part gains `"shard": name`.
+    pub fn add_shard(
+        &mut self,
+        name: &str,
+        size: u64,
+        digest: String,
+        objects: ShardObjects,
+    ) -> Result<()> {
+        raw::check_shard_name(name)?;
+        for (k, mut obj) in objects.0 {
+            if let CVal::Map(fields) = &mut obj {
+                for (fk, fv) in fields.iter_mut() {
+                    if let (CVal::Text(f), CVal::Map(parts)) = (&*fk, fv) {
+                        if f == "parts" {
+                            for (_, part) in parts.iter_mut() {
+                                if let CVal::Map(pm) = part {
+                                    pm.push((text("shard"), text(name)));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            self.objects.push((k, obj));
+        }
+        self.shards.push((name.to_string(), size, digest));
+        Ok(())
+    }
+
     /// Writes the manifest blob (at the next boundary) and the footer; returns `out`.
     pub fn finish(mut self) -> Result<W> {
         if self.failed {
@@ -373,6 +426,15 @@ impl<W: Write> Ztensor2Writer<W> {
         let mut root = Vec::new();
         if let Some(a) = self.attributes.take() {
             root.push((text("attributes"), a));
+        }
+        if !self.shards.is_empty() {
+            let table = (self.shards.iter())
+                .map(|(n, size, d)| {
+                    let entry = vec![(text("size"), CVal::Uint(*size)), (text("digest"), text(d))];
+                    (text(n), CVal::Map(entry))
+                })
+                .collect();
+            root.push((text("shards"), CVal::Map(table)));
         }
         root.push((
             text("objects"),

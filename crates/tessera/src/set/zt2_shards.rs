@@ -1,0 +1,158 @@
+//! zTensor v2 models stored across files (spec §7): a root file whose manifest's shard
+//! table names data shards (or other `.zt` files) by a label, with each shard's exact
+//! size and whole-file digest. Opened as one file whose parts in shards read as its
+//! own.
+//!
+//! Resolution is the spec's positional convention (Appendix B): shard `n` of the root
+//! `<stem>.zt` is the sibling `<stem>-<n>.zt` (shard names admit no separators or `..`,
+//! spec §7.1, checked when the manifest is read). A shard file that is missing, of
+//! another size, or without a v2 footer fails the open, naming the shard and the path
+//! looked for; its whole-file digest is checked by `verify` (layer `shard digest`).
+//! Resolution by digest (scanning a directory) is not done.
+
+use std::path::{Path, PathBuf};
+
+use super::file::{Files, Load, OpenedFile};
+use crate::any::ReadOptions;
+use crate::error::{Error, Result};
+use crate::format::Format;
+use crate::formats::ztensor2::Ztensor2File;
+use crate::source::{FileData, SourceRef};
+
+/// The path shard `name` of the root at `root` resolves to.
+pub fn shard_path(root: &Path, name: &str) -> PathBuf {
+    let stem = root
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    root.with_file_name(format!("{stem}-{name}.zt"))
+}
+
+/// `file` (opened from `path`) with the shards its table names, when it is a zTensor v2
+/// root with a shard table; else `file` unchanged.
+pub fn with_shards(
+    path: &Path,
+    file: OpenedFile,
+    opts: &ReadOptions,
+    load: Load,
+) -> Result<OpenedFile> {
+    if crate::model::Container::format(&file) != Format::ZtensorV2 {
+        return Ok(file);
+    }
+    let table: Vec<String> = Ztensor2File::parse(file.bytes(), opts)?
+        .shards()
+        .iter()
+        .map(|(n, _, _)| n.clone())
+        .collect();
+    if table.is_empty() {
+        return Ok(file);
+    }
+    let named = |e: Error| e.in_file(path.display().to_string());
+    let mut shards = Vec::with_capacity(table.len());
+    for name in &table {
+        let p = shard_path(path, name);
+        let data = match load {
+            Load::Map => FileData::open(&p),
+            Load::Read => FileData::read(&p),
+        };
+        let data = data.map_err(|e| {
+            named(Error::new(
+                e.kind(),
+                format!("shard {name:?} ({}): {}", p.display(), e.message()),
+            ))
+        })?;
+        shards.push(data);
+    }
+    let files = Files {
+        main: file.into_owner().main,
+        shards,
+    };
+    let label = path.display().to_string();
+    OpenedFile::from_files(files, |f| {
+        let srcs = f.shards.iter().map(|d| SourceRef::from(&d[..])).collect();
+        let zt = Ztensor2File::parse(&f.main[..], opts)?
+            .with_shards(srcs)?
+            .named(label.clone());
+        Ok(Box::new(zt) as Box<dyn crate::model::Container + '_>)
+    })
+    .map_err(named)
+}
+
+/// Writes `src` (prepared for zTensor v2) as data shards `<stem>-0000i-of-0000n.zt`
+/// (shard names `0000i-of-0000n`, each group's tensors in name order) and the root
+/// `<stem>.zt` at `path`, whose manifest states every object with its parts' `shard`
+/// and the table of each shard's size and SHA-256. Files go into `tmp` (a directory
+/// beside `path`); returns their names, shards first, the root last.
+pub fn write_set(
+    src: &dyn crate::model::TensorSource,
+    groups: &[std::ops::Range<usize>],
+    path: &Path,
+    tmp: &Path,
+    opts: &crate::convert::WriteOptions,
+) -> Result<Vec<String>> {
+    use crate::formats::ztensor2::Ztensor2Writer;
+    use std::io::{BufWriter, Write};
+    let root_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let n = groups.len();
+    let infos = src.tensor_infos();
+    let mut root_file = BufWriter::new(std::fs::File::create(tmp.join(&root_name))?);
+    let mut root = Ztensor2Writer::new(&mut root_file, opts)?;
+    root.set_metadata(src.metadata())?;
+    let mut names = Vec::with_capacity(n + 1);
+    for (i, g) in groups.iter().enumerate() {
+        let label = format!("{:05}-of-{n:05}", i + 1);
+        let file = shard_path(path, &label);
+        let fname = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let at = tmp.join(&fname);
+        let mut out = BufWriter::new(std::fs::File::create(&at)?);
+        let mut w = Ztensor2Writer::new(&mut out, opts)?;
+        let mut group: Vec<&str> = infos[g.clone()].iter().map(|t| t.name.as_str()).collect();
+        group.sort_unstable();
+        for name in group {
+            let view = src.tensor(name)?;
+            w.add_tensor(&view, src)
+                .map_err(|e| e.at_subject(format!("tensor {name:?}")))?;
+        }
+        let (_, objects) = w.finish_data_shard()?;
+        out.flush()?;
+        let f = out.into_inner().map_err(|e| Error::from(e.into_error()))?;
+        f.sync_all()?;
+        drop(f);
+        let (size, digest) = sha256_file(&at)?;
+        root.add_shard(&label, size, format!("sha256:{digest}"), objects)?;
+        names.push(fname);
+    }
+    root.finish()?;
+    root_file.flush()?;
+    let f = root_file
+        .into_inner()
+        .map_err(|e| Error::from(e.into_error()))?;
+    f.sync_all()?;
+    names.push(root_name);
+    Ok(names)
+}
+
+/// A file's size and SHA-256 (hex), read in 1 MiB blocks.
+fn sha256_file(path: &Path) -> Result<(u64, String)> {
+    use sha2::Digest as _;
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut h = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        size += n as u64;
+    }
+    Ok((size, crate::util::hex(&h.finalize())))
+}
