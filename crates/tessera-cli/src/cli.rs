@@ -26,6 +26,8 @@ pub enum Command {
     Extract(ExtractArgs),
     /// Compare two files, in any formats.
     Diff(DiffArgs),
+    /// Value statistics per tensor: min, max, mean, std, NaN, Inf and zero counts.
+    Stats(StatsArgs),
     /// List the formats and what each supports.
     Formats(FormatsArgs),
     /// Build a small model, write it in every format, verify, convert and diff it.
@@ -153,6 +155,9 @@ pub struct VerifyArgs {
     /// Print only failures and repairs; the exit code says the rest.
     #[arg(short, long, conflicts_with = "verbose")]
     pub quiet: bool,
+    /// Also decode every tensor's values and fail on NaN or Inf, naming the tensors.
+    #[arg(long)]
+    pub values: bool,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,
@@ -304,6 +309,22 @@ pub struct DiffArgs {
     /// Relative tolerance (see --atol). Default 0: exact.
     #[arg(long, value_name = "X", default_value_t = 0.0)]
     pub rtol: f64,
+    /// Reading options.
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+/// `tessera stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// The file, or a model set (index, any shard, or its directory).
+    pub file: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Only the tensors whose names match this glob (`*` any run, `?` one character).
+    #[arg(long, value_name = "GLOB")]
+    pub filter: Option<String>,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,

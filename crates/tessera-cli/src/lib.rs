@@ -25,6 +25,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<u8> {
         Command::Convert(a) => cmd::convert::run(&a, out),
         Command::Extract(a) => cmd::extract::run(&a, out),
         Command::Diff(a) => cmd::diff::run(&a, out),
+        Command::Stats(a) => cmd::stats::run(&a, out),
         Command::Formats(a) => cmd::formats::run(&a, out),
         Command::Tour(a) => cmd::tour::run(&a, out),
         Command::Keygen(a) => cmd::keys::run_keygen(&a, out),
