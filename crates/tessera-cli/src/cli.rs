@@ -168,8 +168,21 @@ pub struct VerifyArgs {
 pub struct ConvertArgs {
     /// Input file (any supported format).
     pub input: PathBuf,
-    /// Output file; its extension picks the format unless --to is given.
-    pub output: PathBuf,
+    /// Output file; its extension picks the format unless --to is given (or -o OUT).
+    #[arg(value_name = "OUTPUT", required_unless_present = "output_flag")]
+    pub output: Option<PathBuf>,
+    /// Output file, as with extract, repair and wtxt (instead of the positional OUTPUT).
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "OUT",
+        conflicts_with = "output"
+    )]
+    pub output_flag: Option<PathBuf>,
+    /// With --salvage: the loss is accepted, exit 0 (without it, a conversion that lost
+    /// tensors exits 6 after writing the rest).
+    #[arg(long)]
+    pub accept_loss: bool,
     /// Output format: a name or extension from `tessera formats` (ztensor, safetensors, …).
     #[arg(long, value_name = "FORMAT")]
     pub to: Option<String>,
@@ -273,6 +286,17 @@ pub struct ConvertArgs {
     /// Reading options for the input.
     #[command(flatten)]
     pub read: ReadArgs,
+}
+
+impl ConvertArgs {
+    /// The output path, positional or `-o`.
+    pub fn output_path(&self) -> &std::path::Path {
+        match (&self.output, &self.output_flag) {
+            (Some(p), _) | (None, Some(p)) => p,
+            // clap requires one of them.
+            (None, None) => std::path::Path::new(""),
+        }
+    }
 }
 
 /// `tessera extract`.

@@ -5,7 +5,8 @@
 //! (for `diff`: differences), 2 usage (bad arguments, a missing input file, a directory
 //! where a file is wanted, an unknown tensor), 3 unknown or unsupported format,
 //! 4 malformed file (or over a reader limit), 5 I/O failure (permission denied, disk
-//! full, a read or write the operating system refused), 130/143 interrupted.
+//! full, a read or write the operating system refused), 6 `convert --salvage` lost
+//! tensors (the rest written; `--accept-loss` makes it 0), 130/143 interrupted.
 
 pub mod cli;
 pub mod cmd;
