@@ -26,6 +26,8 @@ pub enum Command {
     Extract(ExtractArgs),
     /// Compare two files, in any formats.
     Diff(DiffArgs),
+    /// Value statistics per tensor: min, max, mean, std, NaN, Inf and zero counts.
+    Stats(StatsArgs),
     /// List the formats and what each supports.
     Formats(FormatsArgs),
     /// Build a small model, write it in every format, verify, convert and diff it.
@@ -168,6 +170,9 @@ pub struct VerifyArgs {
     /// Print only failures and repairs; the exit code says the rest.
     #[arg(short, long, conflicts_with = "verbose")]
     pub quiet: bool,
+    /// Also decode every tensor's values and fail on NaN or Inf, naming the tensors.
+    #[arg(long)]
+    pub values: bool,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,
@@ -178,8 +183,21 @@ pub struct VerifyArgs {
 pub struct ConvertArgs {
     /// Input file (any supported format).
     pub input: PathBuf,
-    /// Output file; its extension picks the format unless --to is given.
-    pub output: PathBuf,
+    /// Output file; its extension picks the format unless --to is given (or -o OUT).
+    #[arg(value_name = "OUTPUT", required_unless_present = "output_flag")]
+    pub output: Option<PathBuf>,
+    /// Output file, as with extract, repair and wtxt (instead of the positional OUTPUT).
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "OUT",
+        conflicts_with = "output"
+    )]
+    pub output_flag: Option<PathBuf>,
+    /// With --salvage: the loss is accepted, exit 0 (without it, a conversion that lost
+    /// tensors exits 6 after writing the rest).
+    #[arg(long)]
+    pub accept_loss: bool,
     /// Output format: a name or extension from `tessera formats` (ztensor, safetensors, …).
     #[arg(long, value_name = "FORMAT")]
     pub to: Option<String>,
@@ -290,6 +308,17 @@ pub struct ConvertArgs {
     pub read: ReadArgs,
 }
 
+impl ConvertArgs {
+    /// The output path, positional or `-o`.
+    pub fn output_path(&self) -> &std::path::Path {
+        match (&self.output, &self.output_flag) {
+            (Some(p), _) | (None, Some(p)) => p,
+            // clap requires one of them.
+            (None, None) => std::path::Path::new(""),
+        }
+    }
+}
+
 /// `tessera extract`.
 #[derive(Debug, Args)]
 pub struct ExtractArgs {
@@ -324,6 +353,22 @@ pub struct DiffArgs {
     /// Relative tolerance (see --atol). Default 0: exact.
     #[arg(long, value_name = "X", default_value_t = 0.0)]
     pub rtol: f64,
+    /// Reading options.
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+/// `tessera stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// The file, or a model set (index, any shard, or its directory).
+    pub file: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Only the tensors whose names match this glob (`*` any run, `?` one character).
+    #[arg(long, value_name = "GLOB")]
+    pub filter: Option<String>,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,

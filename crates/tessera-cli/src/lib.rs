@@ -5,7 +5,8 @@
 //! (for `diff`: differences), 2 usage (bad arguments, a missing input file, a directory
 //! where a file is wanted, an unknown tensor), 3 unknown or unsupported format,
 //! 4 malformed file (or over a reader limit), 5 I/O failure (permission denied, disk
-//! full, a read or write the operating system refused), 130/143 interrupted.
+//! full, a read or write the operating system refused), 6 `convert --salvage` lost
+//! tensors (the rest written; `--accept-loss` makes it 0), 130/143 interrupted.
 
 pub mod cli;
 pub mod cmd;
@@ -25,6 +26,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<u8> {
         Command::Convert(a) => cmd::convert::run(&a, out),
         Command::Extract(a) => cmd::extract::run(&a, out),
         Command::Diff(a) => cmd::diff::run(&a, out),
+        Command::Stats(a) => cmd::stats::run(&a, out),
         Command::Formats(a) => cmd::formats::run(&a, out),
         Command::Tour(a) => cmd::tour::run(&a, out),
         Command::Keygen(a) => cmd::keys::run_keygen(&a, out),

@@ -205,14 +205,48 @@ fn a_damaged_fold_tensor_chunk_is_never_dropped_as_opaque() {
     assert!(out.status.success());
     let all = [out.stdout, out.stderr].concat();
     assert!(String::from_utf8_lossy(&all).contains("cannot be read"));
-    // --salvage converts the rest and names what it lost.
+    // --salvage converts the rest, names what it lost on stderr and in the report, and
+    // exits 6 (written, with losses) unless the loss is accepted.
     let out = run(&[&"convert", &"--salvage", &"--drop-metadata", &bad, &target]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{err}");
     assert!(
-        out.status.success(),
+        err.contains("nuclear_arrays") && err.contains("--accept-loss"),
+        "{err}"
+    );
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report
+            .lines()
+            .any(|l| l.starts_with("lost: ") && l.contains("nuclear_arrays")),
+        "{report}"
+    );
+    assert!(target.exists());
+    std::fs::remove_file(&target).unwrap();
+    let out = run(&[
+        &"convert",
+        &"--salvage",
+        &"--accept-loss",
+        &"--drop-metadata",
+        &bad,
+        &target,
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(target.exists());
+    // An intact file loses nothing: exit 0 with --salvage alone.
+    let out = run(&[
+        &"convert",
+        &"--salvage",
+        &"--drop-metadata",
+        &sample,
+        &target,
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("nuclear_arrays"));
 }
 
 #[test]

@@ -121,6 +121,48 @@ fn convert_with_ecc_then_damage_verify_and_repair() {
 }
 
 #[test]
+fn inspect_lists_a_fold_tensor_chunk_once() {
+    // pyfolds' MPJRDNeuron: six tensors in one npz chunk "nuclear_arrays".
+    let (code, out) = tessera(&["inspect", NEURON]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out.matches("nuclear_arrays/").count(), 6, "{out}");
+    assert!(
+        !out.lines()
+            .any(|l| l.trim_start().starts_with("nuclear_arrays ")),
+        "the chunk is listed again:\n{out}"
+    );
+    assert!(
+        out.contains("(1 chunk holds the tensors above: NPZ0)"),
+        "{out}"
+    );
+    // The shared chunk's bytes are counted once in the totals.
+    let (_, out) = tessera(&["inspect", NEURON, "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let chunk = doc["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "nuclear_arrays")
+        .unwrap();
+    assert_eq!(doc["totals"]["stored_bytes"], chunk["stored_bytes"]);
+    // One STEN chunk per tensor (Tessera's own FOLD): none listed again.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("t.fold");
+    let src = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tessera/tests/data/sets/gguf"
+    );
+    let (code, out) = tessera(&["convert", src, f.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    let (_, out) = tessera(&["inspect", f.to_str().unwrap()]);
+    assert!(
+        out.contains("(5 chunks hold the tensors above: STEN)"),
+        "{out}"
+    );
+    assert!(!out.contains("STEN "), "{out}");
+}
+
+#[test]
 fn repair_refuses_other_formats_and_bad_ecc_values() {
     let dir = tempfile::tempdir().unwrap();
     let other = dir.path().join("x.bin");

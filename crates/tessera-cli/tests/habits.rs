@@ -333,3 +333,38 @@ fn extract_to_stdout_and_suggestions_for_unknown_names() {
         .unwrap();
     assert!(!String::from_utf8_lossy(&o.stderr).contains("did you mean"));
 }
+
+#[test]
+fn convert_takes_the_output_as_dash_o_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("m.safetensors");
+    many_tensors(&src, 3);
+    let out = dir.path().join("m.zt");
+    let o = tessera()
+        .arg("convert")
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(&std::fs::read(&out).unwrap()[..8], b"ZTEN1000");
+    // Both forms at once, or neither, is a usage error.
+    let both = tessera()
+        .arg("convert")
+        .arg(&src)
+        .arg(dir.path().join("a.zt"))
+        .arg("-o")
+        .arg(dir.path().join("b.zt"))
+        .output()
+        .unwrap();
+    assert_eq!(both.status.code(), Some(2));
+    let neither = tessera().arg("convert").arg(&src).output().unwrap();
+    assert_eq!(neither.status.code(), Some(2));
+    assert!(!dir.path().join("a.zt").exists() && !dir.path().join("b.zt").exists());
+}

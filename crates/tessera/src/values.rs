@@ -92,6 +92,9 @@ impl ValueDiff {
     }
 }
 
+/// Bytes per parallel block in [`Stats::of`].
+const BLOCK: usize = 1 << 20;
+
 /// Value statistics of one tensor.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stats {
@@ -141,6 +144,53 @@ impl Stats {
                 self.push(x);
             }
         }
+    }
+    /// The statistics of a whole dense tensor's bytes, computed in parallel over blocks
+    /// of about 1 MiB and merged.
+    pub fn of(dtype: DType, bytes: &[u8]) -> Stats {
+        use rayon::prelude::*;
+        let size = dtype.size().max(1);
+        let block = (BLOCK / size).max(1) * size;
+        bytes
+            .par_chunks(block)
+            .map(|b| {
+                let mut s = Stats::default();
+                s.add(dtype, b);
+                s
+            })
+            .reduce(Stats::default, |mut a, b| {
+                a.merge(&b);
+                a
+            })
+    }
+    /// Adds the elements another [`Stats`] saw (Chan et al.'s parallel update of the
+    /// mean and the sum of squared deviations).
+    pub fn merge(&mut self, o: &Stats) {
+        self.count += o.count;
+        self.nan += o.nan;
+        self.pos_inf += o.pos_inf;
+        self.neg_inf += o.neg_inf;
+        self.zeros += o.zeros;
+        self.min = match (self.min, o.min) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.max = match (self.max, o.max) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        if o.finite == 0 {
+            return;
+        }
+        if self.finite == 0 {
+            (self.finite, self.mean, self.m2) = (o.finite, o.mean, o.m2);
+            return;
+        }
+        let n = (self.finite + o.finite) as f64;
+        let delta = o.mean - self.mean;
+        self.mean += delta * o.finite as f64 / n;
+        self.m2 += o.m2 + delta * delta * self.finite as f64 * o.finite as f64 / n;
+        self.finite += o.finite;
     }
     /// Adds one value.
     pub fn push(&mut self, x: f64) {
@@ -243,5 +293,27 @@ mod tests {
         assert_eq!(s.mean(), Some(0.0));
         assert!((s.std().unwrap() - 3.5f64.sqrt()).abs() < 1e-12);
         assert_eq!(Stats::default().mean(), None);
+    }
+
+    #[test]
+    fn parallel_blocks_merge_to_the_same_statistics() {
+        // 3 MiB of f32 with NaNs and infinities: several blocks.
+        let v: Vec<f32> = (0..(3 << 18))
+            .map(|i| match i % 1000 {
+                7 => f32::NAN,
+                8 => f32::INFINITY,
+                _ => ((i % 97) as f32 - 40.0) * 0.25,
+            })
+            .collect();
+        let bytes = f32s(&v);
+        let par = Stats::of(DType::F32, &bytes);
+        let mut seq = Stats::default();
+        seq.add(DType::F32, &bytes);
+        assert_eq!(
+            (par.count, par.nan, par.pos_inf, par.zeros, par.min, par.max),
+            (seq.count, seq.nan, seq.pos_inf, seq.zeros, seq.min, seq.max)
+        );
+        assert!((par.mean().unwrap() - seq.mean().unwrap()).abs() < 1e-9);
+        assert!((par.std().unwrap() - seq.std().unwrap()).abs() < 1e-9);
     }
 }

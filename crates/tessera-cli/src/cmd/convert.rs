@@ -110,10 +110,14 @@ pub fn write_options(args: &ConvertArgs) -> anyhow::Result<WriteOptions> {
     Ok(opts)
 }
 
+/// Exit code of a `--salvage` conversion that lost tensors (the rest written), unless
+/// `--accept-loss`.
+pub const EXIT_SALVAGED: u8 = 6;
+
 /// Runs the verb.
 pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     let format = match (
-        target_format(args.to.as_deref(), &args.output)?,
+        target_format(args.to.as_deref(), args.output_path())?,
         args.zt_version,
     ) {
         (Format::Ztensor | Format::ZtensorV2, Some(1)) => Format::Ztensor,
@@ -155,14 +159,23 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     }
     with_file(&args.input, &args.read, |file| {
         let progress = ProgressSource::new(file, &format!("converting to {}", format.name()));
-        let result = tessera::convert::convert_file(&progress, format, &args.output, conv, &opts);
+        let result =
+            tessera::convert::convert_file(&progress, format, args.output_path(), conv, &opts);
         progress.finish();
         let report = result.map_err(anyhow::Error::new)?;
-        if args.read.salvage {
-            // What salvage skipped (damaged arrays, unreadable tensor chunks).
-            for w in file.warnings() {
+        // What salvage skipped (damaged arrays, unreadable tensor chunks): the readers'
+        // warnings for them say "lost".
+        let lost: Vec<String> = if args.read.salvage {
+            let all = file.warnings();
+            for w in &all {
                 crate::term::warn(&format!("warning: {w}"));
             }
+            all.into_iter().filter(|w| w.contains("lost ")).collect()
+        } else {
+            Vec::new()
+        };
+        for l in &lost {
+            writeln!(out, "lost: {}", crate::term::escape(l))?;
         }
         if args.read.no_verify {
             writeln!(out, "note: stored digests not checked (--no-verify)")?;
@@ -170,7 +183,7 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         for n in &report.notes {
             writeln!(out, "note: {}", crate::term::escape(n))?;
         }
-        let size = std::fs::metadata(&args.output)
+        let size = std::fs::metadata(args.output_path())
             .map(|m| m.len())
             .unwrap_or(0);
         writeln!(
@@ -178,13 +191,22 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             "{} ({}) -> {} ({}): {} tensors, {}",
             args.input.display(),
             file.format().name(),
-            args.output.display(),
+            args.output_path().display(),
             format.name(),
             file.tensor_infos().len(),
             crate::output::human_bytes(size)
         )?;
         for extra in &report.extra_files {
             writeln!(out, "also wrote {}", extra.display())?;
+        }
+        if !lost.is_empty() && !args.accept_loss {
+            crate::term::warn(&format!(
+                "salvaged: {} written without {} lost part{} (exit {EXIT_SALVAGED}; --accept-loss says the loss is expected)",
+                args.output_path().display(),
+                lost.len(),
+                if lost.len() == 1 { "" } else { "s" }
+            ));
+            return Ok(EXIT_SALVAGED);
         }
         Ok(0)
     })

@@ -21,7 +21,8 @@ pub fn run(
 ) -> anyhow::Result<u8> {
     with_file(&args.input, &args.read, |file: &dyn Container| {
         let progress = ProgressSource::new(file, &format!("converting to {}", format.name()));
-        let result = tessera::set::convert_set(&progress, format, &args.output, split, conv, opts);
+        let result =
+            tessera::set::convert_set(&progress, format, args.output_path(), split, conv, opts);
         progress.finish();
         let report = result.map_err(anyhow::Error::new)?;
         if args.read.no_verify {
@@ -41,7 +42,7 @@ pub fn run(
             "{} ({}) -> {} ({}): {} tensors in {} files, {}",
             args.input.display(),
             file.format().name(),
-            args.output.display(),
+            args.output_path().display(),
             format.name(),
             file.tensor_infos().len(),
             report.files.len(),

@@ -69,9 +69,15 @@ impl Totals {
             all: (0, 0, 0),
             by_dtype: Vec::new(),
         };
+        // Tensors that share one stored range (a FOLD npz chunk) count its bytes once.
+        let mut seen = std::collections::HashSet::new();
         for i in infos {
             let params = i.numel().unwrap_or(0);
-            let bytes = i.storage.stored_bytes;
+            let shared = i
+                .storage
+                .offset
+                .is_some_and(|o| !seen.insert((o, i.storage.stored_bytes)));
+            let bytes = if shared { 0 } else { i.storage.stored_bytes };
             let add = |s: &mut (u64, u64, u64)| {
                 s.0 += 1;
                 s.1 = s.1.saturating_add(params);
@@ -212,12 +218,17 @@ pub fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             let by: Vec<String> = totals
                 .by_dtype
                 .iter()
-                .map(|(d, s)| {
-                    format!(
+                .map(|(d, s)| match s.2 {
+                    // Its tensors share stored bytes counted under another dtype.
+                    0 if s.1 > 0 => format!(
+                        "{d} {} (stored with others)",
+                        plural(s.0, "tensor", "tensors")
+                    ),
+                    _ => format!(
                         "{d} {} ({})",
                         plural(s.0, "tensor", "tensors"),
                         human_bytes(s.2)
-                    )
+                    ),
                 })
                 .collect();
             writeln!(
@@ -295,7 +306,38 @@ pub fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                 })
                 .collect();
             let located = inside.iter().any(|&n| n > 0);
+            // A chunk that is a tensor's own container (FOLD's STEN chunk "w" for tensor
+            // "w", its npz chunk "a" for tensors "a/x", "a/y") repeats the tensors
+            // listed above: counted, not listed again.
+            let own = |c: &tessera::ChunkInfo| {
+                c.holds_tensors
+                    && all.iter().any(|t| {
+                        t.name == c.name
+                            || t.name
+                                .strip_prefix(c.name.as_str())
+                                .is_some_and(|r| r.starts_with('/'))
+                    })
+            };
+            let mut kinds: Vec<&str> = Vec::new();
+            let mut owned = 0u64;
+            for c in file.chunks().iter().filter(|c| own(c)) {
+                owned += 1;
+                if !kinds.contains(&c.kind.as_str()) {
+                    kinds.push(&c.kind);
+                }
+            }
+            if owned > 0 {
+                writeln!(
+                    out,
+                    "  ({} the tensors above: {})",
+                    plural(owned, "chunk holds", "chunks hold"),
+                    escape(&kinds.join(", "))
+                )?;
+            }
             for (c, &inside) in file.chunks().iter().zip(&inside) {
+                if own(c) {
+                    continue;
+                }
                 let label = match inside {
                     0 if c.holds_tensors && !located => "  (tensors)".to_string(),
                     0 => String::new(),

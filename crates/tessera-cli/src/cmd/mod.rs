@@ -10,6 +10,7 @@ pub mod inspect;
 pub mod keys;
 pub mod repair;
 pub mod sign;
+pub mod stats;
 pub mod tour;
 pub mod verify;
 pub mod wtxt;

@@ -6,6 +6,8 @@
 //! Text output: one line per layer (how many subjects it checked, failed, repaired, did
 //! not check, and why not), then every failure and repair, then a summary line saying
 //! what was checked. `-v` lists every check; `--quiet` prints only failures and repairs.
+//! `--values` also decodes every tensor and fails (layer `values`) on NaN or Inf,
+//! naming the tensors and the counts.
 //!
 //! Exit codes: 0 when every digest checked holds, and also when there was nothing to
 //! check (the summary says "nothing to check", never "ok"); 1 when a check failed, and
@@ -73,6 +75,9 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             checks.append(&mut report.checks);
             report.checks = checks;
         }
+        if args.values {
+            check_values(file, &args.tensor, &mut report);
+        }
         spinner.finish();
         let outcome = Outcome::of(&report);
         if args.json {
@@ -106,6 +111,35 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         }
         Ok(outcome.exit_code())
     })
+}
+
+/// `--values`: every tensor's elements decoded, a NaN or an infinity a failure naming
+/// the tensor and the counts (with `--tensor`, only those named).
+fn check_values(file: &dyn Container, only: &[String], report: &mut VerifyReport) {
+    for info in file.tensor_infos() {
+        if !only.is_empty() && !only.contains(&info.name) {
+            continue;
+        }
+        let subject = format!("tensor {:?}", info.name);
+        match crate::cmd::stats::tensor_stats(file, info) {
+            Ok(Ok(s)) if s.non_finite() == 0 => report.ok(subject, "values"),
+            Ok(Ok(s)) => {
+                let mut what = Vec::new();
+                for (n, word) in [(s.nan, "NaN"), (s.pos_inf, "+Inf"), (s.neg_inf, "-Inf")] {
+                    if n > 0 {
+                        what.push(format!("{n} {word}"));
+                    }
+                }
+                report.failed(
+                    subject,
+                    "values",
+                    format!("{} of {} elements", what.join(", "), s.count),
+                );
+            }
+            Ok(Err(why)) => report.push(subject, "values", Status::NotChecked, Some(why)),
+            Err(e) => report.failed(subject, "values", format!("cannot be read: {e:#}")),
+        }
+    }
 }
 
 /// What a report adds up to.

@@ -1,0 +1,90 @@
+//! `tessera stats` against numpy on the same arrays (NaN and Inf placed on purpose;
+//! `tests/data/stats/gen.py` wrote them with numpy's own `savez` and numpy's results),
+//! and `verify --values` failing on NaN or Inf, naming the tensors.
+
+use std::process::{Command, Output};
+
+fn data(rel: &str) -> String {
+    format!(
+        "{}/../tessera/tests/data/stats/{rel}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+fn tessera(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn close(x: f64, y: f64) -> bool {
+    (x - y).abs() <= 1e-9 * y.abs().max(1.0)
+}
+
+#[test]
+fn stats_match_numpy() {
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data("expected.json")).unwrap()).unwrap();
+    let o = tessera(&["stats", &data("values.npz"), "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let tensors = doc["tensors"].as_array().unwrap();
+    let expected = expected.as_object().unwrap();
+    assert_eq!(tensors.len(), expected.len());
+    for t in tensors {
+        let name = t["name"].as_str().unwrap();
+        let e = &expected[name];
+        for k in ["count", "nan", "pos_inf", "neg_inf", "zeros"] {
+            assert_eq!(t[k], e[k], "{name} {k}");
+        }
+        for k in ["min", "max", "mean", "std"] {
+            let (x, y) = (t[k].as_f64().unwrap(), e[k].as_f64().unwrap());
+            assert!(close(x, y), "{name} {k}: ours {x}, numpy {y}");
+        }
+    }
+    // --filter, as inspect's.
+    let o = tessera(&["stats", &data("values.npz"), "--filter", "?", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<&str> = doc["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["w", "h", "d", "i"]);
+    // The text names the tensors with NaN or Inf.
+    let o = tessera(&["stats", &data("values.npz")]);
+    let t = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        t.lines().last().unwrap().ends_with("NaN or Inf in 2: w, h"),
+        "{t}"
+    );
+}
+
+#[test]
+fn verify_values_fails_on_nan_and_inf_naming_the_tensors() {
+    let f = data("values.npz");
+    let o = tessera(&["verify", "--values", &f]);
+    assert_eq!(o.status.code(), Some(1));
+    let t = String::from_utf8_lossy(&o.stdout).into_owned();
+    let failed: Vec<&str> = t.lines().filter(|l| l.starts_with("FAILED")).collect();
+    assert_eq!(failed.len(), 2, "{t}");
+    assert!(
+        failed[0].contains("tensor \"w\"")
+            && failed[0].contains("1 NaN, 1 +Inf, 1 -Inf of 2112 elements"),
+        "{t}"
+    );
+    assert!(
+        failed[1].contains("tensor \"h\"") && failed[1].contains("1 NaN"),
+        "{t}"
+    );
+    // Only the tensors named; and without --values the file verifies.
+    assert_eq!(
+        tessera(&["verify", "--values", "--tensor", "clean", &f])
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(tessera(&["verify", &f]).status.code(), Some(0));
+}

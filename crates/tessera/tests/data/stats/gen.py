@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Writes values.npz (numpy's own writer) and expected.json: numpy's statistics of each
+array, what `tessera stats` must report (tests/stats.rs in tessera-cli).
+
+min, max, mean and std are over the finite elements (std with ddof=0), in float64; nan,
+pos_inf, neg_inf and zeros are counts. NaN and infinities are placed on purpose.
+
+Run: python gen.py  (numpy 2.x)
+"""
+import json
+import pathlib
+
+import numpy as np
+
+here = pathlib.Path(__file__).parent
+rng = np.random.default_rng(16)
+
+w = rng.standard_normal((64, 33)).astype(np.float32)
+w[3, 4] = np.nan
+w[10, 0] = np.inf
+w[20, 7] = -np.inf
+w[5, :] = 0.0
+h = (rng.standard_normal(1000) * 100).astype(np.float16)  # some overflow to inf
+h[17] = np.nan
+arrays = {
+    "w": w,
+    "h": h,
+    "d": rng.uniform(-1e6, 1e6, 257).astype(np.float64),
+    "i": rng.integers(-(2**31), 2**31 - 1, 300, dtype=np.int32),
+    "u8": np.arange(256, dtype=np.uint8),
+    "flags": rng.integers(0, 2, 50).astype(np.bool_),
+    "clean": np.linspace(-1, 1, 101, dtype=np.float32),
+}
+np.savez(here / "values.npz", **arrays)
+
+expected = {}
+for name, a in arrays.items():
+    x = a.astype(np.float64).ravel()
+    fin = x[np.isfinite(x)]
+    expected[name] = {
+        "count": int(x.size),
+        "nan": int(np.isnan(x).sum()),
+        "pos_inf": int(np.isposinf(x).sum()),
+        "neg_inf": int(np.isneginf(x).sum()),
+        "zeros": int((x == 0).sum()),
+        "min": float(fin.min()),
+        "max": float(fin.max()),
+        "mean": float(fin.mean()),
+        "std": float(fin.std()),
+    }
+(here / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
