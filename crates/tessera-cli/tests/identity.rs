@@ -287,6 +287,75 @@ fn partial_verification_checks_only_the_named_tensors() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
 }
 
+/// The ECDSA P-256 pair written by Python's `cryptography` for the model-signing vectors.
+fn pem_keys() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tessera/tests/data/model_signing")
+}
+
+#[test]
+fn ecdsa_p256_keys_sign_manifests_that_survive_conversion() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write(&model(0.5), Format::Safetensors, dir.path());
+    let sub = dir.path().join("gguf");
+    std::fs::create_dir(&sub).unwrap();
+    let converted = write(&model(0.5), Format::Gguf, &sub);
+    let verify_with = |sig: &Path, public: &Path, file: &Path| {
+        run(&[
+            &"verify",
+            &file,
+            &"--signature",
+            &sig,
+            &"--public-key",
+            &public,
+        ])
+    };
+    // A PEM key another tool wrote.
+    let sig = dir.path().join("pem.sig");
+    let o = run(&[
+        &"sign",
+        &src,
+        &"--key",
+        &pem_keys().join("key.pem"),
+        &"-o",
+        &sig,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&sig).unwrap()).unwrap();
+    assert_eq!(doc["signature"]["algorithm"], "ecdsa-p256");
+    let o = verify_with(&sig, &pem_keys().join("key.pub.pem"), &converted);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = verify_with(&sig, &pem_keys().join("other.pub.pem"), &converted);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("not by the trusted key"), "{}", text(&o));
+    // keygen's own P-256 pair; an Ed25519 key does not verify its signature.
+    let key = dir.path().join("k");
+    let o = run(&[&"keygen", &"--algorithm", &"ecdsa-p256", &"-o", &key]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(std::fs::read_to_string(&key)
+        .unwrap()
+        .starts_with("-----BEGIN PRIVATE KEY-----"));
+    let o = run(&[&"sign", &src, &"--key", &key, &"-o", &sig]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = verify_with(&sig, &key.with_extension("pub"), &converted);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let ed = dir.path().join("ed");
+    assert!(run(&[&"keygen", &"-o", &ed]).status.success());
+    let o = verify_with(&sig, &ed.with_extension("pub"), &converted);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // A model-signing bundle needs an ECDSA key.
+    let o = run(&[
+        &"sign",
+        &src,
+        &"--format",
+        &"model-signing",
+        &"--key",
+        &ed,
+        &"-o",
+        &sig,
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
 /// Small helpers on `Model` for building variants.
 trait Edit {
     fn tensor_bytes(&self, name: &str) -> Vec<u8>;

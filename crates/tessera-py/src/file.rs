@@ -459,20 +459,21 @@ impl File {
         Ok(d)
     }
 
-    /// Signs the tensor manifest with a 32-byte Ed25519 secret key seed; returns the
-    /// signature file's text (`tessera-signed-manifest/1`).
+    /// Signs the tensor manifest with a secret key (a 32-byte Ed25519 seed, or an ECDSA
+    /// P-256 key as PEM text); returns the signature file's text
+    /// (`tessera-signed-manifest/1`).
     #[pyo3(signature = (secret_key, *, metadata=false))]
     fn sign(&self, py: Python<'_>, secret_key: Vec<u8>, metadata: bool) -> PyResult<String> {
-        let seed = key32(&secret_key, "secret_key")?;
+        let key = tessera::signing::key::SecretKey::from_bytes(&secret_key).py()?;
         py.detach(|| {
             self.shared
-                .with(|c| tessera::signing::SignedManifest::sign(c, metadata, &seed)?.to_json())
+                .with(|c| tessera::signing::SignedManifest::sign(c, metadata, &key)?.to_json())
         })
         .py()
     }
 
     /// Checks the tensors against a detached signature (`sign`'s text or bytes) with the
-    /// trusted 32-byte public key; only `tensors` when given. Same shape as `verify`.
+    /// trusted public key (32 Ed25519 bytes, or PEM text); only `tensors` when given. Same shape as `verify`.
     #[pyo3(signature = (signature, public_key, *, tensors=None))]
     fn verify_signature<'py>(
         &self,
@@ -481,7 +482,7 @@ impl File {
         public_key: Vec<u8>,
         tensors: Option<Vec<String>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let key = key32(&public_key, "public_key")?;
+        let key = tessera::signing::key::PublicKey::from_bytes(&public_key).py()?;
         let signed = tessera::signing::SignedManifest::parse(&signature).py()?;
         let only = tensors.unwrap_or_default();
         let report = py.detach(|| self.shared.with(|c| signed.verify(c, &key, &only)));
@@ -530,16 +531,6 @@ impl File {
             self.infos.len()
         )
     }
-}
-
-/// A 32-byte key from Python bytes, or an `InvalidInputError` naming `what`.
-fn key32(k: &[u8], what: &str) -> PyResult<[u8; 32]> {
-    <[u8; 32]>::try_from(k).map_err(|_| {
-        crate::values::to_py_err(tessera::Error::invalid_input(format!(
-            "{what} must be 32 bytes, got {}",
-            k.len()
-        )))
-    })
 }
 
 /// A verify report as `{"ok", "checks": [{subject, layer, status, detail}], "warnings"}`.

@@ -1,5 +1,5 @@
 //! `tessera sign FILE --key KEY -o model.sig [--metadata] [--format tessera|model-signing]`:
-//! a detached signature over the model's tensor manifest (see `tessera::signing`). It
+//! a detached signature (Ed25519 or ECDSA P-256, after the key) over the model's tensor manifest (see `tessera::signing`). It
 //! verifies against any conversion of the model: `tessera verify OTHER --signature
 //! model.sig --public-key KEY.pub`. `--format model-signing` writes an OpenSSF
 //! model-signing bundle over the model's files instead, carrying the tensor manifest
@@ -45,17 +45,8 @@ pub fn run(args: &SignArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                 format!("{count} file{}", if count == 1 { "" } else { "s" }),
             )
         } else {
-            let seed = match &key {
-                tessera::signing::key::SecretKey::Ed25519(seed) => *seed,
-                other => {
-                    return Err(anyhow::Error::new(tessera::Error::unsupported(format!(
-                        "a Tessera manifest signed with an {} key",
-                        other.algorithm()
-                    ))))
-                }
-            };
             (
-                SignedManifest::sign_id(&id, &seed)?.to_json()?,
+                SignedManifest::sign_id(&id, &key)?.to_json()?,
                 String::new(),
             )
         };
@@ -132,21 +123,7 @@ pub fn check_detached(
     args: &VerifyArgs,
 ) -> anyhow::Result<VerifyReport> {
     match detached {
-        Detached::Tessera(signed) => match key {
-            PublicKey::Ed25519(k) => Ok(signed.verify(file, k, &args.tensor)),
-            other => {
-                let mut r = VerifyReport::default();
-                r.failed(
-                    "signature",
-                    tessera::signing::LAYER,
-                    format!(
-                        "signed with ed25519, but the key given is {}",
-                        other.algorithm()
-                    ),
-                );
-                Ok(r)
-            }
-        },
+        Detached::Tessera(signed) => Ok(signed.verify(file, key, &args.tensor)),
         Detached::Bundle(b) => {
             let mut report = VerifyReport::default();
             let statement = match b.verify(key) {

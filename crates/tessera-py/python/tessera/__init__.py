@@ -98,26 +98,25 @@ def public_key(secret: bytes) -> bytes:
 
 
 def _key_bytes(key: Union[bytes, PathLike], what: str) -> bytes:
-    """An Ed25519 key as 32 bytes: given raw, or the path of a key file as ``tessera
-    keygen`` writes it (64 hex digits; 32 raw bytes accepted too)."""
+    """A key as bytes: an Ed25519 key as 32 bytes (given raw, or the path of a key file as
+    ``tessera keygen`` writes it: 64 hex digits, 32 raw bytes accepted too), or an ECDSA
+    P-256 key as PEM text (given, or the path of a PEM file), passed on as is."""
     if isinstance(key, (bytes, bytearray, memoryview)):
         raw = bytes(key)
-        if len(raw) == 32:
-            return raw
-        text = raw.decode("ascii", "replace")
     else:
         with _builtin_open(os.fspath(key), "rb") as f:
-            raw = f.read(4096)
-        if len(raw) == 32:
-            return raw
-        text = raw.decode("ascii", "replace")
+            raw = f.read(16384)
+    if len(raw) == 32 or raw.lstrip().startswith(b"-----BEGIN"):
+        return raw
+    text = raw.decode("ascii", "replace")
     words = text.split()
     try:
         value = bytes.fromhex(words[-1]) if words else b""
     except ValueError:
         value = b""
     if len(value) != 32:
-        raise InvalidInputError(f"not an Ed25519 {what} (32 bytes, or 64 hex digits)")
+        raise InvalidInputError(
+            f"not a {what}: Ed25519 (32 bytes, or 64 hex digits) or ECDSA P-256 PEM")
     return value
 
 
@@ -143,7 +142,8 @@ def sign(
     metadata: bool = False,
     **kwargs: Any,
 ) -> str:
-    """Signs a file's tensor manifest (Ed25519, as ``tessera sign``); writes it to
+    """Signs a file's tensor manifest (Ed25519 or ECDSA P-256 after the key, as ``tessera
+    sign``); writes it to
     ``output`` when given and returns its text."""
     text = open(path, **kwargs).sign(secret_key, metadata=metadata)
     if output is not None:
@@ -303,7 +303,8 @@ class File(Mapping):
         return self._f.identity(metadata=metadata)
 
     def sign(self, secret_key: Union[bytes, PathLike], *, metadata: bool = False) -> str:
-        """A detached Ed25519 signature over the tensor manifest, as the text of a
+        """A detached Ed25519 or ECDSA P-256 signature over the tensor manifest (a
+        ``tessera keygen`` key of either algorithm, or PEM P-256), as the text of a
         ``.sig`` file; it verifies against any conversion of the model."""
         return self._f.sign(_key_bytes(secret_key, "secret key"), metadata=metadata)
 

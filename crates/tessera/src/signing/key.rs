@@ -64,6 +64,24 @@ fn pem_text<'a>(bytes: &'a [u8], path: &Path) -> Result<&'a str> {
     })
 }
 
+/// 32 raw bytes, or 64 hex digits (surrounding whitespace allowed).
+fn raw_or_hex(bytes: &[u8], what: &str) -> Result<[u8; 32]> {
+    if let Ok(k) = <[u8; 32]>::try_from(bytes) {
+        return Ok(k);
+    }
+    std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|t| crate::util::unhex(t.trim()))
+        .and_then(|v| <[u8; 32]>::try_from(v).ok())
+        .ok_or_else(|| {
+            Error::invalid_input(format!(
+                "not a key: an Ed25519 {what} is 32 bytes or 64 hex digits, an ECDSA P-256 \
+                 key PEM text; got {} bytes",
+                bytes.len()
+            ))
+        })
+}
+
 impl SecretKey {
     /// Reads a secret key file of either kind (see the module docs).
     pub fn load(path: &Path) -> Result<SecretKey> {
@@ -73,6 +91,17 @@ impl SecretKey {
         }
         SecretKey::from_pem(pem_text(&bytes, path)?)
             .map_err(|e| Error::invalid_input(format!("{}: {}", path.display(), e.message())))
+    }
+
+    /// A key given as bytes (Python's API): PEM text (ECDSA P-256), 32 raw bytes or 64 hex
+    /// digits (an Ed25519 seed).
+    pub fn from_bytes(bytes: &[u8]) -> Result<SecretKey> {
+        if is_pem(bytes) {
+            let text = std::str::from_utf8(bytes)
+                .map_err(|_| Error::invalid_input("a PEM secret key that is not text"))?;
+            return SecretKey::from_pem(text);
+        }
+        raw_or_hex(bytes, "secret key").map(SecretKey::Ed25519)
     }
 
     /// Parses a PEM ECDSA P-256 secret key (PKCS#8 or SEC1).
@@ -144,6 +173,20 @@ impl PublicKey {
         }
         PublicKey::from_pem(pem_text(&bytes, path)?)
             .map_err(|e| Error::invalid_input(format!("{}: {}", path.display(), e.message())))
+    }
+
+    /// A key given as bytes (Python's API): PEM text (ECDSA P-256), 32 raw bytes or 64 hex
+    /// digits (Ed25519).
+    pub fn from_bytes(bytes: &[u8]) -> Result<PublicKey> {
+        if is_pem(bytes) {
+            let text = std::str::from_utf8(bytes)
+                .map_err(|_| Error::invalid_input("a PEM public key that is not text"))?;
+            return PublicKey::from_pem(text);
+        }
+        let k = raw_or_hex(bytes, "public key")?;
+        ed25519_dalek::VerifyingKey::from_bytes(&k)
+            .map_err(|_| Error::invalid_input("not a valid Ed25519 public key"))?;
+        Ok(PublicKey::Ed25519(k))
     }
 
     /// Parses a PEM SubjectPublicKeyInfo ECDSA P-256 key.

@@ -25,6 +25,11 @@
 //! }
 //! ```
 //!
+//! With an ECDSA P-256 key (`tessera keygen --algorithm ecdsa-p256`, or any PEM P-256 key
+//! such as OpenSSF model-signing uses) the `signature` is `{"algorithm": "ecdsa-p256",
+//! "public_key": <66 hex: the compressed SEC1 point>, "value": <128 hex: r ‖ s>}`, an
+//! ECDSA signature with SHA-256 over the same message.
+//!
 //! The signed message is `"tessera-signed-manifest/1\0"` followed by the manifest
 //! re-encoded canonically (the object above with exactly those keys in that order, no
 //! whitespace, serde_json's string escaping), so whitespace or key order added by
@@ -39,6 +44,7 @@ pub mod key;
 use std::collections::HashMap;
 
 use ed25519_dalek::{Signer, SigningKey, Verifier, VerifyingKey};
+use key::{PublicKey, SecretKey};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -176,9 +182,10 @@ pub struct SignedManifest {
     pub metadata: Option<Digest>,
     /// Per-tensor entries, in name order.
     pub tensors: Vec<TensorId>,
-    /// The signer's Ed25519 public key.
-    pub public_key: [u8; 32],
-    /// The Ed25519 signature over [`SignedManifest::message`].
+    /// The signer's public key.
+    pub public_key: PublicKey,
+    /// The signature over the manifest's message: 64 bytes for either algorithm
+    /// (Ed25519's, or ECDSA's r ‖ s).
     pub signature: [u8; 64],
 }
 
@@ -209,22 +216,28 @@ fn message(doc: &ManifestDoc) -> Result<Vec<u8>> {
 
 impl SignedManifest {
     /// Hashes every tensor of `src` (and its metadata when `with_metadata`) and signs the
-    /// manifest with the Ed25519 secret key `seed`.
-    pub fn sign(src: &dyn TensorSource, with_metadata: bool, seed: &[u8; 32]) -> Result<Self> {
+    /// manifest with `key` (Ed25519 or ECDSA P-256).
+    pub fn sign(src: &dyn TensorSource, with_metadata: bool, key: &SecretKey) -> Result<Self> {
         let id = identity::model_id(src, with_metadata)?;
-        Self::sign_id(&id, seed)
+        Self::sign_id(&id, key)
     }
 
     /// Signs an identity already computed.
-    pub fn sign_id(id: &identity::ModelId, seed: &[u8; 32]) -> Result<Self> {
-        let key = SigningKey::from_bytes(seed);
+    pub fn sign_id(id: &identity::ModelId, key: &SecretKey) -> Result<Self> {
         let doc = manifest_doc(id.root, id.metadata, &id.tensors);
-        let signature = key.sign(&message(&doc)?).to_bytes();
+        let msg = message(&doc)?;
+        let signature = match key {
+            SecretKey::Ed25519(seed) => SigningKey::from_bytes(seed).sign(&msg).to_bytes(),
+            SecretKey::EcdsaP256(k) => {
+                let sig: p256::ecdsa::Signature = p256::ecdsa::signature::Signer::sign(k, &msg);
+                sig.to_bytes().into()
+            }
+        };
         Ok(SignedManifest {
             id: id.root,
             metadata: id.metadata,
             tensors: id.tensors.clone(),
-            public_key: key.verifying_key().to_bytes(),
+            public_key: key.public(),
             signature,
         })
     }
@@ -235,8 +248,8 @@ impl SignedManifest {
             kind: TYPE.to_string(),
             manifest: manifest_doc(self.id, self.metadata, &self.tensors),
             signature: SignatureDoc {
-                algorithm: "ed25519".into(),
-                public_key: crate::util::hex(&self.public_key),
+                algorithm: self.public_key.algorithm().into(),
+                public_key: self.public_key.to_hex(),
                 value: crate::util::hex(&self.signature),
             },
         };
@@ -265,10 +278,12 @@ impl SignedManifest {
                 doc.kind
             )));
         }
-        if doc.signature.algorithm != "ed25519" {
+        let algorithm = doc.signature.algorithm.as_str();
+        if algorithm != key::ED25519 && algorithm != key::ECDSA_P256 {
             return Err(Error::unsupported(format!(
-                "signature algorithm {:?} (this reads ed25519)",
-                doc.signature.algorithm
+                "signature algorithm {algorithm:?} (this reads {} and {})",
+                key::ED25519,
+                key::ECDSA_P256
             )));
         }
         let fixed = |s: &str, n: usize, what: &str| {
@@ -276,8 +291,12 @@ impl SignedManifest {
                 .filter(|v| v.len() == n)
                 .ok_or_else(|| bad(format!("{what} is not {} hex digits", 2 * n)))
         };
-        let mut public_key = [0u8; 32];
-        public_key.copy_from_slice(&fixed(&doc.signature.public_key, 32, "public_key")?);
+        let public_key =
+            PublicKey::from_hex(algorithm, &doc.signature.public_key).ok_or_else(|| {
+                bad(format!(
+                    "public_key is not an {algorithm} public key in hex"
+                ))
+            })?;
         let mut signature = [0u8; 64];
         signature.copy_from_slice(&fixed(&doc.signature.value, 64, "signature value")?);
         let Manifest {
@@ -294,22 +313,36 @@ impl SignedManifest {
         })
     }
 
-    /// Checks the Ed25519 signature against `public_key` (the key the caller trusts; a
-    /// manifest signed by another key fails, saying so).
-    pub fn check_signature(&self, public_key: &[u8; 32]) -> Result<()> {
+    /// Checks the signature against `public_key` (the key the caller trusts; a manifest
+    /// signed by another key fails, saying so).
+    pub fn check_signature(&self, public_key: &PublicKey) -> Result<()> {
         if &self.public_key != public_key {
             return Err(Error::integrity(format!(
-                "signed by key {}, not by the trusted key {}",
-                crate::util::hex(&self.public_key),
-                crate::util::hex(public_key)
+                "signed by the {} key {}, not by the trusted key ({} {})",
+                self.public_key.algorithm(),
+                self.public_key.to_hex(),
+                public_key.algorithm(),
+                public_key.to_hex()
             )));
         }
-        let key = VerifyingKey::from_bytes(public_key)
-            .map_err(|_| Error::invalid_input("not a valid Ed25519 public key"))?;
         let doc = manifest_doc(self.id, self.metadata, &self.tensors);
-        let sig = ed25519_dalek::Signature::from_bytes(&self.signature);
-        key.verify(&message(&doc)?, &sig)
-            .map_err(|_| Error::integrity("the Ed25519 signature does not match the manifest"))
+        let msg = message(&doc)?;
+        let ok = match public_key {
+            PublicKey::Ed25519(k) => VerifyingKey::from_bytes(k)
+                .map_err(|_| Error::invalid_input("not a valid Ed25519 public key"))?
+                .verify(&msg, &ed25519_dalek::Signature::from_bytes(&self.signature))
+                .is_ok(),
+            PublicKey::EcdsaP256(k) => p256::ecdsa::Signature::from_slice(&self.signature)
+                .is_ok_and(|sig| p256::ecdsa::signature::Verifier::verify(k, &msg, &sig).is_ok()),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::integrity(format!(
+                "the {} signature does not match the manifest",
+                public_key.algorithm()
+            )))
+        }
     }
 
     /// Verifies `src` against this manifest with the trusted `public_key`: the
@@ -319,7 +352,7 @@ impl SignedManifest {
     pub fn verify(
         &self,
         src: &dyn TensorSource,
-        public_key: &[u8; 32],
+        public_key: &PublicKey,
         only: &[String],
     ) -> VerifyReport {
         let mut report = VerifyReport::default();
@@ -449,26 +482,55 @@ mod tests {
         m
     }
 
+    fn keys() -> [SecretKey; 2] {
+        [
+            SecretKey::Ed25519([7u8; 32]),
+            SecretKey::generate(key::ECDSA_P256).unwrap(),
+        ]
+    }
+
     #[test]
     fn sign_parse_verify() {
-        let seed = [7u8; 32];
-        let public = crate::util::keys::public_key(&seed);
-        let s = SignedManifest::sign(&model(1.0), false, &seed).unwrap();
-        let text = s.to_json().unwrap();
-        let back = SignedManifest::parse(text.as_bytes()).unwrap();
-        assert_eq!(back, s);
-        assert!(back.verify(&model(1.0), &public, &[]).is_ok());
-        let r = back.verify(&model(3.0), &public, &[]);
-        assert_eq!(r.failures().count(), 2, "{r:?}");
-        let other = crate::util::keys::public_key(&[8u8; 32]);
-        assert!(!back.verify(&model(1.0), &other, &[]).is_ok());
+        for key in keys() {
+            let public = key.public();
+            let s = SignedManifest::sign(&model(1.0), false, &key).unwrap();
+            let text = s.to_json().unwrap();
+            assert!(text.contains(key.algorithm()), "{text}");
+            let back = SignedManifest::parse(text.as_bytes()).unwrap();
+            assert_eq!(back, s);
+            assert!(back.verify(&model(1.0), &public, &[]).is_ok());
+            let r = back.verify(&model(3.0), &public, &[]);
+            assert_eq!(r.failures().count(), 2, "{r:?}");
+            let others = [
+                SecretKey::Ed25519([9u8; 32]),
+                SecretKey::generate(key::ECDSA_P256).unwrap(),
+            ];
+            for other in others {
+                assert!(!back.verify(&model(1.0), &other.public(), &[]).is_ok());
+            }
+        }
+    }
+
+    #[test]
+    fn a_signature_of_the_other_algorithm_or_a_changed_value_fails() {
+        let [ed, ec] = keys();
+        let s = SignedManifest::sign(&model(1.0), false, &ec).unwrap();
+        // The ECDSA manifest presented as signed by the Ed25519 key: refused.
+        let mut swapped = s.clone();
+        swapped.public_key = ed.public();
+        assert!(swapped.check_signature(&ed.public()).is_err());
+        let mut flipped = s.clone();
+        flipped.signature[10] ^= 1;
+        let e = flipped.check_signature(&ec.public()).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Integrity);
+        assert!(e.to_string().contains("ecdsa-p256"), "{e}");
     }
 
     #[test]
     fn a_tampered_manifest_is_refused() {
-        let seed = [7u8; 32];
-        let public = crate::util::keys::public_key(&seed);
-        let s = SignedManifest::sign(&model(1.0), false, &seed).unwrap();
+        let key = SecretKey::Ed25519([7u8; 32]);
+        let public = key.public();
+        let s = SignedManifest::sign(&model(1.0), false, &key).unwrap();
         let text = s.to_json().unwrap();
         // Edit one entry's digest: the id no longer matches its entries.
         let d = s.tensors[0].digest.to_prefixed();
@@ -504,10 +566,10 @@ mod tests {
 
     #[test]
     fn partial_verification_reads_only_the_named_tensors() {
-        let seed = [7u8; 32];
-        let public = crate::util::keys::public_key(&seed);
+        let key = SecretKey::Ed25519([7u8; 32]);
+        let public = key.public();
         let m = model(1.0);
-        let s = SignedManifest::sign(&m, false, &seed).unwrap();
+        let s = SignedManifest::sign(&m, false, &key).unwrap();
         let counting = Counting(&m, std::cell::Cell::new(0));
         let r = s.verify(&counting, &public, &["a".to_string()]);
         assert!(r.is_ok(), "{r:?}");
