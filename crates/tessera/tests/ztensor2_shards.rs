@@ -214,3 +214,65 @@ fn a_model_written_as_a_shard_set_reads_back_whole() {
     assert!(f.tensor_infos().is_empty());
     assert!(f.warnings().iter().any(|w| w.contains("data shard")));
 }
+
+#[test]
+fn the_content_digest_is_the_references_in_every_layout() {
+    use std::io::Cursor;
+    use tessera::convert::{write_to, Compression, WriteOptions};
+    use tessera::formats::ztensor2::Ztensor2File;
+    use tessera::set::{convert_set, Split};
+    let want = expected();
+    let root = std::fs::read(format!("{DIR}model.zt")).unwrap();
+    let opts = ReadOptions::default();
+    let digest = |bytes: &[u8], sha: bool| {
+        Ztensor2File::parse(bytes, &opts)
+            .unwrap()
+            .content_digest(sha)
+            .unwrap()
+    };
+    // From the root's manifest alone, as Python computed it from the definition.
+    assert_eq!(digest(&root, false), want["content"]["xxh3"]);
+    assert_eq!(digest(&root, true), want["content"]["sha256"]);
+    // The same model rewritten by us: one canonical file, zstd parts, a shard set.
+    let model = open_path(Path::new(&format!("{DIR}model.zt")), &opts).unwrap();
+    for compression in [Compression::None, Compression::Zstd(3)] {
+        let w = WriteOptions {
+            compression,
+            ..WriteOptions::default()
+        };
+        let mut out = Cursor::new(Vec::new());
+        write_to(tessera::Format::ZtensorV2, model.container(), &mut out, &w).unwrap();
+        assert_eq!(digest(out.get_ref(), false), want["content"]["xxh3"]);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let set_root = dir.path().join("m.zt");
+    convert_set(
+        model.container(),
+        tessera::Format::ZtensorV2,
+        &set_root,
+        Split::Shards(2),
+        Default::default(),
+        &Default::default(),
+    )
+    .unwrap();
+    let bytes = std::fs::read(&set_root).unwrap();
+    assert_eq!(digest(&bytes, true), want["content"]["sha256"]);
+    // A tensor changed changes it.
+    let mut m = tessera::Model::new();
+    for info in model.container().tensor_infos() {
+        let mut v = model.container().tensor(&info.name).unwrap().into_owned();
+        if info.name == "local" {
+            v.parts[0].bytes.to_mut()[0] ^= 1;
+        }
+        m.push(v).unwrap();
+    }
+    let mut out = Cursor::new(Vec::new());
+    write_to(
+        tessera::Format::ZtensorV2,
+        &m,
+        &mut out,
+        &WriteOptions::default(),
+    )
+    .unwrap();
+    assert_ne!(digest(out.get_ref(), false), want["content"]["xxh3"]);
+}

@@ -95,6 +95,14 @@
 //! shard digests, the root `<stem>.zt` holding no blobs of its own. Identical parts are
 //! shared within a shard, not across shards.
 //!
+//! # `zt.content/1`
+//!
+//! [`Ztensor2File::content_digest`]: the model's content digest as the reference
+//! implementation defines it (`content.rs`), from the manifest alone: equal for a model
+//! in one file or a shard set, raw or zstd, whenever the part digests use one
+//! algorithm. Not in ztensor 2.1.2 (nor in its Python API); checked against a value
+//! computed by Python (`cbor2`, `hashlib`) in `tests/data/ztensor2/shards/gen.py`.
+//!
 //! # Deviations from the spec, and why
 //!
 //! - A layout that is not a registered id (a GGUF tensor's `ggml_q8_0`, say) is written
@@ -121,6 +129,7 @@
 //! - Names are not checked for NFC (the spec leaves that to writers).
 
 mod cbor;
+mod content;
 mod layout;
 mod raw;
 mod read;

@@ -29,6 +29,8 @@ pub struct Ztensor2File<'data> {
     shard_srcs: Vec<SourceRef<'data>>,
     /// The file's path, named by read errors (set with the shards, by `set/`).
     file: Option<String>,
+    /// The CBOR `zt.content/1` hashes, or why the model has none.
+    content: std::result::Result<Vec<u8>, String>,
     metadata: Metadata,
     /// Tensors in name order.
     infos: Vec<TensorInfo>,
@@ -226,6 +228,7 @@ impl<'data> Ztensor2File<'data> {
         }
         let mut objects: Vec<ObjectRef> = manifest.objects;
         objects.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        let content = super::content::content_bytes(&objects);
         let mut infos = Vec::with_capacity(objects.len());
         let mut entries = Vec::with_capacity(objects.len());
         for o in objects {
@@ -246,6 +249,7 @@ impl<'data> Ztensor2File<'data> {
             shards: manifest.shards,
             shard_srcs: Vec::new(),
             file: None,
+            content,
             metadata,
             infos,
             entries,
@@ -358,6 +362,18 @@ impl<'data> Ztensor2File<'data> {
             }
             _ => Ok(()),
         }))
+    }
+
+    /// The model's `zt.content/1` digest (`xxh3:<hex>`, or `sha256:<hex>` when
+    /// `sha256`): the same for the same tensors in any layout, shards or encodings
+    /// (see `content.rs`). `Unsupported` when a part carries no digest.
+    pub fn content_digest(&self, sha256: bool) -> Result<String> {
+        let bytes = self.content.as_ref().map_err(Error::unsupported)?;
+        Ok(if sha256 {
+            format!("sha256:{}", crate::util::hex(&crate::util::sha256(bytes)))
+        } else {
+            format!("xxh3:{:016x}", xxhash_rust::xxh3::xxh3_64(bytes))
+        })
     }
 
     /// The footer.

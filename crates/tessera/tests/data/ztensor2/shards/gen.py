@@ -15,7 +15,8 @@ ztensor 2.1.2 reads shard tables but its Python `Writer` writes no external part
 Then ztensor 2.1.2 opens `model.zt` (positional resolution `<stem>-<name>.zt`),
 `verify(deep=True)` checks the shard digests, and every tensor it reads must equal
 the numpy array it came from. `expected.json`: per tensor, dtype, shape and the
-SHA-256 of each part's bytes, from numpy (never from Tessera).
+SHA-256 of each part's bytes, from numpy (never from Tessera); and the model's
+`zt.content/1` digests, computed here from the reference's definition.
 """
 
 import hashlib
@@ -126,9 +127,22 @@ def main():
     src.close()
     checked, undigested = ztensor.verify(os.path.join(HERE, "model.zt"), deep=True)
     assert checked > 0 and undigested == 0, (checked, undigested)
+    # zt.content/1, as the reference defines it (ztensor's Manifest::content_digest):
+    # the manifest's objects without blobs, shards or encodings.
+    content = []
+    for name, obj in objects.items():
+        o = {"shape": obj["shape"], "layout": obj["layout"], "parts": {
+            p: {k: v for k, v in part.items() if k in ("dtype", "type", "digest")}
+            for p, part in obj["parts"].items()}}
+        if "attributes" in obj:
+            o["attributes"] = obj["attributes"]
+        content.append((name, o))
+    cbytes = cbor2.dumps(["zt.content/1", dict(content)], canonical=True)
+    digests = {"xxh3": "xxh3:%016x" % xxhash.xxh3_64_intdigest(cbytes),
+               "sha256": "sha256:" + sha(cbytes)}
     with open(os.path.join(HERE, "expected.json"), "w") as f:
-        json.dump({"attributes": {"model": "sharded", "layers": 2}, "tensors": expected}, f,
-                  indent=1, sort_keys=True)
+        json.dump({"attributes": {"model": "sharded", "layers": 2}, "tensors": expected,
+                   "content": digests}, f, indent=1, sort_keys=True)
         f.write("\n")
     print("ok", len(expected), "tensors")
 
