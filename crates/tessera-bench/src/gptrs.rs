@@ -238,18 +238,18 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
     let g_map = best_of(opts.reps, || -> tessera::Result<u64> {
         let data = tessera::FileData::open(&gplain)?;
         let f = GptrsFile::parse(&data, &Limits::default())?;
-        let mut s = 0;
+        let mut s = 0u64;
         for i in f.tensor_infos() {
-            s += read_all(f.tensor(&i.name)?.data()?);
+            s = s.wrapping_add(read_all(f.tensor(&i.name)?.data()?));
         }
         Ok(s)
     })?;
     let s_map = best_of(opts.reps, || -> tessera::Result<u64> {
         let data = tessera::FileData::open(&spath)?;
         let st = SafeTensors::deserialize(&data).map_err(st_err)?;
-        let mut s = 0;
+        let mut s = 0u64;
         for n in st.names() {
-            s += read_all(st.tensor(n).map_err(st_err)?.data());
+            s = s.wrapping_add(read_all(st.tensor(n).map_err(st_err)?.data()));
         }
         Ok(s)
     })?;

@@ -1,10 +1,14 @@
-//! `cargo run --release -p tessera-bench -- <suite> [--size-mib N]`
+//! `cargo run --release -p tessera-bench -- <suite> [--size-mib N]`, or `-- all` for
+//! every suite plus the benchmark table (Rust and Python rows), written to
+//! docs/benchmarks.md and docs/benchmarks.svg ([`all`]).
 //!
 //! Each suite prints throughput in MB/s for Tessera and, in the same run, for the bound
 //! or peer it is measured against, and the ratio. Timings are printed, never asserted.
 
 // Shared pieces are used by suites that land one format at a time.
 mod aero;
+mod all;
+mod chart;
 #[allow(dead_code)]
 mod common;
 mod fold;
@@ -13,34 +17,43 @@ mod gguf;
 mod gguf_quants;
 mod gptrs;
 mod identity;
+mod issue;
 mod npy;
 mod safetensors;
 mod wtxt;
 mod ztensor;
+
+/// Every suite, in the order `all` runs them.
+const SUITES: &[all::Suite] = &[
+    ("baseline", common::baseline),
+    ("foundation", foundation::run),
+    ("ztensor", ztensor::run),
+    ("safetensors", safetensors::run),
+    ("npy", npy::run),
+    ("fold", fold::run),
+    ("aero", aero::run),
+    ("gptrs", gptrs::run),
+    ("gguf", gguf::run),
+    ("gguf-quants", gguf_quants::run),
+    ("wtxt", wtxt::run),
+    ("identity", identity::run),
+];
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let suite = args.first().map(String::as_str).unwrap_or("help");
     let opts = common::Opts::parse(&args[1.min(args.len())..]);
     let result = match suite {
-        "baseline" => common::baseline(&opts),
-        "aero" => aero::run(&opts),
-        "fold" => fold::run(&opts),
-        "foundation" => foundation::run(&opts),
-        "gguf" => gguf::run(&opts),
-        "gguf-quants" => gguf_quants::run(&opts),
-        "gptrs" => gptrs::run(&opts),
-        "identity" => identity::run(&opts),
-        "npy" => npy::run(&opts),
-        "safetensors" => safetensors::run(&opts),
-        "wtxt" => wtxt::run(&opts),
-        "ztensor" => ztensor::run(&opts),
-        _ => {
-            eprintln!(
-                "suites: baseline aero fold foundation gguf gguf-quants gptrs identity npy safetensors wtxt ztensor"
-            );
-            std::process::exit(2);
-        }
+        "all" => all::run(&opts, SUITES),
+        "table" => all::run(&opts, &[]),
+        name => match SUITES.iter().find(|(n, _)| *n == name) {
+            Some((_, run)) => run(&opts),
+            None => {
+                let names: Vec<&str> = SUITES.iter().map(|(n, _)| *n).collect();
+                eprintln!("suites: all table {}", names.join(" "));
+                std::process::exit(2);
+            }
+        },
     };
     if let Err(e) = result {
         eprintln!("tessera-bench: {e}");

@@ -1,28 +1,40 @@
 #!/usr/bin/env python3
-"""load_file / save_file throughput: tessera against safetensors (.safetensors) and the
-original zTensor package (ztensor==1.0.1, .zt), in one run, with ratios.
+"""Python save/load rows of the benchmark table: tessera against safetensors
+(.safetensors) and the original zTensor package (ztensor==1.0.1, .zt), in one run.
 
-    python crates/tessera-py/bench/bench_load.py                 # ~1 GiB, 200 f32 tensors
-    python crates/tessera-py/bench/bench_load.py --size-mib 64   # quick
+    python crates/tessera-py/bench/bench_load.py                 # 1 GiB, 200 f32 tensors
+    python crates/tessera-py/bench/bench_load.py --quick         # 64 MiB smoke run
+    python crates/tessera-py/bench/bench_load.py --json rows.json
 
-Each figure is the best of --repeat runs on a warm page cache (the files were just
-written). Loads are measured two ways: ``load_file`` as a drop-in (it copies into
-writable arrays the caller owns, as safetensors and ztensor do: the like-for-like
-comparison; tessera copies into huge-page-advised buffers, packing tensors under 2 MiB
-together) and ``load_file(copy=False)`` (zero-copy, read-only arrays over the mapped
-file). Each is timed for the call alone (the zero-copy load maps the file and reads
-nothing yet) and for the call plus touching every page of every array, which is what a
-user ends up paying. Ratios are peer time / tessera time: above 1 means tessera is
-faster. tessera's save fsyncs and renames (atomic
-write); the peers do not, so save is also shown with the peer's file fsynced after its
-save ("peer+fsync"), the like-for-like durable comparison.
+`cargo run --release -p tessera-bench -- all` runs this script and puts its rows into
+docs/benchmarks.md beside the Rust ones.
+
+Method, so that a ratio means the same thing twice on a noisy shared machine:
+- the two sides of a row alternate, repetition by repetition (ours, peer, peer, ours,
+  …), on the same model and, for loads, on the same file (written by the peer);
+- before every timed operation: ``os.sync()`` (the previous save's write-back is not
+  paid by the next operation), then for cold rows the page cache is dropped
+  (``echo 3 > /proc/sys/vm/drop_caches`` as root; otherwise the file's own pages are
+  evicted with ``posix_fadvise(DONTNEED)``, which needs no privilege; the method used is
+  printed and recorded);
+- each side's figure is the median of its repetitions, with min–max beside it; the
+  ratio is peer median / tessera median (above 1: tessera is faster).
+
+Rows: durable saves (tessera's default atomic, fsynced save against the peer's
+``save_file`` followed by an fsync of the file), non-durable saves (``durable=False``
+against the peer's plain ``save_file``: neither fsyncs), ``load_file`` cold and hot
+(both return writable arrays the caller owns), and the .zt rows against ztensor. Timings
+are printed, never asserted.
 """
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
+import platform
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -41,75 +53,127 @@ def make_model(size_mib: int, n: int) -> dict:
     return {f"model.layers.{i // 8}.w{i % 8}": np.roll(base, i) for i in range(n)}
 
 
-def touch(arrays: dict) -> int:
-    """Reads one byte per 4 KiB page of every array (faults the pages in)."""
-    s = 0
-    for a in arrays.values():
-        u = a.reshape(-1).view(np.uint8)
-        s += int(u[::4096].sum())
-    return s
+class Cache:
+    """Settles write-back and, for cold rows, empties the page cache of a file."""
 
-
-def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        t0 = time.perf_counter()
-        r = fn()
-        times.append(time.perf_counter() - t0)
-        del r
-    return min(times)
-
-
-def durable(save, path):
-    """Runs a peer's save, then fsyncs the file, as tessera's atomic save does."""
-
-    def run():
-        save()
-        fd = os.open(path, os.O_RDONLY)
+    def __init__(self) -> None:
+        self.method = "drop_caches"
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            os.sync()
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")
+        except OSError:
+            self.method = "fadvise" if hasattr(os, "posix_fadvise") else "none"
 
-    return run
+    def settle(self, cold_path: str | None = None) -> None:
+        os.sync()
+        if cold_path is None:
+            return
+        if self.method == "drop_caches":
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")
+        elif self.method == "fadvise":
+            fd = os.open(cold_path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
 
 
-def row(label: str, nbytes: int, t_ours: float, t_peer: float, peer: str) -> None:
+def fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def interleaved(cache: Cache, ours, peer, reps: int, cold_path: str | None = None):
+    """Times `ours` and `peer` alternately (ABBA order), settling the cache before each;
+    returns the two lists of seconds."""
+    t = {"ours": [], "peer": []}
+    for r in range(reps):
+        order = [("ours", ours), ("peer", peer)]
+        if r % 2:
+            order.reverse()
+        for side, fn in order:
+            gc.collect()
+            cache.settle(cold_path)
+            t0 = time.perf_counter()
+            result = fn()
+            t[side].append(time.perf_counter() - t0)
+            del result
+    return t["ours"], t["peer"]
+
+
+ROWS = []
+
+
+def row(name: str, peer: str, nbytes: int, ours, theirs, goal: float, note: str = "") -> None:
+    mo, mp = statistics.median(ours), statistics.median(theirs)
+    ratio = mp / mo
+    ROWS.append(
+        {
+            "row": name,
+            "peer": peer,
+            "bytes": nbytes,
+            "ours_s": ours,
+            "peer_s": theirs,
+            "ratio": ratio,
+            "goal": goal,
+            "note": note,
+        }
+    )
     mbs = lambda t: nbytes / t / 1e6  # noqa: E731
     print(
-        f"{label:<46} tessera {t_ours * 1e3:9.1f} ms {mbs(t_ours):9.0f} MB/s | "
-        f"{peer:<11} {t_peer * 1e3:9.1f} ms {mbs(t_peer):9.0f} MB/s | ratio {t_peer / t_ours:6.2f}x"
+        f"{name:<52} tessera {mo * 1e3:8.1f} ms ({min(ours) * 1e3:.0f}–{max(ours) * 1e3:.0f}) "
+        f"{mbs(mo):7.0f} MB/s | {peer:<22} {mp * 1e3:8.1f} ms ({min(theirs) * 1e3:.0f}–"
+        f"{max(theirs) * 1e3:.0f}) {mbs(mp):7.0f} MB/s | {ratio:5.2f}x (goal {goal}x)",
+        flush=True,
     )
 
 
-def loads(tnp, peer_load, path: str, suffix: str, peer: str, nbytes: int, repeat: int) -> None:
-    """The load rows for one file (which the peer wrote): tessera's drop-in load_file
-    (copying, writable) and load_file(copy=False) (zero-copy, read-only), each alone and
-    with every page touched, against the peer's load_file (copying, writable)."""
-    sample = tnp.load_file(path)
-    assert all(a.flags.writeable for a in sample.values()), "load_file must return writable arrays"
-    assert all(a.flags.writeable for a in peer_load(path).values()), f"{peer} returned read-only arrays"
-    del sample
-    t_peer = best(lambda: peer_load(path), repeat)
-    t_peer_touch = best(lambda: touch(peer_load(path)), repeat)
-    t_ours = best(lambda: tnp.load_file(path), repeat)
-    row(f"load_file {suffix} (copy, writable)", nbytes, t_ours, t_peer, peer)
-    t_ours = best(lambda: touch(tnp.load_file(path)), repeat)
-    row(f"load_file+touch {suffix} (copy, writable)", nbytes, t_ours, t_peer_touch, peer)
-    t_ours = best(lambda: tnp.load_file(path, copy=False), repeat)
-    row(f"load_file(copy=False) {suffix} (zero-copy, ro)", nbytes, t_ours, t_peer, peer)
-    t_ours = best(lambda: touch(tnp.load_file(path, copy=False)), repeat)
-    row(f"load_file(copy=False)+touch {suffix}", nbytes, t_ours, t_peer_touch, peer)
+def machine(cache: Cache) -> dict:
+    def read(p: str) -> str:
+        try:
+            with open(p) as f:
+                return f.read().strip()
+        except OSError:
+            return "?"
+
+    cpu = "?"
+    for line in read("/proc/cpuinfo").splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem = read("/proc/meminfo").splitlines()[0].split()[1:2]
+    import safetensors
+
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "tessera": tessera.__version__,
+        "safetensors": safetensors.__version__,
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "mem_gib": round(int(mem[0]) / 2**20, 1) if mem else None,
+        "kernel": platform.release(),
+        "thp": read("/sys/kernel/mm/transparent_hugepage/enabled"),
+        "cold_method": cache.method,
+    }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size-mib", type=int, default=1024)
+    ap.add_argument("--size-mib", type=int, default=None, help="model size (default 1024; --quick: 64)")
     ap.add_argument("--tensors", type=int, default=200)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=None, help="repetitions per side (default 5; --quick: 3)")
+    ap.add_argument("--quick", action="store_true", help="a small, fast smoke run")
     ap.add_argument("--dir", default=None, help="where to write the files (default: a temp dir)")
+    ap.add_argument("--json", default=None, help="also write the rows and the machine as JSON here")
     args = ap.parse_args()
+    size = args.size_mib or (64 if args.quick else 1024)
+    reps = args.reps or (3 if args.quick else 5)
 
     import safetensors.numpy as snp
 
@@ -119,40 +183,63 @@ def main() -> int:
         znp = None
         print("ztensor not installed: .zt rows skipped", file=sys.stderr)
 
-    model = make_model(args.size_mib, args.tensors)
+    cache = Cache()
+    model = make_model(size, args.tensors)
     nbytes = sum(a.nbytes for a in model.values())
     d = tempfile.mkdtemp(prefix="tessera-bench-", dir=args.dir)
-    print(f"model: {len(model)} f32 tensors, {nbytes / 2**20:.0f} MiB; best of {args.repeat}; files in {d}")
-    print(f"tessera {tessera.__version__}; numpy {np.__version__}")
+    info = machine(cache)
+    print(
+        f"model: {len(model)} f32 tensors, {nbytes / 2**20:.0f} MiB; {reps} interleaved reps per side, "
+        f"medians (min–max); cold = {cache.method}; files in {d}"
+    )
+    if cache.method != "drop_caches":
+        print(f"note: cannot drop the page cache (not root): cold rows evict the file with {cache.method}")
     try:
         st_ours, st_peer = os.path.join(d, "ours.safetensors"), os.path.join(d, "peer.safetensors")
-        t_save_ours = best(lambda: tnp.save_file(model, st_ours), args.repeat)
-        t_save_peer = best(lambda: snp.save_file(model, st_peer), args.repeat)
-        row("save_file .safetensors", nbytes, t_save_ours, t_save_peer, "safetensors")
-        t_save_peer = best(durable(lambda: snp.save_file(model, st_peer), st_peer), args.repeat)
-        row("save_file .safetensors (peer+fsync)", nbytes, t_save_ours, t_save_peer, "safetensors")
+
+        def peer_durable():
+            snp.save_file(model, st_peer)
+            fsync_path(st_peer)
+
+        o, p = interleaved(cache, lambda: tnp.save_file(model, st_ours), peer_durable, reps)
+        row("save_file .safetensors, durable", "safetensors + fsync", nbytes, o, p, 1.2)
+        o, p = interleaved(
+            cache,
+            lambda: tnp.save_file(model, st_ours, durable=False),
+            lambda: snp.save_file(model, st_peer),
+            reps,
+        )
+        row("save_file .safetensors, no fsync (durable=False)", "safetensors", nbytes, o, p, 1.2)
         # Both read the file safetensors wrote.
-        loads(tnp, snp.load_file, st_peer, ".safetensors", "safetensors", nbytes, args.repeat)
+        o, p = interleaved(
+            cache, lambda: tnp.load_file(st_peer), lambda: snp.load_file(st_peer), reps, cold_path=st_peer
+        )
+        note = "" if cache.method == "drop_caches" else f"cold by {cache.method}"
+        row("load_file .safetensors, cold cache", "safetensors", nbytes, o, p, 1.3, note)
+        tnp.load_file(st_peer)  # warm
+        o, p = interleaved(cache, lambda: tnp.load_file(st_peer), lambda: snp.load_file(st_peer), reps)
+        row("load_file .safetensors, hot cache", "safetensors", nbytes, o, p, 2.0)
 
         if znp is not None:
             zt_ours, zt_peer = os.path.join(d, "ours.zt"), os.path.join(d, "peer.zt")
-            t_save_ours = best(lambda: tnp.save_file(model, zt_ours), args.repeat)
-            t_save_peer = best(lambda: znp.save_file(model, zt_peer), args.repeat)
-            row("save_file .zt", nbytes, t_save_ours, t_save_peer, "ztensor")
-            t_save_peer = best(durable(lambda: znp.save_file(model, zt_peer), zt_peer), args.repeat)
-            row("save_file .zt (peer+fsync)", nbytes, t_save_ours, t_save_peer, "ztensor")
-            loads(tnp, znp.load_file, zt_peer, ".zt", "ztensor", nbytes, args.repeat)
-            zc_ours = os.path.join(d, "ours.zstd.zt")
-            t_comp = best(lambda: tnp.save_file(model, zc_ours, compression="zstd"), 1)
-            t_dec = best(lambda: touch(tnp.load_file(zc_ours)), 1)
-            print(
-                f"{'tessera .zt zstd (no peer)':<46} save {nbytes / t_comp / 1e6:7.0f} MB/s, "
-                f"load+touch {nbytes / t_dec / 1e6:7.0f} MB/s, "
-                f"{os.path.getsize(zc_ours) / nbytes:.2f} of raw size"
-            )
+
+            def zpeer_durable():
+                znp.save_file(model, zt_peer)
+                fsync_path(zt_peer)
+
+            o, p = interleaved(cache, lambda: tnp.save_file(model, zt_ours), zpeer_durable, reps)
+            row("save_file .zt, durable", "ztensor 1.0.1 + fsync", nbytes, o, p, 1.2)
+            znp.load_file(zt_peer)
+            o, p = interleaved(cache, lambda: tnp.load_file(zt_peer), lambda: znp.load_file(zt_peer), reps)
+            row("load_file .zt, hot cache", "ztensor 1.0.1", nbytes, o, p, 1.5)
     finally:
         shutil.rmtree(d, ignore_errors=True)
     print("(machine shared with other jobs: figures vary run to run; compare ratios)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(
+                {"machine": info, "size_mib": size, "tensors": args.tensors, "reps": reps, "rows": ROWS}, f, indent=1
+            )
     return 0
 
 
