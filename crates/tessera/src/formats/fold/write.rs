@@ -45,6 +45,8 @@ pub struct FoldWriter<W: Write + Seek> {
     level: Option<i32>,
     ecc: Option<u8>,
     entries: Vec<IndexEntry>,
+    /// [`BATCH_BYTES`] (smaller in tests, to cross batches).
+    batch: u64,
 }
 
 /// A chunk ready to be written: its compressed payload (none when stored as it is:
@@ -175,6 +177,7 @@ impl<W: Write + Seek> FoldWriter<W> {
             level,
             ecc,
             entries: Vec::new(),
+            batch: BATCH_BYTES,
         })
     }
 
@@ -218,7 +221,7 @@ impl<W: Write + Seek> FoldWriter<W> {
             // The next batch, fetched here (sources need not be Sync).
             let mut batch = Vec::new();
             let mut size = 0u64;
-            while !done && (batch.is_empty() || size < BATCH_BYTES) {
+            while !done && (batch.is_empty() || size < self.batch) {
                 match next() {
                     None => done = true,
                     Some(c) => {
@@ -262,6 +265,8 @@ impl<W: Write + Seek> FoldWriter<W> {
 
     fn put_all(&mut self, chunks: Vec<TensorChunk<'_>>, enc: Vec<Result<Encoded>>) -> Result<()> {
         for (c, e) in chunks.into_iter().zip(enc) {
+            // A name of the batch written just before was not yet listed when it was read.
+            self.check_new(&c.name, *b"STEN")?;
             let e = e.map_err(|e| e.at_subject(format!("tensor {:?}", c.name)))?;
             self.put(&c.name, *b"STEN", &c.pieces(), e)?;
         }
@@ -398,6 +403,57 @@ pub fn parse_timestamp(s: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Chunks encoded in parallel batches come out byte for byte as one at a time.
+    #[test]
+    fn batches_write_what_one_at_a_time_writes() {
+        use crate::dtype::DType;
+        use crate::tensor::TensorInfo;
+        use std::io::Cursor;
+        let views: Vec<TensorView<'static>> = (0..6u8)
+            .map(|i| {
+                let data: Vec<u8> = (0..3000u32 * u32::from(i + 1))
+                    .map(|x| (x * 5 + u32::from(i)) as u8 % 11)
+                    .collect();
+                let n = data.len() as u64;
+                TensorView::dense(
+                    TensorInfo::dense(format!("t{i}"), DType::U8, vec![n]),
+                    data.into(),
+                )
+                .unwrap()
+            })
+            .collect();
+        let chunk = |v: &TensorView<'static>| {
+            let (head, _) = super::super::sten::encode_header(v).unwrap();
+            TensorChunk {
+                name: v.info.name.clone(),
+                head,
+                view: v.clone(),
+                order: vec![0],
+            }
+        };
+        for (compression, ecc) in [
+            (Compression::Zstd(3), Some(16)),
+            (Compression::None, Some(4)),
+            (Compression::Zstd(1), None),
+        ] {
+            let mut one = FoldWriter::new(Cursor::new(Vec::new()), compression, ecc).unwrap();
+            for v in &views {
+                let c = chunk(v);
+                one.add_chunk(&c.name, *b"STEN", &c.pieces()).unwrap();
+            }
+            let one = one.finish(&Map::new(), 0.0).unwrap().into_inner();
+            for batch in [1, 10_000, BATCH_BYTES] {
+                let mut w = FoldWriter::new(Cursor::new(Vec::new()), compression, ecc).unwrap();
+                w.batch = batch;
+                let mut it = views.iter();
+                w.add_tensor_chunks(|| it.next().map(|v| Ok(chunk(v))))
+                    .unwrap();
+                let got = w.finish(&Map::new(), 0.0).unwrap().into_inner();
+                assert_eq!(got, one, "batch {batch}");
+            }
+        }
+    }
 
     #[test]
     fn timestamps() {

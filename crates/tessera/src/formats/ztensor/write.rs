@@ -1,12 +1,18 @@
 //! [`ZtensorWriter`]: the streaming writer.
 //!
-//! Components go out as they come (zero padding to 64 bytes before each, zstd streamed
-//! through a hashing, counting sink), so memory stays near one tensor; only the manifest
-//! entries (a few dozen bytes per component) are kept until [`ZtensorWriter::finish`]
-//! writes the CBOR manifest and its size.
+//! Components go out in order, zero padding to 64 bytes before each. Raw components
+//! without a digest are written as they are; the others are first encoded (zstd, with
+//! a reused context per thread; the digest over the stored bytes), which
+//! [`ZtensorWriter::add_tensors`] does for a batch of tensors on every core while this
+//! thread writes the previous batch. Memory stays near two batches
+//! ([`BATCH_BYTES`] of input, or one tensor); only the manifest entries (a few dozen
+//! bytes per component) are kept until [`ZtensorWriter::finish`] writes the CBOR
+//! manifest and its size.
 
 use std::collections::BTreeMap;
 use std::io::Write;
+
+use rayon::prelude::*;
 
 use super::raw::{self, OutComponent, OutManifest, OutTensor, ALIGNMENT, MAGIC};
 use crate::convert::{Compression, Digest, WriteOptions, WriteReport, WriteSeek};
@@ -18,30 +24,47 @@ use crate::tensor::TensorView;
 /// The `generator` we write.
 pub const GENERATOR: &str = concat!("tessera v", env!("CARGO_PKG_VERSION"));
 
-/// Counts bytes and hashes them on their way to `inner`.
-struct Sink<'a, W: Write> {
-    inner: &'a mut W,
-    count: u64,
-    crc: Option<u32>,
-    sha: Option<sha2::Sha256>,
+/// Input bytes of one batch of tensors encoded in parallel (at least one tensor).
+pub const BATCH_BYTES: u64 = 64 << 20;
+
+/// A component ready to be written: the zstd stream (none when raw: the part's own
+/// bytes go out) and the digest of the stored bytes.
+struct Encoded {
+    zstd: Option<Vec<u8>>,
+    digest: Option<String>,
 }
 
-impl<W: Write> Write for Sink<'_, W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        let done = &buf[..n];
-        self.count += n as u64;
-        if let Some(c) = &mut self.crc {
-            *c = crc32c::crc32c_append(*c, done);
+/// Compresses `bytes` as asked (a streaming frame without a content size, as the
+/// original writes) and computes the digest over the stored bytes.
+fn encode(bytes: &[u8], compression: Compression, digest: Option<Digest>) -> Result<Encoded> {
+    let zstd = match compression {
+        Compression::None => None,
+        Compression::Zstd(level) => {
+            let mut z = Vec::new();
+            crate::util::zstd_encode(&[bytes], level, false, &mut z)?;
+            Some(z)
         }
-        if let Some(s) = &mut self.sha {
-            sha2::Digest::update(s, done);
-        }
-        Ok(n)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
+    };
+    let stored = zstd.as_deref().unwrap_or(bytes);
+    let digest = match digest {
+        None => None,
+        Some(Digest::Crc32c) => Some(format!("crc32c:0x{:08X}", crate::util::crc32c(stored))),
+        Some(Digest::Sha256) => Some(format!(
+            "sha256:{}",
+            crate::util::hex(&crate::util::sha256(stored))
+        )),
+    };
+    Ok(Encoded { zstd, digest })
+}
+
+/// A batch of tensors and their encoded components (one list per tensor).
+type Batch<'v> = (Vec<Planned<'v>>, Vec<Vec<Result<Encoded>>>);
+
+/// A tensor checked and its parts put in component order, ready to be encoded.
+struct Planned<'v> {
+    view: TensorView<'v>,
+    dtype: &'static str,
+    order: Vec<usize>,
 }
 
 /// Streams a zTensor v1.0 file into `W`, byte-compatible with the original writer
@@ -54,6 +77,8 @@ pub struct ZtensorWriter<W: Write> {
     attributes: BTreeMap<String, String>,
     tensors: BTreeMap<String, OutTensor>,
     failed: bool,
+    /// [`BATCH_BYTES`] (smaller in tests, to cross batches).
+    batch: u64,
 }
 
 impl<W: Write> ZtensorWriter<W> {
@@ -89,6 +114,7 @@ impl<W: Write> ZtensorWriter<W> {
             attributes: BTreeMap::new(),
             tensors: BTreeMap::new(),
             failed: false,
+            batch: BATCH_BYTES,
         })
     }
 
@@ -124,6 +150,110 @@ impl<W: Write> ZtensorWriter<W> {
     /// layouts: the parts in their order).
     pub fn add_tensor(&mut self, view: &TensorView<'_>) -> Result<()> {
         self.check()?;
+        let (dtype, order) = self.plan(view)?;
+        let enc = order
+            .iter()
+            .map(|&i| self.encode_part(&view.parts[i].bytes))
+            .collect::<Vec<_>>();
+        self.place(view, dtype, &order, enc)
+    }
+
+    /// Adds tensors in order, encoding each batch's components on the rayon pool while
+    /// this thread writes the previous batch (raw components without a digest need no
+    /// encoding: they are written as they are). `next` yields the tensors; an error
+    /// ends the write.
+    pub fn add_tensors<'v>(
+        &mut self,
+        mut next: impl FnMut() -> Option<Result<TensorView<'v>>>,
+    ) -> Result<()> {
+        self.check()?;
+        let (compression, digest) = (self.compression, self.digest);
+        if compression == Compression::None && digest.is_none() {
+            // Nothing to encode: each tensor goes out as it comes.
+            while let Some(view) = next() {
+                self.add_tensor(&view?)?;
+            }
+            return Ok(());
+        }
+        let encode_batch = |batch: &[Planned<'v>]| -> Vec<Vec<Result<Encoded>>> {
+            let jobs: Vec<(usize, &[u8])> = batch
+                .iter()
+                .enumerate()
+                .flat_map(|(t, p)| {
+                    p.order
+                        .iter()
+                        .map(move |&i| (t, &p.view.parts[i].bytes[..]))
+                })
+                .collect();
+            let mut out: Vec<Vec<Result<Encoded>>> = batch.iter().map(|_| Vec::new()).collect();
+            let done: Vec<(usize, Result<Encoded>)> = jobs
+                .par_iter()
+                .map(|&(t, b)| (t, encode(b, compression, digest)))
+                .collect();
+            for (t, e) in done {
+                out[t].push(e);
+            }
+            out
+        };
+        let mut pending: Option<Batch<'v>> = None;
+        let mut done = false;
+        loop {
+            let mut batch: Vec<Planned<'v>> = Vec::new();
+            let mut size = 0u64;
+            while !done && (batch.is_empty() || size < self.batch) {
+                match next() {
+                    None => done = true,
+                    Some(v) => {
+                        let view = v?;
+                        if batch.iter().any(|p| p.view.info.name == view.info.name) {
+                            return Err(Error::invalid_input(format!(
+                                "duplicate tensor name {:?}",
+                                view.info.name
+                            )));
+                        }
+                        let (dtype, order) = self.plan(&view)?;
+                        size += view.parts.iter().map(|p| p.bytes.len() as u64).sum::<u64>();
+                        batch.push(Planned { view, dtype, order });
+                    }
+                }
+            }
+            if batch.is_empty() && pending.is_none() {
+                return Ok(());
+            }
+            let (encoded, written) = std::thread::scope(|s| {
+                let h = s.spawn(|| encode_batch(&batch));
+                let written = match pending.take() {
+                    Some((planned, enc)) => planned
+                        .iter()
+                        .zip(enc)
+                        .try_for_each(|(p, e)| self.place_encoded(p, e)),
+                    None => Ok(()),
+                };
+                (h.join(), written)
+            });
+            written?;
+            let encoded = encoded.map_err(|_| {
+                Error::new(
+                    crate::error::ErrorKind::Io,
+                    "ztensor: a compression thread panicked",
+                )
+            })?;
+            if !batch.is_empty() {
+                pending = Some((batch, encoded));
+            }
+        }
+    }
+
+    fn place_encoded(&mut self, p: &Planned<'_>, enc: Vec<Result<Encoded>>) -> Result<()> {
+        self.place(&p.view, p.dtype, &p.order, enc)
+    }
+
+    fn encode_part(&self, bytes: &[u8]) -> Result<Encoded> {
+        encode(bytes, self.compression, self.digest)
+    }
+
+    /// Checks a tensor and orders its parts as components (layout order).
+    fn plan(&self, view: &TensorView<'_>) -> Result<(&'static str, Vec<usize>)> {
         let info = &view.info;
         let subject = format!("tensor {:?}", info.name);
         if self.tensors.contains_key(&info.name) {
@@ -145,17 +275,41 @@ impl<W: Write> ZtensorWriter<W> {
                 .position(|r| *r == view.parts[i].role)
                 .unwrap_or(usize::MAX)
         });
+        let mut roles: Vec<&str> = view.parts.iter().map(|p| p.role.as_str()).collect();
+        roles.sort_unstable();
+        if let Some(w) = roles.windows(2).find(|w| w[0] == w[1]) {
+            return Err(
+                Error::invalid_input(format!("duplicate part {:?}", w[0])).at_subject(subject)
+            );
+        }
+        Ok((dtype, order))
+    }
+
+    /// Writes a planned tensor's components (`enc`: one per part in `order`).
+    fn place(
+        &mut self,
+        view: &TensorView<'_>,
+        dtype: &'static str,
+        order: &[usize],
+        enc: Vec<Result<Encoded>>,
+    ) -> Result<()> {
+        let info = &view.info;
+        let subject = || format!("tensor {:?}", info.name);
+        if self.tensors.contains_key(&info.name) {
+            return Err(Error::invalid_input(format!(
+                "duplicate tensor name {:?}",
+                info.name
+            )));
+        }
         let mut components = BTreeMap::new();
-        for &i in &order {
+        for (&i, e) in order.iter().zip(enc) {
             let p = &view.parts[i];
-            if components.contains_key(&p.role) {
-                return Err(Error::invalid_input(format!("duplicate part {:?}", p.role))
-                    .at_subject(subject));
-            }
-            let c = self.write_component(&p.bytes).map_err(|e| {
-                self.failed = true;
-                e.at_subject(subject.clone())
-            })?;
+            let c = e
+                .and_then(|e| self.write_component(&p.bytes, e))
+                .map_err(|e| {
+                    self.failed = true;
+                    e.at_subject(subject())
+                })?;
             components.insert(p.role.clone(), c);
         }
         self.tensors.insert(
@@ -170,45 +324,20 @@ impl<W: Write> ZtensorWriter<W> {
         Ok(())
     }
 
-    fn write_component(&mut self, bytes: &[u8]) -> Result<OutComponent> {
+    fn write_component(&mut self, bytes: &[u8], e: Encoded) -> Result<OutComponent> {
         let pad = (ALIGNMENT - self.pos % ALIGNMENT) % ALIGNMENT;
         self.out.write_all(&[0u8; 64][..pad as usize])?;
         self.pos += pad;
         let offset = self.pos;
-        let mut sink = Sink {
-            inner: &mut self.out,
-            count: 0,
-            crc: (self.digest == Some(Digest::Crc32c)).then_some(0),
-            sha: (self.digest == Some(Digest::Sha256)).then(<sha2::Sha256 as sha2::Digest>::new),
-        };
-        let encoding = match self.compression {
-            Compression::None => {
-                sink.write_all(bytes)?;
-                None
-            }
-            Compression::Zstd(level) => {
-                // A streaming frame without a content size, as the original writes.
-                let mut enc = zstd::stream::write::Encoder::new(&mut sink, level)?;
-                enc.write_all(bytes)?;
-                enc.finish()?;
-                Some("zstd")
-            }
-        };
-        let digest = match (sink.crc, sink.sha.take()) {
-            (Some(c), _) => Some(format!("crc32c:0x{c:08X}")),
-            (None, Some(s)) => Some(format!(
-                "sha256:{}",
-                crate::util::hex(&sha2::Digest::finalize(s))
-            )),
-            _ => None,
-        };
-        let length = sink.count;
+        let stored = e.zstd.as_deref().unwrap_or(bytes);
+        self.out.write_all(stored)?;
+        let length = stored.len() as u64;
         self.pos += length;
         Ok(OutComponent {
             offset,
             length,
-            encoding,
-            digest,
+            encoding: e.zstd.is_some().then_some("zstd"),
+            digest: e.digest,
         })
     }
 
@@ -254,18 +383,76 @@ pub fn write(
             ));
         }
     }
-    for info in src.tensor_infos() {
-        let view = src.tensor(&info.name)?;
-        if !view.info.attrs.is_empty() {
-            let keys: Vec<&str> = view.info.attrs.keys().collect();
-            report.notes.push(format!(
-                "dropped per-tensor attributes of {:?} (zTensor v1.0 has none): {}",
-                info.name,
-                keys.join(", ")
-            ));
+    let mut infos = src.tensor_infos().iter();
+    w.add_tensors(|| {
+        let info = infos.next()?;
+        let view = src.tensor(&info.name);
+        if let Ok(view) = &view {
+            if !view.info.attrs.is_empty() {
+                let keys: Vec<&str> = view.info.attrs.keys().collect();
+                report.notes.push(format!(
+                    "dropped per-tensor attributes of {:?} (zTensor v1.0 has none): {}",
+                    info.name,
+                    keys.join(", ")
+                ));
+            }
         }
-        w.add_tensor(&view)?;
-    }
+        Some(view)
+    })?;
     w.finish()?;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::tensor::TensorInfo;
+
+    /// Tensors encoded in parallel batches come out byte for byte as one at a time.
+    #[test]
+    fn batches_write_what_one_at_a_time_writes() {
+        let views: Vec<TensorView<'static>> = (0..7u8)
+            .map(|i| {
+                let data: Vec<u8> = (0..4000u32 * u32::from(i + 1))
+                    .map(|x| (x * 7 + u32::from(i)) as u8 % 13)
+                    .collect();
+                let n = data.len() as u64;
+                TensorView::dense(
+                    TensorInfo::dense(format!("t{}", 6 - i), DType::U8, vec![n]),
+                    data.into(),
+                )
+                .unwrap()
+            })
+            .collect();
+        for (compression, digests) in [
+            (Compression::Zstd(3), vec![Digest::Sha256]),
+            (Compression::Zstd(1), vec![]),
+            (Compression::None, vec![Digest::Crc32c]),
+        ] {
+            let opts = WriteOptions {
+                compression,
+                digests,
+                ..WriteOptions::default()
+            };
+            let mut one = ZtensorWriter::new(Vec::new(), &opts).unwrap();
+            for v in &views {
+                one.add_tensor(v).unwrap();
+            }
+            let one = one.finish().unwrap();
+            for batch in [1, 10_000, BATCH_BYTES] {
+                let mut w = ZtensorWriter::new(Vec::new(), &opts).unwrap();
+                w.batch = batch;
+                let mut it = views.iter().cloned();
+                w.add_tensors(|| it.next().map(Ok)).unwrap();
+                assert_eq!(w.finish().unwrap(), one, "batch {batch}");
+            }
+            // A name seen in an earlier batch is refused.
+            let mut w = ZtensorWriter::new(Vec::new(), &opts).unwrap();
+            w.batch = 1;
+            let mut it = views.iter().chain(&views[..1]).cloned();
+            let e = w.add_tensors(|| it.next().map(Ok)).unwrap_err();
+            assert!(e.to_string().contains("duplicate tensor name"), "{e}");
+        }
+    }
 }
