@@ -94,6 +94,11 @@ fn open_with<T>(
     f(file)
 }
 
+/// The bar: what, a bar as wide as the terminal leaves room for, bytes done of all, the
+/// current rate, the time left and the time spent.
+pub const PROGRESS_TEMPLATE: &str =
+    "{msg} [{wide_bar}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta} ({elapsed})";
+
 /// A progress bar on stderr that shows itself only once the work has taken over a
 /// second, and never when stderr is not a terminal.
 pub struct Progress {
@@ -108,9 +113,7 @@ impl Progress {
     pub fn new(total: u64, what: &str) -> Progress {
         let bar = indicatif::ProgressBar::hidden();
         bar.set_length(total);
-        if let Ok(style) = indicatif::ProgressStyle::with_template(
-            "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {elapsed_precise}",
-        ) {
+        if let Ok(style) = indicatif::ProgressStyle::with_template(PROGRESS_TEMPLATE) {
             bar.set_style(style.progress_chars("=> "));
         }
         bar.set_message(what.to_string());
@@ -247,6 +250,22 @@ pub fn parse_size(s: &str) -> anyhow::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bar_shows_rate_and_eta_and_fits_the_terminal() {
+        for part in ["{wide_bar}", "{binary_bytes_per_sec}", "{eta}"] {
+            assert!(PROGRESS_TEMPLATE.contains(part), "{part}");
+        }
+        let style = indicatif::ProgressStyle::with_template(PROGRESS_TEMPLATE);
+        assert!(style.is_ok());
+        // A bar half-way through reports the time left.
+        let bar = indicatif::ProgressBar::hidden();
+        bar.set_length(1000);
+        bar.inc(500);
+        std::thread::sleep(Duration::from_millis(50));
+        bar.inc(1);
+        assert!(bar.per_sec() > 0.0);
+    }
 
     #[test]
     fn sizes() {

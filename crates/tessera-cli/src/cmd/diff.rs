@@ -33,7 +33,7 @@ use tessera::values::{Tolerance, ValueDiff};
 use tessera::{Container, Layout, Metadata, TensorView, Value};
 
 use crate::cli::DiffArgs;
-use crate::output::with_file;
+use crate::output::{with_file, Progress};
 use crate::term::escape;
 
 /// How two versions of one tensor differ.
@@ -295,7 +295,17 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                 .collect();
             let mut changed = Vec::new();
             let mut close = Vec::new();
-            for n in names_a.iter().filter(|n| names_b.contains(n)) {
+            let total = a
+                .tensor_infos()
+                .iter()
+                .map(|t| t.dense_nbytes().unwrap_or(0))
+                .sum();
+            let progress = Progress::new(total, "comparing");
+            for (n, info) in names_a.iter().zip(a.tensor_infos()) {
+                progress.inc(info.dense_nbytes().unwrap_or(0));
+                if !names_b.contains(n) {
+                    continue;
+                }
                 if let Some(d) = compare(a, b, n, &tol)? {
                     if d.within_tolerance() {
                         close.push(d);
@@ -304,6 +314,7 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                     }
                 }
             }
+            progress.finish();
             let meta = compare_metadata(a, b);
             let tensors_same = removed.is_empty() && added.is_empty() && changed.is_empty();
             let metadata_same = meta.same();

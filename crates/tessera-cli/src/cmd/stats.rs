@@ -25,7 +25,7 @@ use tessera::{Container, Layout, TensorInfo};
 
 use crate::cli::StatsArgs;
 use crate::cmd::inspect::glob_match;
-use crate::output::with_file;
+use crate::output::{with_file, Progress};
 use crate::term::escape;
 
 /// The statistics of one tensor, or why they were not computed.
@@ -69,9 +69,13 @@ pub fn run(args: &StatsArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             .filter(|t| filter.is_none_or(|g| glob_match(g, &t.name)))
             .collect();
         let mut rows = Vec::with_capacity(infos.len());
+        let total = infos.iter().map(|t| t.dense_nbytes().unwrap_or(0)).sum();
+        let progress = Progress::new(total, "computing");
         for info in &infos {
             rows.push((*info, tensor_stats(file, info)?));
+            progress.inc(info.dense_nbytes().unwrap_or(0));
         }
+        progress.finish();
         if args.json {
             let tensors: Vec<_> = rows
                 .iter()
