@@ -10,10 +10,17 @@
 //!   into a fresh `Vec` (page faults on fresh memory dominate both);
 //! - write: `convert::write_file` (temp file, fsync, rename) vs one `write_all` of the
 //!   same bytes plus fsync;
-//! - zstd (level 3) write and owned load, for information.
+//! - the same write to .safetensors (our writer, same path): a .zt save costs what a
+//!   .safetensors save does;
+//! - zstd (level 3) write and owned load, beside zstd on every core (one frame per
+//!   tensor, compressed / decompressed on the rayon pool);
+//! - convert the zstd .zt to .safetensors (`convert_file`: decode, write, fsync) beside
+//!   its bound: decompressing every frame on the pool, then one `write_all` + fsync.
 
 use std::io::Write;
 use std::time::Instant;
+
+use rayon::prelude::*;
 
 use tessera::convert::{Compression, WriteOptions};
 use tessera::formats::ztensor::ZtensorFile;
@@ -68,6 +75,17 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
         total,
         ours,
         Some(("one write_all + fsync", base)),
+    );
+    let st_ours = dir.path().join("ours.safetensors");
+    let st_w = best_of(opts.reps, || {
+        tessera::convert::write_file(Format::Safetensors, &model, &st_ours, &wopts).map(|_| ())
+    });
+    std::fs::remove_file(&st_ours)?;
+    report(
+        "write .zt vs our .safetensors write",
+        total,
+        ours,
+        Some(("our .safetensors write", st_w)),
     );
 
     // The same tensors as safetensors, written by the safetensors crate.
@@ -202,15 +220,105 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
         compression: Compression::Zstd(3),
         ..WriteOptions::default()
     };
-    let w = best_of(1, || {
+    let w = best_of(opts.reps, || {
         tessera::convert::write_file(Format::Ztensor, &model, &zst, &zopts).map(|_| ())
     });
     let zsize = std::fs::metadata(&zst)?.len();
+    let views = model
+        .tensor_infos()
+        .iter()
+        .map(|t| model.tensor(&t.name))
+        .collect::<tessera::Result<Vec<_>>>()?;
+    let tensors = views
+        .iter()
+        .map(|v| v.data())
+        .collect::<tessera::Result<Vec<&[u8]>>>()?;
+    let threads = rayon::current_num_threads();
+    let zbound = best_of(opts.reps, || {
+        tensors
+            .par_iter()
+            .map(|t| zstd::bulk::compress(t, 3).map(|c| c.len()).unwrap_or(0))
+            .sum::<usize>()
+    });
     report(
         &format!("write zstd-3 (ratio {:.2})", zsize as f64 / total as f64),
         total,
         w,
-        None,
+        Some((&format!("zstd-3 on {threads} threads"), zbound)),
+    );
+    let frames: Vec<Vec<u8>> = tensors
+        .par_iter()
+        .map(|t| zstd::bulk::compress(t, 3).unwrap_or_default())
+        .collect();
+    let unz = best_of(opts.reps, || {
+        frames
+            .par_iter()
+            .zip(&tensors)
+            .map(|(f, t)| {
+                zstd::bulk::decompress(f, t.len())
+                    .map(|d| d.len())
+                    .unwrap_or(0)
+            })
+            .sum::<usize>()
+    });
+    let unz1 = best_of(opts.reps, || {
+        frames
+            .iter()
+            .zip(&tensors)
+            .map(|(f, t)| {
+                zstd::bulk::decompress(f, t.len())
+                    .map(|d| d.len())
+                    .unwrap_or(0)
+            })
+            .sum::<usize>()
+    });
+    // The convert bound: decode every frame (on the pool), then write it all + fsync.
+    let out = dir.path().join("bound.bin");
+    let conv_bound = best_of(opts.reps, || -> std::io::Result<()> {
+        let decoded: Vec<Vec<u8>> = frames
+            .par_iter()
+            .zip(&tensors)
+            .map(|(f, t)| zstd::bulk::decompress(f, t.len()).unwrap_or_default())
+            .collect();
+        let mut f = std::fs::File::create(&out)?;
+        for d in &decoded {
+            f.write_all(d)?;
+        }
+        f.sync_all()
+    });
+    let conv_bound1 = best_of(opts.reps, || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&out)?;
+        for (fr, t) in frames.iter().zip(&tensors) {
+            f.write_all(&zstd::bulk::decompress(fr, t.len()).unwrap_or_default())?;
+        }
+        f.sync_all()
+    });
+    drop(frames);
+    let _ = std::fs::remove_file(&out);
+    let conv_out = dir.path().join("converted.safetensors");
+    let conv = best_of(opts.reps, || -> tessera::Result<()> {
+        let data = FileData::open(&zst)?;
+        let src = tessera::open(&data, &ro)?;
+        tessera::convert::convert_file(
+            src.as_ref(),
+            Format::Safetensors,
+            &conv_out,
+            Default::default(),
+            &WriteOptions::default(),
+        )
+        .map(|_| ())
+    });
+    report(
+        "convert zstd .zt -> .safetensors",
+        total,
+        conv,
+        Some((&format!("decode on {threads} threads + write"), conv_bound)),
+    );
+    report(
+        "convert zstd .zt -> .safetensors",
+        total,
+        conv,
+        Some(("decode on 1 thread + write", conv_bound1)),
     );
     let data = FileData::open(&zst)?;
     let f = ZtensorFile::parse(&data, &ro)?;
@@ -225,7 +333,13 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
         "load every tensor owned (zstd-3 decode)",
         total,
         secs,
-        Some(("memcpy into a fresh Vec", memcpy)),
+        Some((&format!("zstd decompress, {threads} threads"), unz)),
+    );
+    report(
+        "load every tensor owned (zstd-3 decode)",
+        total,
+        secs,
+        Some(("zstd decompress, 1 thread", unz1)),
     );
     Ok(())
 }

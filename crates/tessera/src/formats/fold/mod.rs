@@ -98,10 +98,12 @@
 //!
 //! # Writing
 //!
-//! [`FoldWriter`] streams: the header is written with `index_off = 0`, each chunk's
+//! [`FoldWriter`] streams: the header is written with `index_off = 0`; each chunk's
 //! payload goes through zstd (frames carry their content size, which pyfolds needs),
-//! CRC-32C, SHA-256 and the parity encoder as it is written, then its header is
-//! patched; `finish` writes the index as pyfolds does (`ensure_ascii=False`, insertion
+//! CRC-32C, SHA-256 and the parity encoder — for tensors a batch of chunks at a time
+//! on every core while the previous batch is written ([`write::BATCH_BYTES`]; the
+//! frames are the ones a single encoder writes, byte for byte) — and goes out header,
+//! payload, parity; `finish` writes the index as pyfolds does (`ensure_ascii=False`, insertion
 //! order, metadata + `chunk_hashes` + `manifest_hash`) and patches the global header.
 //! Compression is applied when asked (`WriteOptions::compression`, `--compress zstd`);
 //! uncompressed tensors read back zero-copy. Opaque chunks come first, then one `STEN`

@@ -21,8 +21,8 @@
 //!
 //! Every check of spec §7.1 and more, each a clear error naming the tensor and offset:
 //! magic; `manifest_size` within the file (and under `Limits::max_index_bytes`); the
-//! manifest is one CBOR map with no trailing bytes, walked with ciborium's low-level
-//! decoder into our own structs (every length checked against the bytes left before
+//! manifest is one CBOR map with no trailing bytes, walked by our own CBOR cursor
+//! (item heads read in place, texts borrowed) into our own structs (every length checked against the bytes left before
 //! allocating, nesting limited, duplicate keys rejected in O(n log n), indefinite
 //! lengths refused); version per §6.1 (`1.0` read, a newer `1.x` read with a warning in
 //! [`crate::Container::warnings`], `2.x` and other majors an `UnsupportedVersion`
