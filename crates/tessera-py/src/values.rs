@@ -48,7 +48,7 @@ fn make_exception(py: Python<'_>, e: &tessera::Error) -> PyResult<PyErr> {
         (k, _) => class_name(k),
     };
     let class = module.getattr(name)?;
-    let exc = class.call1((e.to_string(),))?;
+    let exc = class.call1((python_hints(&e.to_string()),))?;
     if let Some(n) = e.os_error() {
         exc.setattr("errno", n)?;
         exc.setattr("strerror", std::io::Error::from_raw_os_error(n).to_string())?;
@@ -61,6 +61,29 @@ fn make_exception(py: Python<'_>, e: &tessera::Error) -> PyResult<PyErr> {
     exc.setattr("subject", e.subject())?;
     exc.setattr("offset", e.offset())?;
     Ok(PyErr::from_value(exc))
+}
+
+/// The library's hints name the CLI's flags (`use --cast`); in Python they are keyword
+/// arguments. Longest first, so `--dequantize f32|f16|bf16` is replaced whole.
+const HINTS: &[(&str, &str)] = &[
+    (
+        "--dequantize f32|f16|bf16",
+        "dequantize=\"f32\", \"f16\" or \"bf16\"",
+    ),
+    ("--dequantize f32 or bf16", "dequantize=\"f32\" or \"bf16\""),
+    ("--drop-metadata", "drop_metadata=True"),
+    ("--no-verify", "verify=False"),
+    ("--densify", "densify=True"),
+    ("--cast", "cast=True"),
+];
+
+/// A library message with its CLI flags spelled as Python's keyword arguments.
+pub fn python_hints(msg: &str) -> String {
+    let mut out = msg.to_string();
+    for (cli, py) in HINTS {
+        out = out.replace(cli, py);
+    }
+    out
 }
 
 /// `Result<T, tessera::Error>` → `PyResult<T>`.

@@ -65,7 +65,7 @@ def test_convert_dequantize_and_quantize_keywords(quantized, tmp_path):
     out = tmp_path / "f.safetensors"
     with pytest.raises(tessera.UnsupportedError) as e:
         tessera.convert(p, out)
-    assert "--dequantize" in str(e.value)
+    assert "dequantize=" in str(e.value) and "--dequantize" not in str(e.value)  # the keyword, not the CLI flag
     rep = tessera.convert(p, out, dequantize="f32")
     assert any("dequantized" in n and "q8_0" in n for n in rep.notes)
     reader = gguf.GGUFReader(str(p))

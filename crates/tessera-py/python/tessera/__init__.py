@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -24,6 +25,7 @@ import numpy as np
 from . import _tessera
 from ._convert import SAFETENSORS_NAMES, from_array, numpy_dtype, to_numpy, to_torch
 from .errors import (
+    ConversionWarning,
     FormatError,
     IntegrityError,
     InvalidInputError,
@@ -73,6 +75,7 @@ __all__ = [
     "TesseraFileNotFoundError",
     "TesseraIsADirectoryError",
     "TesseraPermissionError",
+    "ConversionWarning",
     "IoError",
 ]
 
@@ -206,6 +209,19 @@ class VerifyReport:
             raise e
 
 
+def _report(notes: Sequence[str], extra: Sequence[Any], path: Optional[PathLike]) -> "SaveReport":
+    """The report of a save, and a :class:`ConversionWarning` listing what it changed."""
+    notes = list(notes)
+    if notes:
+        where = "" if path is None else f" {os.fspath(path)}"
+        warnings.warn(
+            f"tessera: wrote{where} with changes: " + "; ".join(notes),
+            ConversionWarning,
+            stacklevel=3,
+        )
+    return SaveReport(notes, [str(p) for p in extra])
+
+
 @dataclass(frozen=True)
 class SaveReport:
     """What :func:`save` did beyond writing: casts, densifications, dropped metadata
@@ -331,7 +347,7 @@ class File(Mapping):
         are those of :func:`save`; a loss (``cast``, ``densify``, ``drop_metadata``)
         happens only when its option allows it, and is reported in the notes."""
         notes, extra = self._f.convert(os.fspath(path), format=format, options=options)
-        return SaveReport(list(notes), [str(p) for p in extra])
+        return _report(notes, extra, path)
 
     # -- tensors
     def tensor_info(self, name: str) -> Dict[str, Any]:
@@ -526,9 +542,10 @@ def save(
         metadata=dict(metadata) if metadata is not None else None,
         options=options,
     )
+    report = _report(notes, extra, path)
     if path is None:
         return data
-    return SaveReport(list(notes), [str(p) for p in extra])
+    return report
 
 
 # --- safetensors-compatible safe_open ---------------------------------------------

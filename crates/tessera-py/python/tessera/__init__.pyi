@@ -16,6 +16,7 @@ from .errors import (
     TesseraFileNotFoundError as TesseraFileNotFoundError,
     TesseraIsADirectoryError as TesseraIsADirectoryError,
     TesseraPermissionError as TesseraPermissionError,
+    ConversionWarning as ConversionWarning,
     UnknownFormatError as UnknownFormatError,
     UnsupportedError as UnsupportedError,
     UnsupportedVersionError as UnsupportedVersionError,

@@ -29,6 +29,7 @@ __all__ = [
     "TesseraFileNotFoundError",
     "TesseraIsADirectoryError",
     "TesseraPermissionError",
+    "ConversionWarning",
 ]
 
 
@@ -97,3 +98,9 @@ class TesseraIsADirectoryError(IoError, IsADirectoryError):
 
 class TesseraPermissionError(IoError, PermissionError):
     """The file may not be read or written (``errno`` is ``EACCES`` or ``EPERM``)."""
+
+
+class ConversionWarning(UserWarning):
+    """A save or conversion changed what it wrote, as its options allowed (``cast``,
+    ``densify``, ``drop_metadata``, …): the message lists each change, as the CLI prints
+    it; the returned :class:`tessera.SaveReport` has them in ``notes``."""
