@@ -35,12 +35,6 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     };
     if let Some(tessera::signing::key::PublicKey::Ed25519(k)) = &key {
         opts.public_key = Some(*k);
-    } else if let (Some(k), None) = (&key, &args.signature) {
-        return Err(anyhow::Error::new(tessera::Error::invalid_input(format!(
-            "--public-key without --signature checks a WTXT's own Ed25519 signature; this \
-             is an {} key",
-            k.algorithm()
-        ))));
     }
     let signed = match &args.signature {
         Some(p) => Some(crate::cmd::sign::read_detached(p)?),
@@ -60,6 +54,8 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             let mut checks = crate::cmd::sign::check_detached(signed, file, key, args)?.checks;
             checks.append(&mut report.checks);
             report.checks = checks;
+        } else if signed.is_none() {
+            embedded_signature(file, key.as_ref(), args, &mut report)?;
         }
         spinner.finish();
         let ok = report.is_ok();
@@ -127,4 +123,32 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         }
         Ok(if ok { 0 } else { 1 })
     })
+}
+
+/// Without --signature: a signature embedded in the file (`tessera sign --embed`) is
+/// checked with --public-key, its checks first; an ECDSA key with nothing to check is
+/// refused (a WTXT's own signature is Ed25519).
+fn embedded_signature(
+    file: &dyn tessera::Container,
+    key: Option<&tessera::signing::key::PublicKey>,
+    args: &VerifyArgs,
+    report: &mut tessera::VerifyReport,
+) -> anyhow::Result<()> {
+    match crate::cmd::sign::check_embedded(file, key, &args.tensor) {
+        Some(mut r) => {
+            r.checks.append(&mut report.checks);
+            report.checks = r.checks;
+        }
+        None => {
+            if let Some(k @ tessera::signing::key::PublicKey::EcdsaP256(_)) = key {
+                return Err(anyhow::Error::new(tessera::Error::invalid_input(format!(
+                    "{} carries no embedded signature, and --public-key without \
+                     --signature checks only a WTXT's own Ed25519 signature; this is an {} key",
+                    args.file.display(),
+                    k.algorithm()
+                ))));
+            }
+        }
+    }
+    Ok(())
 }
