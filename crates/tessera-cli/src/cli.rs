@@ -86,6 +86,12 @@ pub struct SignArgs {
     #[arg(long, value_name = "FORMAT", default_value = "tessera",
           value_parser = ["tessera", "model-signing"])]
     pub format: String,
+    /// Put the signed manifest into the model file's metadata (key `tessera.signature`:
+    /// safetensors, GGUF, zTensor, FOLD, AERO, GPTRS) instead of a detached file; OUT is
+    /// then the signed model written (FILE itself to sign in place; the file is rewritten
+    /// with its format's default options). `tessera verify OUT --public-key K` finds it.
+    #[arg(long, conflicts_with = "format")]
+    pub embed: bool,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,

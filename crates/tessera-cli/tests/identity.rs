@@ -356,6 +356,79 @@ fn ecdsa_p256_keys_sign_manifests_that_survive_conversion() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
 
+#[test]
+fn an_embedded_signature_travels_in_the_file_and_through_conversions() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let key = d.join("k");
+    assert!(run(&[&"keygen", &"-o", &key]).status.success());
+    let public = key.with_extension("pub");
+    for format in [
+        Format::Safetensors,
+        Format::Gguf,
+        Format::Ztensor,
+        Format::Fold,
+        Format::Aero,
+    ] {
+        let sub = d.join(format.name());
+        std::fs::create_dir(&sub).unwrap();
+        let src = write(&model(0.5), format, &sub);
+        // Signed in place, metadata included.
+        let o = run(&[
+            &"sign",
+            &src,
+            &"--key",
+            &key,
+            &"--embed",
+            &"--metadata",
+            &"-o",
+            &src,
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{format}: {}", text(&o));
+        let o = run(&[&"verify", &src, &"--public-key", &public]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{format}: {t}");
+        assert!(t.contains("ok               metadata"), "{format}: {t}");
+        // Without a key it is found, and said to be unchecked.
+        let t = text(&run(&[&"verify", &src]));
+        assert!(
+            t.contains("embedded signature") && t.contains("not checked"),
+            "{t}"
+        );
+        // Converted into another format that keeps the key: still valid.
+        let conv = sub.join("conv.fold");
+        assert!(run(&[&"convert", &src, &conv]).status.success());
+        let o = run(&[&"verify", &conv, &"--public-key", &public]);
+        assert_eq!(o.status.code(), Some(0), "{format}: {}", text(&o));
+        // The same key and value over different tensors: the changed tensor is named.
+        let mut m = model(0.5);
+        let mut bytes = m.tensor_bytes("norm");
+        bytes[0] ^= 1;
+        m.replace("norm", DType::F32, vec![3], bytes);
+        let signed = tessera::FileData::open(&src).unwrap();
+        let signed = tessera::open(&signed, &Default::default()).unwrap();
+        let sig = signed.metadata().get("tessera.signature").unwrap().clone();
+        m.metadata.insert("tessera.signature", sig);
+        let forged_dir = sub.join("forged");
+        std::fs::create_dir(&forged_dir).unwrap();
+        let forged = write(&m, format, &forged_dir);
+        let o = run(&[&"verify", &forged, &"--public-key", &public]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{format}: {t}");
+        assert!(
+            t.contains("FAILED           tensor \"norm\""),
+            "{format}: {t}"
+        );
+    }
+    // Formats without metadata are refused, naming why.
+    let sub = d.join("npz");
+    std::fs::create_dir(&sub).unwrap();
+    let src = write(&model(0.5), Format::Npz, &sub);
+    let o = run(&[&"sign", &src, &"--key", &key, &"--embed", &"-o", &src]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("no metadata"), "{}", text(&o));
+}
+
 /// Small helpers on `Model` for building variants.
 trait Edit {
     fn tensor_bytes(&self, name: &str) -> Vec<u8>;

@@ -33,6 +33,9 @@ pub fn run(args: &SignArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             key.algorithm()
         ))));
     }
+    if args.embed {
+        return run_embed(args, &key, out);
+    }
     with_file(&args.file, &args.read, |file| {
         let progress = ProgressSource::new(file, "hashing");
         let id = tessera::identity::model_id(&progress, args.metadata);
@@ -64,6 +67,64 @@ pub fn run(args: &SignArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         )?;
         Ok(0)
     })
+}
+
+/// `--embed`: the signed manifest into the file's own metadata, written to `-o`.
+fn run_embed(
+    args: &SignArgs,
+    key: &tessera::signing::key::SecretKey,
+    out: &mut dyn Write,
+) -> anyhow::Result<u8> {
+    use tessera::signing::embed::{self, Reframed};
+    let opts = crate::output::read_options(&args.file, &args.read)?;
+    let opened = tessera::open_path(&args.file, &opts).map_err(anyhow::Error::new)?;
+    if opened.as_set().is_some() {
+        return Err(anyhow::Error::new(tessera::Error::unsupported(format!(
+            "{} is a model set: --embed signs one file (sign the set with a detached \
+             signature)",
+            args.file.display()
+        ))));
+    }
+    let file = opened.container();
+    let format = file.format();
+    embed::check_format(format)?;
+    if let Some(named) = tessera::Format::from_path(&args.output) {
+        let zt = |f| matches!(f, tessera::Format::Ztensor | tessera::Format::ZtensorV2);
+        if named != format && !(zt(named) && zt(format)) {
+            return Err(anyhow::Error::new(tessera::Error::invalid_input(format!(
+                "{} names a {} file, but --embed writes {} as it is ({}); convert it first",
+                args.output.display(),
+                named.title(),
+                args.file.display(),
+                format.title()
+            ))));
+        }
+    }
+    let unsigned = Reframed::without_signature(file);
+    let progress = ProgressSource::new(&unsigned, "hashing");
+    let id = tessera::identity::model_id(&progress, args.metadata);
+    progress.finish();
+    let id = id?;
+    let text = SignedManifest::sign_id(&id, key)?.to_json()?;
+    let signed = Reframed::with_signature(file, &text);
+    tessera::convert::convert_file(
+        &signed,
+        format,
+        &args.output,
+        tessera::ConvertOptions::default(),
+        &tessera::WriteOptions::default(),
+    )?;
+    writeln!(
+        out,
+        "signed {} ({} tensors{}, id {}) -> {} (embedded as {:?})",
+        args.file.display(),
+        id.tensors.len(),
+        if args.metadata { " and metadata" } else { "" },
+        id.root,
+        args.output.display(),
+        embed::KEY
+    )?;
+    Ok(0)
 }
 
 /// The model-signing bundle over the files at `path` (the signature file skipped when
@@ -112,6 +173,29 @@ pub fn read_detached(path: &Path) -> anyhow::Result<Detached> {
         SignedManifest::parse(&bytes).map(Detached::Tessera)
     };
     parsed.with_context(|| format!("signature {}", path.display()))
+}
+
+/// The checks of a signature embedded in `file` (`tessera sign --embed`), when it
+/// carries one: against `key`, or one "not checked" line without a key.
+pub fn check_embedded(
+    file: &dyn Container,
+    key: Option<&PublicKey>,
+    only: &[String],
+) -> Option<VerifyReport> {
+    match key {
+        Some(k) => tessera::signing::embed::verify_embedded(file, k, only),
+        None => {
+            let _present = tessera::signing::embed::embedded(file)?;
+            let mut r = VerifyReport::default();
+            r.push(
+                "embedded signature",
+                tessera::signing::LAYER,
+                Status::NotChecked,
+                Some("no --public-key given".into()),
+            );
+            Some(r)
+        }
+    }
 }
 
 /// Checks `file` (opened from `args.file`) against a detached signature with the trusted

@@ -49,12 +49,6 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     };
     if let Some(tessera::signing::key::PublicKey::Ed25519(k)) = &key {
         opts.public_key = Some(*k);
-    } else if let (Some(k), None) = (&key, &args.signature) {
-        return Err(anyhow::Error::new(tessera::Error::invalid_input(format!(
-            "--public-key without --signature checks a WTXT's own Ed25519 signature; this \
-             is an {} key",
-            k.algorithm()
-        ))));
     }
     let signed = match &args.signature {
         Some(p) => Some(crate::cmd::sign::read_detached(p)?),
@@ -74,6 +68,8 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             let mut checks = crate::cmd::sign::check_detached(signed, file, key, args)?.checks;
             checks.append(&mut report.checks);
             report.checks = checks;
+        } else if signed.is_none() {
+            embedded_signature(file, key.as_ref(), args, &mut report)?;
         }
         if args.values {
             check_values(file, &args.tensor, &mut report);
@@ -363,6 +359,34 @@ fn print_text(
             writeln!(out, "{label}: ok: checked {} ({title})", covered(report))?;
         }
         Outcome::Ok | Outcome::NothingToCheck => {}
+    }
+    Ok(())
+}
+
+/// Without --signature: a signature embedded in the file (`tessera sign --embed`) is
+/// checked with --public-key, its checks first; an ECDSA key with nothing to check is
+/// refused (a WTXT's own signature is Ed25519).
+fn embedded_signature(
+    file: &dyn tessera::Container,
+    key: Option<&tessera::signing::key::PublicKey>,
+    args: &VerifyArgs,
+    report: &mut tessera::VerifyReport,
+) -> anyhow::Result<()> {
+    match crate::cmd::sign::check_embedded(file, key, &args.tensor) {
+        Some(mut r) => {
+            r.checks.append(&mut report.checks);
+            report.checks = r.checks;
+        }
+        None => {
+            if let Some(k @ tessera::signing::key::PublicKey::EcdsaP256(_)) = key {
+                return Err(anyhow::Error::new(tessera::Error::invalid_input(format!(
+                    "{} carries no embedded signature, and --public-key without \
+                     --signature checks only a WTXT's own Ed25519 signature; this is an {} key",
+                    args.file.display(),
+                    k.algorithm()
+                ))));
+            }
+        }
     }
     Ok(())
 }
