@@ -650,4 +650,41 @@ mod tests {
             Some("2")
         );
     }
+
+    #[test]
+    fn item_heads_as_rfc_8949_reads_them() {
+        // cbor2.dumps({"attributes": {"h": 1.5 as f16, "s": 1.5 as f32, "d": 1.5,
+        //   "n": -300, "b": b"\x01", "t": tag 1 → 7, "f": False, "z": None}})
+        let mut m = b"\xa1\x6aattributes\xa8".to_vec();
+        m.extend_from_slice(b"\x61h\xf9\x3e\x00");
+        m.extend_from_slice(b"\x61s\xfa\x3f\xc0\x00\x00");
+        m.extend_from_slice(b"\x61d\xfb\x3f\xf8\x00\x00\x00\x00\x00\x00");
+        m.extend_from_slice(b"\x61n\x39\x01\x2b");
+        m.extend_from_slice(b"\x61b\x41\x01");
+        m.extend_from_slice(b"\x61t\xc1\x07");
+        m.extend_from_slice(b"\x61f\xf4");
+        m.extend_from_slice(b"\x61z\xf6");
+        let a = decode(&m, 16).unwrap().attributes;
+        let get = |k: &str| a.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        for k in ["h", "s", "d"] {
+            assert_eq!(get(k), Some(Value::Float(1.5)), "{k}");
+        }
+        assert_eq!(get("n"), Some(Value::Int(-300)));
+        assert_eq!(get("b"), Some(Value::Bytes(vec![1])));
+        assert_eq!(get("t"), Some(Value::Int(7)));
+        assert_eq!(get("f"), Some(Value::Bool(false)));
+        assert_eq!(get("z"), Some(Value::Null));
+        // Reserved additional information (28..=30), an indefinite integer, a lone
+        // break and a length past the end are errors, never panics.
+        for bad in [
+            &b"\xa1\x61k\x1c"[..],
+            b"\xa1\x61k\x1f",
+            b"\xff",
+            b"\xa1\x61k\x1b\x00",
+        ] {
+            assert!(decode(bad, 16).is_err(), "{bad:?}");
+        }
+        let e = decode(b"\xa1\x61k\x1c", 16).unwrap_err().to_string();
+        assert!(e.contains("syntax error at manifest byte 3"), "{e}");
+    }
 }
