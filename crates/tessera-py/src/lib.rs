@@ -8,6 +8,7 @@
 mod file;
 mod owner;
 mod save;
+mod signed;
 mod values;
 
 use pyo3::prelude::*;
