@@ -39,6 +39,8 @@ pub struct File {
     /// A descriptor of the mapped file, for the positional reads of copying loads
     /// ([`crate::fill`]); `None` for bytes, sets, or a path that changed at open.
     reader: Option<Reader>,
+    /// The signed manifest reads are held to (`open(..., signature=, public_key=)`).
+    signed: Option<crate::signed::SignedCheck>,
 }
 
 fn open_data(opened: Opened, path: Option<PathBuf>) -> tessera::Result<File> {
@@ -60,6 +62,7 @@ fn open_data(opened: Opened, path: Option<PathBuf>) -> tessera::Result<File> {
         warnings: c.warnings(),
         mapped,
         reader,
+        signed: None,
     });
     Ok(file)
 }
@@ -115,7 +118,9 @@ impl TensorSource for AsSource<'_> {
 /// With `verify`, every tensor or chunk read checks the digests the file stores for its
 /// bytes first (once each; still zero-copy where stored raw).
 #[pyfunction]
-#[pyo3(signature = (path, *, mmap=true, salvage=false, verify=true, hmac_key=None, age_identities=None, age_passphrase=None))]
+/// With `signature` (a `tessera sign` file's bytes) and `public_key`, the file is held
+/// to that signed manifest (see `crate::signed`).
+#[pyo3(signature = (path, *, mmap=true, salvage=false, verify=true, hmac_key=None, age_identities=None, age_passphrase=None, signature=None, public_key=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn open_file(
     py: Python<'_>,
@@ -126,6 +131,8 @@ pub fn open_file(
     hmac_key: Option<Vec<u8>>,
     age_identities: Option<Vec<String>>,
     age_passphrase: Option<String>,
+    signature: Option<Vec<u8>>,
+    public_key: Option<Vec<u8>>,
 ) -> PyResult<File> {
     let opts = read_options(
         salvage,
@@ -138,7 +145,19 @@ pub fn open_file(
     py.detach(|| {
         let load = if mmap { Load::Map } else { Load::Read };
         let opened = tessera::set::open_path_with(&path, &opts, load)?;
-        open_data(opened, Some(path.clone()))
+        let mut file = open_data(opened, Some(path.clone()))?;
+        match (signature, public_key) {
+            (Some(sig), Some(key)) => {
+                file.signed = Some(crate::signed::SignedCheck::new(&sig, &key, &file.infos)?);
+            }
+            (None, None) => {}
+            _ => {
+                return Err(tessera::Error::invalid_input(
+                    "signature and public_key go together",
+                ))
+            }
+        }
+        Ok(file)
     })
     .py()
 }
@@ -293,6 +312,9 @@ impl File {
             .detach(|| {
                 shared.with(|c| {
                     let mut v = c.tensor(name)?;
+                    if let Some(s) = &self.signed {
+                        s.check(&v)?;
+                    }
                     if densify && matches!(v.info.layout, Layout::SparseCsr | Layout::SparseCoo) {
                         v = tessera::sparse::densify(v)?;
                     }
@@ -349,6 +371,9 @@ impl File {
                     let mut slots = Vec::with_capacity(names.len());
                     for name in &names {
                         let mut v = c.tensor(name)?;
+                        if let Some(s) = &self.signed {
+                            s.check(&v)?;
+                        }
                         if densify && matches!(v.info.layout, Layout::SparseCsr | Layout::SparseCoo)
                         {
                             v = tessera::sparse::densify(v)?;

@@ -10,6 +10,7 @@ mod file;
 mod fill;
 mod owner;
 mod save;
+mod signed;
 mod values;
 
 use pyo3::prelude::*;

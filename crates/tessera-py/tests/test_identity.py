@@ -86,3 +86,62 @@ def test_key_files_from_tessera_keygen_work(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     cli = json.loads(subprocess.run([binary, "id", "--json", str(src)], capture_output=True, text=True, check=True).stdout)
     assert cli["id"] == tessera.id(src)["id"]
+
+
+def test_open_with_a_signature_refuses_a_tensor_that_does_not_match_on_read(tmp_path):
+    src = tmp_path / "m.safetensors"
+    save_file(tensors(), str(src))
+    key = tmp_path / "k"
+    key.write_bytes(bytes(range(32)))
+    pub = tessera.public_key(bytes(range(32)))
+    sig = tmp_path / "m.sig"
+    tessera.sign(src, key, sig)
+    # A conversion of the signed model opens and reads, each tensor checked.
+    gguf = tmp_path / "m.gguf"
+    save_file(tensors(), str(gguf))
+    f = tessera.open(gguf, signature=sig, public_key=pub)
+    np.testing.assert_array_equal(f["w"], tensors()["w"])
+    np.testing.assert_array_equal(f.get_tensors(["b", "w"])["b"], tensors()["b"])
+    # One value changed: the open succeeds (names and shapes match), the read of that
+    # tensor is refused, the other tensor still reads.
+    t = tensors()
+    t["w"][3, 1] += 1.0
+    bad = tmp_path / "bad.zt"
+    save_file(t, str(bad))
+    f = tessera.open(bad, signature=sig, public_key=pub)
+    np.testing.assert_array_equal(f["b"], t["b"])
+    with pytest.raises(tessera.IntegrityError, match="w"):
+        f["w"]
+    with pytest.raises(tessera.IntegrityError):
+        f.get_tensors(["w"])
+    # A renamed tensor, another key, or a signature without a key: refused at open.
+    renamed = tmp_path / "renamed.safetensors"
+    save_file({"w2": tensors()["w"], "b": tensors()["b"]}, str(renamed))
+    with pytest.raises(tessera.IntegrityError, match="w2"):
+        tessera.open(renamed, signature=sig, public_key=pub)
+    with pytest.raises(tessera.IntegrityError):
+        tessera.open(src, signature=sig, public_key=tessera.public_key(bytes(32)))
+    with pytest.raises(tessera.InvalidInputError):
+        tessera._tessera.open_file(str(src), signature=sig.read_bytes())
+
+
+def test_ecdsa_p256_pem_keys_sign_and_verify(tmp_path):
+    ec = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ec")
+    ser = pytest.importorskip("cryptography.hazmat.primitives.serialization")
+    k = ec.generate_private_key(ec.SECP256R1())
+    priv = k.private_bytes(ser.Encoding.PEM, ser.PrivateFormat.PKCS8, ser.NoEncryption())
+    pub = k.public_key().public_bytes(ser.Encoding.PEM, ser.PublicFormat.SubjectPublicKeyInfo)
+    src = tmp_path / "m.safetensors"
+    save_file(tensors(), str(src))
+    text = tessera.sign(src, priv)
+    assert json.loads(text)["signature"]["algorithm"] == "ecdsa-p256"
+    conv = tmp_path / "m.fold"
+    save_file(tensors(), str(conv))
+    assert tessera.verify_signature(conv, text, pub).ok
+    pub_path = tmp_path / "k.pub.pem"
+    pub_path.write_bytes(pub)
+    f = tessera.open(conv, signature=text, public_key=pub_path)
+    np.testing.assert_array_equal(f["w"], tensors()["w"])
+    other = ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
+        ser.Encoding.PEM, ser.PublicFormat.SubjectPublicKeyInfo)
+    assert not tessera.verify_signature(conv, text, other).ok

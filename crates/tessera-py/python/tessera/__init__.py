@@ -449,9 +449,18 @@ def open(
     hmac_key: Optional[bytes] = None,
     age_identities: Optional[Sequence[str]] = None,
     age_passphrase: Optional[str] = None,
+    signature: Optional[Union[str, bytes, PathLike]] = None,
+    public_key: Optional[Union[bytes, PathLike]] = None,
 ) -> File:
     """Opens a tensor container of any supported format, detected by content (never by
     extension). The file is memory-mapped unless ``mmap=False``.
+
+    ``signature`` (a ``tessera sign`` file: its path, text or bytes) with ``public_key``
+    (the trusted key: a path, or bytes) holds the file to that signed manifest: the
+    signature and the tensor names, dtypes and shapes are checked at open, and each
+    tensor's bytes when it is first read (``f[name]``, ``get_tensor``, ``get_tensors``);
+    a tensor that does not match the signed digest raises :class:`IntegrityError`
+    instead of being handed out. It works for any conversion of the signed model.
 
     ``f[name]`` and ``get_tensor(..., copy=False)`` are zero-copy views of the mapped
     file and, by default, **unchecked**: the digests the file stores are not compared
@@ -470,6 +479,8 @@ def open(
         hmac_key=None if hmac_key is None else bytes(hmac_key),
         age_identities=list(age_identities) if age_identities else None,
         age_passphrase=age_passphrase,
+        signature=None if signature is None else _signature_bytes(signature),
+        public_key=None if public_key is None else _key_bytes(public_key, "public key"),
     )
     return File(native, framework, device)
 
