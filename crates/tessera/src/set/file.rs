@@ -1,24 +1,32 @@
-//! One file opened from a path: its bytes ([`FileData`], a read-only map or a buffer)
-//! and the container parsed from them, tied together by `self_cell` (the container
-//! borrows the bytes).
+//! One file opened from a path: its bytes ([`FileData`], a read-only map or a buffer,
+//! or any other [`ByteSource`] such as a remote object) and the container parsed from
+//! them, tied together by `self_cell` (the container borrows the bytes).
 
 use std::path::Path;
 
 use crate::any::ReadOptions;
 use crate::error::Result;
 use crate::model::Container;
-use crate::source::FileData;
+use crate::source::{ByteSource, FileData};
 
 type DynContainer<'a> = Box<dyn Container + 'a>;
 
 self_cell::self_cell!(
     /// An opened file that owns its bytes.
     pub struct OpenedFile {
-        owner: FileData,
+        owner: Backing,
         #[not_covariant]
         dependent: DynContainer,
     }
 );
+
+/// What an [`OpenedFile`] reads from.
+pub enum Backing {
+    /// A map or a buffer: the whole file in memory.
+    Data(FileData),
+    /// A source read by range (a remote object).
+    Source(Box<dyn ByteSource>),
+}
 
 /// How a path's bytes are brought in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -45,17 +53,40 @@ impl OpenedFile {
 
     /// Opens bytes already in hand.
     pub fn from_data(data: FileData, opts: &ReadOptions) -> Result<OpenedFile> {
-        OpenedFile::try_new(data, |d| crate::any::open(d, opts))
+        OpenedFile::try_new(Backing::Data(data), |b| open_backing(b, opts))
     }
 
-    /// The file's bytes.
-    pub fn bytes(&self) -> &[u8] {
-        self.borrow_owner()
+    /// Opens a source read by range (a remote object).
+    pub fn from_source(src: Box<dyn ByteSource>, opts: &ReadOptions) -> Result<OpenedFile> {
+        OpenedFile::try_new(Backing::Source(src), |b| open_backing(b, opts))
+    }
+
+    /// The file's bytes, when they are in memory (not for a source read by range).
+    pub fn bytes(&self) -> Option<&[u8]> {
+        match self.borrow_owner() {
+            Backing::Data(d) => Some(d),
+            Backing::Source(_) => None,
+        }
     }
 
     /// True when the bytes are a memory map.
     pub fn is_mapped(&self) -> bool {
-        self.borrow_owner().is_mapped()
+        matches!(self.borrow_owner(), Backing::Data(d) if d.is_mapped())
+    }
+
+    /// What the bytes are read from (`mmap`, `memory`, `remote`, …).
+    pub fn source_kind(&self) -> &'static str {
+        match self.borrow_owner() {
+            Backing::Data(d) => d.kind(),
+            Backing::Source(s) => s.kind(),
+        }
+    }
+}
+
+fn open_backing<'a>(b: &'a Backing, opts: &ReadOptions) -> Result<DynContainer<'a>> {
+    match b {
+        Backing::Data(d) => crate::any::open(d, opts),
+        Backing::Source(s) => crate::any::open(&**s, opts),
     }
 }
 
