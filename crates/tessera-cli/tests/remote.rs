@@ -112,8 +112,17 @@ fn read_verbs_give_the_local_result_from_s3_and_http() {
             "-o".as_ref(),
             want_x.as_os_str(),
         ]);
-        let want_c = dir.path().join("local.safetensors");
-        ok(&["convert".as_ref(), local.as_os_str(), want_c.as_os_str()]);
+        // Converted to its own format (every sample's tensors fit it).
+        let ext = local.extension().unwrap().to_string_lossy().into_owned();
+        let want_c = dir.path().join(format!("local.{ext}"));
+        // The sample is zTensor v2; `.zt` alone means v1.
+        let zt2: Vec<&OsStr> = match ext.as_str() {
+            "zt" => vec!["--zt-version".as_ref(), "2".as_ref()],
+            _ => vec![],
+        };
+        let mut args: Vec<&OsStr> = vec!["convert".as_ref(), local.as_os_str(), want_c.as_os_str()];
+        args.extend(&zt2);
+        ok(&args);
         for url in [&s3, &http] {
             let u: &OsStr = url.as_ref();
             let mut args: Vec<&OsStr> = vec!["inspect".as_ref(), "--json".as_ref(), u];
@@ -147,9 +156,10 @@ fn read_verbs_give_the_local_result_from_s3_and_http() {
                 std::fs::read(&want_x).unwrap(),
                 "{url}: extract"
             );
-            let c = dir.path().join("remote.safetensors");
+            let c = dir.path().join(format!("remote.{ext}"));
             let mut args: Vec<&OsStr> = vec!["convert".as_ref(), u, c.as_os_str()];
             args.extend(ep);
+            args.extend(&zt2);
             ok(&args);
             assert_eq!(
                 std::fs::read(&c).unwrap(),
@@ -170,10 +180,10 @@ fn convert_uploads_to_s3_and_reads_back() {
     };
     let dir = tempfile::tempdir().unwrap();
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tessera/tests/data/safetensors/mixed.safetensors");
-    let local = dir.path().join("local.zt");
+        .join("../tessera/tests/data/gguf/peer_small.gguf");
+    let local = dir.path().join("local.gguf");
     ok(&["convert".as_ref(), src.as_os_str(), local.as_os_str()]);
-    let url = format!("s3://{}/cli/up.zt", srv.bucket);
+    let url = format!("s3://{}/cli/up.gguf", srv.bucket);
     let out = ok(&[
         "convert".as_ref(),
         src.as_os_str(),
@@ -183,7 +193,7 @@ fn convert_uploads_to_s3_and_reads_back() {
     ]);
     assert!(out.contains(&url), "{out}");
     // What landed under the key is the bytes a local conversion writes.
-    let back = dir.path().join("back.zt");
+    let back = dir.path().join("back.gguf");
     let src_remote = tessera::remote::RemoteSource::open(
         &tessera::Location::parse(&url).unwrap(),
         &tessera::remote::RemoteOptions {

@@ -18,6 +18,14 @@ const COALESCE_GAP: u64 = 1 << 20;
 const PART: u64 = 8 << 20;
 /// At most this many requests of one read are in flight at once.
 const CONCURRENCY: usize = 8;
+/// A body cut short is fetched again this many times.
+const BODY_RETRIES: u32 = 3;
+
+/// A failed fetch: worth another try (the body broke off) or not.
+enum Retry {
+    Body(Error),
+    No(Error),
+}
 
 /// One remote object (S3 or HTTP). Opening it sends one `HEAD` for its size and ETag;
 /// every read after that is a ranged `GET` with `If-Match: <etag>`, so an object
@@ -71,8 +79,24 @@ impl RemoteSource {
         self.fetched.load(Ordering::Relaxed)
     }
 
-    /// One ranged GET, checked: its length, and the object's identity.
+    /// One ranged GET, checked: its length, and the object's identity. A body cut short
+    /// (a dropped connection: object_store retries failed requests, not failed bodies)
+    /// is fetched again, up to [`BODY_RETRIES`] times with backoff.
     async fn fetch(&self, r: Range<u64>) -> Result<bytes::Bytes> {
+        let mut attempt = 0;
+        loop {
+            match self.fetch_once(r.clone()).await {
+                Err(Retry::Body(_)) if attempt < BODY_RETRIES => {
+                    tokio::time::sleep(std::time::Duration::from_millis(100 << attempt)).await;
+                    attempt += 1;
+                }
+                Err(Retry::Body(e) | Retry::No(e)) => return Err(e),
+                Ok(b) => return Ok(b),
+            }
+        }
+    }
+
+    async fn fetch_once(&self, r: Range<u64>) -> std::result::Result<bytes::Bytes, Retry> {
         let want = r.end - r.start;
         self.requests.fetch_add(1, Ordering::Relaxed);
         let opts = GetOptions {
@@ -86,34 +110,41 @@ impl RemoteSource {
             .store
             .get_opts(&self.target.path, opts)
             .await
-            .map_err(|e| store_error(url, e))?;
+            .map_err(|e| Retry::No(store_error(url, e)))?;
         // A server that ignores If-Match still says which object it sent.
         if let (Some(ours), Some(theirs)) = (&self.etag, &got.meta.e_tag) {
             if ours != theirs {
-                return Err(changed(url, ours, theirs));
+                return Err(Retry::No(changed(url, ours, theirs)));
             }
         }
         if got.meta.size != self.len {
-            return Err(Error::integrity(format!(
-                "the object changed while it was read (it was {} bytes, it is now {})",
-                self.len, got.meta.size
-            ))
-            .in_file(url.clone()));
+            return Err(Retry::No(
+                Error::integrity(format!(
+                    "the object changed while it was read (it was {} bytes, it is now {})",
+                    self.len, got.meta.size
+                ))
+                .in_file(url.clone()),
+            ));
         }
-        let body = got.bytes().await.map_err(|e| store_error(url, e))?;
+        let body = got
+            .bytes()
+            .await
+            .map_err(|e| Retry::Body(store_error(url, e)))?;
         self.fetched.fetch_add(body.len() as u64, Ordering::Relaxed);
         if body.len() as u64 != want {
-            return Err(Error::new(
-                ErrorKind::Io,
-                format!(
-                    "bytes [{}, {}) were asked for and {} arrived",
-                    r.start,
-                    r.end,
-                    body.len()
-                ),
-            )
-            .in_file(url.clone())
-            .at_offset(r.start));
+            return Err(Retry::Body(
+                Error::new(
+                    ErrorKind::Io,
+                    format!(
+                        "bytes [{}, {}) were asked for and {} arrived",
+                        r.start,
+                        r.end,
+                        body.len()
+                    ),
+                )
+                .in_file(url.clone())
+                .at_offset(r.start),
+            ));
         }
         Ok(body)
     }

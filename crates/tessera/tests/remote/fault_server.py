@@ -6,13 +6,14 @@ read tests (crates/tessera/tests/remote.rs). Standard library only.
 GET/HEAD /MODE/NAME serves ROOT/NAME with byte ranges and an ETag, per MODE:
   ok        as a normal server;
   drop      a ranged GET sends the headers and half the body, then closes the socket;
+  droponce  as drop for the first ranged GET of each path, then normally;
   flaky     the first 2 ranged GETs of each path answer 500, then normally;
   fail      every GET answers 500 (HEAD works);
   changing  after the first ranged GET the object "changes": a new ETag, and a
             request whose If-Match names the old one gets 412;
   lying     like changing, but ignoring If-Match (the new ETag is in the reply);
-  flip      serves the bytes with one bit flipped at offset FLIP (query ?at=FLIP is
-            not used: the offset is the file ROOT/NAME.flip, a decimal number);
+  flip      serves the bytes with one bit flipped at the offset written (in decimal)
+            in the file ROOT/NAME.flip;
   short     a ranged GET declares the full length but sends 10 bytes fewer, then closes.
 Counts per path are kept in memory.
 """
@@ -116,7 +117,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if head:
             return
-        if mode == "drop" and rng:
+        if (mode == "drop" or (mode == "droponce" and n == 0)) and rng:
             self.wfile.write(body[: len(body) // 2])
             self.wfile.flush()
             self.close_connection = True
