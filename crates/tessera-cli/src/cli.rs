@@ -117,6 +117,10 @@ pub struct ReadArgs {
     /// whose HMAC fails, or that carries none, is refused).
     #[arg(long, value_name = "FILE")]
     pub input_hmac_key_file: Option<PathBuf>,
+    /// S3 endpoint for s3:// locations (MinIO, R2, a local server:
+    /// `http://127.0.0.1:9000`); AWS_ENDPOINT_URL when not given.
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
 }
 
 /// `tessera inspect`.

@@ -54,7 +54,7 @@ pub fn with_file<T>(
             path.display()
         ));
     }
-    open_with(path, read_options(path, args)?, f)
+    open_with(path, args, read_options(path, args)?, f)
 }
 
 /// [`with_file`] for the verbs that audit a file rather than hand its bytes out
@@ -72,17 +72,27 @@ pub fn with_file_audit<T>(
     }
     let mut opts = read_options(path, args)?;
     opts.audit = true;
-    open_with(path, opts, f)
+    open_with(path, args, opts, f)
+}
+
+/// How s3:// locations are reached (`--endpoint`).
+pub fn remote_options(args: &ReadArgs) -> tessera::remote::RemoteOptions {
+    tessera::remote::RemoteOptions {
+        endpoint: args.endpoint.clone(),
+    }
 }
 
 fn open_with<T>(
     path: &Path,
+    args: &ReadArgs,
     opts: ReadOptions,
     f: impl FnOnce(&dyn Container) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
-    // A file, an index, a shard of a set or a directory; the library's errors name the
-    // file they are about.
-    let opened = tessera::open_path(path, &opts).map_err(anyhow::Error::new)?;
+    // A file, an index, a shard of a set, a directory, or a URL (s3://, http(s)://,
+    // file://); the library's errors name the file they are about.
+    let opened =
+        tessera::set::open_path_remote(path, &opts, tessera::set::Load::Map, &remote_options(args))
+            .map_err(anyhow::Error::new)?;
     let file = opened.container();
     // Test hook: a pause after the open lets a test change the input underneath.
     if let Some(ms) = std::env::var("TESSERA_TEST_PAUSE_AFTER_OPEN_MS")

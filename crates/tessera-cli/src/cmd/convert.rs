@@ -154,13 +154,30 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         (None, Some(n)) => Some(tessera::set::Split::Shards(n)),
         (None, None) => None,
     };
+    // An s3:// output is written to a local staging file, then uploaded as one
+    // multipart upload (visible under its key only once complete; aborted on failure).
+    let dest = tessera::Location::from_path(args.output_path()).map_err(anyhow::Error::new)?;
+    if dest.is_remote() && split.is_some() {
+        bail!(
+            "a sharded output is written to a local directory, not {}",
+            dest.display()
+        );
+    }
     if let Some(split) = split {
         return crate::cmd::convert_set::run(args, format, split, conv, &opts, out);
     }
+    let staging = if dest.is_remote() {
+        Some(tempfile::tempdir().context("creating a staging directory for the upload")?)
+    } else {
+        None
+    };
+    let local_out = match &staging {
+        Some(dir) => dir.path().join(dest.file_name()),
+        None => args.output_path().to_path_buf(),
+    };
     with_file(&args.input, &args.read, |file| {
         let progress = ProgressSource::new(file, &format!("converting to {}", format.name()));
-        let result =
-            tessera::convert::convert_file(&progress, format, args.output_path(), conv, &opts);
+        let result = tessera::convert::convert_file(&progress, format, &local_out, conv, &opts);
         progress.finish();
         let report = result.map_err(anyhow::Error::new)?;
         // What salvage skipped (damaged arrays, unreadable tensor chunks): the readers'
@@ -183,9 +200,18 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         for n in &report.notes {
             writeln!(out, "note: {}", crate::term::escape(n))?;
         }
-        let size = std::fs::metadata(args.output_path())
-            .map(|m| m.len())
-            .unwrap_or(0);
+        let size = std::fs::metadata(&local_out).map(|m| m.len()).unwrap_or(0);
+        if dest.is_remote() {
+            if !report.extra_files.is_empty() {
+                bail!(
+                    "{} writes files beside its output ({}); write it locally, then copy them",
+                    format.name(),
+                    report.extra_files.len()
+                );
+            }
+            let remote = crate::output::remote_options(&args.read);
+            tessera::remote::upload_file(&local_out, &dest, &remote).map_err(anyhow::Error::new)?;
+        }
         writeln!(
             out,
             "{} ({}) -> {} ({}): {} tensors, {}",

@@ -1,22 +1,41 @@
-//! One file opened from a path: its bytes ([`FileData`], a read-only map or a buffer)
-//! and the container parsed from them, tied together by `self_cell` (the container
-//! borrows the bytes). A zTensor v2 root whose shard table names other files owns
-//! those files' bytes too (`zt2_shards.rs`): its parts in them read as its own.
+//! One file opened from a path: its bytes ([`FileData`], a read-only map or a buffer,
+//! or any other [`ByteSource`] such as a remote object) and the container parsed from
+//! them, tied together by `self_cell` (the container borrows the bytes). A zTensor v2
+//! root whose shard table names other files owns those files' bytes too
+//! (`zt2_shards.rs`): its parts in them read as its own.
 
 use std::path::Path;
 
 use crate::any::ReadOptions;
 use crate::error::Result;
 use crate::model::Container;
-use crate::source::FileData;
+use crate::source::{ByteSource, FileData};
 
 type DynContainer<'a> = Box<dyn Container + 'a>;
+
+/// What an [`OpenedFile`] reads from.
+pub enum Backing {
+    /// A map or a buffer: the whole file in memory.
+    Data(FileData),
+    /// A source read by range (a remote object).
+    Source(Box<dyn ByteSource>),
+}
+
+impl Backing {
+    /// The bytes, when they are in memory (not for a source read by range).
+    pub fn data(&self) -> Option<&FileData> {
+        match self {
+            Backing::Data(d) => Some(d),
+            Backing::Source(_) => None,
+        }
+    }
+}
 
 /// The bytes an [`OpenedFile`] owns: the file's, and those of the shard files its
 /// manifest names (zTensor v2 only; empty otherwise).
 pub struct Files {
     /// The file itself.
-    pub main: FileData,
+    pub main: Backing,
     /// Shard files, in the order of the file's shard table.
     pub shards: Vec<FileData>,
 }
@@ -55,11 +74,23 @@ impl OpenedFile {
 
     /// Opens bytes already in hand.
     pub fn from_data(data: FileData, opts: &ReadOptions) -> Result<OpenedFile> {
+        OpenedFile::from_backing(Backing::Data(data), opts)
+    }
+
+    /// Opens a source read by range (a remote object).
+    pub fn from_source(src: Box<dyn ByteSource>, opts: &ReadOptions) -> Result<OpenedFile> {
+        OpenedFile::from_backing(Backing::Source(src), opts)
+    }
+
+    fn from_backing(main: Backing, opts: &ReadOptions) -> Result<OpenedFile> {
         let files = Files {
-            main: data,
+            main,
             shards: Vec::new(),
         };
-        OpenedFile::try_new(files, |d| crate::any::open(&d.main, opts))
+        OpenedFile::try_new(files, |f| match &f.main {
+            Backing::Data(d) => crate::any::open(d, opts),
+            Backing::Source(s) => crate::any::open(&**s, opts),
+        })
     }
 
     /// Opens files already in hand with `open`, which may borrow all of them.
@@ -70,9 +101,9 @@ impl OpenedFile {
         OpenedFile::try_new(files, open)
     }
 
-    /// The file's bytes.
-    pub fn bytes(&self) -> &[u8] {
-        &self.borrow_owner().main
+    /// The file's bytes, when they are in memory (not for a source read by range).
+    pub fn bytes(&self) -> Option<&[u8]> {
+        self.borrow_owner().main.data().map(|d| &d[..])
     }
 
     /// The bytes of the shard files it opened besides (zTensor v2).
@@ -83,7 +114,15 @@ impl OpenedFile {
     /// True when the bytes are a memory map.
     pub fn is_mapped(&self) -> bool {
         let f = self.borrow_owner();
-        f.main.is_mapped() && f.shards.iter().all(FileData::is_mapped)
+        f.main.data().is_some_and(FileData::is_mapped) && f.shards.iter().all(FileData::is_mapped)
+    }
+
+    /// What the bytes are read from (`mmap`, `memory`, `remote`, …).
+    pub fn source_kind(&self) -> &'static str {
+        match &self.borrow_owner().main {
+            Backing::Data(d) => d.kind(),
+            Backing::Source(s) => s.kind(),
+        }
     }
 }
 

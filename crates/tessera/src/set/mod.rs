@@ -68,8 +68,8 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-pub use file::{Load, OpenedFile};
-pub use opener::{open_path, open_path_with, Opened};
+pub use file::{Backing, Load, OpenedFile};
+pub use opener::{open_location, open_path, open_path_remote, open_path_with, Opened};
 pub use write::{convert_set, Split};
 pub use zt2_shards::shard_path as zt2_shard_path;
 

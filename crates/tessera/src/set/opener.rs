@@ -15,8 +15,10 @@
 //!   (`<stem>-<name>.zt` beside it, `zt2_shards.rs`);
 //! - anything else: the file alone.
 //!
-//! A later source kind (URLs) is a new arm of [`open_path_with`], returning the same
-//! [`Opened`].
+//! A location ([`open_location`], and any path that parses as a URL): `file://` is the
+//! path; `s3://…` and `http(s)://…` open the one object read by range
+//! ([`crate::remote::RemoteSource`], feature `remote`). A remote set (an index URL) is
+//! refused for now: its shards would be resolved relative to the index URL.
 
 use std::path::{Path, PathBuf};
 
@@ -27,6 +29,7 @@ use crate::any::ReadOptions;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::Format;
 use crate::model::Container;
+use crate::remote::{Location, RemoteOptions};
 
 /// A path opened: one file or a set. Both are a [`Container`] that owns its bytes.
 pub enum Opened {
@@ -48,7 +51,7 @@ impl Opened {
     /// The file's bytes, when this is one file.
     pub fn file_bytes(&self) -> Option<&[u8]> {
         match self {
-            Opened::File(f) => Some(f.bytes()),
+            Opened::File(f) => f.bytes(),
             Opened::Set(_) => None,
         }
     }
@@ -57,11 +60,11 @@ impl Opened {
     /// borrow of them from decoded bytes.
     pub fn file_regions(&self) -> Vec<&[u8]> {
         match self {
-            Opened::File(f) => vec![f.bytes()],
+            Opened::File(f) => f.bytes().into_iter().collect(),
             Opened::Set(s) => s
                 .shards()
                 .iter()
-                .filter_map(|s| s.file.as_ref().map(OpenedFile::bytes))
+                .filter_map(|s| s.file.as_ref().and_then(OpenedFile::bytes))
                 .collect(),
         }
     }
@@ -94,13 +97,63 @@ pub fn open_path(path: &Path, opts: &ReadOptions) -> Result<Opened> {
     open_path_with(path, opts, Load::Map)
 }
 
-/// [`open_path`], choosing how the files' bytes are brought in.
+/// [`open_path`], choosing how the files' bytes are brought in. A path that parses as
+/// a URL ([`Location::parse`]) opens as [`open_location`] does.
 pub fn open_path_with(path: &Path, opts: &ReadOptions, load: Load) -> Result<Opened> {
+    open_path_remote(path, opts, load, &RemoteOptions::default())
+}
+
+/// Opens `loc` (a URL or a path, see [`Location::parse`]) as [`open_path`] does, with
+/// `remote` saying how to reach an object store.
+pub fn open_location(
+    loc: &str,
+    opts: &ReadOptions,
+    load: Load,
+    remote: &RemoteOptions,
+) -> Result<Opened> {
+    open_path_remote(Path::new(loc), opts, load, remote)
+}
+
+/// [`open_path_with`] with options for remote locations.
+pub fn open_path_remote(
+    path: &Path,
+    opts: &ReadOptions,
+    load: Load,
+    remote: &RemoteOptions,
+) -> Result<Opened> {
+    match Location::from_path(path).map_err(|e| e.in_file(path.display().to_string()))? {
+        Location::Local(p) if p.as_path() != path => open_local(&p, opts, load),
+        Location::Local(_) => open_local(path, opts, load),
+        loc => open_remote(&loc, opts, remote),
+    }
+}
+
+#[cfg(feature = "remote")]
+fn open_remote(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -> Result<Opened> {
+    let url = loc.display();
+    let named = |e: Error| e.in_file(url.clone());
+    if loc.file_name().ends_with(".index.json") {
+        return Err(named(Error::unsupported(
+            "a model set over HTTP or S3 is not supported yet; open each shard by its URL",
+        )));
+    }
+    let src = crate::remote::RemoteSource::open(loc, remote).map_err(named)?;
+    let mut opts = opts.clone();
+    opts.path = Some(url.clone().into());
+    OpenedFile::from_source(Box::new(src), &opts).map(Opened::File)
+}
+
+#[cfg(not(feature = "remote"))]
+fn open_remote(loc: &Location, _opts: &ReadOptions, _remote: &RemoteOptions) -> Result<Opened> {
+    Err(crate::remote::not_enabled(loc))
+}
+
+fn open_local(path: &Path, opts: &ReadOptions, load: Load) -> Result<Opened> {
     let named = |e: Error| e.in_file(path.display().to_string());
     let meta = std::fs::metadata(path).map_err(|e| named(Error::from(e)))?;
     if meta.is_dir() {
         let target = in_directory(path, opts).map_err(named)?;
-        return open_path_with(&target, opts, load);
+        return open_local(&target, opts, load);
     }
     let name = file_name(path);
     if name.ends_with(".index.json") {

@@ -39,7 +39,11 @@ pub fn with_shards(
     if crate::model::Container::format(&file) != Format::ZtensorV2 {
         return Ok(file);
     }
-    let table: Vec<String> = Ztensor2File::parse(file.bytes(), opts)?
+    // A root read by range (remote) is opened alone: its shards are not fetched.
+    let Some(bytes) = file.bytes() else {
+        return Ok(file);
+    };
+    let table: Vec<String> = Ztensor2File::parse(bytes, opts)?
         .shards()
         .iter()
         .map(|(n, _, _)| n.clone())
@@ -70,7 +74,13 @@ pub fn with_shards(
     let label = path.display().to_string();
     OpenedFile::from_files(files, |f| {
         let srcs = f.shards.iter().map(|d| SourceRef::from(&d[..])).collect();
-        let zt = Ztensor2File::parse(&f.main[..], opts)?
+        let main = f.main.data().ok_or_else(|| {
+            Error::new(
+                crate::error::ErrorKind::Unsupported,
+                "a zTensor v2 root with shards must be a local file",
+            )
+        })?;
+        let zt = Ztensor2File::parse(&main[..], opts)?
             .with_shards(srcs)?
             .named(label.clone());
         Ok(Box::new(zt) as Box<dyn crate::model::Container + '_>)

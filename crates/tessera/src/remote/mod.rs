@@ -1,0 +1,75 @@
+//! Files where they live: S3-compatible object storage and HTTP servers, read by range.
+//!
+//! Every binary reader asks its [`crate::source::SourceRef`] for byte ranges (the header,
+//! the index, one tensor when asked); [`RemoteSource`] answers those with ranged `GET`s
+//! through the `object_store` crate (Apache Arrow's S3 and HTTP clients), so opening a
+//! remote file fetches its index and not its tensors. Formats read whole (WTXT's text)
+//! are fetched whole, as they are from `pread`.
+//!
+//! Layout:
+//! - [`location`]: [`Location::parse`] — `s3://bucket/key`, `http(s)://…`, `file://…`, or
+//!   a plain path (always compiled, so a build without the `remote` feature can say so);
+//! - `store` (feature `remote`): the client for a location — credentials from the
+//!   environment (AWS variables, `AWS_ENDPOINT_URL` or [`RemoteOptions::endpoint`],
+//!   anonymous when none; `TESSERA_HTTP_TOKEN` / `HF_TOKEN` as a bearer token for HTTP),
+//!   timeouts, retries with exponential backoff (object_store's `RetryConfig`: 5xx,
+//!   429 and dropped connections are retried, up to 5 times within 20 s), and the one
+//!   tokio runtime the requests run on;
+//! - `source` (feature `remote`): [`RemoteSource`], the [`crate::source::ByteSource`];
+//! - `upload` (feature `remote`): [`upload_file`], a local file to S3 as a multipart
+//!   upload.
+//!
+//! What is checked when:
+//! - on open, one `HEAD`: the object's size and ETag;
+//! - on every read: the range against the size (never an allocation sized by an
+//!   unchecked number), `If-Match: <etag>` on the request, the ETag and size the
+//!   response reports, and the body's length — an object replaced between requests is
+//!   an `Integrity` error naming the URL, a short body an `Io` error; never mixed or
+//!   short data;
+//! - after the bytes arrive, the format's own digests, exactly as for a local file
+//!   (`ReadOptions::verify`): an AERO page, a zTensor or FOLD chunk, a safetensors file
+//!   has none — a flipped byte there is caught only where the format stores a digest.
+//!
+//! A permanent error (404, 403, a 500 that outlasts the retries) names the URL and the
+//! HTTP status. Nothing here prints or logs a credential.
+//!
+//! Reads: [`RemoteSource::read_ranges`] merges ranges less than 1 MiB apart
+//! (`object_store::coalesce_ranges`) and fetches up to 10 at once; one large read is
+//! split into 8 MiB parts fetched 8 at a time.
+//!
+//! Hand-written here: only the URL split ([`Location`]) — object_store's own
+//! `parse_url` needs a store per scheme and would accept schemes we do not build.
+
+pub mod location;
+#[cfg(feature = "remote")]
+mod source;
+#[cfg(feature = "remote")]
+mod store;
+#[cfg(feature = "remote")]
+mod upload;
+
+pub use location::Location;
+#[cfg(feature = "remote")]
+pub use source::RemoteSource;
+#[cfg(feature = "remote")]
+pub use upload::upload_file;
+
+/// How remote objects are reached (credentials are never here: they come from the
+/// environment).
+#[derive(Clone, Debug, Default)]
+pub struct RemoteOptions {
+    /// An S3 endpoint (`http://127.0.0.1:9000`, MinIO, R2, …) instead of AWS's; when
+    /// unset, `AWS_ENDPOINT_URL`.
+    pub endpoint: Option<String>,
+}
+
+/// True when this build reads remote locations (the `remote` feature).
+pub const ENABLED: bool = cfg!(feature = "remote");
+
+/// The error for a remote location in a build without the `remote` feature.
+pub fn not_enabled(loc: &Location) -> crate::Error {
+    crate::Error::unsupported(format!(
+        "{}: this build of tessera reads local files only (built without the `remote` feature)",
+        loc.display()
+    ))
+}

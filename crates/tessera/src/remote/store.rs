@@ -1,0 +1,182 @@
+//! Building an `object_store` client for a [`Location`], and the runtime it runs on.
+//!
+//! Credentials come from where each ecosystem keeps them, and are never printed:
+//! - S3: `AmazonS3Builder::from_env` (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+//!   `AWS_SESSION_TOKEN`, `AWS_REGION`, `AWS_ENDPOINT_URL`, web identity, ECS
+//!   container credentials). With none of those set, requests are anonymous (unsigned),
+//!   so a public bucket reads without an account and nothing waits on the EC2
+//!   metadata service. An endpoint (`RemoteOptions::endpoint`, the CLI's `--endpoint`,
+//!   or `AWS_ENDPOINT_URL`) selects a MinIO-style server, path-style; `http://` allowed.
+//! - HTTP: `TESSERA_HTTP_TOKEN`, else `HF_TOKEN`, as `Authorization: Bearer …` (a
+//!   sensitive header: left out of debug output, dropped on a redirect to another host).
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use object_store::aws::AmazonS3Builder;
+use object_store::http::HttpBuilder;
+use object_store::path::Path as ObjectPath;
+use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
+
+use super::{Location, RemoteOptions};
+use crate::error::{Error, Result};
+
+/// A store and the object's path in it.
+pub(crate) struct Target {
+    pub store: Arc<dyn ObjectStore>,
+    pub path: ObjectPath,
+    /// The location as shown in messages (`s3://b/k`, the URL).
+    pub url: String,
+}
+
+/// Per-request timeout: a stalled server is an error after this, never a hang.
+fn timeout() -> Duration {
+    env_secs("TESSERA_REMOTE_TIMEOUT").unwrap_or(Duration::from_secs(60))
+}
+
+fn env_secs(name: &str) -> Option<Duration> {
+    let v = std::env::var(name).ok()?;
+    v.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| *s > 0.0)
+        .map(Duration::from_secs_f64)
+}
+
+fn client_options() -> ClientOptions {
+    ClientOptions::new()
+        .with_timeout(timeout())
+        .with_connect_timeout(Duration::from_secs(10))
+        .with_allow_http(true)
+}
+
+/// Transient errors (5xx, 429, dropped connections, timeouts) are retried with
+/// exponential backoff: up to 5 retries within 20 s.
+fn retry_config() -> RetryConfig {
+    RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(2),
+            base: 2.0,
+        },
+        max_retries: 5,
+        retry_timeout: Duration::from_secs(20),
+    }
+}
+
+fn setup(url: &str, e: impl std::fmt::Display) -> Error {
+    Error::invalid_input(format!("cannot set up the client: {e}")).in_file(url)
+}
+
+/// The store for a remote `loc` (`Local` is not remote: an `InvalidInput` error).
+pub(crate) fn target(loc: &Location, opts: &RemoteOptions) -> Result<Target> {
+    let url = loc.display();
+    match loc {
+        Location::S3 { bucket, key } => {
+            let mut b = AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .with_client_options(client_options())
+                .with_retry(retry_config());
+            let endpoint = opts
+                .endpoint
+                .clone()
+                .or_else(|| env_nonempty("AWS_ENDPOINT_URL"));
+            if let Some(ep) = endpoint {
+                b = b
+                    .with_endpoint(ep)
+                    .with_virtual_hosted_style_request(false)
+                    .with_allow_http(true);
+            }
+            if !has_aws_credentials() {
+                b = b.with_skip_signature(true);
+            }
+            let store = b.build().map_err(|e| setup(&url, e))?;
+            let path = ObjectPath::parse(key).map_err(|e| setup(&url, e))?;
+            Ok(Target {
+                store: Arc::new(store),
+                path,
+                url,
+            })
+        }
+        Location::Http(u) => {
+            let parsed = split_http(u).ok_or_else(|| setup(&url, "not an http(s) URL"))?;
+            let mut options = client_options();
+            if let Some(token) =
+                env_nonempty("TESSERA_HTTP_TOKEN").or_else(|| env_nonempty("HF_TOKEN"))
+            {
+                let mut value = object_store::HeaderValue::from_str(&format!("Bearer {token}"))
+                    .map_err(|_| {
+                        setup(&url, "the bearer token holds characters a header cannot")
+                    })?;
+                value.set_sensitive(true);
+                let mut headers = object_store::HeaderMap::new();
+                headers.insert("authorization", value);
+                options = options.with_default_headers(headers);
+            }
+            let store = HttpBuilder::new()
+                .with_url(parsed.0)
+                .with_client_options(options)
+                .with_retry(retry_config())
+                .build()
+                .map_err(|e| setup(&url, e))?;
+            let path = ObjectPath::from_url_path(parsed.1).map_err(|e| setup(&url, e))?;
+            Ok(Target {
+                store: Arc::new(store),
+                path,
+                url,
+            })
+        }
+        Location::Local(p) => Err(Error::invalid_input(format!(
+            "{}: a local path, not a remote object",
+            p.display()
+        ))),
+    }
+}
+
+/// `(scheme://host[:port], path)` of an http(s) URL, its query and fragment dropped.
+fn split_http(u: &str) -> Option<(String, String)> {
+    let (scheme, rest) = u.split_once("://")?;
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    let (host, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => (rest, ""),
+    };
+    Some((format!("{scheme}://{host}"), path.to_string()))
+}
+
+fn env_nonempty(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// True when the environment names AWS credentials of some kind.
+fn has_aws_credentials() -> bool {
+    [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    ]
+    .iter()
+    .any(|n| env_nonempty(n).is_some())
+}
+
+/// The runtime every remote request runs on: built once, two worker threads (the
+/// requests are I/O; callers block on them from any thread).
+pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime> {
+    static RT: OnceLock<std::result::Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("tessera-remote")
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(|e| {
+        Error::new(
+            crate::ErrorKind::Io,
+            format!("cannot start the I/O runtime: {e}"),
+        )
+    })
+}

@@ -1,0 +1,482 @@
+//! Remote reads against real servers on 127.0.0.1: moto's S3 server and nginx, started
+//! by `scripts/remote-servers.sh` (which `scripts/test.sh` runs), and the fault-injecting
+//! server `tests/remote/fault_server.py`, started here.
+//!
+//! Without the servers' variables (`TESSERA_TEST_S3_ENDPOINT`, `TESSERA_TEST_HTTP_URL`,
+//! …) each test prints a notice and passes — unless `TESSERA_REQUIRE_REMOTE=1`, which
+//! makes a missing server a failure.
+#![cfg(feature = "remote")]
+
+use std::borrow::Cow;
+use std::io::{BufRead, BufReader, Cursor};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use tessera::convert::{capabilities, prepare, write_to};
+use tessera::remote::{upload_file, Location, RemoteOptions, RemoteSource};
+use tessera::set::{open_location, Load};
+use tessera::{
+    ConvertOptions, DType, ErrorKind, Format, Model, ReadOptions, TensorInfo, TensorView,
+    WriteOptions,
+};
+
+struct Servers {
+    s3_endpoint: String,
+    bucket: String,
+    http_url: String,
+    http_root: PathBuf,
+    http_log: PathBuf,
+}
+
+fn servers(test: &str) -> Option<Servers> {
+    let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+    let got = (|| {
+        Some(Servers {
+            s3_endpoint: var("TESSERA_TEST_S3_ENDPOINT")?,
+            bucket: var("TESSERA_TEST_S3_BUCKET")?,
+            http_url: var("TESSERA_TEST_HTTP_URL")?,
+            http_root: var("TESSERA_TEST_HTTP_ROOT")?.into(),
+            http_log: var("TESSERA_TEST_HTTP_LOG")?.into(),
+        })
+    })();
+    if got.is_none() {
+        if std::env::var("TESSERA_REQUIRE_REMOTE").as_deref() == Ok("1") {
+            panic!("{test}: TESSERA_REQUIRE_REMOTE=1 but the test servers' variables are not set (run scripts/test.sh)");
+        }
+        eprintln!("notice: {test} skipped: no test servers (TESSERA_TEST_S3_ENDPOINT, TESSERA_TEST_HTTP_URL; scripts/test.sh starts them)");
+    }
+    got
+}
+
+impl Servers {
+    fn remote(&self) -> RemoteOptions {
+        RemoteOptions {
+            endpoint: Some(self.s3_endpoint.clone()),
+        }
+    }
+    /// Puts `bytes` on both servers as `name`; returns the S3 and HTTP URLs.
+    fn stage(&self, name: &str, bytes: &[u8]) -> (String, String) {
+        let path = self.http_root.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let s3 = format!("s3://{}/{name}", self.bucket);
+        upload_file(&path, &Location::parse(&s3).unwrap(), &self.remote()).unwrap();
+        (s3, format!("{}/{name}", self.http_url))
+    }
+    /// Body bytes nginx sent for `name` so far (its access log).
+    fn http_bytes(&self, name: &str) -> u64 {
+        let log = std::fs::read_to_string(&self.http_log).unwrap_or_default();
+        log.lines()
+            .filter(|l| l.split(' ').nth(1) == Some(&format!("/{name}")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+}
+
+/// Sixteen 256 KiB tensors (one 4 MiB tensor in a `.npy`) in `format`, written by
+/// Tessera's writer: the tests compare a remote read with a local read of the same
+/// bytes, so the writer is not what is checked here.
+fn written(format: Format) -> Vec<u8> {
+    written_with(format, &WriteOptions::default())
+}
+
+/// AERO with 64 KiB page hashes (PHSH): a checked read hashes the pages a tensor
+/// touches, not its whole shard.
+fn aero_paged() -> WriteOptions {
+    WriteOptions {
+        page_hashes: Some(64 * 1024),
+        control_integrity: true,
+        ..WriteOptions::default()
+    }
+}
+
+fn written_with(format: Format, opts: &WriteOptions) -> Vec<u8> {
+    let caps = capabilities(format).unwrap();
+    let dtype = [DType::F32, DType::U8, DType::I32]
+        .into_iter()
+        .find(|d| caps.dtypes.contains(d))
+        .unwrap();
+    let mut m = Model::new();
+    if caps.metadata != tessera::convert::MetadataSupport::None {
+        m.metadata.insert("description", "remote");
+    }
+    let count = if format == Format::Npy { 1 } else { 16 };
+    for t in 0..count {
+        let n = 4 * 1024 * 1024 / count as usize / dtype.size();
+        let bytes: Vec<u8> = (0..n * dtype.size())
+            .map(|i| (i as u32).wrapping_mul(2654435761).wrapping_add(t) as u8 & 0x3f)
+            .collect();
+        let info = TensorInfo::dense(format!("layer{t}.weight"), dtype, vec![n as u64]);
+        m.push(TensorView::dense(info, Cow::Owned(bytes)).unwrap())
+            .unwrap();
+    }
+    let p = prepare(&m, format, ConvertOptions::default()).unwrap();
+    let mut out = Cursor::new(Vec::new());
+    write_to(format, &p, &mut out, opts).unwrap();
+    out.into_inner()
+}
+
+fn ext(format: Format) -> &'static str {
+    format
+        .extensions()
+        .first()
+        .copied()
+        .unwrap_or(format.name())
+}
+
+fn readable_formats() -> Vec<Format> {
+    Format::ALL
+        .into_iter()
+        .filter(|f| f.can_read() && f.can_write())
+        .collect()
+}
+
+/// Files written by the original tools (committed test data).
+fn peer_files() -> Vec<PathBuf> {
+    let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    [
+        "safetensors/mixed.safetensors",
+        "gguf/peer_small.gguf",
+        "npy/bf16.npy",
+        "ztensor2/dense.zt",
+        "wtxt/basic.wtxt",
+        "pytorch/checkpoint.pt",
+    ]
+    .iter()
+    .map(|p| d.join(p))
+    .filter(|p| p.exists())
+    .collect()
+}
+
+/// Everything a reader gives: format, metadata, tensor list, each tensor's bytes, and
+/// the verify report's outcome.
+fn same(local: &dyn tessera::Container, remote: &dyn tessera::Container, what: &str) {
+    assert_eq!(local.format(), remote.format(), "{what}");
+    assert_eq!(local.metadata(), remote.metadata(), "{what}");
+    assert_eq!(local.tensor_infos(), remote.tensor_infos(), "{what}");
+    for info in local.tensor_infos() {
+        let a = local.tensor(&info.name).unwrap();
+        let b = remote
+            .tensor(&info.name)
+            .unwrap_or_else(|e| panic!("{what}: {}: {e}", info.name));
+        // Every part (data, or a quantized or sparse tensor's components).
+        assert_eq!(a.parts, b.parts, "{what}: {}", info.name);
+    }
+    let (va, vb) = (
+        local.verify(&Default::default()),
+        remote.verify(&Default::default()),
+    );
+    assert_eq!(va.is_ok(), vb.is_ok(), "{what}: verify");
+    assert!(vb.is_ok(), "{what}: verify of the remote file failed");
+}
+
+#[test]
+fn every_format_reads_the_same_from_s3_http_and_disk() {
+    let Some(srv) = servers("every_format_reads_the_same_from_s3_http_and_disk") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut files: Vec<(String, Vec<u8>)> = readable_formats()
+        .into_iter()
+        .map(|f| (format!("same-{}.{}", f.name(), ext(f)), written(f)))
+        .collect();
+    for p in peer_files() {
+        let name = format!("peer-{}", p.file_name().unwrap().to_string_lossy());
+        files.push((name, std::fs::read(&p).unwrap()));
+    }
+    let opts = ReadOptions::default();
+    for (name, bytes) in &files {
+        let local = dir.path().join(name);
+        std::fs::write(&local, bytes).unwrap();
+        let want = tessera::open_path(&local, &opts).unwrap();
+        let (s3, http) = srv.stage(name, bytes);
+        for url in [&s3, &http, &format!("file://{}", local.display())] {
+            let got = open_location(url, &opts, Load::Map, &srv.remote())
+                .unwrap_or_else(|e| panic!("{url}: {e}"));
+            same(want.container(), got.container(), url);
+        }
+    }
+}
+
+#[test]
+fn inspect_fetches_the_index_and_one_tensor_fetches_about_that_tensor() {
+    let Some(srv) = servers("inspect_fetches_the_index_and_one_tensor_fetches_about_that_tensor")
+    else {
+        return;
+    };
+    let mut report = Vec::new();
+    for format in [
+        Format::Safetensors,
+        Format::Gguf,
+        Format::Aero,
+        Format::Ztensor,
+        Format::GptrsArchive,
+    ] {
+        let bytes = match format {
+            Format::Aero => written_with(format, &aero_paged()),
+            _ => written(format),
+        };
+        let total = bytes.len() as u64;
+        let name = format!("count-{}.{}", format.name(), ext(format));
+        let (_, http) = srv.stage(&name, &bytes);
+        // Client side: what the source received.
+        let src = RemoteSource::open(&Location::parse(&http).unwrap(), &srv.remote()).unwrap();
+        let before_log = srv.http_bytes(&name);
+        let file = tessera::open(&src, &ReadOptions::default()).unwrap();
+        let at_open = src.bytes_fetched();
+        // Server side: what nginx sent (its access log).
+        let sent_open = srv.http_bytes(&name) - before_log;
+        assert!(
+            at_open <= 64 * 1024 && at_open * 20 < total,
+            "{format}: opening fetched {at_open} of {total} bytes"
+        );
+        assert_eq!(
+            sent_open, at_open,
+            "{format}: nginx's count and ours differ"
+        );
+        let info = file.tensor_infos()[3].clone();
+        let t = file.tensor(&info.name).unwrap();
+        let one = src.bytes_fetched() - at_open;
+        let size = t.nbytes();
+        // A checked AERO read also fetches the tensor's pages to hash them (64 KiB
+        // pages: at most two more than the tensor's own bytes, read once more).
+        let bound = match format {
+            Format::Aero => 2 * size + 2 * 64 * 1024 + 64 * 1024,
+            _ => size + 64 * 1024,
+        };
+        assert!(
+            one >= size && one <= bound,
+            "{format}: reading {} ({size} bytes) fetched {one}",
+            info.name
+        );
+        report.push(format!(
+            "{format}: open {at_open} B of {total} B ({} requests); one {size} B tensor: {one} B",
+            src.requests()
+        ));
+    }
+    eprintln!("{}", report.join("\n"));
+}
+
+#[test]
+fn a_remote_set_index_is_refused_clearly() {
+    let Some(srv) = servers("a_remote_set_index_is_refused_clearly") else {
+        return;
+    };
+    let url = format!("{}/model.safetensors.index.json", srv.http_url);
+    let e = open_location(&url, &ReadOptions::default(), Load::Map, &srv.remote())
+        .err()
+        .unwrap();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    assert!(e.to_string().contains(&url), "{e}");
+}
+
+#[test]
+fn a_missing_object_names_the_url_and_is_not_found() {
+    let Some(srv) = servers("a_missing_object_names_the_url_and_is_not_found") else {
+        return;
+    };
+    for url in [
+        format!("s3://{}/no-such.safetensors", srv.bucket),
+        format!("{}/no-such.safetensors", srv.http_url),
+    ] {
+        let e = open_location(&url, &ReadOptions::default(), Load::Map, &srv.remote())
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+        assert!(e.to_string().contains(&url), "{e}");
+    }
+}
+
+/// The fault server, stopped when dropped.
+struct Faulty {
+    child: Child,
+    url: String,
+    root: tempfile::TempDir,
+}
+
+impl Drop for Faulty {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn faulty() -> Faulty {
+    let root = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/remote/fault_server.py");
+    let python = std::env::var("TESSERA_PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut child = Command::new(python)
+        .arg(&script)
+        .arg(root.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line.trim().parse().unwrap();
+    Faulty {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+        root,
+    }
+}
+
+fn read_all_tensors(url: &str) -> tessera::Result<Vec<(String, Vec<u8>)>> {
+    let opened = open_location(url, &ReadOptions::default(), Load::Map, &Default::default())?;
+    let f = opened.container();
+    f.tensor_infos()
+        .iter()
+        .map(|i| Ok((i.name.clone(), f.tensor(&i.name)?.data()?.to_vec())))
+        .collect()
+}
+
+#[test]
+fn faults_give_a_retry_or_a_clear_error_never_wrong_data() {
+    if servers("faults_give_a_retry_or_a_clear_error_never_wrong_data").is_none() {
+        return;
+    }
+    let srv = faulty();
+    let bytes = written(Format::Safetensors);
+    std::fs::write(srv.root.path().join("m.safetensors"), &bytes).unwrap();
+    let want: Vec<(String, Vec<u8>)> = {
+        let f = tessera::open(&bytes, &ReadOptions::default()).unwrap();
+        f.tensor_infos()
+            .iter()
+            .map(|i| {
+                (
+                    i.name.clone(),
+                    f.tensor(&i.name).unwrap().data().unwrap().to_vec(),
+                )
+            })
+            .collect()
+    };
+    let url = |mode: &str| format!("{}/{mode}/m.safetensors", srv.url);
+
+    assert_eq!(read_all_tensors(&url("ok")).unwrap(), want, "ok");
+    // 500s, then success: retried.
+    assert_eq!(read_all_tensors(&url("flaky")).unwrap(), want, "flaky");
+    // A connection dropped mid-body once: fetched again.
+    assert_eq!(
+        read_all_tensors(&url("droponce")).unwrap(),
+        want,
+        "droponce"
+    );
+    // Dropped every time: an error naming the URL once the retries are spent; never
+    // other bytes.
+    match read_all_tensors(&url("drop")) {
+        Ok(got) => assert_eq!(got, want, "drop"),
+        Err(e) => assert!(e.to_string().contains(&url("drop")), "drop: {e}"),
+    }
+    // A body shorter than its Content-Length.
+    match read_all_tensors(&url("short")) {
+        Ok(got) => assert_eq!(got, want, "short"),
+        Err(e) => assert!(e.to_string().contains(&url("short")), "short: {e}"),
+    }
+    // 500 forever: the URL and the status, once the retries are spent.
+    let t = std::time::Instant::now();
+    let e = read_all_tensors(&url("fail")).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&url("fail")) && msg.contains("500"),
+        "fail: {msg}"
+    );
+    assert!(t.elapsed().as_secs() < 60, "fail took {:?}", t.elapsed());
+    // The object changed between requests: If-Match → 412, or an ETag that differs.
+    for mode in ["changing", "lying"] {
+        let e = read_all_tensors(&url(mode)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Integrity, "{mode}: {e}");
+        assert!(e.to_string().contains(&url(mode)), "{mode}: {e}");
+        assert!(e.to_string().contains("changed"), "{mode}: {e}");
+    }
+}
+
+#[test]
+fn a_flipped_byte_in_a_digested_tensor_is_named_by_the_reader() {
+    if servers("a_flipped_byte_in_a_digested_tensor_is_named_by_the_reader").is_none() {
+        return;
+    }
+    let srv = faulty();
+    for format in [Format::Aero, Format::Ztensor] {
+        let bytes = match format {
+            Format::Aero => written_with(format, &aero_paged()),
+            _ => written_with(
+                format,
+                &WriteOptions {
+                    digests: vec![tessera::convert::Digest::Sha256],
+                    ..WriteOptions::default()
+                },
+            ),
+        };
+        let name = format!("flip.{}", ext(format));
+        let path = srv.root.path().join(&name);
+        std::fs::write(&path, &bytes).unwrap();
+        // A byte inside tensor layer5.weight (where the index says it is stored).
+        let local = tessera::open(&bytes, &ReadOptions::default()).unwrap();
+        let info = local
+            .tensor_infos()
+            .iter()
+            .find(|i| i.name == "layer5.weight")
+            .unwrap()
+            .clone();
+        let at = info.storage.offset.unwrap() + 1000;
+        std::fs::write(format!("{}.flip", path.display()), at.to_string()).unwrap();
+        let url = format!("{}/flip/{name}", srv.url);
+        let opened = open_location(
+            &url,
+            &ReadOptions::default(),
+            Load::Map,
+            &Default::default(),
+        )
+        .unwrap_or_else(|e| panic!("{format}: {e}"));
+        let f = opened.container();
+        assert!(
+            f.tensor("layer4.weight").is_ok(),
+            "{format}: an intact tensor"
+        );
+        let e = f
+            .tensor("layer5.weight")
+            .err()
+            .unwrap_or_else(|| panic!("{format}: a flipped byte read without error"));
+        assert_eq!(e.kind(), ErrorKind::Integrity, "{format}: {e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("layer5.weight") || msg.contains("page"),
+            "{format}: {msg}"
+        );
+        assert!(msg.contains(&url), "{format}: {msg}");
+    }
+}
+
+#[test]
+fn an_upload_replaces_the_key_only_when_complete() {
+    let Some(srv) = servers("an_upload_replaces_the_key_only_when_complete") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // Larger than one 16 MiB part: a real multipart upload.
+    let big: Vec<u8> = (0..40u32 << 20)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let p = dir.path().join("big.bin");
+    std::fs::write(&p, &big).unwrap();
+    let key = format!("s3://{}/big.bin", srv.bucket);
+    let loc = Location::parse(&key).unwrap();
+    assert_eq!(
+        upload_file(&p, &loc, &srv.remote()).unwrap(),
+        big.len() as u64
+    );
+    let src = RemoteSource::open(&loc, &srv.remote()).unwrap();
+    use tessera::source::ByteSource;
+    assert_eq!(src.len(), big.len() as u64);
+    assert_eq!(&*src.read_at(0, big.len() as u64).unwrap(), &big[..]);
+    // A source that fails mid-way (a directory cannot be read): nothing replaces the key.
+    let e = upload_file(dir.path(), &loc, &srv.remote()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    let again = RemoteSource::open(&loc, &srv.remote()).unwrap();
+    assert_eq!(
+        again.len(),
+        big.len() as u64,
+        "the failed upload replaced the object"
+    );
+}

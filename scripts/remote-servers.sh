@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Local servers for the remote-read tests: moto's S3 server and nginx, each on a free
+# 127.0.0.1 port, with their state in DIR.
+#   eval "$(bash scripts/remote-servers.sh start DIR)"   # prints the exports
+#   bash scripts/remote-servers.sh stop DIR
+# Exports: TESSERA_TEST_S3_ENDPOINT, TESSERA_TEST_S3_BUCKET (created empty),
+# TESSERA_TEST_HTTP_URL (serves TESSERA_TEST_HTTP_ROOT), TESSERA_TEST_HTTP_LOG (nginx's
+# access log: "METHOD URI RANGE STATUS BODY_BYTES" per request), and dummy AWS
+# credentials (moto accepts any). Needs TESSERA_VENV's moto_server and nginx (installed
+# with apt-get when missing and running as root).
+set -euo pipefail
+cmd="${1:?start|stop}"
+dir="${2:?state directory}"
+VENV="${TESSERA_VENV:-.venv}"
+
+free_port() {
+  "$VENV/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+wait_port() { # port, name
+  for _ in $(seq 1 100); do
+    if "$VENV/bin/python" -c 'import socket,sys; socket.create_connection(("127.0.0.1",int(sys.argv[1])),0.2)' "$1" 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "remote-servers: $2 did not start on port $1" >&2
+  return 1
+}
+
+stop() {
+  for f in "$dir/moto.pid" "$dir/nginx.master"; do
+    if [ -f "$f" ]; then
+      kill "$(cat "$f")" 2>/dev/null || true
+      rm -f "$f"
+    fi
+  done
+}
+
+case "$cmd" in
+  stop) stop; exit 0 ;;
+  start) ;;
+  *) echo "usage: $0 start|stop DIR" >&2; exit 2 ;;
+esac
+
+mkdir -p "$dir/www" "$dir/tmp"
+chmod 755 "$dir" "$dir/www"
+if [ ! -x "$VENV/bin/moto_server" ]; then
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check 'moto[server]==5.1.18' >&2
+fi
+NGINX="$(command -v nginx || true)"
+[ -z "$NGINX" ] && [ -x /usr/sbin/nginx ] && NGINX=/usr/sbin/nginx
+if [ -z "$NGINX" ] && [ "$(id -u)" = 0 ]; then
+  (apt-get install -y -qq nginx-light || (apt-get update -qq && apt-get install -y -qq nginx-light)) >&2
+  NGINX=/usr/sbin/nginx
+fi
+
+s3_port="$(free_port)"
+"$VENV/bin/moto_server" -H 127.0.0.1 -p "$s3_port" >"$dir/moto.log" 2>&1 &
+echo $! >"$dir/moto.pid"
+wait_port "$s3_port" moto
+# Bucket creation (object_store reads and writes objects, it does not make buckets).
+"$VENV/bin/python" - "$s3_port" <<'PY' >&2
+import sys, urllib.request
+req = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/tessera-test", method="PUT")
+urllib.request.urlopen(req, timeout=10).read()
+PY
+echo "export TESSERA_TEST_S3_ENDPOINT=http://127.0.0.1:$s3_port"
+echo "export TESSERA_TEST_S3_BUCKET=tessera-test"
+echo "export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1"
+
+if [ -n "$NGINX" ]; then
+  http_port="$(free_port)"
+  user_line=""
+  [ "$(id -u)" = 0 ] && user_line="user root root;"
+  cat >"$dir/nginx.conf" <<CONF
+$user_line
+worker_processes 1;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/nginx-error.log;
+events { worker_connections 64; }
+http {
+  log_format bytes '\$request_method \$uri \$http_range \$status \$body_bytes_sent';
+  access_log $dir/access.log bytes;
+  client_body_temp_path $dir/tmp/body;
+  proxy_temp_path $dir/tmp/proxy;
+  fastcgi_temp_path $dir/tmp/fastcgi;
+  uwsgi_temp_path $dir/tmp/uwsgi;
+  scgi_temp_path $dir/tmp/scgi;
+  types { application/octet-stream bin; }
+  default_type application/octet-stream;
+  server {
+    listen 127.0.0.1:$http_port;
+    root $dir/www;
+    etag on;
+  }
+}
+CONF
+  "$NGINX" -p "$dir" -c "$dir/nginx.conf" >"$dir/nginx.out" 2>&1 &
+  echo $! >"$dir/nginx.master"
+  wait_port "$http_port" nginx
+  echo "export TESSERA_TEST_HTTP_URL=http://127.0.0.1:$http_port"
+  echo "export TESSERA_TEST_HTTP_ROOT=$dir/www"
+  echo "export TESSERA_TEST_HTTP_LOG=$dir/access.log"
+else
+  echo "remote-servers: no nginx; the HTTP tests will not run" >&2
+fi
