@@ -273,8 +273,9 @@ fn extract_writes_the_format_its_output_names_or_refuses() {
             "{name}"
         );
     }
-    // An extension that names no writable format: refused, nothing written.
-    let out = dir.path().join("t1.bin");
+    // An extension that names no writable format: refused, nothing written. (`.bin`
+    // names PyTorch checkpoints, which are written now.)
+    let out = dir.path().join("t1.wsum");
     let o = tessera()
         .arg("extract")
         .arg(&src)

@@ -85,9 +85,15 @@
 //!   `torch_state`) yields one tensor per entry, `<chunk>/<entry>`.
 //! - `NPZ0` (pyfolds' `nuclear_arrays`): a numpy `.npz`; each array is a tensor
 //!   `<chunk>/<array>`. Object arrays are refused, never unpickled.
-//! - Every other ctype (`TSAV` torch pickles, `JSON`, `RAW0`, unknown ones) is an opaque
-//!   chunk: listed, extracted, verified, carried through FOLD→FOLD rewrites, never
-//!   unpickled. `JSON` chunks are kept as chunks so their bytes survive unchanged.
+//! - `TSAV` (pyfolds' `torch_state`, a `torch.save` file): an opaque chunk whose
+//!   tensors are also listed, `<chunk>/<name>`, read through the PyTorch reader's
+//!   allow-list pickle interpreter ([`tsav`]; nothing is executed). FOLD→FOLD rewrites
+//!   carry the chunk byte for byte and leave its tensors out of the STEN chunks, so
+//!   they are stored once. A payload the reader refuses stays opaque with a warning
+//!   naming what was refused.
+//! - Every other ctype (`JSON`, `RAW0`, unknown ones) is an opaque chunk: listed,
+//!   extracted, verified, carried through FOLD→FOLD rewrites. `JSON` chunks are kept
+//!   as chunks so their bytes survive unchanged.
 //!
 //! A `STEN` or `NPZ0` chunk whose tensors cannot be listed (damaged beyond repair,
 //! malformed payload) fails the open, naming the chunk: its tensors would otherwise be
@@ -136,6 +142,7 @@ pub mod npz;
 pub mod raw;
 pub mod read;
 pub mod sten;
+pub mod tsav;
 pub mod write;
 
 /// Python's `json` text, shared with AERO (it lives in [`crate::util::pyjson`]); kept
@@ -202,7 +209,12 @@ fn write(
         w.add_chunk(&c.name, ctype, &[&bytes])
             .map_err(|e| e.at_subject(format!("chunk {:?}", c.name)))?;
     }
-    let mut infos = src.tensor_infos().iter();
+    // Tensors a carried TSAV chunk lists are in it already (tsav.rs).
+    let carried = tsav::listed_in_carried(src, &crate::Limits::default());
+    let mut infos = src
+        .tensor_infos()
+        .iter()
+        .filter(|i| !carried.contains(&i.name));
     w.add_tensor_chunks(|| {
         let info = infos.next()?;
         let chunk = || -> Result<write::TensorChunk<'_>> {

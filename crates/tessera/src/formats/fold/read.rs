@@ -7,7 +7,7 @@ pub use super::index::{EccState, Entry, HashField};
 use super::raw::{
     FileHeader, FLAG_COMP_ZSTD, FORMAT_NAME, HEADER_LEN, KNOWN_VERSIONS, MAX_INDEX_SIZE,
 };
-use super::{ecc, npz, sten};
+use super::{ecc, npz, sten, tsav};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::metadata::{Map, Value};
@@ -25,6 +25,8 @@ enum TensorSrc {
         array: String,
         big_endian: bool,
     },
+    /// A tensor of a `TSAV` chunk (`tsav.rs`), by its name inside the payload.
+    Tsav { chunk: usize, name: String },
 }
 
 /// A chunk's stored payload and its parity bytes.
@@ -62,6 +64,8 @@ pub struct FoldFile<'d> {
     /// Per chunk: set once its stored payload passed every check unrepaired, so a chunk
     /// read again (one tensor after another of an NPZ0) is hashed once.
     verified: Vec<std::sync::OnceLock<()>>,
+    /// The decoded tensors of the last `TSAV` chunk read (`tsav.rs`).
+    tsav: tsav::Cache,
 }
 
 /// The chunk types whose payload is tensors: a damaged one may never pass for an
@@ -211,6 +215,7 @@ impl<'d> FoldFile<'d> {
             damaged: Vec::new(),
             verify,
             verified: Vec::new(),
+            tsav: Default::default(),
         };
         f.verified = (0..f.entries.len()).map(|_| Default::default()).collect();
         f.list_contents(lenient)?;
@@ -224,6 +229,7 @@ impl<'d> FoldFile<'d> {
             let holds = match ctype.as_str() {
                 "STEN" => self.list_sten(i),
                 "NPZ0" => self.list_npz(i),
+                "TSAV" => Ok(self.list_tsav(i)),
                 _ => Ok(false),
             };
             let holds = match holds {
@@ -317,6 +323,51 @@ impl<'d> FoldFile<'d> {
             self.srcs.push(TensorSrc::Sten { chunk: i, parts });
         }
         Ok(true)
+    }
+
+    /// A `TSAV` chunk's tensors (`tsav.rs`); the chunk stays opaque. Anything the
+    /// PyTorch reader refuses is a warning, never a failed open.
+    fn list_tsav(&mut self, i: usize) -> bool {
+        let subject = self.entries[i].subject();
+        let listed = self
+            .checked(i, false)
+            .and_then(|c| self.decompress(i, c.bytes))
+            .and_then(|p| tsav::list(&p, &self.limits));
+        let (entries, warnings) = match listed {
+            Ok(l) => l,
+            Err(e) => {
+                self.warnings.push(format!(
+                    "{subject}: TSAV payload kept opaque, its tensors not read: {e}"
+                ));
+                return false;
+            }
+        };
+        let chunk = self.entries[i].name.clone();
+        let names: Vec<String> = (entries.iter())
+            .map(|t| format!("{chunk}/{}", t.name))
+            .collect();
+        if let Some(n) = names
+            .iter()
+            .find(|n| self.infos.iter().any(|t| &t.name == *n))
+        {
+            self.warnings.push(format!(
+                "{subject}: TSAV payload kept opaque: tensor name {n:?} is taken"
+            ));
+            return false;
+        }
+        self.warnings
+            .extend(warnings.into_iter().map(|w| format!("{subject}: {w}")));
+        for (t, name) in entries.into_iter().zip(names) {
+            let mut info = TensorInfo::dense(name, t.dtype, t.shape);
+            info.storage = self.storage(i);
+            info.storage.encoding.push_str("+torch");
+            self.infos.push(info);
+            self.srcs.push(TensorSrc::Tsav {
+                chunk: i,
+                name: t.name,
+            });
+        }
+        false
     }
 
     fn list_npz(&mut self, i: usize) -> Result<bool> {
@@ -594,6 +645,17 @@ impl<'d> FoldFile<'d> {
                         .collect(),
                 };
                 TensorView { info, parts }
+            }
+            TensorSrc::Tsav { chunk, name } => {
+                let bytes =
+                    (self.tsav).read(*chunk, name, || self.decoded(*chunk), &self.limits)?;
+                TensorView {
+                    info,
+                    parts: vec![Part {
+                        role: "data".into(),
+                        bytes: Cow::Owned(bytes),
+                    }],
+                }
             }
             TensorSrc::Npz { chunk, array, .. } => {
                 let payload = self.decoded(*chunk)?;
