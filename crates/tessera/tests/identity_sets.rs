@@ -95,3 +95,73 @@ fn a_set_and_its_single_file_conversion_share_an_id() {
     std::fs::write(&shard, bytes).unwrap();
     assert_ne!(id_of(&copy), id_of(&sets().join("hf")));
 }
+
+/// A shard swapped for the same-named shard of another model (same tensor names, shapes
+/// and sizes, so the set's own index checks pass) fails the set's signature, naming the
+/// tensors that shard holds and no others.
+#[test]
+fn a_swapped_shard_fails_the_signature_and_names_its_tensors() {
+    use tessera::model::{Model, TensorSource};
+    let dir = tempfile::tempdir().unwrap();
+    let key = SecretKey::Ed25519([9; 32]);
+    let opened = tessera::open_path(&sets().join("hf"), &ReadOptions::default()).unwrap();
+    let original = Model::from_source(opened.container()).unwrap();
+    let signed = SignedManifest::sign(&original, false, &key).unwrap();
+    // The other model: every tensor's bytes complemented (sizes unchanged).
+    let mut other = Model::new();
+    other.metadata = original.metadata.clone();
+    for info in original.tensor_infos() {
+        let mut view = original.tensor(&info.name).unwrap().into_owned();
+        for p in &mut view.parts {
+            let flipped: Vec<u8> = p.bytes.iter().map(|b| !b).collect();
+            p.bytes = flipped.into();
+        }
+        other.push(view).unwrap();
+    }
+    let write = |m: &Model, name: &str| -> PathBuf {
+        let d = dir.path().join(name);
+        std::fs::create_dir(&d).unwrap();
+        tessera::set::convert_set(
+            m,
+            Format::Safetensors,
+            &d.join("model.safetensors"),
+            Split::Shards(3),
+            ConvertOptions::default(),
+            &WriteOptions::default(),
+        )
+        .unwrap();
+        d
+    };
+    let ours = write(&original, "ours");
+    let theirs = write(&other, "theirs");
+    let shard = "model-00002-of-00003.safetensors";
+    std::fs::copy(theirs.join(shard), ours.join(shard)).unwrap();
+    // The index still agrees with the shards: the set opens.
+    let swapped = tessera::open_path(&ours, &ReadOptions::default()).unwrap();
+    // The shard read alone (opened under its own name, a shard opens its whole set).
+    let alone = dir.path().join("alone.safetensors");
+    std::fs::copy(theirs.join(shard), &alone).unwrap();
+    let in_shard: Vec<String> = tessera::open_path(&alone, &ReadOptions::default())
+        .unwrap()
+        .container()
+        .tensor_infos()
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    assert!(!in_shard.is_empty());
+    let r = signed.verify(swapped.container(), &key.public(), &[]);
+    assert!(!r.is_ok(), "a swapped shard verified: {r:?}");
+    let text = format!("{r:?}");
+    for name in &in_shard {
+        assert!(text.contains(name.as_str()), "{name} not named in {text}");
+    }
+    let elsewhere = original
+        .tensor_infos()
+        .iter()
+        .map(|t| t.name.clone())
+        .find(|n| !in_shard.contains(n))
+        .unwrap();
+    // The untouched shards still verify on their own.
+    let r = signed.verify(swapped.container(), &key.public(), &[elsewhere.clone()]);
+    assert!(r.is_ok(), "{elsewhere}: {r:?}");
+}
