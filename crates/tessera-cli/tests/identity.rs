@@ -385,15 +385,21 @@ fn an_embedded_signature_travels_in_the_file_and_through_conversions() {
             &src,
         ]);
         assert_eq!(o.status.code(), Some(0), "{format}: {}", text(&o));
-        let o = run(&[&"verify", &src, &"--public-key", &public]);
+        let o = run(&[&"verify", &src, &"--public-key", &public, &"-v"]);
         let t = text(&o);
         assert_eq!(o.status.code(), Some(0), "{format}: {t}");
         assert!(t.contains("ok               metadata"), "{format}: {t}");
         // Without a key it is found, and said to be unchecked.
-        let t = text(&run(&[&"verify", &src]));
+        let t = text(&run(&[&"verify", &src, &"-v"]));
         assert!(
             t.contains("embedded signature") && t.contains("not checked"),
             "{t}"
+        );
+        let t = text(&run(&[&"verify", &src]));
+        assert!(
+            t.contains("signed manifest") && t.contains("give --public-key to check it")
+                || t.contains("nothing checked: it carries a signed manifest, and no --public-key"),
+            "{format}: {t}"
         );
         // Converted into another format that keeps the key: still valid.
         let conv = sub.join("conv.fold");

@@ -138,6 +138,14 @@ fn check_values(file: &dyn Container, only: &[String], report: &mut VerifyReport
     }
 }
 
+/// True when the file carries a signed manifest that was not checked (no key given).
+fn unkeyed_signature(report: &VerifyReport) -> bool {
+    report.checks.iter().any(|c| {
+        c.layer == tessera::signing::LAYER
+            && matches!(c.status, Status::NotChecked | Status::Unauthenticated)
+    })
+}
+
 /// What a report adds up to.
 enum Outcome {
     Ok,
@@ -350,13 +358,26 @@ fn print_text(
             } else {
                 "its structure was checked".to_string()
             };
-            writeln!(
-                out,
-                "{label}: nothing to check: {what} no digests ({structure}; {title})"
-            )?;
+            if unkeyed_signature(report) {
+                writeln!(
+                    out,
+                    "{label}: nothing checked: it carries a signed manifest, and no --public-key was given to check it ({structure}; {title})"
+                )?;
+            } else {
+                writeln!(
+                    out,
+                    "{label}: nothing to check: {what} no digests ({structure}; {title})"
+                )?;
+            }
         }
         Outcome::Ok if !args.quiet => {
             writeln!(out, "{label}: ok: checked {} ({title})", covered(report))?;
+            if unkeyed_signature(report) {
+                writeln!(
+                    out,
+                    "{label}: it also carries a signed manifest, not checked: give --public-key to check it"
+                )?;
+            }
         }
         Outcome::Ok | Outcome::NothingToCheck => {}
     }
