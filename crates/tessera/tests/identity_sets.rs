@@ -162,6 +162,10 @@ fn a_swapped_shard_fails_the_signature_and_names_its_tensors() {
         .find(|n| !in_shard.contains(n))
         .unwrap();
     // The untouched shards still verify on their own.
-    let r = signed.verify(swapped.container(), &key.public(), &[elsewhere.clone()]);
+    let r = signed.verify(
+        swapped.container(),
+        &key.public(),
+        std::slice::from_ref(&elsewhere),
+    );
     assert!(r.is_ok(), "{elsewhere}: {r:?}");
 }
