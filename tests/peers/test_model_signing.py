@@ -62,7 +62,7 @@ def test_tessera_verifies_what_model_signing_signed(tmp_path, keys, model):
     priv, pub, opub = keys
     sig = tmp_path / "model.sig"
     assert ms("sign", "key", model, "--private_key", priv, "--signature", sig).returncode == 0
-    out = run("verify", model, "--signature", sig, "--public-key", pub).stdout
+    out = run("verify", model, "--signature", sig, "--public-key", pub, "-v").stdout
     assert 'file "model.safetensors"' in out and 'file "config.json"' in out
     one = tmp_path / "one.sig"
     assert ms("sign", "key", model / "model.safetensors", "--private_key", priv,
