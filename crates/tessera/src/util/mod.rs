@@ -4,6 +4,7 @@
 pub mod atomic;
 pub mod bytes;
 pub mod keys;
+pub(crate) mod pipeline;
 pub mod pyjson;
 
 use crate::error::{Error, Result};

@@ -215,52 +215,31 @@ impl<W: Write + Seek> FoldWriter<W> {
                 .map(|c| Encoded::new(&c.pieces(), level, ecc))
                 .collect()
         };
-        let mut pending: Option<(Vec<TensorChunk<'a>>, Vec<Result<Encoded>>)> = None;
-        let mut done = false;
-        loop {
-            // The next batch, fetched here (sources need not be Sync).
-            let mut batch = Vec::new();
-            let mut size = 0u64;
-            while !done && (batch.is_empty() || size < self.batch) {
-                match next() {
-                    None => done = true,
-                    Some(c) => {
-                        let c = c?;
-                        self.check_new(&c.name, *b"STEN")?;
-                        if batch.iter().any(|b: &TensorChunk<'a>| b.name == c.name) {
-                            return Err(Error::invalid_input(format!(
-                                "duplicate chunk name {:?}",
-                                c.name
-                            )));
-                        }
-                        size += c.pieces().iter().map(|p| p.len() as u64).sum::<u64>();
-                        batch.push(c);
-                    }
-                }
-            }
-            if batch.is_empty() && pending.is_none() {
-                return Ok(());
-            }
-            // Encode it while the previous one is written.
-            let (encoded, written) = std::thread::scope(|s| {
-                let h = s.spawn(|| encode(&batch));
-                let written = match pending.take() {
-                    Some((chunks, enc)) => self.put_all(chunks, enc),
-                    None => Ok(()),
+        let budget = self.batch;
+        crate::util::pipeline::encode_while_writing(
+            self,
+            budget,
+            |w, batch: &[TensorChunk<'a>]| {
+                let c = match next()? {
+                    Ok(c) => c,
+                    Err(e) => return Some(Err(e)),
                 };
-                (h.join(), written)
-            });
-            written?;
-            let encoded = encoded.map_err(|_| {
-                Error::new(
-                    crate::error::ErrorKind::Io,
-                    "fold: a compression thread panicked",
-                )
-            })?;
-            if !batch.is_empty() {
-                pending = Some((batch, encoded));
-            }
-        }
+                if let Err(e) = w.check_new(&c.name, *b"STEN") {
+                    return Some(Err(e));
+                }
+                if batch.iter().any(|b| b.name == c.name) {
+                    return Some(Err(Error::invalid_input(format!(
+                        "duplicate chunk name {:?}",
+                        c.name
+                    ))));
+                }
+                let size = c.pieces().iter().map(|p| p.len() as u64).sum::<u64>();
+                Some(Ok((c, size)))
+            },
+            encode,
+            |w, chunks, enc| w.put_all(chunks, enc),
+            "fold",
+        )
     }
 
     fn put_all(&mut self, chunks: Vec<TensorChunk<'_>>, enc: Vec<Result<Encoded>>) -> Result<()> {

@@ -57,9 +57,6 @@ fn encode(bytes: &[u8], compression: Compression, digest: Option<Digest>) -> Res
     Ok(Encoded { zstd, digest })
 }
 
-/// A batch of tensors and their encoded components (one list per tensor).
-type Batch<'v> = (Vec<Planned<'v>>, Vec<Vec<Result<Encoded>>>);
-
 /// A tensor checked and its parts put in component order, ready to be encoded.
 struct Planned<'v> {
     view: TensorView<'v>,
@@ -195,53 +192,37 @@ impl<W: Write> ZtensorWriter<W> {
             }
             out
         };
-        let mut pending: Option<Batch<'v>> = None;
-        let mut done = false;
-        loop {
-            let mut batch: Vec<Planned<'v>> = Vec::new();
-            let mut size = 0u64;
-            while !done && (batch.is_empty() || size < self.batch) {
-                match next() {
-                    None => done = true,
-                    Some(v) => {
-                        let view = v?;
-                        if batch.iter().any(|p| p.view.info.name == view.info.name) {
-                            return Err(Error::invalid_input(format!(
-                                "duplicate tensor name {:?}",
-                                view.info.name
-                            )));
-                        }
-                        let (dtype, order) = self.plan(&view)?;
-                        size += view.parts.iter().map(|p| p.bytes.len() as u64).sum::<u64>();
-                        batch.push(Planned { view, dtype, order });
-                    }
-                }
-            }
-            if batch.is_empty() && pending.is_none() {
-                return Ok(());
-            }
-            let (encoded, written) = std::thread::scope(|s| {
-                let h = s.spawn(|| encode_batch(&batch));
-                let written = match pending.take() {
-                    Some((planned, enc)) => planned
-                        .iter()
-                        .zip(enc)
-                        .try_for_each(|(p, e)| self.place_encoded(p, e)),
-                    None => Ok(()),
+        let budget = self.batch;
+        crate::util::pipeline::encode_while_writing(
+            self,
+            budget,
+            |w, batch: &[Planned<'v>]| {
+                let view = match next()? {
+                    Ok(v) => v,
+                    Err(e) => return Some(Err(e)),
                 };
-                (h.join(), written)
-            });
-            written?;
-            let encoded = encoded.map_err(|_| {
-                Error::new(
-                    crate::error::ErrorKind::Io,
-                    "ztensor: a compression thread panicked",
-                )
-            })?;
-            if !batch.is_empty() {
-                pending = Some((batch, encoded));
-            }
-        }
+                if batch.iter().any(|p| p.view.info.name == view.info.name) {
+                    return Some(Err(Error::invalid_input(format!(
+                        "duplicate tensor name {:?}",
+                        view.info.name
+                    ))));
+                }
+                let (dtype, order) = match w.plan(&view) {
+                    Ok(planned) => planned,
+                    Err(e) => return Some(Err(e)),
+                };
+                let size = view.parts.iter().map(|p| p.bytes.len() as u64).sum::<u64>();
+                Some(Ok((Planned { view, dtype, order }, size)))
+            },
+            encode_batch,
+            |w, planned, enc| {
+                planned
+                    .iter()
+                    .zip(enc)
+                    .try_for_each(|(p, e)| w.place_encoded(p, e))
+            },
+            "ztensor",
+        )
     }
 
     fn place_encoded(&mut self, p: &Planned<'_>, enc: Vec<Result<Encoded>>) -> Result<()> {
