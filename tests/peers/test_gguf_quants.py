@@ -15,12 +15,17 @@ from gguf.constants import GGML_QUANT_SIZES  # noqa: E402
 from conftest import run  # noqa: E402
 
 DEQUANT = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
-           "Q6_K", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4", "IQ4_NL", "IQ4_XS"]
+           "Q6_K", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4", "IQ4_NL", "IQ4_XS", "IQ2_XXS",
+           "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"]
+# The grid IQ types: a NaN's sign may differ (numpy's NaN * -1 keeps it).
+GRID_IQ = {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"}
 QUANT = ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1"]
 F16_AT = {
     "Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0],
     "Q2_K": [80, 82], "Q3_K": [108], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208],
     "TQ1_0": [52], "TQ2_0": [64], "IQ4_NL": [0], "IQ4_XS": [0],
+    "IQ2_XXS": [0], "IQ2_XS": [0], "IQ2_S": [0], "IQ3_XXS": [0], "IQ3_S": [0],
+    "IQ1_S": [0],
 }
 
 
@@ -31,6 +36,15 @@ def blocks(t, rows, blocks_per_row, rng, edges):
         b[:, 0] = rng.integers(118, 136, size=b.shape[0])
     elif t == "NVFP4":
         b[:, :4] = rng.integers(0, 0x70, size=(b.shape[0], 4))
+    elif t == "IQ1_M":
+        # Its f16 scale is the top nibbles of the four u16 scales (bytes 48..56).
+        vals = (rng.standard_normal(b.shape[0]) * 0.02).astype(np.float16)
+        if edges:
+            vals[:4] = [np.nan, np.inf, 0.0, -65504.0]
+        bits = vals.view(np.uint16)
+        for k in range(4):
+            hi = 49 + 2 * k
+            b[:, hi] = (b[:, hi] & 0x0F) | (((bits >> (4 * k)) & 0x0F) << 4).astype(np.uint8)
     else:
         for off in F16_AT[t]:
             vals = (rng.standard_normal(b.shape[0]) * 0.02).astype(np.float16)
@@ -73,7 +87,13 @@ def test_dequantize_f32_is_gguf_py_bit_for_bit(tmp_path):
         assert f'dequantized "{name}" {t.lower()} -> f32' in p.stdout
         want = ref[name].astype(np.float32)
         assert got[name].dtype == np.float32 and got[name].shape == want.shape, name
-        assert got[name].view(np.uint32).tobytes() == want.view(np.uint32).tobytes(), t
+        if t in GRID_IQ:
+            nan = np.isnan(want)
+            assert np.array_equal(np.isnan(got[name]), nan), t
+            assert got[name][~nan].view(np.uint32).tobytes() == \
+                want[~nan].view(np.uint32).tobytes(), t
+        else:
+            assert got[name].view(np.uint32).tobytes() == want.view(np.uint32).tobytes(), t
     assert np.array_equal(got["norm"], ref["norm"])
 
 

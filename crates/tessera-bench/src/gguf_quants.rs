@@ -1,12 +1,12 @@
 //! `gguf-quants`: ggml block dequantization and quantization throughput (Q8_0, Q4_0,
-//! Q4_K) against gguf-py's numpy reference (`gguf.quants`) in the same run.
+//! Q4_K, and the grid IQ types IQ2_XXS … IQ1_M) against gguf-py's numpy reference (`gguf.quants`) in the same run.
 //!
 //! MB/s counts the float32 side (the floats produced by dequantizing, the floats
 //! consumed by quantizing), so the figures of different block types compare. The peer
 //! runs with `$TESSERA_PEER_PYTHON` (default `/tmp/pyenv/bin/python`; skipped when
 //! missing) on the same bytes, and its outputs are compared with ours byte for byte (the
-//! line says `identical` or `DIFFERENT`). gguf-py cannot quantize Q4_K, so Q4_K is
-//! decoded from random blocks with sane scales. Use `--size-mib 64` or so: numpy needs
+//! line says `identical` or `DIFFERENT`). gguf-py cannot quantize Q4_K or the IQ types, so
+//! they are decoded from random blocks with sane scales. Use `--size-mib 64` or so: numpy needs
 //! several times the data in memory.
 
 use std::path::Path;
@@ -157,6 +157,48 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
     });
     let p = peer("dequantize", "Q4_K", &k_path, opts.reps);
     line("dequantize Q4_K", fbytes, secs, p, &f32_bytes(&d));
+
+    // The grid IQ types: random payloads (every bit pattern is valid), f16 d of about
+    // 1/64 (IQ1_M keeps it in the top nibbles of its four u16 scales).
+    for (id, name) in [
+        (16, "IQ2_XXS"),
+        (17, "IQ2_XS"),
+        (22, "IQ2_S"),
+        (18, "IQ3_XXS"),
+        (21, "IQ3_S"),
+        (19, "IQ1_S"),
+        (29, "IQ1_M"),
+    ] {
+        let ty = GgmlType::from_id(id).ok_or_else(|| tessera::Error::unsupported(name))?;
+        let (bs, ts) = (ty.block_size as usize, ty.type_size as usize);
+        let mut blocks: Vec<u8> = xorshift(n / bs * ts, id).map(|r| (r >> 24) as u8).collect();
+        for (i, b) in blocks.chunks_exact_mut(ts).enumerate() {
+            let h = d_f16(1.0 / 64.0 + (i % 7) as f32 / 1024.0);
+            if name == "IQ1_M" {
+                let bits = u16::from_le_bytes(h);
+                for k in 0..4 {
+                    let hi = 49 + 2 * k;
+                    b[hi] = (b[hi] & 0x0F) | ((((bits >> (4 * k)) & 0x0F) as u8) << 4);
+                }
+            } else {
+                b[0..2].copy_from_slice(&h);
+            }
+        }
+        let path = dir.path().join(format!("{name}.blocks"));
+        std::fs::write(&path, &blocks)?;
+        let d = dequantize("x", ty, &blocks, n as u64)?;
+        let secs = best_of(opts.reps, || {
+            dequantize("x", ty, &blocks, n as u64).map(|v| v.len())
+        });
+        let p = peer("dequantize", name, &path, opts.reps);
+        line(
+            &format!("dequantize {name}"),
+            fbytes,
+            secs,
+            p,
+            &f32_bytes(&d),
+        );
+    }
     Ok(())
 }
 

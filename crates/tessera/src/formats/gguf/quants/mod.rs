@@ -8,11 +8,12 @@
 //! | legacy ([`legacy`]) | Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 | Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 |
 //! | k-quants ([`kquants`]) | Q2_K, Q3_K, Q4_K, Q5_K, Q6_K | — |
 //! | others ([`other`]) | TQ1_0, TQ2_0, MXFP4, NVFP4, IQ4_NL, IQ4_XS | — |
+//! | grid IQ ([`iq`]) | IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S | — |
 //!
-//! Not done: the grid-based IQ types (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
-//! IQ3_S), whose decoding needs ggml's lattice tables. gguf-py cannot decode Q8_1, Q8_K
-//! or Q1_0 either, so there is no reference to be identical to; they are refused
-//! (`Unsupported`, naming the tensor and the type).
+//! The grid IQ types decode through ggml's codebooks, generated from gguf-py into
+//! `iq_tables.bin` (see [`iq`]). gguf-py cannot decode Q8_1, Q8_K or Q1_0, so there is
+//! no reference to be identical to; they are refused (`Unsupported`, naming the tensor
+//! and the type).
 //!
 //! # Bit-identical to numpy
 //!
@@ -41,6 +42,7 @@
 //! heavy build).
 
 pub mod adapt;
+pub mod iq;
 pub mod kquants;
 pub mod legacy;
 pub mod other;
@@ -101,6 +103,13 @@ fn dequant_fn(name: &str) -> Option<DequantFn> {
         "NVFP4" => runs!(other::dequant_nvfp4),
         "IQ4_NL" => runs!(other::dequant_iq4_nl),
         "IQ4_XS" => runs!(other::dequant_iq4_xs),
+        "IQ2_XXS" => runs!(iq::dequant_iq2_xxs),
+        "IQ2_XS" => runs!(iq::dequant_iq2_xs),
+        "IQ2_S" => runs!(iq::dequant_iq2_s),
+        "IQ3_XXS" => runs!(iq::dequant_iq3_xxs),
+        "IQ3_S" => runs!(iq::dequant_iq3_s),
+        "IQ1_S" => runs!(iq::dequant_iq1_s),
+        "IQ1_M" => runs!(iq::dequant_iq1_m),
         _ => return None,
     })
 }

@@ -9,6 +9,13 @@ Dequantize vectors, one pair per type gguf-py decodes and Tessera implements:
   blocks whose payload bytes are all 0x00 or all 0xFF.
 - `<type>.f32`: `gguf.quants.dequantize(blocks, type)`, little-endian float32.
 
+The grid IQ types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) are made the
+same way after the others, from a second generator (`rng_iq`) so the earlier files do
+not change: random bytes (every grid index, sign and sub-scale bit pattern is valid),
+the f16 `d` at byte 0 overwritten with sane values and the edge values; IQ1_M has no
+`d` field: its f16 is the top nibbles of the four u16 scales (bytes 48..56), set
+nibble by nibble.
+
 Quantize vectors:
 - `quant_input.f32`: float32 inputs, 32 per block: normal random values at several
   scales, plus edge blocks (all zero, -0 and 0 mixed, one value repeated, ties for the
@@ -30,6 +37,7 @@ from gguf.quants import dequantize, quantize
 
 DEQUANT = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
            "Q6_K", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4", "IQ4_NL", "IQ4_XS"]
+GRID_IQ = ["IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"]
 QUANT = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"]
 
 # Byte offsets of the f16 scales inside each block.
@@ -37,10 +45,13 @@ F16_AT = {
     "Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0],
     "Q2_K": [80, 82], "Q3_K": [108], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208],
     "TQ1_0": [52], "TQ2_0": [64], "IQ4_NL": [0], "IQ4_XS": [0],
+    "IQ2_XXS": [0], "IQ2_XS": [0], "IQ2_S": [0], "IQ3_XXS": [0], "IQ3_S": [0],
+    "IQ1_S": [0],
 }
 EDGE_F16 = [0.0, -0.0, 65504.0, -65504.0, 2.0**-24, np.nan, np.inf, -np.inf]
 
 rng = np.random.default_rng(20261124)
+rng_iq = np.random.default_rng(20261125)
 manifest = {}
 
 
@@ -50,11 +61,24 @@ def save(name, data: bytes, **extra):
     manifest[name] = {"sha256": hashlib.sha256(data).hexdigest(), **extra}
 
 
-def make_blocks(tname):
+def set_iq1m_d(row, value):
+    """Stores f16 `value` as IQ1_M keeps its scale: nibble k of its bits in the top
+    nibble of the u16 scale k (bytes 48 + 2k, 49 + 2k)."""
+    bits = int(np.array([value], np.float16).view(np.uint16)[0])
+    for k in range(4):
+        hi = 49 + 2 * k
+        row[hi] = (row[hi] & 0x0F) | (((bits >> (4 * k)) & 0x0F) << 4)
+
+
+def make_blocks(tname, rng=rng):
     block, size = GGML_QUANT_SIZES[Q[tname]]
     n = 48 if block == 32 else 20
     b = rng.integers(0, 256, size=(n, size), dtype=np.uint8)
-    if tname == "MXFP4":
+    if tname == "IQ1_M":
+        vals = (rng.standard_normal(n) * 0.05).astype(np.float16)
+        for i in range(n):
+            set_iq1m_d(b[i], EDGE_F16[i] if i < len(EDGE_F16) else vals[i])
+    elif tname == "MXFP4":
         b[:, 0] = rng.integers(110, 140, size=n)
         b[-4:, 0] = [0, 1, 2, 255]
     elif tname == "NVFP4":
@@ -79,6 +103,8 @@ def make_blocks(tname):
         for c in range(size):
             if c not in keep:
                 b[row, c] = fill
+        if tname == "IQ1_M":
+            set_iq1m_d(b[row], 0.03125)
     return b
 
 
@@ -128,6 +154,11 @@ def main():
         for t in QUANT:
             q = quantize(x, Q[t])
             save(f"{t.lower()}.quant", q.tobytes(), type=t, blocks=x.shape[0])
+        for t in GRID_IQ:
+            b = make_blocks(t, rng_iq)
+            out = dequantize(b, Q[t]).astype("<f4")
+            save(f"{t.lower()}.blocks", b.tobytes(), type=t, blocks=b.shape[0])
+            save(f"{t.lower()}.f32", out.tobytes(), type=t, elements=out.size)
     with open("manifest.json", "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
         f.write("\n")
