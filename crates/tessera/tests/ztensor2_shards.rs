@@ -161,6 +161,47 @@ fn a_missing_resized_or_altered_shard_is_an_error_naming_it() {
     assert_eq!(failed, ["shard \"00001\""]);
 }
 
+/// Spec Appendix B's resolution by identity: shards renamed (and swapped) are found in
+/// the root's directory by size and whole-file digest, with a warning naming each; a
+/// file of the right size but other bytes is passed over; a shard that no file matches
+/// is still an error naming its positional path.
+#[test]
+fn renamed_shards_are_found_by_size_and_digest() {
+    let opts = ReadOptions::default();
+    let dir = copy_with(|_| {});
+    let p = |f: &str| dir.path().join(f);
+    std::fs::rename(p("model-00001.zt"), p("part-b.bin")).unwrap();
+    std::fs::rename(p("model-00002.zt"), p("model-00001.zt")).unwrap();
+    // A decoy of shard 1's size, sorting before it: hashed, not taken.
+    let size = std::fs::metadata(p("part-b.bin")).unwrap().len();
+    std::fs::write(p("part-a.bin"), vec![0u8; size as usize]).unwrap();
+    let opened = open_path(&p("model.zt"), &opts).unwrap();
+    let f = opened.container();
+    check_all(f, &expected());
+    let w = f.warnings();
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(
+        w[0].contains("shard \"00001\"") && w[0].contains("part-b.bin"),
+        "{w:?}"
+    );
+    assert!(
+        w[1].contains("shard \"00002\"") && w[1].contains("model-00001.zt"),
+        "{w:?}"
+    );
+    let r = f.verify(&Default::default());
+    assert!(r.is_ok(), "{:?}", r.checks);
+
+    // Shard 1 altered after renaming (and nothing at its positional path): no file has
+    // its digest.
+    let mut b = std::fs::read(p("part-b.bin")).unwrap();
+    b[100] ^= 1;
+    std::fs::write(p("part-b.bin"), b).unwrap();
+    std::fs::rename(p("model-00001.zt"), p("model-00002.zt")).unwrap();
+    let e = open_path(&p("model.zt"), &opts).err().unwrap();
+    assert!(e.to_string().contains("shard \"00001\""), "{e}");
+    assert!(e.to_string().contains("model-00001.zt"), "{e}");
+}
+
 #[test]
 fn a_model_written_as_a_shard_set_reads_back_whole() {
     use tessera::set::{convert_set, Split};

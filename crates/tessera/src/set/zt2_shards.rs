@@ -5,10 +5,17 @@
 //!
 //! Resolution is the spec's positional convention (Appendix B): shard `n` of the root
 //! `<stem>.zt` is the sibling `<stem>-<n>.zt` (shard names admit no separators or `..`,
-//! spec §7.1, checked when the manifest is read). A shard file that is missing, of
-//! another size, or without a v2 footer fails the open, naming the shard and the path
-//! looked for; its whole-file digest is checked by `verify` (layer `shard digest`).
-//! Resolution by digest (scanning a directory) is not done.
+//! spec §7.1, checked when the manifest is read). When that file is missing or not of
+//! the table's size, the spec's fallback, resolution by identity (Appendix B: "a
+//! resolver MAY ignore names entirely and scan a directory, matching each file by size
+//! and whole-file digest"), is tried: the regular files in the root's directory of
+//! exactly the table's size are hashed whole (in name order, the root skipped) with
+//! the table's algorithm (`xxh3` or `sha256`; another algorithm cannot match), and the
+//! first whose digest equals the table's is the shard; the open then warns which file
+//! served which shard. A shard found by neither fails the open, naming the shard and the
+//! positional path looked for; a positional shard's whole-file digest is checked by
+//! `verify` (layer `shard digest`), as the spec's verification ladder puts it after the
+//! size. Only the root's directory is scanned, never its subdirectories.
 
 use std::path::{Path, PathBuf};
 
@@ -43,18 +50,25 @@ pub fn with_shards(
     let Some(bytes) = file.bytes() else {
         return Ok(file);
     };
-    let table: Vec<String> = Ztensor2File::parse(bytes, opts)?
-        .shards()
-        .iter()
-        .map(|(n, _, _)| n.clone())
-        .collect();
+    let table: Vec<(String, u64, String)> = Ztensor2File::parse(bytes, opts)?.shards().to_vec();
     if table.is_empty() {
         return Ok(file);
     }
     let named = |e: Error| e.in_file(path.display().to_string());
     let mut shards = Vec::with_capacity(table.len());
-    for name in &table {
-        let p = shard_path(path, name);
+    let mut found = Vec::new();
+    for (name, size, digest) in &table {
+        let p = match by_identity(path, name, *size, digest).map_err(&named)? {
+            Some(q) => {
+                found.push(format!(
+                    "shard {name:?} was found by its size and digest as {} (not as {})",
+                    q.display(),
+                    shard_path(path, name).display()
+                ));
+                q
+            }
+            None => shard_path(path, name),
+        };
         let data = match load {
             Load::Map => FileData::open(&p),
             Load::Read => FileData::read(&p),
@@ -80,12 +94,78 @@ pub fn with_shards(
                 "a zTensor v2 root with shards must be a local file",
             )
         })?;
-        let zt = Ztensor2File::parse(&main[..], opts)?
+        let mut zt = Ztensor2File::parse(&main[..], opts)?
             .with_shards(srcs)?
             .named(label.clone());
+        for w in &found {
+            zt = zt.warn(w.clone());
+        }
         Ok(Box::new(zt) as Box<dyn crate::model::Container + '_>)
     })
     .map_err(named)
+}
+
+/// The file standing for shard `name` (`size` bytes, whole-file `digest`) when the
+/// positional sibling is missing or of another size: the first regular file in the
+/// root's directory, by name, with that size and digest (see the module docs). `None`
+/// when the positional file fits, or nothing does (the caller then reports the
+/// positional path).
+fn by_identity(root: &Path, name: &str, size: u64, digest: &str) -> Result<Option<PathBuf>> {
+    let positional = shard_path(root, name);
+    if std::fs::metadata(&positional).is_ok_and(|m| m.is_file() && m.len() == size) {
+        return Ok(None);
+    }
+    let algo = match digest.split_once(':') {
+        Some((a @ ("xxh3" | "sha256"), _)) => a,
+        _ => return Ok(None),
+    };
+    let dir = match root.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let root_name = root.file_name();
+    let mut candidates = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        // `DirEntry::metadata` does not follow symlinks; `fs::metadata` does.
+        let fits = std::fs::metadata(entry.path()).is_ok_and(|m| m.is_file() && m.len() == size);
+        if fits && Some(entry.file_name().as_os_str()) != root_name {
+            candidates.push(entry.path());
+        }
+    }
+    candidates.sort();
+    for c in candidates {
+        if file_digest(&c, algo)? == digest {
+            return Ok(Some(c));
+        }
+    }
+    Ok(None)
+}
+
+/// `<algo>:<lowercase hex>` of a whole file (`xxh3` or `sha256`), read in 1 MiB blocks.
+fn file_digest(path: &Path, algo: &str) -> Result<String> {
+    use sha2::Digest as _;
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut xxh = xxhash_rust::xxh3::Xxh3::new();
+    let mut sha = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        if algo == "xxh3" {
+            xxh.update(&buf[..n]);
+        } else {
+            sha.update(&buf[..n]);
+        }
+    }
+    Ok(if algo == "xxh3" {
+        format!("xxh3:{:016x}", xxh.digest())
+    } else {
+        format!("sha256:{}", crate::util::hex(&sha.finalize()))
+    })
 }
 
 /// Writes `src` (prepared for zTensor v2) as data shards `<stem>-0000i-of-0000n.zt`

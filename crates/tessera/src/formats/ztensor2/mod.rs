@@ -120,8 +120,11 @@
 //!   its footer (magic, version), and their parts read as the root's (digests checked
 //!   as for local parts). The whole-file shard digest (`xxh3` or `sha256`) is checked by
 //!   `verify` only (layer `shard digest`): a checked read would otherwise hash every
-//!   shard whole before its first tensor. Resolution by digest is not done. A data
-//!   shard (no manifest) opens with no tensors and a warning.
+//!   shard whole before its first tensor. When the positional file is missing or of
+//!   another size, the opener falls back to the spec's resolution by identity (a file
+//!   in the same directory with the table's size and whole-file digest; see
+//!   `set/zt2_shards.rs`). A data shard (no manifest) opens with no tensors and a
+//!   warning.
 //! - `zt.zstd-seekable/1` is decoded as one stream (every frame, the seek table
 //!   skipped as a skippable frame); the frame rules (checksums present, ≤ 16 MiB, equal
 //!   sizes) are not checked, zstd checks each checksum that is present.

@@ -270,6 +270,12 @@ impl<'data> Ztensor2File<'data> {
         Ok(self)
     }
 
+    /// Adds a warning (how the opener resolved the shards, say).
+    pub fn warn(mut self, w: impl Into<String>) -> Self {
+        self.warnings.push(w.into());
+        self
+    }
+
     /// Names the file in every later read error (as `tessera::open` does for a path).
     pub fn named(mut self, file: impl Into<String>) -> Self {
         self.file = Some(file.into());
