@@ -224,6 +224,43 @@ fn hostile_checkpoints_written_by_pickle_are_refused_by_name() {
     refused("scripted.pt", "TorchScript");
 }
 
+/// Torch 2.x's shapes for parameters with state, tensor subclasses and tensors with
+/// attributes, pickled by Python's `pickle` as torch builds them
+/// (tests/data/pytorch/gen_subclasses.py; torch itself is not installed): the plain
+/// classes with empty state read with their values, the rest refused naming the class
+/// or the attribute.
+#[test]
+fn tensor_subclasses_as_torch_2_writes_them() {
+    let data = load("subclass_ok.pt");
+    let f = open(&data).unwrap();
+    let names = [
+        "plain",
+        "param",
+        "param_empty_state",
+        "from_type_tensor",
+        "from_type_param",
+    ];
+    let listed: Vec<&str> = f.tensor_infos().iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(listed, names);
+    for (i, name) in names.iter().enumerate() {
+        let v = f.tensor(name).unwrap();
+        assert_eq!(v.info.shape, [2, 3], "{name}");
+        let want: Vec<u8> = (0..6)
+            .flat_map(|k| (k as f32 + 10.0 * i as f32).to_le_bytes())
+            .collect();
+        assert_eq!(v.data().unwrap(), &want[..], "{name}");
+    }
+    refused("subclass_tensor.pt", "refused global __main__.ScaledTensor");
+    refused(
+        "subclass_attrs.pt",
+        "torch.Tensor carrying Python attributes (\"scale\")",
+    );
+    refused(
+        "subclass_param_attrs.pt",
+        "torch.nn.parameter.Parameter carrying Python attributes (\"frozen_at\")",
+    );
+}
+
 // ---- synthetic pickles ----
 
 fn unicode(s: &str) -> Vec<u8> {

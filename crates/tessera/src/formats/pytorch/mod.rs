@@ -22,6 +22,16 @@
 //! `_rebuild_parameter(tensor, requires_grad, backward_hooks)`, and storages the
 //! persistent ids `('storage', torch.<Type>Storage, key, location, numel)`.
 //!
+//! Torch 2.x's tensors with Python state: a parameter whose `__getstate__` is truthy is
+//! `_rebuild_parameter_with_state(tensor, requires_grad, hooks, state)`; a tensor
+//! subclass, or a tensor carrying attributes, is `torch._tensor._rebuild_from_type_v2(
+//! _rebuild_tensor_v2, cls, args, state)`. Both are read when the class is
+//! `torch.Tensor` or `torch.nn.parameter.Parameter` and the state sets nothing (`None`,
+//! `{}`, or an empty `(dict, slots)` pair), as the plain tensor; a subclass's own
+//! class (`__main__.ScaledTensor`) is a global off the allow-list, refused by name, and
+//! a state with attributes is refused naming the class and the attributes (torch's
+//! `weights_only` loader would set them; we would have to drop them).
+//!
 //! # Legacy layout (before torch 1.6, `_use_new_zipfile_serialization=False`)
 //!
 //! Five pickles back to back — the magic number `0x1950a86a20f9469cfc6c`, the protocol
@@ -57,7 +67,8 @@
 //!   up to the declared size and always CRC-checked.
 //! - Not read: TorchScript archives (`torch.jit.save`: `code/`, `constants.pkl`), the
 //!   older tar-based format (torch < 0.4), sparse and quantized tensors, tensor
-//!   subclasses (`_rebuild_from_type_v2`), and any pickle outside the allow-list.
+//!   subclasses other than the plain classes above, and any pickle outside the
+//!   allow-list.
 //!
 //! # Writing
 //!

@@ -33,6 +33,12 @@ pub enum Global {
     RebuildTensor,
     /// `torch._utils._rebuild_parameter` (and `_rebuild_parameter_with_state`).
     RebuildParameter,
+    /// `torch._tensor._rebuild_from_type_v2(func, type, args, state)`: what torch
+    /// writes for tensor subclasses and tensors carrying Python attributes.
+    RebuildFromType,
+    /// `torch.Tensor` or `torch.nn.parameter.Parameter` (the full name): the only
+    /// classes `_rebuild_from_type_v2` may rebuild as.
+    TensorClass(&'static str),
     /// `torch.Size`.
     Size,
     /// `torch.FloatStorage`, …, `torch.UntypedStorage`: names a storage's element type.
@@ -166,6 +172,9 @@ fn resolve(module: &str, name: &str) -> Option<Global> {
         ("torch._utils", "_rebuild_parameter" | "_rebuild_parameter_with_state") => {
             Global::RebuildParameter
         }
+        ("torch._tensor", "_rebuild_from_type_v2") => Global::RebuildFromType,
+        ("torch", "Tensor") => Global::TensorClass("torch.Tensor"),
+        ("torch.nn.parameter", "Parameter") => Global::TensorClass("torch.nn.parameter.Parameter"),
         ("torch", "Size") => Global::Size,
         ("torch" | "torch.storage", n) => {
             if let Some(&(s, d)) = STORAGES.iter().find(|(s, _)| *s == n) {
@@ -727,9 +736,10 @@ impl Vm<'_> {
                     _ => false,
                 };
                 match a {
-                    [t, _, h, rest @ ..]
-                        if rest.len() <= 1 && empty(h) && rest.iter().all(empty) =>
-                    {
+                    [t, _, h, rest @ ..] if rest.len() <= 1 && empty(h) => {
+                        if let Some(&state) = rest.first() {
+                            self.empty_state(state, "torch.nn.parameter.Parameter")?;
+                        }
                         match self.graph.get(*t) {
                             Obj::Tensor(_) => Ok(self.graph.get(*t).clone()),
                             _ => Err(misuse("data that is not a tensor")),
@@ -738,10 +748,73 @@ impl Vm<'_> {
                     _ => Err(misuse("arguments other than (tensor, requires_grad, {})")),
                 }
             }
+            Global::RebuildFromType => {
+                // (func, type, args, state): `func(*args)` made an instance of `type`,
+                // then given `state` as its attributes. Only the plain classes with no
+                // attributes are read; a subclass's own global was refused by name.
+                let [func, class, args, state] = a else {
+                    return Err(misuse(&format!("{} arguments", a.len())));
+                };
+                let class = match self.graph.get(*class) {
+                    Obj::Global(Global::TensorClass(n)) => *n,
+                    o => {
+                        return Err(self.refuse(format!(
+                            "refused torch._tensor._rebuild_from_type_v2 as {} (only \
+                             torch.Tensor and torch.nn.parameter.Parameter are read)",
+                            describe(o)
+                        )))
+                    }
+                };
+                if !matches!(
+                    self.graph.get(*func),
+                    Obj::Global(Global::RebuildTensor | Global::RebuildParameter)
+                ) {
+                    return Err(misuse("a function that does not rebuild a tensor"));
+                }
+                self.empty_state(*state, class)?;
+                self.reduce(*func, *args)
+            }
+            Global::TensorClass(n) => Err(self.refuse(format!("refused REDUCE on {n}"))),
             Global::Storage(..) | Global::DType(_) => {
                 Err(self.refuse(format!("refused REDUCE on {}", describe(&Obj::Global(g)))))
             }
         }
+    }
+
+    /// Accepts a tensor's Python state that sets nothing: `None`, `{}`, or the
+    /// `(dict, slots)` pair with both empty; refuses any other, naming `class` and the
+    /// attributes it would set.
+    fn empty_state(&self, state: Id, class: &str) -> Result<()> {
+        let mut names = Vec::new();
+        let parts: Vec<Id> = match self.graph.get(state) {
+            Obj::Tuple(t) if t.len() == 2 => t.clone(),
+            _ => vec![state],
+        };
+        for p in parts {
+            match self.graph.get(p) {
+                Obj::None => {}
+                Obj::Dict(d) => names.extend(d.iter().map(|(k, _)| match self.graph.get(*k) {
+                    Obj::Str(s) => format!("\"{}\"", short(s)),
+                    o => describe(o),
+                })),
+                o => {
+                    return Err(self.refuse(format!(
+                        "refused a {class} whose Python state is {}",
+                        describe(o)
+                    )))
+                }
+            }
+        }
+        if names.is_empty() {
+            return Ok(());
+        }
+        let more = if names.len() > 8 { ", …" } else { "" };
+        names.truncate(8);
+        Err(self.refuse(format!(
+            "refused a {class} carrying Python attributes ({}{more}); only tensors and \
+             parameters without attributes are read",
+            names.join(", ")
+        )))
     }
 
     /// BINPERSID: `('storage', storage_type, key, location, numel[, view_metadata])`.
@@ -790,6 +863,8 @@ pub fn describe(o: &Obj) -> String {
             Global::OrderedDict => "collections.OrderedDict".into(),
             Global::RebuildTensor => "torch._utils._rebuild_tensor_v2".into(),
             Global::RebuildParameter => "torch._utils._rebuild_parameter".into(),
+            Global::RebuildFromType => "torch._tensor._rebuild_from_type_v2".into(),
+            Global::TensorClass(n) => (*n).into(),
             Global::Size => "torch.Size".into(),
             Global::Storage(n, _) => format!("torch.{n}"),
             Global::DType(n) => format!("torch.{n}"),
