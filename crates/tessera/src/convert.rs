@@ -188,6 +188,8 @@ pub struct Prepared<'s> {
     metadata: Metadata,
     /// The source's metadata value types, forwarded to a target of the same format.
     metadata_types: Option<Metadata>,
+    /// The source's chunks less the TSAV chunks whose tensors go out as tensors.
+    chunks: Vec<ChunkInfo>,
     keep_chunks: bool,
     notes: Vec<String>,
 }
@@ -329,12 +331,27 @@ pub fn prepare<'s>(
             );
         }
     }
-    let opaque = src.chunks().iter().filter(|c| !c.holds_tensors).count();
+    // A FOLD TSAV chunk whose tensors the source lists holds them a second time
+    // (formats/fold/tsav.rs). A FOLD target carries the chunk and leaves those tensors
+    // out; any other target gets them as tensors, once, and the chunk is dropped.
+    let mut chunks = src.chunks().to_vec();
+    if target != Format::Fold {
+        chunks.retain(|c| match tsav_tensors(src, c) {
+            Some(n) => {
+                notes.push(format!(
+                    "dropped chunk {:?} (TSAV): its {n} tensors are written as tensors",
+                    c.name
+                ));
+                false
+            }
+            None => true,
+        });
+    }
+    let opaque = chunks.iter().filter(|c| !c.holds_tensors).count();
     let keep_chunks = caps.chunks || opaque == 0;
     if !keep_chunks {
         if !opts.drop_metadata {
-            let first = src
-                .chunks()
+            let first = chunks
                 .iter()
                 .find(|c| !c.holds_tensors)
                 .map(|c| c.name.clone());
@@ -358,9 +375,28 @@ pub fn prepare<'s>(
         index,
         metadata,
         metadata_types,
+        chunks,
         keep_chunks,
         notes,
     })
+}
+
+/// The number of tensors an opaque `TSAV` chunk holds when the source lists every one
+/// of them as its own (`<chunk>/<name>`, as the FOLD reader does); `None` for any other
+/// chunk, or when the payload is refused or some of its tensors are not listed (a
+/// `TSAV` chunk another format carried: then the chunk is the only copy).
+fn tsav_tensors(src: &dyn TensorSource, c: &ChunkInfo) -> Option<usize> {
+    if c.holds_tensors || c.kind != "TSAV" {
+        return None;
+    }
+    let bytes = src.chunk(&c.name).ok()?;
+    let (entries, _) = crate::formats::fold::tsav::list(&bytes, &crate::Limits::default()).ok()?;
+    let listed: std::collections::HashSet<&str> =
+        src.tensor_infos().iter().map(|t| t.name.as_str()).collect();
+    let all = entries
+        .iter()
+        .all(|e| listed.contains(format!("{}/{}", c.name, e.name).as_str()));
+    (all && !entries.is_empty()).then_some(entries.len())
 }
 
 impl Prepared<'_> {
@@ -394,7 +430,7 @@ impl TensorSource for Prepared<'_> {
     }
     fn chunks(&self) -> &[ChunkInfo] {
         if self.keep_chunks {
-            self.src.chunks()
+            &self.chunks
         } else {
             &[]
         }

@@ -96,6 +96,54 @@ fn a_fold_rewrite_carries_the_chunk_and_stores_its_tensors_once() {
     }
 }
 
+/// Into any other format the TSAV chunk's tensors go out as tensors and the chunk is
+/// dropped with a note, so nothing is stored twice (AERO could carry the chunk too);
+/// the other opaque chunks are carried as before.
+#[test]
+fn a_conversion_to_aero_stores_the_torch_state_tensors_once() {
+    let data = std::fs::read(SAMPLE).unwrap();
+    let src = tessera::open(&data[..], &ReadOptions::default()).unwrap();
+    let p = prepare(src.as_ref(), Format::Aero, ConvertOptions::default()).unwrap();
+    let n_torch = (src.tensor_infos().iter())
+        .filter(|t| t.name.starts_with("torch_state/"))
+        .count();
+    assert_eq!(
+        p.notes(),
+        [format!(
+            "dropped chunk \"torch_state\" (TSAV): its {n_torch} tensors are written as tensors"
+        )]
+    );
+    let mut out = Cursor::new(Vec::new());
+    write_to(Format::Aero, &p, &mut out, &WriteOptions::default()).unwrap();
+    let bytes = out.into_inner();
+    let back = tessera::open(&bytes[..], &ReadOptions::default()).unwrap();
+    assert_eq!(back.format(), Format::Aero);
+    let opaque: Vec<(&str, &str)> = (back.chunks().iter())
+        .filter(|c| !c.holds_tensors)
+        .map(|c| (c.name.as_str(), c.kind.as_str()))
+        .collect();
+    assert!(
+        !opaque.iter().any(|(n, _)| *n == "torch_state"),
+        "{opaque:?}"
+    );
+    let src_opaque = (src.chunks().iter())
+        .filter(|c| !c.holds_tensors && c.kind != "TSAV")
+        .count();
+    assert_eq!(opaque.len(), src_opaque, "{opaque:?}");
+    assert_eq!(back.tensor_infos().len(), src.tensor_infos().len());
+    for info in src.tensor_infos() {
+        assert_eq!(
+            back.tensor(&info.name).unwrap().data().unwrap(),
+            src.tensor(&info.name).unwrap().data().unwrap(),
+            "{}",
+            info.name
+        );
+    }
+    // The FOLD target still keeps the chunk (and no note).
+    let p = prepare(src.as_ref(), Format::Fold, ConvertOptions::default()).unwrap();
+    assert!(p.notes().is_empty(), "{:?}", p.notes());
+}
+
 #[test]
 fn a_refused_pickle_keeps_the_chunk_opaque_and_says_why() {
     let evil = std::fs::read(concat!(
