@@ -163,3 +163,47 @@ fn the_archive_option_names_the_folder() {
     let bytes = write(&m, &WriteOptions::default()).unwrap();
     assert_eq!(&bytes[30..30 + 16], b"archive/data.pkl");
 }
+
+/// The records torch 2.x's `torch.save` writes (less `.data/serialization_id`), in its
+/// order, with torch's `.format_version` and `.storage_alignment` values.
+#[test]
+fn records_in_torch_2_order() {
+    use std::io::Read;
+    let m = model(
+        Map::new(),
+        &[("a", DType::F32, vec![3]), ("b", DType::F32, vec![2])],
+    );
+    let bytes = write(&m, &WriteOptions::default()).unwrap();
+    let mut z = zip::ZipArchive::new(Cursor::new(&bytes[..])).unwrap();
+    let names: Vec<String> = z.file_names().map(String::from).collect();
+    let mut in_order: Vec<(usize, String)> = (0..z.len())
+        .map(|i| {
+            let f = z.by_index(i).unwrap();
+            (f.header_start() as usize, f.name().to_string())
+        })
+        .collect();
+    in_order.sort();
+    let in_order: Vec<&str> = in_order.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(
+        in_order,
+        [
+            "archive/data.pkl",
+            "archive/.format_version",
+            "archive/.storage_alignment",
+            "archive/byteorder",
+            "archive/data/0",
+            "archive/data/1",
+            "archive/version",
+        ],
+        "{names:?}"
+    );
+    for (name, want) in [
+        ("archive/.format_version", "1"),
+        ("archive/.storage_alignment", "64"),
+        ("archive/byteorder", "little"),
+    ] {
+        let mut s = String::new();
+        z.by_name(name).unwrap().read_to_string(&mut s).unwrap();
+        assert_eq!(s, want, "{name}");
+    }
+}

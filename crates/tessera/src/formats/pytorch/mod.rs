@@ -78,17 +78,20 @@
 //! in tensor order, records stored (not deflated) with their data 64-byte aligned (the
 //! `zip` crate's alignment padding in the local header's extra field, where torch puts
 //! its own `FB` padding field), under the folder `archive` (`-O archive=NAME`; torch
-//! names it after the file's stem). Records: `data.pkl`, `byteorder` (`little`, as torch 2.x
-//! writes), `data/<n>`, `version` (`3\n`, as torch 1.13 writes; newer torch
-//! reads it too). Deviations from what torch writes:
+//! names it after the file's stem). Records, in torch 2.x's order: `data.pkl`,
+//! `.format_version` (`1`: storages in numeric key order, which ours are) and
+//! `.storage_alignment` (`64`) as torch 2.x writes them (torch 2.x uses them to compute
+//! storage offsets without reading the zip directory; torch 1.13 ignores records it
+//! does not know), `byteorder` (`little`), `data/<n>`, `version` (`3\n`). Deviations
+//! from what torch writes:
 //! - file metadata goes into the state dict's attribute `_tessera_metadata` (a dict, set
 //!   by `BUILD` as torch sets `_metadata`), where `load_state_dict` never sees it; the
 //!   reader turns it back into metadata. Float and bytes values in it use `BINFLOAT` and
 //!   `BINBYTES`, which torch 1.13's `weights_only` loader refuses (torch 2.x accepts
 //!   them; a plain `torch.load` always does). A checkpoint's top-level non-tensor entries
 //!   (`epoch`) read as metadata therefore come back in that attribute, not as entries.
-//! - not written: torch 2.x's `.format_version`, `.storage_alignment`,
-//!   `.data/serialization_id` (torch 1.13 does not write them, no torch needs them).
+//! - not written: torch 2.x's `.data/serialization_id` (a random id per save; no
+//!   torch needs it).
 //! - every tensor gets its own storage: views are written contiguous, and tensors that
 //!   shared a storage (tied weights) are written as copies — the model carries no tie.
 //! - dtypes: those torch 1.13 has storage classes for (the list above, complex

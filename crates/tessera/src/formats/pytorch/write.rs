@@ -100,6 +100,9 @@ pub fn write(
         Ok(())
     };
     record(&mut zip, "data.pkl", &pkl)?;
+    // As torch 2.x: storages in numeric key order (format version 1), 64-byte aligned.
+    record(&mut zip, ".format_version", b"1")?;
+    record(&mut zip, ".storage_alignment", ALIGN.to_string().as_bytes())?;
     record(&mut zip, "byteorder", b"little")?;
     for (e, info) in entries.iter().zip(infos) {
         let view = src.tensor(&info.name)?;
