@@ -622,3 +622,36 @@ fn verify_spans_arrays_over_several_steps() {
     assert!(!fl.iter().any(|(s, _)| s.contains("small")), "{fl:?}");
     assert!(!fl.iter().any(|(s, _)| s.contains("chunk 000399")));
 }
+
+/// A streamed WTXT-S written over an existing pair leaves the new pair, which verifies,
+/// fsynced or not (`no_fsync`); no temporary is left beside them.
+#[test]
+fn streaming_over_an_existing_pair_replaces_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("m.wtxt");
+    let wp = dir.path().join("m.wtxt.wsum");
+    let m = model();
+    for (gen, no_fsync) in [(1, false), (2, true), (3, false)] {
+        let o = WriteOptions {
+            streaming: true,
+            generation: Some(gen),
+            no_fsync,
+            ..opts()
+        };
+        let rep = tessera::convert::write_file(Format::Wtxt, &m, &p, &o).unwrap();
+        assert_eq!(rep.extra_files, vec![wp.clone()]);
+        assert!(rep.side_files.is_empty());
+        let data = std::fs::read(&p).unwrap();
+        assert!(std::str::from_utf8(&data)
+            .unwrap()
+            .contains(&format!("gen={gen:06}")));
+        let ro = ReadOptions {
+            path: Some(p.clone()),
+            ..Default::default()
+        };
+        let f = wtxt::open_container(Cow::Borrowed(&data), &ro).unwrap();
+        let r = f.verify(&VerifyOptions::default());
+        assert!(r.is_ok(), "gen {gen}: {:?}", failures(&r));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
+}

@@ -260,7 +260,11 @@ pub fn write(
         })?;
         let wsum = Wsum::new(root, opts.sign_key.as_ref());
         let wpath = super::wsum::wsum_path(path);
-        crate::util::atomic::write_bytes_atomic(&wpath, wsum.text().as_bytes())?;
+        // Committed with the main file by the caller (module docs: "Writing").
+        report.side_files.push(crate::util::atomic::SideFile {
+            path: wpath.clone(),
+            bytes: wsum.text().into_bytes(),
+        });
         report.extra_files.push(wpath);
     } else {
         let end = out.stream_position()?;
