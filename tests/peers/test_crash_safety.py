@@ -82,3 +82,53 @@ def test_convert_onto_itself_keeps_the_file(source, tmp_path):
     run("convert", a, a)
     assert sha(a) == before
     run("verify", a)
+
+
+def _pair(target):
+    wsum = target.with_name(target.name + ".wsum")
+    return sha(target), (sha(wsum) if wsum.exists() else None)
+
+
+def test_sigkill_never_leaves_a_wtxt_s_beside_a_stale_wsum(source):
+    """A streamed WTXT-S and its `.wsum` appear together or the `.wsum` is missing:
+    after a SIGKILL at any point, the pair is the old one, the new one, or a main file
+    (old or new) without a `.wsum` (unfinalized, which verify reports as such), never a
+    main file beside the other write's `.wsum` (which would fail verify as damage)."""
+    d, src, small = source
+    extra = ["--ts", "2026-01-01T00:00:00Z", "--salt", "0011223344556677", "--streaming"]
+    ref = d / "ref-s.wtxt"
+    t0 = time.monotonic()
+    run("convert", src, ref, *extra)
+    full = time.monotonic() - t0
+    new = _pair(ref)
+    assert new[1] is not None
+    target = d / "target-s.wtxt"
+    rng = random.Random("wtxt-s")
+    seen = {"old pair": 0, "new pair": 0, "main alone": 0}
+    for i in range(24):
+        run("convert", small, target, *extra)
+        old = _pair(target)
+        assert old[1] is not None and old != new
+        p = subprocess.Popen([TESSERA, "convert", str(src), str(target), *extra],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0, full * 1.2))
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        got = _pair(target)
+        if got == old:
+            seen["old pair"] += 1
+        elif got == new:
+            seen["new pair"] += 1
+        else:
+            assert got[1] is None and got[0] in (old[0], new[0]), f"kill {i}: a mixed pair"
+            seen["main alone"] += 1
+            # What the reader says of it: unfinalized, not damaged.
+            v = run("verify", target, check=False)
+            assert v.returncode == 1 and "unfinalized" in v.stdout + v.stderr, v.stdout
+    assert seen["old pair"] > 0, seen
+    # Finished writes leave a verifiable pair.
+    run("convert", src, target, *extra)
+    assert _pair(target) == new
+    run("verify", target)
+    for leftover in d.glob(".target-s.wtxt*.tmp"):
+        leftover.unlink()

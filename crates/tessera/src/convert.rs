@@ -127,6 +127,10 @@ pub struct WriteReport {
     pub notes: Vec<String>,
     /// Sibling files written beside the output (WTXT `.wsum`).
     pub extra_files: Vec<PathBuf>,
+    /// Sibling files a writer leaves to its caller, to appear with the output:
+    /// [`write_file`] commits them with it ([`crate::util::atomic::write_atomic_group`]),
+    /// [`write_to`] writes each atomically once the writer returns. Empty after either.
+    pub side_files: Vec<crate::util::atomic::SideFile>,
 }
 
 /// A writer entry point.
@@ -457,8 +461,27 @@ impl Prepared<'_> {
     }
 }
 
-/// Writes `src` as `format` into any `Write + Seek`.
+/// Writes `src` as `format` into any `Write + Seek`. Side files a writer asks for
+/// (WTXT `.wsum`) are written atomically (fsynced unless [`WriteOptions::no_fsync`])
+/// after the output; [`write_file`] commits them with the output instead.
 pub fn write_to(
+    format: Format,
+    src: &dyn TensorSource,
+    out: &mut dyn WriteSeek,
+    opts: &WriteOptions,
+) -> Result<WriteReport> {
+    let mut report = write_keeping_sides(format, src, out, opts)?;
+    let durability = crate::util::atomic::Durability::from_durable(!opts.no_fsync);
+    for side in std::mem::take(&mut report.side_files) {
+        crate::util::atomic::write_atomic_with(&side.path, durability, |w| {
+            Ok(w.write_all(&side.bytes)?)
+        })?;
+    }
+    Ok(report)
+}
+
+/// The writer alone: its side files stay in the report.
+fn write_keeping_sides(
     format: Format,
     src: &dyn TensorSource,
     out: &mut dyn WriteSeek,
@@ -471,7 +494,8 @@ pub fn write_to(
 
 /// Writes `src` as `format` to `path` atomically: into a temporary sibling, fsynced
 /// (unless [`WriteOptions::no_fsync`]), renamed over `path`, directory fsynced. On any
-/// error the target is untouched.
+/// error the target is untouched. Side files (WTXT `.wsum`) are committed with it in
+/// the order [`crate::util::atomic::write_atomic_group`] describes.
 pub fn write_file(
     format: Format,
     src: &dyn TensorSource,
@@ -481,7 +505,11 @@ pub fn write_file(
     let mut opts = opts.clone();
     opts.path = Some(path.to_path_buf());
     let durability = crate::util::atomic::Durability::from_durable(!opts.no_fsync);
-    crate::util::atomic::write_atomic_with(path, durability, |f| write_to(format, src, f, &opts))
+    crate::util::atomic::write_atomic_group(path, durability, |f| {
+        let mut r = write_keeping_sides(format, src, f, &opts)?;
+        let sides = std::mem::take(&mut r.side_files);
+        Ok((r, sides))
+    })
 }
 
 /// Converts `src` into `format` at `path`: [`prepare`], then [`write_file`]. The report

@@ -647,3 +647,65 @@ fn renamed_chunk_and_edited_metadata_fail_the_hierarchy() {
         ["manifest_hash"]
     );
 }
+
+/// Reading tensors in file order decodes the next chunk ahead on another core: every
+/// tensor still comes back with its own bytes, in order, out of order and again, and
+/// a chunk whose SHA-256 fails is an Integrity error when it is asked for (not when
+/// it was read ahead), its neighbours unaffected.
+#[test]
+fn read_ahead_hands_out_each_chunk_checked_in_any_order() {
+    let mut m = Model::new();
+    let names = ["t0", "t1", "t2", "t3"];
+    let datas: Vec<Vec<u8>> = (0..4).map(|i| bytes_for(300_000, i + 1)).collect();
+    for (n, d) in names.iter().zip(&datas) {
+        m.push(
+            TensorView::dense(
+                TensorInfo::dense(*n, DType::U8, vec![d.len() as u64]),
+                Cow::Owned(d.clone()),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    }
+    let mut data = write(&m, Compression::Zstd(3), None);
+    let check = |f: &dyn TensorSource, i: usize| {
+        let t = f.tensor(names[i]).unwrap();
+        assert!(t.data().unwrap() == &datas[i][..], "{}", names[i]);
+    };
+    {
+        let f = tessera::open(&data, &ReadOptions::default()).unwrap();
+        for order in [[0, 1, 2, 3], [3, 2, 1, 0], [1, 0, 2, 3], [0, 2, 1, 3]] {
+            for i in order {
+                check(&*f, i);
+            }
+        }
+    }
+    // t1's recorded SHA-256 (index entry and chunk_hashes) altered: its CRC-32C still
+    // passes, so the file opens; reading t1 fails, the others read.
+    let f = FoldFile::parse(&data, &Default::default()).unwrap();
+    let sha = match &f.entries().iter().find(|e| e.name == "t1").unwrap().sha256 {
+        fold::read::HashField::Sha256(h) => tessera::util::hex(h),
+        other => panic!("{other:?}"),
+    };
+    drop(f);
+    let mut wrong = sha.clone().into_bytes();
+    wrong[0] = if wrong[0] == b'0' { b'1' } else { b'0' };
+    let text = data.clone();
+    let mut found = 0;
+    for at in 0..text.len() - sha.len() {
+        if &text[at..at + sha.len()] == sha.as_bytes() {
+            data[at..at + sha.len()].copy_from_slice(&wrong);
+            found += 1;
+        }
+    }
+    assert_eq!(found, 2, "entry and chunk_hashes");
+    let f = tessera::open(&data, &ReadOptions::default()).unwrap();
+    check(&*f, 0); // t1 is read ahead here
+    let e = f.tensor("t1").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");
+    assert_eq!(e.subject(), Some("chunk \"t1\""));
+    check(&*f, 2);
+    check(&*f, 3);
+    assert_eq!(f.tensor("t1").unwrap_err().kind(), ErrorKind::Integrity);
+    check(&*f, 0);
+}

@@ -9,8 +9,8 @@ use std::borrow::Cow;
 use tessera::convert::WriteOptions;
 use tessera::formats::wtxt;
 use tessera::{
-    Container, ErrorKind, Format, Model, ReadOptions, Status, TensorSource, TensorView,
-    VerifyOptions,
+    Container, DType, ErrorKind, Format, Model, ReadOptions, Status, TensorInfo, TensorSource,
+    TensorView, VerifyOptions,
 };
 
 #[test]
@@ -557,5 +557,101 @@ fn golden_vectors_from_the_independent_encoder() {
                 "{stem}: our writer differs from the reference encoder"
             );
         }
+    }
+}
+
+/// Arrays larger than a verify step (8 MiB) are verified in runs across steps, with
+/// small arrays before and after: a clean file passes every layer (array SHA-256, HMAC
+/// and `sha256_all` carried across the runs), and one altered character deep inside the
+/// large array fails exactly that chunk, that array's SHA-256 and the file's hashes.
+#[test]
+fn verify_spans_arrays_over_several_steps() {
+    let mut m = Model::new();
+    let big: Vec<u8> = (0..5_000_000u32)
+        .flat_map(|i| (i.wrapping_mul(2_654_435_761) as f32).to_le_bytes())
+        .collect();
+    for (name, bytes) in [
+        ("a.small", vec![1u8; 1000]),
+        ("b.big", big),
+        ("c.small", vec![2u8; 70_000]),
+    ] {
+        let n = bytes.len() as u64;
+        m.push(
+            TensorView::dense(
+                TensorInfo::dense(name, DType::U8, vec![n]),
+                Cow::Owned(bytes),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    }
+    let o = WriteOptions {
+        hmac_key: Some(b"k".to_vec()),
+        ..opts()
+    };
+    let mut a = write(&m, &o);
+    let vo = VerifyOptions {
+        hmac_key: Some(b"k".to_vec()),
+        ..Default::default()
+    };
+    let r = open(&a).verify(&vo);
+    assert!(r.is_ok(), "{:?}", failures(&r));
+    assert_eq!(
+        r.checks
+            .iter()
+            .filter(|c| c.layer == "hmac" && c.status == Status::Ok)
+            .count(),
+        3
+    );
+    // Chunk 400 of b.big (12.5 MiB in: the second step): its first base64 line.
+    let text = std::str::from_utf8(&a).unwrap();
+    let at = text.find("ch ix=000400").unwrap();
+    let line = at + text[at..].find('\n').unwrap() + 1;
+    a[line + 5] = if a[line + 5] == b'A' { b'B' } else { b'A' };
+    let r = open(&a).verify(&vo);
+    let fl = failures(&r);
+    assert!(
+        fl.iter()
+            .any(|(s, _)| s.starts_with("array \"b.big\" chunk 000400")),
+        "{fl:?}"
+    );
+    assert!(fl
+        .iter()
+        .any(|(s, l)| s.starts_with("array \"b.big\"") && l == "sha256"));
+    assert!(fl.iter().any(|(_, l)| l == "sha256_all"));
+    assert!(!fl.iter().any(|(s, _)| s.contains("small")), "{fl:?}");
+    assert!(!fl.iter().any(|(s, _)| s.contains("chunk 000399")));
+}
+
+/// A streamed WTXT-S written over an existing pair leaves the new pair, which verifies,
+/// fsynced or not (`no_fsync`); no temporary is left beside them.
+#[test]
+fn streaming_over_an_existing_pair_replaces_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("m.wtxt");
+    let wp = dir.path().join("m.wtxt.wsum");
+    let m = model();
+    for (gen, no_fsync) in [(1, false), (2, true), (3, false)] {
+        let o = WriteOptions {
+            streaming: true,
+            generation: Some(gen),
+            no_fsync,
+            ..opts()
+        };
+        let rep = tessera::convert::write_file(Format::Wtxt, &m, &p, &o).unwrap();
+        assert_eq!(rep.extra_files, vec![wp.clone()]);
+        assert!(rep.side_files.is_empty());
+        let data = std::fs::read(&p).unwrap();
+        assert!(std::str::from_utf8(&data)
+            .unwrap()
+            .contains(&format!("gen={gen:06}")));
+        let ro = ReadOptions {
+            path: Some(p.clone()),
+            ..Default::default()
+        };
+        let f = wtxt::open_container(Cow::Borrowed(&data), &ro).unwrap();
+        let r = f.verify(&VerifyOptions::default());
+        assert!(r.is_ok(), "gen {gen}: {:?}", failures(&r));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
     }
 }

@@ -14,6 +14,11 @@
 //! the rename) an empty or partly written one. A process crash loses nothing either
 //! way: the page cache survives it.
 //!
+//! Side files ([`write_atomic_group`]): a small sibling that must match the main file
+//! (WTXT's `.wsum`) is written to its own temporary and committed with it, the old
+//! sibling removed before the main rename and the new one renamed in after it, so a
+//! crash never leaves a main file beside a sibling of another write.
+//!
 //! Overlapped write-back (Linux, durable writes): the temporary file is wrapped in a
 //! [`SyncingFile`] that, every [`WRITEBACK_STEP`] bytes written, asks the kernel to
 //! start writing the finished range out (`sync_file_range(SYNC_FILE_RANGE_WRITE)`,
@@ -35,7 +40,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::error::{Error, Result};
@@ -282,10 +287,45 @@ pub fn write_atomic_with<T>(
     durability: Durability,
     fill: impl FnOnce(&mut BufWriter<SyncingFile>) -> Result<T>,
 ) -> Result<T> {
-    let durable = durability == Durability::Fsync;
+    write_atomic_group(path, durability, |w| Ok((fill(w)?, Vec::new())))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests only: called at each step of [`write_atomic_group`]'s commit, to look at
+    /// the files as a crash at that point would leave them.
+    static AT_STEP: std::cell::RefCell<Option<Box<dyn FnMut(&'static str)>>> =
+        std::cell::RefCell::new(None);
+}
+
+#[cfg(test)]
+fn at_step(step: &'static str) {
+    AT_STEP.with(|h| {
+        if let Some(f) = h.borrow_mut().as_mut() {
+            f(step)
+        }
+    })
+}
+
+#[cfg(not(test))]
+fn at_step(_: &'static str) {}
+
+/// A small sibling that must appear together with the main file of an atomic write
+/// (WTXT's `.wsum`): its target path and its whole content. See [`write_atomic_group`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SideFile {
+    /// Where it goes.
+    pub path: PathBuf,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// A temporary sibling of `path`, registered for removal by [`remove_temporaries`],
+/// with the mode `path` has (or the umask's for a new file).
+fn temporary_for(path: &Path) -> Result<(File, tempfile::TempPath, Live, PathBuf)> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
+        _ => PathBuf::from("."),
     };
     let name = path
         .file_name()
@@ -311,8 +351,32 @@ pub fn write_atomic_with<T>(
             .unwrap_or_else(umask_mode);
         file.set_permissions(std::fs::Permissions::from_mode(mode))?;
     }
+    Ok((file, tmp_path, live, dir))
+}
+
+/// [`write_atomic_with`] for a main file and the side files `fill` returns with its
+/// value, committed so that a side file appears with its main file or not at all.
+///
+/// Every temporary is written (and fsynced when durable) first. Then, in this order:
+/// 1. each side file's old target is removed (and the directory fsynced when durable);
+/// 2. the main file is renamed into place;
+/// 3. each side file is renamed into place; the directory is fsynced when durable.
+///
+/// A crash (or an error) between any two steps leaves the old pair (before 1), the
+/// old main file alone (1–2), the new main file alone (2–3), or the new pair: never a
+/// main file beside a side file of another write. A main file without its side file
+/// is reported as such by its reader (a WTXT-S without `.wsum` is "unfinalized"),
+/// where a stale side file would fail its checks as damage. Nothing can make two
+/// renames one step, so a missing side file is the state a crash may leave.
+pub fn write_atomic_group<T>(
+    path: &Path,
+    durability: Durability,
+    fill: impl FnOnce(&mut BufWriter<SyncingFile>) -> Result<(T, Vec<SideFile>)>,
+) -> Result<T> {
+    let durable = durability == Durability::Fsync;
+    let (file, tmp_path, live, dir) = temporary_for(path)?;
     let mut w = BufWriter::with_capacity(1 << 20, SyncingFile::new(file, durability));
-    let value = fill(&mut w)?; // on error, tmp_path's Drop removes the file
+    let (value, sides) = fill(&mut w)?; // on error, tmp_path's Drop removes the file
     w.flush()?;
     let file = w
         .into_inner()
@@ -322,6 +386,31 @@ pub fn write_atomic_with<T>(
         file.sync_all()?;
     }
     drop(file);
+    let mut staged = Vec::with_capacity(sides.len());
+    for side in &sides {
+        let (mut f, tp, l, d) = temporary_for(&side.path)?;
+        f.write_all(&side.bytes)
+            .map_err(|e| Error::from(e).at_subject(side.path.display().to_string()))?;
+        if durable {
+            f.sync_all()?;
+        }
+        staged.push((tp, l, d, &side.path));
+    }
+    at_step("staged");
+    let mut removed = Vec::new();
+    for (_, _, d, target) in &staged {
+        match std::fs::remove_file(target) {
+            Ok(()) => removed.push(d.clone()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::from(e).at_subject(target.display().to_string())),
+        }
+    }
+    if durable {
+        for d in &removed {
+            sync_dir(d);
+        }
+    }
+    at_step("old side files removed");
     // No directory fsync before the rename: the file's data and inode are on disk, and
     // the one after the rename makes the new name durable (a crash before it leaves
     // the old name or the new one, each naming a complete file).
@@ -329,8 +418,21 @@ pub fn write_atomic_with<T>(
         .persist(path)
         .map_err(|e| Error::from(e.error).at_subject(path.display().to_string()))?;
     drop(live);
+    at_step("main renamed");
+    let mut dirs = vec![dir];
+    for (tp, l, d, target) in staged {
+        tp.persist(target)
+            .map_err(|e| Error::from(e.error).at_subject(target.display().to_string()))?;
+        drop(l);
+        at_step("side renamed");
+        if !dirs.contains(&d) {
+            dirs.push(d);
+        }
+    }
     if durable {
-        sync_dir(&dir);
+        for d in &dirs {
+            sync_dir(d);
+        }
     }
     Ok(value)
 }
@@ -418,6 +520,87 @@ mod tests {
             assert!(got[8 + big.len()..8 + 2 * big.len()] == big[..]);
             assert_eq!(&got[got.len() - 4..], b"tail");
         }
+    }
+
+    /// At every step of the commit (where a crash could stop it), the main file and its
+    /// side file are the old pair, the old main alone, the new main alone or the new
+    /// pair: never a mix. Fsynced and not.
+    #[test]
+    fn side_files_appear_with_the_main_file_or_not_at_all() {
+        use std::sync::{Arc, Mutex};
+        for durability in [Durability::Fsync, Durability::NoFsync] {
+            let dir = tempfile::tempdir().unwrap();
+            let main = dir.path().join("m.wtxt");
+            let side = dir.path().join("m.wtxt.wsum");
+            std::fs::write(&main, b"old main").unwrap();
+            std::fs::write(&side, b"old side").unwrap();
+            let seen: Arc<Mutex<Vec<(&'static str, Vec<u8>, Option<Vec<u8>>)>>> = Arc::default();
+            let (m2, s2, seen2) = (main.clone(), side.clone(), seen.clone());
+            AT_STEP.with(|h| {
+                *h.borrow_mut() = Some(Box::new(move |step| {
+                    let m = std::fs::read(&m2).unwrap();
+                    let s = std::fs::read(&s2).ok();
+                    seen2.lock().unwrap().push((step, m, s));
+                }))
+            });
+            write_atomic_group(&main, durability, |w| {
+                w.write_all(b"new main")?;
+                let s = SideFile {
+                    path: side.clone(),
+                    bytes: b"new side".to_vec(),
+                };
+                Ok(((), vec![s]))
+            })
+            .unwrap();
+            AT_STEP.with(|h| *h.borrow_mut() = None);
+            let seen = seen.lock().unwrap();
+            let state = |m: &[u8], s: &Option<Vec<u8>>| match (m, s.as_deref()) {
+                (b"old main", Some(b"old side")) => "old pair",
+                (b"old main", None) => "old main alone",
+                (b"new main", None) => "new main alone",
+                (b"new main", Some(b"new side")) => "new pair",
+                _ => "mixed",
+            };
+            let states: Vec<(&str, &str)> = seen
+                .iter()
+                .map(|(step, m, s)| (*step, state(m, s)))
+                .collect();
+            assert_eq!(
+                states,
+                vec![
+                    ("staged", "old pair"),
+                    ("old side files removed", "old main alone"),
+                    ("main renamed", "new main alone"),
+                    ("side renamed", "new pair"),
+                ],
+                "{durability:?}"
+            );
+            // Only the two files remain (no temporaries).
+            assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        }
+    }
+
+    /// A side file that cannot be committed (its target is a directory) fails the
+    /// write before anything is renamed: the old main file stays, no temporary is left.
+    #[test]
+    fn a_side_file_that_fails_leaves_the_old_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let main = dir.path().join("m.wtxt");
+        let side = dir.path().join("m.wtxt.wsum");
+        std::fs::write(&main, b"old main").unwrap();
+        std::fs::create_dir(&side).unwrap();
+        std::fs::write(side.join("x"), b"x").unwrap();
+        let r = write_atomic_group(&main, Durability::NoFsync, |w| {
+            w.write_all(b"new main")?;
+            let s = SideFile {
+                path: side.clone(),
+                bytes: b"new side".to_vec(),
+            };
+            Ok(((), vec![s]))
+        });
+        assert!(r.is_err());
+        assert_eq!(std::fs::read(&main).unwrap(), b"old main");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
     }
 
     #[cfg(unix)]

@@ -66,6 +66,16 @@ pub struct FoldFile<'d> {
     verified: Vec<std::sync::OnceLock<()>>,
     /// The decoded tensors of the last `TSAV` chunk read (`tsav.rs`).
     tsav: tsav::Cache,
+    /// Read-ahead of `STEN` chunks ([`FoldFile::decoded_ahead`]).
+    ahead: std::sync::Mutex<Ahead<'d>>,
+}
+
+/// What [`FoldFile::decoded_ahead`] keeps between calls: the chunk asked for last, and
+/// the next tensor chunk, decoded (and checked) beside it.
+#[derive(Default)]
+struct Ahead<'d> {
+    last: Option<usize>,
+    next: Option<(usize, Result<Cow<'d, [u8]>>)>,
 }
 
 /// The chunk types whose payload is tensors: a damaged one may never pass for an
@@ -216,6 +226,7 @@ impl<'d> FoldFile<'d> {
             verify,
             verified: Vec::new(),
             tsav: Default::default(),
+            ahead: Default::default(),
         };
         f.verified = (0..f.entries.len()).map(|_| Default::default()).collect();
         f.list_contents(lenient)?;
@@ -563,6 +574,54 @@ impl<'d> FoldFile<'d> {
         self.decompress(i, c)
     }
 
+    /// [`FoldFile::decoded`] of `STEN` chunk `i`, reading ahead: when the tensors are
+    /// read in file order (a conversion, a load), the next `STEN` chunk that still needs
+    /// work (decompression or its digests) is decoded on another core beside `i` and
+    /// kept for the next call, so two chunks decode at once. Memory: one chunk ahead.
+    /// The chunk kept is checked exactly as `decoded` checks it (its error, if any, is
+    /// the one returned when it is asked for); a call past it drops it.
+    fn decoded_ahead(&self, i: usize) -> Result<Cow<'d, [u8]>> {
+        let (cached, forward) = match self.ahead.lock() {
+            Ok(mut a) => {
+                let forward = a.last.is_none_or(|l| l < i);
+                a.last = Some(i);
+                // Kept while it may still be asked for (another tensor of chunk `i`
+                // may come first); dropped once passed.
+                let cached = match a.next.take() {
+                    Some((j, r)) if j == i => Some(r),
+                    Some((j, r)) if j > i && !forward => {
+                        a.next = Some((j, r));
+                        None
+                    }
+                    _ => None,
+                };
+                (cached, forward)
+            }
+            Err(_) => (None, false),
+        };
+        if let Some(r) = cached {
+            return r;
+        }
+        let next = forward
+            .then(|| {
+                (i + 1..self.entries.len()).find(|&j| {
+                    let e = &self.entries[j];
+                    &e.header.ctype == b"STEN"
+                        && (e.header.flags == FLAG_COMP_ZSTD
+                            || (self.verify && self.verified[j].get().is_none()))
+                })
+            })
+            .flatten();
+        let Some(j) = next else {
+            return self.decoded(i);
+        };
+        let (r, ahead) = rayon::join(|| self.decoded(i), || self.decoded(j));
+        if let Ok(mut a) = self.ahead.lock() {
+            a.next = Some((j, ahead));
+        }
+        r
+    }
+
     /// The global header.
     pub fn header(&self) -> FileHeader {
         self.header
@@ -610,7 +669,7 @@ impl<'d> FoldFile<'d> {
         let subject = || format!("tensor {name:?}");
         let view = match &self.srcs[t] {
             TensorSrc::Sten { chunk, parts } => {
-                let payload = self.decoded(*chunk)?;
+                let payload = self.decoded_ahead(*chunk)?;
                 // The header was read at open, perhaps from unchecked bytes: re-read it
                 // from the checked payload and insist it says the same.
                 let h = sten::read_header(payload.as_ref(), payload.len() as u64)?;

@@ -268,6 +268,6 @@ pub fn write(
     w.flush()?;
     Ok(WriteReport {
         notes,
-        extra_files: Vec::new(),
+        ..Default::default()
     })
 }

@@ -40,7 +40,9 @@ pub struct Decoded {
     pub xor: u64,
 }
 
-fn check_one(
+/// Decodes chunk `c` of `data` into `out` (its raw length) and checks its layers
+/// (armor, parity, base64, crc32c, and sha256 when `chunk_sha`); the first fault.
+pub(super) fn check_one(
     data: &[u8],
     c: &ChunkRef,
     out: &mut [u8],

@@ -36,7 +36,15 @@
 //! - The root (and `sign`) line has a fixed width: it is written as a placeholder and
 //!   patched once every array is hashed, so the source is read once. With
 //!   `WriteOptions::streaming` the header says `root_pending` instead and the root goes
-//!   to `OUT.wsum` (written atomically, listed in `WriteReport::extra_files`).
+//!   to `OUT.wsum` (listed in `WriteReport::extra_files`). The writer hands the WSUM to
+//!   its caller (`WriteReport::side_files`), and `convert::write_file` commits it with
+//!   the main file (`util::atomic::write_atomic_group`): both temporaries written and
+//!   fsynced (neither with `WriteOptions::no_fsync`), then the old `OUT.wsum` removed,
+//!   `OUT` renamed, `OUT.wsum` renamed, directory fsynced. A crash in between leaves
+//!   the old pair, a main file without a WSUM (read as "unfinalized", never as
+//!   damage), or the new pair: never a new `OUT` beside a stale `OUT.wsum` that fails
+//!   verify, nor an old `OUT` beside a new one. (Removing the old WSUM first is what
+//!   rules the mixed pairs out: two renames cannot be one step.)
 //! - Speed: small arrays are grouped in ~4 MiB steps; while the calling thread writes a
 //!   step's text, the rayon pool hashes the next step's arrays, adds the previous step
 //!   to `sha256_all` and encodes the chunks (crc32c, SHA-256, base64 with `base64-simd`,

@@ -260,7 +260,11 @@ pub fn write(
         })?;
         let wsum = Wsum::new(root, opts.sign_key.as_ref());
         let wpath = super::wsum::wsum_path(path);
-        crate::util::atomic::write_bytes_atomic(&wpath, wsum.text().as_bytes())?;
+        // Committed with the main file by the caller (module docs: "Writing").
+        report.side_files.push(crate::util::atomic::SideFile {
+            path: wpath.clone(),
+            bytes: wsum.text().into_bytes(),
+        });
         report.extra_files.push(wpath);
     } else {
         let end = out.stream_position()?;
@@ -286,14 +290,22 @@ pub fn write(
 
 /// HMAC-SHA256(key, salt ‖ raw).
 pub fn hmac(key: &[u8], salt: &[u8; 8], raw: &[u8]) -> [u8; 32] {
+    use hmac::Mac;
+    let mut m = hmac_start(key, salt);
+    m.update(raw);
+    m.finalize().into_bytes().into()
+}
+
+/// An HMAC-SHA256 state keyed with `key` that has taken `salt`: feed it the raw bytes
+/// (in pieces), then finalize: [`hmac`] incrementally.
+pub fn hmac_start(key: &[u8], salt: &[u8; 8]) -> hmac::SimpleHmac<Sha256> {
     use hmac::{Mac, SimpleHmac};
     // HMAC takes keys of any length, so this never fails.
     let mut m = <SimpleHmac<Sha256> as Mac>::new_from_slice(key).unwrap_or_else(|_| {
         <SimpleHmac<Sha256> as hmac::digest::KeyInit>::new(&Default::default())
     });
     m.update(salt);
-    m.update(raw);
-    m.finalize().into_bytes().into()
+    m
 }
 
 /// XOR of `b` as little-endian u64 words starting at lane `off % 8` of the global stream.
