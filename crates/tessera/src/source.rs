@@ -59,8 +59,12 @@ impl FileData {
             .map_err(|e| Error::from(e).at_subject(path.display().to_string()))?;
         #[cfg(unix)]
         {
-            // Reads are mostly sequential; a failed hint changes nothing.
-            let _ = map.advise(memmap2::Advice::WillNeed);
+            // Sequential, not WILLNEED: WILLNEED would read the whole file into the page
+            // cache at open (an open that needs only the index, or a file bigger than
+            // RAM, would pay for all of it); sequential advice reads ahead of the pages
+            // actually touched and lets the kernel drop them behind. Advisory: a failed
+            // hint changes nothing.
+            let _ = map.advise(memmap2::Advice::Sequential);
         }
         Ok(FileData::Mapped(map))
     }

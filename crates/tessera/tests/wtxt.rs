@@ -560,12 +560,12 @@ fn golden_vectors_from_the_independent_encoder() {
     }
 }
 
-/// Arrays larger than a verify step (8 MiB) are verified in runs across steps, with
-/// small arrays before and after: a clean file passes every layer (array SHA-256, HMAC
-/// and `sha256_all` carried across the runs), and one altered character deep inside the
-/// large array fails exactly that chunk, that array's SHA-256 and the file's hashes.
+/// A 20 MB array between small ones (a verify pipeline that cuts arrays into runs must
+/// carry their hashes across runs): a clean file passes every layer (array SHA-256, HMAC
+/// and `sha256_all`), and one altered character deep inside the large array fails
+/// exactly that chunk, that array's SHA-256 and the file's hashes.
 #[test]
-fn verify_spans_arrays_over_several_steps() {
+fn verify_of_a_large_array_between_small_ones() {
     let mut m = Model::new();
     let big: Vec<u8> = (0..5_000_000u32)
         .flat_map(|i| (i.wrapping_mul(2_654_435_761) as f32).to_le_bytes())
@@ -603,7 +603,7 @@ fn verify_spans_arrays_over_several_steps() {
             .count(),
         3
     );
-    // Chunk 400 of b.big (12.5 MiB in: the second step): its first base64 line.
+    // Chunk 400 of b.big (12.5 MiB in): its first base64 line.
     let text = std::str::from_utf8(&a).unwrap();
     let at = text.find("ch ix=000400").unwrap();
     let line = at + text[at..].find('\n').unwrap() + 1;

@@ -290,12 +290,15 @@ pub fn write_atomic_with<T>(
     write_atomic_group(path, durability, |w| Ok((fill(w)?, Vec::new())))
 }
 
+/// A test hook (see `AT_STEP`).
+#[cfg(test)]
+type StepHook = Box<dyn FnMut(&'static str)>;
+
 #[cfg(test)]
 thread_local! {
     /// Tests only: called at each step of [`write_atomic_group`]'s commit, to look at
     /// the files as a crash at that point would leave them.
-    static AT_STEP: std::cell::RefCell<Option<Box<dyn FnMut(&'static str)>>> =
-        std::cell::RefCell::new(None);
+    static AT_STEP: std::cell::RefCell<Option<StepHook>> = std::cell::RefCell::new(None);
 }
 
 #[cfg(test)]
@@ -534,7 +537,8 @@ mod tests {
             let side = dir.path().join("m.wtxt.wsum");
             std::fs::write(&main, b"old main").unwrap();
             std::fs::write(&side, b"old side").unwrap();
-            let seen: Arc<Mutex<Vec<(&'static str, Vec<u8>, Option<Vec<u8>>)>>> = Arc::default();
+            type Seen = Vec<(&'static str, Vec<u8>, Option<Vec<u8>>)>;
+            let seen: Arc<Mutex<Seen>> = Arc::default();
             let (m2, s2, seen2) = (main.clone(), side.clone(), seen.clone());
             AT_STEP.with(|h| {
                 *h.borrow_mut() = Some(Box::new(move |step| {

@@ -82,7 +82,8 @@
 //!
 //! On request, non-canonical files: `Compression::Zstd` writes every part as
 //! `zt.zstd-seekable/1` (checksummed 1 MiB frames and the seek table, as ztensor
-//! 2.1.2 lays them out) with `decoded_length`; `Digest::Sha256` writes `sha256`
+//! 2.1.2 lays them out; a part's frames are compressed on every core and concatenated
+//! in order) with `decoded_length`; `Digest::Sha256` writes `sha256`
 //! digests instead of `xxh3`. `Digest::Crc32c` has no v2 counterpart: xxh3 is written
 //! and the report says so.
 //!

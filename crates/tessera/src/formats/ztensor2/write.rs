@@ -199,17 +199,25 @@ impl<W: Write> Ztensor2Writer<W> {
     }
 
     /// `zt.zstd-seekable/1`: independent checksummed frames of [`FRAME`] decoded
-    /// bytes, then the seek table (a skippable frame with the seekable footer).
+    /// bytes, then the seek table (a skippable frame with the seekable footer). The
+    /// frames are independent, so a tensor of several frames is compressed on every
+    /// core (rayon), then concatenated in order: the same bytes as one by one.
     fn seekable(&self, bytes: &[u8], level: i32) -> Result<Vec<u8>> {
-        let mut out = Vec::new();
-        let mut table = Vec::new();
-        for chunk in bytes.chunks(FRAME) {
-            let mut enc = zstd::stream::write::Encoder::new(Vec::new(), level)?;
-            enc.include_checksum(true)?;
-            enc.write_all(chunk)?;
-            let frame = enc.finish()?;
+        use rayon::prelude::*;
+        let frames: Vec<Vec<u8>> = bytes
+            .par_chunks(FRAME)
+            .map(|chunk| -> Result<Vec<u8>> {
+                let mut enc = zstd::stream::write::Encoder::new(Vec::new(), level)?;
+                enc.include_checksum(true)?;
+                enc.write_all(chunk)?;
+                Ok(enc.finish()?)
+            })
+            .collect::<Result<_>>()?;
+        let mut out = Vec::with_capacity(frames.iter().map(Vec::len).sum::<usize>() + 64);
+        let mut table = Vec::with_capacity(frames.len());
+        for (frame, chunk) in frames.iter().zip(bytes.chunks(FRAME)) {
             table.push((frame.len() as u32, chunk.len() as u32));
-            out.extend_from_slice(&frame);
+            out.extend_from_slice(frame);
         }
         out.extend_from_slice(&SKIPPABLE_MAGIC.to_le_bytes());
         out.extend_from_slice(&((table.len() * 8 + 9) as u32).to_le_bytes());
