@@ -138,3 +138,67 @@ def test_a_set_fault_is_named(tmp_path):
     assert "shard present" in p.stdout and victim in p.stdout
     p = run("extract", d, "embed.weight", "-o", tmp_path / "x.npy", check=False)
     assert p.returncode != 0 and victim in p.stderr
+
+
+def test_aero_multi_shard_from_a_huggingface_hub_set(tmp_path):
+    """`convert SET out.aero --shards N / --max-shard-size`: one AERO file with N WTSH
+    chunks (each with its PHSH), checked by the independent AERO validation of
+    test_aero.py, tensors whole and equal to numpy's."""
+    from test_aero import check_like_original
+
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    sd = state()
+    write_hf(d, sd, 1500)
+    out = tmp_path / "m.aero"
+    run("convert", d, out, "--shards", "3", "--page-hashes", "64")
+    meta, tensors, chunks = check_like_original(out.read_bytes())
+    kinds = [c["fourcc"] for c in chunks]
+    assert kinds.count("WTSH") == 3 and kinds.count("PHSH") == 3
+    assert {t["shard_id"] for t, _ in tensors.values()} == {0, 1, 2}
+    for n, a in sd.items():
+        t, raw = tensors[n]
+        assert raw == a.tobytes(), n
+    run("verify", out)
+    out2 = tmp_path / "m2.aero"
+    run("convert", d, out2, "--max-shard-size", "1K")
+    _, tensors, chunks = check_like_original(out2.read_bytes())
+    sizes = {}
+    for t, raw in tensors.values():
+        sizes[t["shard_id"]] = sizes.get(t["shard_id"], 0) + len(raw)
+    # Each shard at most 1 KiB of tensor bytes, unless one tensor alone is larger.
+    for s, n in sizes.items():
+        alone = [t for t, _ in tensors.values() if t["shard_id"] == s]
+        assert n <= 1024 or len(alone) == 1, (s, n)
+    assert [c["fourcc"] for c in chunks].count("WTSH") == len(sizes) > 1
+
+
+def test_npz_shards_with_a_tessera_index_read_by_numpy(tmp_path):
+    """Shards of a format with no set convention (npz here) plus the Tessera index: each
+    shard is a plain npz numpy loads, the index's sizes and BLAKE3 digests are the
+    files', and its weight_map places every tensor."""
+    import blake3
+
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    sd = state()
+    write_hf(d, sd, 1500)
+    out = tmp_path / "out"
+    out.mkdir()
+    run("convert", d, out / "m.npz", "--shards", "2")
+    index = json.loads((out / "m.tessera-set.json").read_text())
+    assert index["tessera_set"] == 1 and index["format"] == "npz"
+    seen = {}
+    for s in index["shards"]:
+        data = (out / s["file"]).read_bytes()
+        assert s["size"] == len(data)
+        assert s["blake3"] == blake3.blake3(data).hexdigest()
+        with np.load(out / s["file"]) as z:
+            for n in z.files:
+                seen[n] = s["file"]
+                np.testing.assert_array_equal(z[n], sd[n])
+    assert seen == index["weight_map"]
+    assert index["total_size"] == sum(s["size"] for s in index["shards"])
+    run("verify", out)
+    (out / index["shards"][1]["file"]).unlink()
+    assert run("verify", out, check=False).returncode != 0

@@ -61,6 +61,16 @@ const TABLE: &[(&str, &str, f64)] = &[
     ("fold write, zstd", "FOLD write with zstd", 0.9),
     ("fold read+verify, zstd", "FOLD read with zstd", 0.9),
     ("wtxt decode+verify", "WTXT decode + verify", 0.9),
+    (
+        "stats f32, against numpy",
+        "stats f32 (min/max/mean/std/NaN/Inf/zeros) vs numpy",
+        1.0,
+    ),
+    (
+        "stats bf16, against numpy",
+        "stats bf16 vs numpy (widened to f32 first)",
+        1.0,
+    ),
 ];
 
 /// Runs everything and writes the report.

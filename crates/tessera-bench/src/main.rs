@@ -20,6 +20,7 @@ mod identity;
 mod issue;
 mod npy;
 mod safetensors;
+mod stats;
 mod wtxt;
 mod ztensor;
 
@@ -37,6 +38,7 @@ const SUITES: &[all::Suite] = &[
     ("gguf-quants", gguf_quants::run),
     ("wtxt", wtxt::run),
     ("identity", identity::run),
+    ("stats", stats::run),
 ];
 
 fn main() {

@@ -286,8 +286,10 @@ pub struct ConvertArgs {
     #[arg(long, value_name = "BYTES")]
     pub shard_size: Option<String>,
     /// Write a model set (safetensors: Hugging Face shards + index; GGUF: llama.cpp
-    /// splits) of shards holding at most this many tensor bytes (K, M, G = 2^10, 2^20,
-    /// 2^30); the output names the set (`dir/model.safetensors`).
+    /// splits; zTensor v2: a shard table; AERO: one file of several WTSH shards; any
+    /// other format: shards + a Tessera index `<stem>.tessera-set.json`) of shards
+    /// holding at most this many tensor bytes (K, M, G = 2^10, 2^20, 2^30); the output
+    /// names the set (`dir/model.safetensors`).
     #[arg(long, value_name = "BYTES", conflicts_with = "shards")]
     pub max_shard_size: Option<String>,
     /// Write a model set of this many shards of about equal size (see --max-shard-size).

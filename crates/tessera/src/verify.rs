@@ -191,6 +191,7 @@ pub fn layer_kind(layer: &str) -> LayerKind {
         | "digest" => LayerKind::Structure,
         "shard present"
         | "shard format"
+        | "shard size"
         | "shards indexed"
         | "tensors in one shard"
         | "tensors present"

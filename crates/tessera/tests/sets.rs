@@ -451,21 +451,3 @@ fn a_failed_set_write_leaves_nothing() {
         );
     }
 }
-
-#[test]
-fn sets_of_other_formats_are_refused() {
-    use tessera::set::{convert_set, Split};
-    let src = open_path(&data("hf"), &ReadOptions::default()).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let e = convert_set(
-        src.container(),
-        tessera::Format::Ztensor,
-        &dir.path().join("m.zt"),
-        Split::Shards(2),
-        Default::default(),
-        &Default::default(),
-    )
-    .err()
-    .unwrap();
-    assert_eq!(e.kind(), ErrorKind::Unsupported);
-}

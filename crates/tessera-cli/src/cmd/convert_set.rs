@@ -1,6 +1,7 @@
 //! `tessera convert IN OUT --max-shard-size BYTES | --shards N`: write a model set
-//! (Hugging Face shards + index for safetensors, llama.cpp splits for GGUF) through
-//! `tessera::set::convert_set`, atomic as a whole.
+//! (Hugging Face shards + index for safetensors, llama.cpp splits for GGUF, a shard
+//! table for zTensor v2, WTSH shards inside one file for AERO, shards + a Tessera index
+//! for any other format) through `tessera::set::convert_set`, atomic as a whole.
 
 use std::io::Write;
 

@@ -20,7 +20,7 @@ pub const INDEX_SUFFIX: &str = ".safetensors.index.json";
 
 /// `weight_map`'s entries as written, duplicates kept (a JSON object that repeats a key
 /// is ambiguous; serde_json's map would silently keep the last).
-struct Pairs(Vec<(String, String)>);
+pub(super) struct Pairs(pub(super) Vec<(String, String)>);
 
 impl<'de> Deserialize<'de> for Pairs {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Pairs, D::Error> {

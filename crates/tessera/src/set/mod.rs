@@ -17,6 +17,10 @@
 //!   shard files by label; the root opens as one file ([`OpenedFile`]) that owns its
 //!   shards' bytes too, since a tensor's parts may lie in several files. Checks: each
 //!   shard present, of the table's size, a v2 file (fatal); its digest in `verify`.
+//! - **Tessera set indexes** (`tessera_index.rs`): `<stem>.tessera-set.json` beside
+//!   shards `<stem>-00001-of-0000n.<ext>` of any other format (zTensor v1, FOLD, WTXT,
+//!   GPTRS, npz, PyTorch): the format, each shard's size and BLAKE3, `weight_map`
+//!   tensor → shard. The set's metadata is the first shard's.
 //!
 //! # Checks
 //!
@@ -36,6 +40,9 @@
 //! | `tensors indexed` | no tensor in a shard that the index omits | yes |
 //! | `total_size` | the index's `metadata.total_size` equals the tensors' stored bytes | no |
 //! | `split.no` / `split.count` / `split.tensors.count` | each split's keys agree with its place, the number of splits and the tensors in all | yes |
+//! | `shard size` | (Tessera index) the shard's size is the index's | yes |
+//! | `total_size` | (Tessera index) the index's `total_size` is its shards' sizes added | yes |
+//! | `shard digest` | (Tessera index, `verify` and checked reads) the shard's BLAKE3 is the index's | a checked read fails |
 //!
 //! A fatal failure fails the open with an `Integrity` error naming the check (a shard
 //! that does not open fails it with the shard's own error) — unless
@@ -49,7 +56,8 @@
 //! (five digits) and is checked against every split's keys.
 //!
 //! Reads are each shard's own: checked (digests) as that shard's format checks them,
-//! errors naming the shard file.
+//! errors naming the shard file. A shard of a Tessera index is also hashed whole once,
+//! before the first tensor read from it, when reads are checked ([`ReadOptions::verify`]).
 //!
 //! Writing sets: [`convert_set`] (`write.rs`).
 //!
@@ -61,15 +69,18 @@ mod gguf_split;
 mod hf;
 pub mod names;
 mod opener;
+pub mod tessera_index;
 pub mod write;
 mod zt2_shards;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 pub use file::{Backing, Load, OpenedFile};
 pub use opener::{open_location, open_path, open_path_remote, open_path_with, Opened};
+pub use tessera_index::TesseraSet;
 pub use write::{convert_set, Split};
 pub use zt2_shards::shard_path as zt2_shard_path;
 
@@ -88,6 +99,18 @@ pub enum SetKind {
     HfIndex(String),
     /// llama.cpp GGUF splits (the first split's file name).
     GgufSplit(String),
+    /// A Tessera set index (`*.tessera-set.json`) and what it records.
+    Tessera(TesseraSet),
+}
+
+impl SetKind {
+    /// The index's file name (for GGUF splits, the first split's).
+    pub fn index_name(&self) -> &str {
+        match self {
+            SetKind::HfIndex(n) | SetKind::GgufSplit(n) => n,
+            SetKind::Tessera(t) => &t.index,
+        }
+    }
 }
 
 /// One shard of a set.
@@ -109,6 +132,10 @@ pub struct ModelSet {
     metadata_types: Option<Metadata>,
     format: Format,
     checks: VerifyReport,
+    /// Tessera index: hash each shard before the first tensor read from it.
+    check_shards: bool,
+    /// Per shard, the outcome of that hash (Err: the detail).
+    shard_digests: Vec<OnceLock<std::result::Result<(), String>>>,
 }
 
 /// A set-level check outcome recorded while opening.
@@ -209,9 +236,10 @@ impl ModelSet {
                 }
             }
         }
-        let format = format.unwrap_or(match kind {
+        let format = format.unwrap_or(match &kind {
             SetKind::HfIndex(_) => Format::Safetensors,
             SetKind::GgufSplit(_) => Format::Gguf,
+            SetKind::Tessera(t) => t.format,
         });
         // Where each tensor is, from the shards themselves.
         let mut found: HashMap<&str, Vec<usize>> = HashMap::new();
@@ -222,9 +250,7 @@ impl ModelSet {
                 }
             }
         }
-        let subject = match &kind {
-            SetKind::HfIndex(n) | SetKind::GgufSplit(n) => n.clone(),
-        };
+        let subject = kind.index_name().to_string();
         let mut twice: Vec<String> = found
             .iter()
             .filter(|(_, v)| v.len() > 1)
@@ -327,6 +353,7 @@ impl ModelSet {
                 gguf_split::check(&shards, whole.then_some(infos.len()), &mut checks)
             }
             SetKind::HfIndex(_) => (metadata, None),
+            SetKind::Tessera(t) => tessera_index::check(t, &dir, &shards, &mut checks),
         };
         if let Some((at, layer, detail)) = checks.fatal.take() {
             if !opts.audit {
@@ -337,6 +364,8 @@ impl ModelSet {
                 return Err(e.in_file(dir.join(&subject).display().to_string()));
             }
         }
+        let check_shards = opts.verify && matches!(kind, SetKind::Tessera(_));
+        let shard_digests = shards.iter().map(|_| OnceLock::new()).collect();
         Ok(ModelSet {
             kind,
             dir,
@@ -347,6 +376,8 @@ impl ModelSet {
             metadata_types,
             format,
             checks: checks.report,
+            check_shards,
+            shard_digests,
         })
     }
 
@@ -363,6 +394,22 @@ impl ModelSet {
     /// The directory the shards are in.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// A Tessera index's shard `i` hashed whole, once: an `Integrity` error naming the
+    /// shard when its BLAKE3 is not the index's.
+    fn check_shard(&self, i: usize, file: &OpenedFile) -> Result<()> {
+        let SetKind::Tessera(t) = &self.kind else {
+            return Ok(());
+        };
+        let (Some(rec), Some(bytes)) = (t.shards.get(i), file.bytes()) else {
+            return Ok(());
+        };
+        let outcome = self.shard_digests[i].get_or_init(|| tessera_index::check_digest(rec, bytes));
+        outcome.clone().map_err(|d| {
+            Error::integrity(format!("shard digest: {d}"))
+                .in_file(self.dir.join(&self.shards[i].name).display().to_string())
+        })
     }
 
     /// The shard holding tensor `name`.
@@ -382,11 +429,14 @@ impl TensorSource for ModelSet {
         &self.infos
     }
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
-        let file = self
+        let (i, file) = self
             .place
             .get(name)
-            .and_then(|&i| self.shards[i].file.as_ref())
+            .and_then(|&i| Some((i, self.shards[i].file.as_ref()?)))
             .ok_or_else(|| Error::no_tensor(name))?;
+        if self.check_shards {
+            self.check_shard(i, file)?;
+        }
         file.tensor(name)
     }
     fn chunks(&self) -> &[ChunkInfo] {
@@ -412,6 +462,7 @@ impl Container for ModelSet {
         let kind = match self.kind {
             SetKind::HfIndex(_) => "Hugging Face index",
             SetKind::GgufSplit(_) => "GGUF splits",
+            SetKind::Tessera(_) => "Tessera index",
         };
         match first {
             Some(f) => format!("{}, set of {n} shards ({kind})", f.version()),
@@ -420,8 +471,22 @@ impl Container for ModelSet {
     }
     fn verify(&self, opts: &VerifyOptions) -> VerifyReport {
         let mut report = self.checks.clone();
-        for s in &self.shards {
+        for (i, s) in self.shards.iter().enumerate() {
             let Some(f) = &s.file else { continue };
+            if let SetKind::Tessera(t) = &self.kind {
+                match (t.shards.get(i), f.bytes()) {
+                    (Some(rec), Some(bytes)) => match tessera_index::check_digest(rec, bytes) {
+                        Ok(()) => report.ok(&s.name, "shard digest"),
+                        Err(d) => report.failed(&s.name, "shard digest", d),
+                    },
+                    _ => report.push(
+                        &s.name,
+                        "shard digest",
+                        Status::NotChecked,
+                        Some("the shard is not in memory".into()),
+                    ),
+                }
+            }
             let mut o = opts.clone();
             o.path = Some(self.dir.join(&s.name));
             let r = f.verify(&o);

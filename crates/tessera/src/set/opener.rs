@@ -3,14 +3,18 @@
 //!
 //! How a path is read:
 //!
-//! - a directory: the one `*.safetensors.index.json` or first GGUF split
-//!   (`*-00001-of-NNNNN.gguf`) in it; failing both, its one tensor file (a known
-//!   extension); more than one candidate is an `InvalidInput` error listing them;
+//! - a directory: the one `*.safetensors.index.json`, `*.tessera-set.json` or first
+//!   GGUF split (`*-00001-of-NNNNN.gguf`) in it; failing those, its one tensor file (a
+//!   known extension); more than one candidate is an `InvalidInput` error listing them;
+//! - a file named `*.tessera-set.json`, or a JSON file with a `tessera_set` key: a
+//!   Tessera set index;
 //! - a file named `*.index.json`, or any file whose bytes are JSON (`{`) rather than a
 //!   known format: a Hugging Face index;
 //! - `*-NNNNN-of-NNNNN.gguf` whose `split.count` key is present: the GGUF split set;
 //! - `*-NNNNN-of-NNNNN.safetensors` named by a `*.safetensors.index.json` beside it:
 //!   that index's set;
+//! - any other `*-NNNNN-of-NNNNN.<ext>` named by a `*.tessera-set.json` beside it: that
+//!   index's set;
 //! - a zTensor v2 root whose manifest has a shard table: the file with its shards
 //!   (`<stem>-<name>.zt` beside it, `zt2_shards.rs`);
 //! - anything else: the file alone.
@@ -24,7 +28,7 @@ use std::path::{Path, PathBuf};
 
 use super::file::{Load, OpenedFile};
 use super::names::Numbered;
-use super::{gguf_split, hf, zt2_shards, ModelSet};
+use super::{gguf_split, hf, tessera_index, zt2_shards, ModelSet};
 use crate::any::ReadOptions;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::Format;
@@ -156,6 +160,9 @@ fn open_local(path: &Path, opts: &ReadOptions, load: Load) -> Result<Opened> {
         return open_local(&target, opts, load);
     }
     let name = file_name(path);
+    if name.ends_with(tessera_index::INDEX_SUFFIX) {
+        return open_tessera(path, opts, load);
+    }
     if name.ends_with(".index.json") {
         return open_index(path, opts, load);
     }
@@ -175,6 +182,14 @@ fn open_local(path: &Path, opts: &ReadOptions, load: Load) -> Result<Opened> {
             return open_index(&index, opts, load);
         }
     }
+    let numbered = name
+        .rfind('.')
+        .is_some_and(|dot| Numbered::parse(&name, &name[dot..]).is_some());
+    if numbered {
+        if let Some(index) = tessera_index_naming(path, &name, opts) {
+            return open_tessera(&index, opts, load);
+        }
+    }
     match OpenedFile::open(path, opts, load) {
         Ok(f) => zt2_shards::with_shards(path, f, opts, load).map(Opened::File),
         // Only a regular file is read a second time (a FIFO would block for good).
@@ -183,7 +198,12 @@ fn open_local(path: &Path, opts: &ReadOptions, load: Load) -> Result<Opened> {
                 && meta.is_file()
                 && starts_with_brace(path) =>
         {
-            open_index(path, opts, load)
+            let tessera = hf::read_index(path, opts).is_ok_and(|b| tessera_index::looks_like(&b));
+            if tessera {
+                open_tessera(path, opts, load)
+            } else {
+                open_index(path, opts, load)
+            }
         }
         Err(e) => Err(e),
     }
@@ -191,6 +211,11 @@ fn open_local(path: &Path, opts: &ReadOptions, load: Load) -> Result<Opened> {
 
 fn open_index(path: &Path, opts: &ReadOptions, load: Load) -> Result<Opened> {
     let plan = hf::plan(path, opts)?;
+    ModelSet::build(plan, opts, load).map(|s| Opened::Set(Box::new(s)))
+}
+
+fn open_tessera(path: &Path, opts: &ReadOptions, load: Load) -> Result<Opened> {
+    let plan = tessera_index::plan(path, opts)?;
     ModelSet::build(plan, opts, load).map(|s| Opened::Set(Box::new(s)))
 }
 
@@ -233,6 +258,28 @@ fn index_naming(path: &Path, name: &str, opts: &ReadOptions) -> Option<PathBuf> 
     (hits.len() == 1).then(|| hits.remove(0))
 }
 
+/// The one `*.tessera-set.json` beside `path` that names `name` as a shard.
+fn tessera_index_naming(path: &Path, name: &str, opts: &ReadOptions) -> Option<PathBuf> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    let dir = dir.unwrap_or(Path::new("."));
+    let mut hits = Vec::new();
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let n = entry.file_name().to_string_lossy().into_owned();
+        if !n.ends_with(tessera_index::INDEX_SUFFIX)
+            || !entry.file_type().is_ok_and(|t| t.is_file())
+        {
+            continue;
+        }
+        let Ok(bytes) = hf::read_index(&entry.path(), opts) else {
+            continue;
+        };
+        if tessera_index::shard_names(&bytes).is_some_and(|s| s.iter().any(|s| s == name)) {
+            hits.push(path.with_file_name(n));
+        }
+    }
+    (hits.len() == 1).then(|| hits.remove(0))
+}
+
 /// What to open in directory `dir`.
 fn in_directory(dir: &Path, _opts: &ReadOptions) -> Result<PathBuf> {
     let mut sets = Vec::new();
@@ -244,7 +291,7 @@ fn in_directory(dir: &Path, _opts: &ReadOptions) -> Result<PathBuf> {
         if !entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
             continue;
         }
-        if name.ends_with(hf::INDEX_SUFFIX) {
+        if name.ends_with(hf::INDEX_SUFFIX) || name.ends_with(tessera_index::INDEX_SUFFIX) {
             sets.push(name);
         } else if let Some(n) = Numbered::parse(&name, ".gguf") {
             if n.no == 1 {
@@ -276,7 +323,7 @@ fn in_directory(dir: &Path, _opts: &ReadOptions) -> Result<PathBuf> {
         // "is a directory" error), with what was looked for.
         return Err(
             Error::from(std::io::Error::from_raw_os_error(libc::EISDIR)).at_subject(
-                "no model in it (looked for a *.safetensors.index.json, a *-00001-of-NNNNN.gguf split, or a single tensor file)",
+                "no model in it (looked for a *.safetensors.index.json, a *.tessera-set.json, a *-00001-of-NNNNN.gguf split, or a single tensor file)",
             ),
         );
     }

@@ -13,6 +13,14 @@
 //!   `{stem}.zt`: the manifest with every object, its parts' `shard`, and the shard
 //!   table (each file's size and SHA-256, so signing the root covers every byte, spec
 //!   §6.4). The root is moved into place last, as an index is.
+//! - AERO → one file (the spec's multi-shard): one WTSH chunk `weights.shard{i}` per
+//!   group (with its PHSH when page hashes are on), TIDX `shard_id` naming it.
+//! - Any other format with a writer (zTensor v1, FOLD, WTXT, GPTRS, npz, PyTorch) →
+//!   shards `{stem}-0000i-of-0000n.{ext}` (the output's extension), the model's
+//!   metadata in the first only, and a Tessera index `{stem}.tessera-set.json` recording
+//!   each shard's size and BLAKE3 (`tessera_index.rs`). A WTXT shard's `.wsum` moves
+//!   with it. A source with opaque chunks is refused (a shard holds tensors only) unless
+//!   `drop_metadata` drops them; `.npy` (one tensor a file) is refused: write `.npz`.
 //!
 //! Tensors keep the source's order. [`Split::MaxBytes`] cuts as huggingface_hub does (a
 //! new shard when the next tensor would pass the size; a tensor larger than the size
@@ -25,7 +33,6 @@
 //! [`WriteOptions::no_fsync`]) into a temporary directory
 //! beside the target, then renamed into place, the index last; a failure before the
 //! index is in place removes the shards already moved, so nothing of the set remains.
-//! Other formats are refused (`Unsupported`) for now.
 
 use std::path::{Path, PathBuf};
 
@@ -138,20 +145,44 @@ pub fn convert_set(
     convert: ConvertOptions,
     opts: &WriteOptions,
 ) -> Result<SetReport> {
-    if !matches!(
+    if format == Format::Npy {
+        return Err(Error::unsupported(
+            "writing a model set as npy: an .npy file holds one array; write .npz shards",
+        ));
+    }
+    let tessera = !matches!(
         format,
-        Format::Safetensors | Format::Gguf | Format::ZtensorV2
-    ) {
+        Format::Safetensors | Format::Gguf | Format::ZtensorV2 | Format::Aero
+    );
+    let prepared = prepare(src, format, convert)?;
+    if tessera && !prepared.chunks().is_empty() {
+        let names: Vec<&str> = prepared.chunks().iter().map(|c| c.name.as_str()).collect();
         return Err(Error::unsupported(format!(
-            "writing a model set as {}: sets are written as safetensors (a Hugging Face index), GGUF (llama.cpp splits) or zTensor v2 (a shard table)",
-            format.name()
+            "writing a model set: the shards hold tensors only, and the source has {} chunk(s) ({}); --drop-metadata leaves them out",
+            names.len(),
+            names.join(", ")
         )));
     }
-    let prepared = prepare(src, format, convert)?;
     let mut notes = prepared.notes().to_vec();
     let infos = prepared.tensor_infos();
     let sizes: Vec<u64> = infos.iter().map(size_of).collect();
     let groups = plan(&sizes, split);
+    if format == Format::Aero {
+        // AERO multi-shard: one file, one WTSH chunk per group.
+        let mut o = opts.clone();
+        o.path = Some(path.to_path_buf());
+        crate::options::check_options(format, &o)?;
+        let durability = crate::util::atomic::Durability::from_durable(!o.no_fsync);
+        let mut r = crate::util::atomic::write_atomic_with(path, durability, |f| {
+            crate::formats::aero::write::write_in_shards(&prepared, f, &o, Some(&groups))
+                .map_err(|e| e.in_format(format.name()))
+        })?;
+        notes.append(&mut r.notes);
+        return Ok(SetReport {
+            files: vec![path.to_path_buf()],
+            notes,
+        });
+    }
     if groups.len() == 1 {
         let mut r = write_file(format, &prepared, path, opts)?;
         notes.append(&mut r.notes);
@@ -170,15 +201,23 @@ pub fn convert_set(
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let ext = if format == Format::Gguf {
-        "gguf"
-    } else {
-        "safetensors"
-    };
     let file_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let ext = match format {
+        Format::Gguf => "gguf".to_string(),
+        Format::Safetensors => "safetensors".to_string(),
+        _ => match path.extension() {
+            Some(e) => e.to_string_lossy().into_owned(),
+            None => format
+                .extensions()
+                .first()
+                .copied()
+                .unwrap_or("bin")
+                .to_string(),
+        },
+    };
     let stem = file_name
         .strip_suffix(&format!(".{ext}"))
         .unwrap_or(&file_name)
@@ -197,6 +236,7 @@ pub fn convert_set(
         })?;
     let meta = prepared.metadata();
     let mut written = Vec::new();
+    let mut index_name = None;
     if format == Format::ZtensorV2 {
         written = super::zt2_shards::write_set(&prepared, &groups, path, tmp.path(), opts)?;
     }
@@ -207,6 +247,8 @@ pub fn convert_set(
         let shard_infos = infos[g.clone()].to_vec();
         let (metadata, types) = match format {
             Format::Gguf => gguf_keys(&prepared, meta, i, n, infos.len()),
+            _ if tessera && i == 0 => (meta.clone(), prepared.metadata_types().cloned()),
+            _ if tessera => (Metadata::new(), None),
             _ => {
                 let mut m = Metadata::new();
                 m.insert("format", "pt");
@@ -220,11 +262,43 @@ pub fn convert_set(
             types,
         };
         let at = tmp.path().join(&names[i]);
-        let WriteReport { notes: mut n2, .. } = write_file(format, &shard, &at, opts)?;
+        let WriteReport {
+            notes: mut n2,
+            extra_files,
+        } = write_file(format, &shard, &at, opts)?;
         notes.append(&mut n2);
         written.push(names[i].clone());
+        // Sidecars (WTXT .wsum) move with their shard, before the index.
+        for x in extra_files {
+            if let Some(n) = x.file_name() {
+                written.push(n.to_string_lossy().into_owned());
+            }
+        }
     }
-    let mut index_name = None;
+    if tessera {
+        let mut records = Vec::with_capacity(n);
+        for name in &names {
+            let data = crate::source::FileData::open(&tmp.path().join(name))?;
+            records.push(super::tessera_index::ShardRecord {
+                file: name.clone(),
+                size: data.len() as u64,
+                blake3: super::tessera_index::blake3_hex(&data),
+            });
+        }
+        let mut wm = Vec::with_capacity(infos.len());
+        for (g, name) in groups.iter().zip(&names) {
+            for t in &infos[g.clone()] {
+                wm.push((t.name.clone(), name.clone()));
+            }
+        }
+        let text = super::tessera_index::index_json(format, &records, &wm)?;
+        let iname = format!("{stem}{}", super::tessera_index::INDEX_SUFFIX);
+        let durability = crate::util::atomic::Durability::from_durable(!opts.no_fsync);
+        crate::util::atomic::write_atomic_with(&tmp.path().join(&iname), durability, |w| {
+            Ok(std::io::Write::write_all(w, text.as_bytes())?)
+        })?;
+        index_name = Some(iname);
+    }
     if format == Format::Safetensors {
         let total: u64 = sizes.iter().sum();
         let mut md = serde_json::Map::new();

@@ -135,6 +135,9 @@
 //! larger; empty shards get none), `uuid`
 //! (random v4 otherwise). Inside a shard each tensor starts at the next multiple of its
 //! element size (packed data: anywhere), zero-padded — see Deviations.
+//! [`write::write_in_shards`] takes the shards instead as ranges of the tensors (what
+//! `tessera convert --shards N` / `--max-shard-size` plan, `crate::set::write`): one file,
+//! one `WTSH weights.shard{i}` (and its PHSH) per range, TIDX `shard_id` naming it.
 //! Tensor data is never compressed (the spec says a WTSH is never compressed), so AERO
 //! declares no `compression` option and lists no compression in its capabilities; a
 //! request for one is refused. MMSG and TIDX are always zstd level 6.

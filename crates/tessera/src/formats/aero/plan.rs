@@ -48,7 +48,13 @@ pub(super) fn tensor_bytes<'a>(v: &'a TensorView<'_>) -> Result<&'a [u8]> {
     }
 }
 
-pub(super) fn plan_tensors(src: &dyn TensorSource, opts: &WriteOptions) -> Result<Vec<TensorPlan>> {
+/// Plans every tensor: `groups` (consecutive ranges of `src`'s tensors, one per shard)
+/// places them; without it, `opts.shard_size` does.
+pub(super) fn plan_tensors(
+    src: &dyn TensorSource,
+    opts: &WriteOptions,
+    groups: Option<&[std::ops::Range<usize>]>,
+) -> Result<Vec<TensorPlan>> {
     let mut plans = Vec::new();
     for info in src.tensor_infos() {
         if info.name.len() > MAX_TENSOR_NAME || info.shape.len() > MAX_RANK {
@@ -141,6 +147,9 @@ pub(super) fn plan_tensors(src: &dyn TensorSource, opts: &WriteOptions) -> Resul
     // maximum; an empty shard always accepts. Inside a shard each tensor starts at a
     // multiple of its element size (the original packs back to back; the two agree
     // whenever sizes are multiples, as in every sample), so typed views need no copy.
+    if let Some(groups) = groups {
+        return place_in_groups(plans, groups);
+    }
     let max = opts.shard_size.unwrap_or(DEFAULT_MAX_SHARD);
     if max == 0 {
         return Err(Error::invalid_input("shard size must be positive"));
@@ -159,6 +168,33 @@ pub(super) fn plan_tensors(src: &dyn TensorSource, opts: &WriteOptions) -> Resul
             .checked_add(p.len)
             .ok_or_else(|| Error::invalid_input("shard size overflows"))?;
         count += 1;
+    }
+    Ok(plans)
+}
+
+/// Puts tensor `i` into the shard whose range holds it, each aligned as above.
+fn place_in_groups(
+    mut plans: Vec<TensorPlan>,
+    groups: &[std::ops::Range<usize>],
+) -> Result<Vec<TensorPlan>> {
+    let covered = groups.iter().map(|g| g.len()).sum::<usize>();
+    let contiguous = groups.windows(2).all(|w| w[0].end == w[1].start);
+    if covered != plans.len() || !contiguous || groups.first().is_some_and(|g| g.start != 0) {
+        return Err(Error::invalid_input(format!(
+            "shard plan covers {covered} of {} tensors",
+            plans.len()
+        )));
+    }
+    for (s, g) in groups.iter().enumerate() {
+        let mut used = 0u64;
+        for p in &mut plans[g.clone()] {
+            let start = align_up(used, p.align)?;
+            p.shard = s;
+            p.off = start;
+            used = start
+                .checked_add(p.len)
+                .ok_or_else(|| Error::invalid_input("shard size overflows"))?;
+        }
     }
     Ok(plans)
 }

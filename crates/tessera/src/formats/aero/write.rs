@@ -91,7 +91,20 @@ pub fn write(
     out: &mut dyn WriteSeek,
     opts: &WriteOptions,
 ) -> Result<WriteReport> {
-    let mut plans = plan_tensors(src, opts)?;
+    write_in_shards(src, out, opts, None)
+}
+
+/// [`write`] with the tensors cut into given shards: `groups` are consecutive ranges of
+/// `src`'s tensors, one WTSH chunk `weights.shard{i}` each (with its PHSH when page
+/// hashes are on); `None` cuts by `opts.shard_size`. `tessera convert --shards N /
+/// --max-shard-size` uses it (`crate::set::write`).
+pub fn write_in_shards(
+    src: &dyn TensorSource,
+    out: &mut dyn WriteSeek,
+    opts: &WriteOptions,
+    groups: Option<&[std::ops::Range<usize>]>,
+) -> Result<WriteReport> {
+    let mut plans = plan_tensors(src, opts, groups)?;
     let mjsn_meta = super::quant::resolve(&mut plans, src.metadata());
     let n_shards = plans.iter().map(|p| p.shard + 1).max().unwrap_or(0);
     let mut shard_len = vec![0u64; n_shards];
