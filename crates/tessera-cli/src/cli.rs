@@ -101,13 +101,24 @@ pub struct SignArgs {
 #[derive(Debug, Args, Clone, Default)]
 pub struct ReadArgs {
     /// Recover every intact tensor of a damaged file (WTXT), saying which were lost.
-    #[arg(long)]
+    #[arg(
+        long,
+        help_heading = "Damaged, encrypted, authenticated or remote inputs"
+    )]
     pub salvage: bool,
     /// age identity file (X25519 secret keys) to decrypt an encrypted input.
-    #[arg(long, value_name = "FILE")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Damaged, encrypted, authenticated or remote inputs"
+    )]
     pub identity: Vec<PathBuf>,
     /// age passphrase file to decrypt an encrypted input.
-    #[arg(long, value_name = "FILE")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Damaged, encrypted, authenticated or remote inputs"
+    )]
     pub passphrase_file: Option<PathBuf>,
     /// Use tensor and chunk bytes without checking the digests the file stores for them
     /// (faster, and unsafe: damaged bytes pass through). The output says so.
@@ -115,11 +126,19 @@ pub struct ReadArgs {
     pub no_verify: bool,
     /// HMAC key file to authenticate a WTXT input's arrays as they are read (an array
     /// whose HMAC fails, or that carries none, is refused).
-    #[arg(long, value_name = "FILE")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Damaged, encrypted, authenticated or remote inputs"
+    )]
     pub input_hmac_key_file: Option<PathBuf>,
     /// S3 endpoint for s3:// locations (MinIO, R2, a local server:
     /// `http://127.0.0.1:9000`); AWS_ENDPOINT_URL when not given.
-    #[arg(long, value_name = "URL")]
+    #[arg(
+        long,
+        value_name = "URL",
+        help_heading = "Damaged, encrypted, authenticated or remote inputs"
+    )]
     pub endpoint: Option<String>,
 }
 
@@ -206,7 +225,10 @@ pub struct ConvertArgs {
     pub output_flag: Option<PathBuf>,
     /// With --salvage: the loss is accepted, exit 0 (without it, a conversion that lost
     /// tensors exits 6 after writing the rest).
-    #[arg(long)]
+    #[arg(
+        long,
+        help_heading = "Damaged, encrypted, authenticated or remote inputs"
+    )]
     pub accept_loss: bool,
     /// Output format: a name or extension from `tessera formats` (ztensor, safetensors, …).
     #[arg(long, value_name = "FORMAT")]
@@ -221,94 +243,175 @@ pub struct ConvertArgs {
     #[arg(short = 'O', long = "option", value_name = "NAME=VALUE")]
     pub option: Vec<String>,
     /// Compression: none, zstd or zstd:LEVEL (1–22) (`-O compression=…`).
-    #[arg(long, value_name = "METHOD")]
+    #[arg(
+        long,
+        value_name = "METHOD",
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub compress: Option<String>,
     /// Digest to store per tensor: crc32c or sha256 (repeatable).
-    #[arg(long, value_name = "ALGO")]
+    #[arg(
+        long,
+        value_name = "ALGO",
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub digest: Vec<String>,
     /// Cast dtypes the target cannot hold to the nearest one it can, and report it.
-    #[arg(long)]
+    #[arg(long, help_heading = "Allowing a loss (each change is printed)")]
     pub cast: bool,
     /// Store sparse tensors densely when the target has no sparse layout.
-    #[arg(long)]
+    #[arg(long, help_heading = "Allowing a loss (each change is printed)")]
     pub densify: bool,
     /// Drop metadata and opaque chunks the target cannot carry.
-    #[arg(long)]
+    #[arg(long, help_heading = "Allowing a loss (each change is printed)")]
     pub drop_metadata: bool,
     /// GGUF source: decode quantized tensors (q4_0 … q6_k, tq*, mxfp4, iq4_*) to f32, f16
     /// or bf16, as gguf-py's dequantize does.
-    #[arg(long, value_name = "DTYPE", value_parser = ["f32", "f16", "bf16"])]
+    #[arg(long, value_name = "DTYPE", value_parser = ["f32", "f16", "bf16"], help_heading = "Allowing a loss (each change is printed)")]
     pub dequantize: Option<String>,
     /// GGUF target: quantize float tensors to q8_0, q4_0, q4_1, q5_0 or q5_1, as gguf-py's
     /// quantize does; 1-D tensors and rows that are not whole blocks stay float.
-    #[arg(long, value_name = "TYPE", value_parser = ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1"])]
+    #[arg(long, value_name = "TYPE", value_parser = ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1"], help_heading = "Allowing a loss (each change is printed)")]
     pub quantize: Option<String>,
     /// FOLD: Reed-Solomon parity bytes per 255-byte block.
-    #[arg(long, value_name = "N")]
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub ecc: Option<u8>,
     /// WTXT: HMAC-SHA256 key file.
-    #[arg(long, value_name = "FILE")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub hmac_key_file: Option<PathBuf>,
     /// WTXT: Ed25519 secret key file to sign with.
-    #[arg(long, value_name = "FILE")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub sign_key: Option<PathBuf>,
     /// WTXT: previous snapshot to chain the merkle from.
-    #[arg(long, value_name = "FILE")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub prev: Option<PathBuf>,
     /// WTXT: generation number.
-    #[arg(long, value_name = "N")]
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub gen: Option<u64>,
     /// WTXT: timestamp, YYYY-MM-DDTHH:MM:SSZ.
-    #[arg(long, value_name = "T")]
+    #[arg(
+        long,
+        value_name = "T",
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub ts: Option<String>,
     /// WTXT: build identifier.
-    #[arg(long, value_name = "B")]
+    #[arg(
+        long,
+        value_name = "B",
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub build: Option<String>,
     /// WTXT: host name.
-    #[arg(long, value_name = "H")]
+    #[arg(
+        long,
+        value_name = "H",
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub host: Option<String>,
     /// WTXT: CUDA version token.
-    #[arg(long, value_name = "C")]
+    #[arg(
+        long,
+        value_name = "C",
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub cuda: Option<String>,
     /// WTXT: an audit line, e.g. 'kahan_max_resid=1.1e-15 notes="gamma=0.96"'.
-    #[arg(long, value_name = "FIELDS")]
+    #[arg(
+        long,
+        value_name = "FIELDS",
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub audit: Option<String>,
     /// WTXT: rows per chunk (row blocking).
-    #[arg(long, value_name = "N")]
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub rows_per_chunk: Option<u64>,
     /// WTXT: streaming finalization (WTXT-S plus OUT.wsum).
-    #[arg(long)]
+    #[arg(
+        long,
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub streaming: bool,
     /// WTXT: fixed HMAC salt (16 hex digits) for reproducible output.
-    #[arg(long, value_name = "HEX")]
+    #[arg(
+        long,
+        value_name = "HEX",
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub salt: Option<String>,
     /// AERO: maximum shard size (bytes; K, M, G suffixes allowed).
-    #[arg(long, value_name = "BYTES")]
+    #[arg(
+        long,
+        value_name = "BYTES",
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub shard_size: Option<String>,
     /// Write a model set (safetensors: Hugging Face shards + index; GGUF: llama.cpp
     /// splits; zTensor v2: a shard table; AERO: one file of several WTSH shards; any
     /// other format: shards + a Tessera index `<stem>.tessera-set.json`) of shards
     /// holding at most this many tensor bytes (K, M, G = 2^10, 2^20, 2^30); the output
     /// names the set (`dir/model.safetensors`).
-    #[arg(long, value_name = "BYTES", conflicts_with = "shards")]
+    #[arg(
+        long,
+        value_name = "BYTES",
+        conflicts_with = "shards",
+        help_heading = "Sharded output"
+    )]
     pub max_shard_size: Option<String>,
     /// Write a model set of this many shards of about equal size (see --max-shard-size).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Sharded output")]
     pub shards: Option<u32>,
     /// AERO: store a BLAKE3 hash per tensor.
-    #[arg(long)]
+    #[arg(
+        long,
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub tensor_hashes: bool,
     /// AERO: add the IHSH control-integrity chunk.
-    #[arg(long)]
+    #[arg(
+        long,
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub control_integrity: bool,
     /// AERO: add PHSH page hashes (default page size 4 MiB).
-    #[arg(long, value_name = "PAGE_SIZE", num_args = 0..=1, default_missing_value = "4194304")]
+    #[arg(long, value_name = "PAGE_SIZE", num_args = 0..=1, default_missing_value = "4194304", help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)")]
     pub page_hashes: Option<String>,
     /// AERO: fixed file UUID (32 hex digits) for byte-deterministic output.
-    #[arg(long, value_name = "HEX")]
+    #[arg(
+        long,
+        value_name = "HEX",
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub uuid: Option<String>,
     /// GPTRS: store base_id 0 as the original Python exporter does.
-    #[arg(long)]
+    #[arg(
+        long,
+        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
+    )]
     pub zero_base_id: bool,
     /// Do not fsync the output: still written to a temporary file and renamed into
     /// place (never a half file under the name), but not flushed to disk, so a power

@@ -37,6 +37,38 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<u8> {
     }
 }
 
+/// How the CLI spells a [`tessera::Hint`] in an error message: as its flag.
+pub fn cli_hint(h: tessera::Hint) -> String {
+    use tessera::Hint;
+    match h {
+        Hint::Cast => "use --cast".into(),
+        Hint::Densify => "use --densify".into(),
+        Hint::DropMetadata => "use --drop-metadata".into(),
+        Hint::Dequantize => "use --dequantize f32|f16|bf16".into(),
+        Hint::Salvage => "--salvage reads the rest".into(),
+        Hint::AcceptLoss => "--accept-loss says the loss is expected".into(),
+        Hint::NoVerify => "--no-verify skips the digests".into(),
+        Hint::Passphrase => "give --passphrase-file".into(),
+        Hint::Identity => "give --identity".into(),
+        other => format!("option {}", other.name()),
+    }
+}
+
+/// An error as the CLI prints it: each context, then the library error with its hints
+/// spelled as flags ([`cli_hint`]). The library error's own `Display` ends the line
+/// (it includes its source).
+pub fn render_error(e: &anyhow::Error) -> String {
+    let mut parts = Vec::new();
+    for cause in e.chain() {
+        if let Some(te) = cause.downcast_ref::<tessera::Error>() {
+            parts.push(te.render(&cli_hint));
+            break;
+        }
+        parts.push(cause.to_string());
+    }
+    parts.join(": ")
+}
+
 /// Exit code for an I/O failure that is not the user's usage (permission denied, disk
 /// full, …).
 pub const EXIT_IO: u8 = 5;

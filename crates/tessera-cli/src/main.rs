@@ -69,7 +69,17 @@ fn main() -> ExitCode {
         // `tessera inspect big.gguf | head`: the reader closed the pipe; not an error.
         Err(e) if tessera_cli::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            tessera_cli::term::warn(&format!("tessera: {e:#}"));
+            // A refusal lists one reason per line (the library's "\n  " separator);
+            // each line is escaped on its own.
+            let msg = format!("tessera: {}", tessera_cli::render_error(&e));
+            for line in msg.split("\n  ") {
+                let indent = if line.starts_with("tessera: ") {
+                    ""
+                } else {
+                    "  "
+                };
+                tessera_cli::term::warn(&format!("{indent}{line}"));
+            }
             ExitCode::from(tessera_cli::exit_code_for(&e))
         }
     }

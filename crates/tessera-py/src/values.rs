@@ -48,7 +48,23 @@ fn make_exception(py: Python<'_>, e: &tessera::Error) -> PyResult<PyErr> {
         (k, _) => class_name(k),
     };
     let class = module.getattr(name)?;
-    let exc = class.call1((python_hints(&e.to_string()),))?;
+    let exc = class.call1((e.render(&python_hint),))?;
+    // The structured refusal: `exc.hints` (keyword names) and `exc.refusals`
+    // (`(tensor or None, reason, keyword or None)` each).
+    let hints: Vec<&str> = e.hints().into_iter().map(python_keyword).collect();
+    exc.setattr("hints", hints)?;
+    let refusals: Vec<(Option<String>, String, Option<&str>)> = e
+        .refusals()
+        .iter()
+        .map(|r| {
+            (
+                r.tensor.clone(),
+                r.reason.clone(),
+                r.hint.map(python_keyword),
+            )
+        })
+        .collect();
+    exc.setattr("refusals", refusals)?;
     if let Some(n) = e.os_error() {
         exc.setattr("errno", n)?;
         exc.setattr("strerror", std::io::Error::from_raw_os_error(n).to_string())?;
@@ -63,27 +79,38 @@ fn make_exception(py: Python<'_>, e: &tessera::Error) -> PyResult<PyErr> {
     Ok(PyErr::from_value(exc))
 }
 
-/// The library's hints name the CLI's flags (`use --cast`); in Python they are keyword
-/// arguments. Longest first, so `--dequantize f32|f16|bf16` is replaced whole.
-const HINTS: &[(&str, &str)] = &[
-    (
-        "--dequantize f32|f16|bf16",
-        "dequantize=\"f32\", \"f16\" or \"bf16\"",
-    ),
-    ("--dequantize f32 or bf16", "dequantize=\"f32\" or \"bf16\""),
-    ("--drop-metadata", "drop_metadata=True"),
-    ("--no-verify", "verify=False"),
-    ("--densify", "densify=True"),
-    ("--cast", "cast=True"),
-];
-
-/// A library message with its CLI flags spelled as Python's keyword arguments.
-pub fn python_hints(msg: &str) -> String {
-    let mut out = msg.to_string();
-    for (cli, py) in HINTS {
-        out = out.replace(cli, py);
+/// How Python spells a [`tessera::Hint`] in an error message: as the keyword argument.
+pub fn python_hint(h: tessera::Hint) -> String {
+    use tessera::Hint;
+    match h {
+        Hint::Cast => "use cast=True".into(),
+        Hint::Densify => "use densify=True".into(),
+        Hint::DropMetadata => "use drop_metadata=True".into(),
+        Hint::Dequantize => "use dequantize=\"f32\", \"f16\" or \"bf16\"".into(),
+        Hint::Salvage => "salvage=True reads the rest".into(),
+        Hint::AcceptLoss => "the loss is reported".into(),
+        Hint::NoVerify => "verify=False skips the digests".into(),
+        Hint::Passphrase => "give age_passphrase=".into(),
+        Hint::Identity => "give age_identities=".into(),
+        other => format!("option {}", other.name()),
     }
-    out
+}
+
+/// The keyword argument a hint names, for `exc.hints`.
+fn python_keyword(h: tessera::Hint) -> &'static str {
+    use tessera::Hint;
+    match h {
+        Hint::Cast => "cast",
+        Hint::Densify => "densify",
+        Hint::DropMetadata => "drop_metadata",
+        Hint::Dequantize => "dequantize",
+        Hint::Salvage => "salvage",
+        Hint::AcceptLoss => "accept_loss",
+        Hint::NoVerify => "verify",
+        Hint::Passphrase => "age_passphrase",
+        Hint::Identity => "age_identities",
+        other => other.name(),
+    }
 }
 
 /// `Result<T, tessera::Error>` → `PyResult<T>`.

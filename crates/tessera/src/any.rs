@@ -216,6 +216,9 @@ impl Container for Labeled<'_> {
     fn warnings(&self) -> Vec<String> {
         self.inner.warnings()
     }
+    fn lost(&self) -> Vec<crate::refusal::Lost> {
+        self.inner.lost()
+    }
 }
 
 #[cfg(test)]

@@ -2,10 +2,11 @@
 //! makes a source fit a target (or refuses, naming the tensor and the reason).
 //!
 //! A conversion never loses anything silently. When the target cannot hold a tensor's
-//! dtype or layout, or the file's metadata or opaque chunks, [`prepare`] refuses with an
-//! `Unsupported` error that names the tensor and the option that would allow the loss
-//! (`--cast`, `--densify`, `--drop-metadata`); with the option it converts and reports
-//! what it changed.
+//! dtype or layout, or the file's metadata or opaque chunks, [`prepare`] refuses with one
+//! `Unsupported` error listing every refusal ([`Error::refusals`]), each naming the
+//! tensor and carrying the [`Hint`] that would allow the loss (cast, densify,
+//! drop-metadata, dequantize: the CLI shows them as flags, Python as keywords); with
+//! the option it converts and reports what it changed.
 
 use std::borrow::Cow;
 use std::io::{Seek, Write};
@@ -16,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::metadata::Metadata;
 use crate::model::TensorSource;
+use crate::refusal::{Hint, Refusal};
 use crate::tensor::{ChunkInfo, Layout, TensorInfo, TensorView};
 
 /// `Write + Seek`, object-safe, for writers that patch a header at the end.
@@ -209,7 +211,9 @@ enum Plan {
 }
 
 /// Checks that `target` can hold everything in `src`, applying the losses `opts`
-/// allows. Errors name the first tensor that cannot be converted and the reason.
+/// allows. A source it cannot hold is refused with every reason at once
+/// ([`Error::refusals`]: each tensor, the metadata, the chunks, with the [`Hint`] that
+/// would allow it), not only the first.
 pub fn prepare<'s>(
     src: &'s dyn TensorSource,
     target: Format,
@@ -218,22 +222,33 @@ pub fn prepare<'s>(
     let caps = capabilities(target).ok_or_else(|| target.not_supported_yet())?;
     use crate::formats::gguf::quants::adapt;
     adapt::check_options(opts.dequantize, opts.quantize, target)?;
+    let title = target.title();
     let mut infos = Vec::new();
     let mut plans = Vec::new();
     let mut notes = Vec::new();
+    let mut refused: Vec<Refusal> = Vec::new();
     for info in src.tensor_infos() {
-        if let Some((out, step)) = adapt::plan(info, opts.dequantize, opts.quantize, &mut notes)? {
-            if !caps.dtypes.contains(&out.dtype) && out.layout == Layout::Dense {
-                return Err(Error::unsupported(format!(
-                    "tensor {:?}: {} cannot store {} (pick another --dequantize type)",
-                    info.name,
-                    target.title(),
-                    out.dtype
-                )));
+        let name = info.name.as_str();
+        match adapt::plan(info, opts.dequantize, opts.quantize, &mut notes) {
+            Ok(Some((out, step))) => {
+                if !caps.dtypes.contains(&out.dtype) && out.layout == Layout::Dense {
+                    refused.push(Refusal::tensor(
+                        name,
+                        format!("dequantized to {}, which {title} cannot store", out.dtype),
+                        Some(Hint::Dequantize),
+                    ));
+                }
+                infos.push(out);
+                plans.push(Plan::Quant(step));
+                continue;
             }
-            infos.push(out);
-            plans.push(Plan::Quant(step));
-            continue;
+            Ok(None) => {}
+            Err(e) => {
+                let mut r = Refusal::file(e.message(), None);
+                r.hint = e.hints().first().copied();
+                refused.push(r);
+                continue;
+            }
         }
         let mut out = info.clone();
         let densify = match &info.layout {
@@ -241,12 +256,12 @@ pub fn prepare<'s>(
             Layout::SparseCsr | Layout::SparseCoo if caps.sparse => false,
             Layout::SparseCsr | Layout::SparseCoo => {
                 if !opts.densify {
-                    return Err(Error::unsupported(format!(
-                        "tensor {:?} is {}; {} stores only dense tensors (use --densify)",
-                        info.name,
-                        info.layout,
-                        target.title()
-                    )));
+                    refused.push(Refusal::tensor(
+                        name,
+                        format!("{}, and {title} stores only dense tensors", info.layout),
+                        Some(Hint::Densify),
+                    ));
+                    continue;
                 }
                 out.layout = Layout::Dense;
                 notes.push(format!("densified {:?} ({})", info.name, info.layout));
@@ -254,15 +269,13 @@ pub fn prepare<'s>(
             }
             Layout::Other(_) if caps.other_layouts => false,
             Layout::Other(l) => {
-                let hint = match adapt::packed_type(info) {
-                    Some(_) => " (use --dequantize f32|f16|bf16)",
-                    None => "",
-                };
-                return Err(Error::unsupported(format!(
-                    "tensor {:?} has layout {l:?}, which {} cannot store{hint}",
-                    info.name,
-                    target.title()
-                )));
+                let hint = adapt::packed_type(info).map(|_| Hint::Dequantize);
+                refused.push(Refusal::tensor(
+                    name,
+                    format!("in layout {l:?}, which {title} cannot store"),
+                    hint,
+                ));
+                continue;
             }
         };
         // For `Other` layouts the dtype is a storage type (GGUF's packed ggml blocks are
@@ -270,27 +283,28 @@ pub fn prepare<'s>(
         let cast = if caps.dtypes.contains(&info.dtype) || matches!(info.layout, Layout::Other(_)) {
             None
         } else if !opts.cast {
-            return Err(Error::unsupported(format!(
-                "tensor {:?} is {}; {} cannot store {} (use --cast)",
-                info.name,
-                info.dtype,
-                target.title(),
-                info.dtype
-            )));
+            refused.push(Refusal::tensor(
+                name,
+                format!("{}, which {title} cannot store", info.dtype),
+                Some(Hint::Cast),
+            ));
+            continue;
         } else if !matches!(out.layout, Layout::Dense) {
-            return Err(Error::unsupported(format!(
-                "tensor {:?}: cannot cast a {} tensor",
-                info.name, out.layout
-            )));
+            refused.push(Refusal::tensor(
+                name,
+                format!("{}, and a {} tensor cannot be cast", info.dtype, out.layout),
+                Some(Hint::Densify),
+            ));
+            continue;
         } else {
-            let to = crate::cast::cast_target(info.dtype, caps.dtypes).ok_or_else(|| {
-                Error::unsupported(format!(
-                    "tensor {:?} is {}; {} has no dtype it can be cast to",
-                    info.name,
-                    info.dtype,
-                    target.title()
-                ))
-            })?;
+            let Some(to) = crate::cast::cast_target(info.dtype, caps.dtypes) else {
+                refused.push(Refusal::tensor(
+                    name,
+                    format!("{}, and {title} has no dtype it can be cast to", info.dtype),
+                    None,
+                ));
+                continue;
+            };
             notes.push(format!("cast {:?} {} -> {}", info.name, info.dtype, to));
             out.dtype = to;
             Some(to)
@@ -307,14 +321,18 @@ pub fn prepare<'s>(
     let mut metadata = src.metadata().clone();
     if !metadata.is_empty() && caps.metadata == MetadataSupport::None {
         if !opts.drop_metadata {
-            return Err(Error::unsupported(format!(
-                "{} carries no file metadata and the source has {} keys (use --drop-metadata)",
-                target.title(),
-                metadata.len()
-            )));
+            let n = metadata.len();
+            refused.push(Refusal::file(
+                format!(
+                    "{title} carries no file metadata and the source has {n} key{}",
+                    if n == 1 { "" } else { "s" }
+                ),
+                Some(Hint::DropMetadata),
+            ));
+        } else {
+            notes.push(format!("dropped {} metadata keys", metadata.len()));
+            metadata = Metadata::new();
         }
-        notes.push(format!("dropped {} metadata keys", metadata.len()));
-        metadata = Metadata::new();
     }
     // GGUF's value types ride beside the metadata into a GGUF target; into any other
     // format they are kept in the metadata under `tessera.gguf_types` (unless the source
@@ -359,13 +377,26 @@ pub fn prepare<'s>(
                 .iter()
                 .find(|c| !c.holds_tensors)
                 .map(|c| c.name.clone());
-            return Err(Error::unsupported(format!(
-                "{} cannot carry opaque chunks and the source has {opaque} (first: {:?}; use --drop-metadata)",
-                target.title(),
-                first.unwrap_or_default()
-            )));
+            refused.push(Refusal::file(
+                format!(
+                    "{title} cannot carry opaque chunks and the source has {opaque} (first: {:?})",
+                    first.unwrap_or_default()
+                ),
+                Some(Hint::DropMetadata),
+            ));
+        } else {
+            notes.push(format!("dropped {opaque} opaque chunks"));
         }
-        notes.push(format!("dropped {opaque} opaque chunks"));
+    }
+    if !refused.is_empty() {
+        let n = refused.len();
+        return Err(Error::refused(
+            format!(
+                "{title} cannot hold the source as it is ({n} refusal{})",
+                if n == 1 { "" } else { "s" }
+            ),
+            refused,
+        ));
     }
     let index = infos
         .iter()

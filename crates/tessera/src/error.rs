@@ -11,6 +11,8 @@
 
 use std::fmt;
 
+use crate::refusal::{Hint, Refusal};
+
 /// What went wrong, coarsely.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
@@ -62,6 +64,10 @@ struct Inner {
     offset: Option<u64>,
     message: String,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    /// Options that would lift this error (rendered by the front end: `--cast`, `cast=True`).
+    hints: Vec<Hint>,
+    /// Every refusal of a conversion, when this error is one (see [`crate::refusal`]).
+    refusals: Vec<Refusal>,
 }
 
 /// Tessera's error: see the module docs.
@@ -82,6 +88,8 @@ impl Error {
             offset: None,
             message: message.into(),
             source: None,
+            hints: Vec::new(),
+            refusals: Vec::new(),
         }))
     }
 
@@ -182,6 +190,20 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_with(f, &|h| format!("option: {}", h.name()))
+    }
+}
+
+impl Error {
+    /// The message as `Display` writes it, with each [`Hint`] spelled by `hint` (the
+    /// CLI passes `use --cast`, Python `use cast=True`; `Display` says `option: cast`).
+    pub fn render(&self, hint: &dyn Fn(Hint) -> String) -> String {
+        let mut s = String::new();
+        let _ = self.write_with(&mut s, hint);
+        s
+    }
+
+    fn write_with(&self, f: &mut dyn fmt::Write, hint: &dyn Fn(Hint) -> String) -> fmt::Result {
         let i = &self.0;
         let mut ctx = Vec::new();
         if let Some(file) = &i.file {
@@ -199,11 +221,64 @@ impl fmt::Display for Error {
         for c in &ctx {
             write!(f, "{c}: ")?;
         }
-        f.write_str(&i.message)?;
+        self.write_message(f, hint)?;
         if let Some(src) = &i.source {
             write!(f, ": {src}")?;
         }
         Ok(())
+    }
+
+    /// The message, its refusals grouped one per line, then its hints.
+    fn write_message(&self, f: &mut dyn fmt::Write, hint: &dyn Fn(Hint) -> String) -> fmt::Result {
+        let i = &self.0;
+        let lines = crate::refusal::render(&i.refusals, hint);
+        match lines.as_slice() {
+            [] => f.write_str(&i.message)?,
+            [one] => f.write_str(one)?,
+            many => {
+                write!(f, "{}:", i.message)?;
+                for l in many {
+                    write!(f, "\n  {l}")?;
+                }
+            }
+        }
+        for h in &i.hints {
+            write!(f, " ({})", hint(*h))?;
+        }
+        Ok(())
+    }
+
+    /// Adds a hint: an option that would lift this error.
+    pub fn with_hint(mut self, hint: Hint) -> Error {
+        if !self.0.hints.contains(&hint) {
+            self.0.hints.push(hint);
+        }
+        self
+    }
+
+    /// `Unsupported`: every refusal of a conversion, rendered grouped under `header`
+    /// (or alone, when they make one group).
+    pub fn refused(header: impl Into<String>, refusals: Vec<Refusal>) -> Error {
+        let mut e = Error::unsupported(header);
+        e.0.refusals = refusals;
+        e
+    }
+
+    /// The options that would lift this error: its own hints and its refusals', each
+    /// once, in order.
+    pub fn hints(&self) -> Vec<Hint> {
+        let mut out = self.0.hints.clone();
+        for h in self.0.refusals.iter().filter_map(|r| r.hint) {
+            if !out.contains(&h) {
+                out.push(h);
+            }
+        }
+        out
+    }
+
+    /// Every refusal, when this error refuses a conversion.
+    pub fn refusals(&self) -> &[Refusal] {
+        &self.0.refusals
     }
 }
 

@@ -64,6 +64,11 @@ pub trait Container: TensorSource {
     fn warnings(&self) -> Vec<String> {
         Vec::new()
     }
+    /// What a salvaging open ([`crate::ReadOptions::salvage`]) left out: each part it
+    /// could not read. Empty when nothing was lost (and for every strict open).
+    fn lost(&self) -> Vec<crate::refusal::Lost> {
+        Vec::new()
+    }
 }
 
 /// Implements [`TensorSource`] and [`Container`] for a `self_cell` whose dependent is a
@@ -107,6 +112,9 @@ macro_rules! forward_to_dependent {
             }
             fn warnings(&self) -> Vec<String> {
                 self.with_dependent(|_, c| c.warnings())
+            }
+            fn lost(&self) -> Vec<$crate::refusal::Lost> {
+                self.with_dependent(|_, c| c.lost())
             }
         }
     };

@@ -302,7 +302,7 @@ fn the_writer_refuses_what_aero_readers_reject() {
     let e =
         tessera::convert::write_to(Format::Aero, &m, &mut out, &Default::default()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported);
-    assert!(e.to_string().contains("--cast"), "{e}");
+    assert_eq!(e.hints(), vec![tessera::Hint::Cast], "{e}");
     // Through prepare(), the cast is explicit and reported.
     let p = tessera::convert::prepare(
         &m,

@@ -187,6 +187,7 @@ fn packed_tensors_convert_through_prepare_byte_exact() {
 #[test]
 fn foreign_metadata_becomes_string_kvs_and_plain_types() {
     let mut m = Model::new();
+    m.metadata.insert("general.architecture", "llama");
     m.metadata.insert("source", "ztensor");
     m.metadata.insert("n", 5i64);
     m.metadata.insert("big", Value::Int(1 << 40));
@@ -290,7 +291,7 @@ fn writer_refuses_what_gguf_cannot_hold() {
     let e = convert::prepare(&m, Format::Gguf, ConvertOptions::default())
         .err()
         .unwrap();
-    assert!(e.to_string().contains("--cast"), "{e}");
+    assert!(e.hints().contains(&tessera::Hint::Cast), "{e}");
     let p = convert::prepare(
         &m,
         Format::Gguf,
@@ -374,4 +375,30 @@ fn non_utf8_strings_are_kept_as_bytes_and_round_trip() {
     let arr = f.metadata().get("test.arr").unwrap().as_list().unwrap();
     assert_eq!(arr[0], Value::Bytes(vec![0xff]));
     assert!(write_gguf(&f) == data);
+}
+
+#[test]
+fn a_gguf_without_general_architecture_is_written_with_a_warning() {
+    let mut m = Model::new();
+    m.push(
+        TensorView::dense(
+            TensorInfo::dense("w", DType::F32, vec![2]),
+            Cow::Owned(vec![0; 8]),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut out = Cursor::new(Vec::new());
+    let rep = convert::write_to(Format::Gguf, &m, &mut out, &WriteOptions::default()).unwrap();
+    assert!(
+        rep.notes
+            .iter()
+            .any(|n| n.contains("general.architecture") && n.contains("llama.cpp")),
+        "{:?}",
+        rep.notes
+    );
+    m.metadata.insert("general.architecture", "gpt2");
+    let mut out = Cursor::new(Vec::new());
+    let rep = convert::write_to(Format::Gguf, &m, &mut out, &WriteOptions::default()).unwrap();
+    assert!(rep.notes.is_empty(), "{:?}", rep.notes);
 }

@@ -136,7 +136,7 @@ mod convert_steps {
         let e = prepare(&f, Format::Safetensors, ConvertOptions::default())
             .err()
             .unwrap();
-        assert!(e.to_string().contains("--dequantize"), "{e}");
+        assert!(e.hints().contains(&tessera::Hint::Dequantize), "{e}");
         // Types Tessera cannot decode yet are named, never passed through silently.
         let opts = ConvertOptions {
             dequantize: Some(DType::F32),

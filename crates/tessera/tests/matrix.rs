@@ -270,5 +270,65 @@ fn refusals_name_the_tensor_and_the_option() {
         .unwrap();
     assert_eq!(e.kind(), ErrorKind::Unsupported);
     assert!(e.to_string().contains("\"big.f64\""), "{e}");
-    assert!(e.to_string().contains("--cast"), "{e}");
+    // The hint is data (the CLI spells it --cast, Python cast=True), never a flag.
+    assert_eq!(e.hints(), vec![tessera::Hint::Cast], "{e}");
+    assert!(!e.to_string().contains("--"), "{e}");
+}
+
+#[test]
+fn every_refusal_of_a_conversion_is_reported_at_once() {
+    // Seven f64 tensors, an i64 one, an f32 one that fits, and metadata: a GPTRS tensor
+    // archive (f32, f16, bf16, i32; no metadata) refuses all of it in one error.
+    let mut m = Model::new();
+    let mut push = |name: &str, dtype: DType| {
+        let info = TensorInfo::dense(name, dtype, vec![2]);
+        let n = 2 * dtype.size();
+        m.push(TensorView::dense(info, Cow::Owned(vec![0; n])).unwrap())
+            .unwrap();
+    };
+    for i in 0..7 {
+        push(&format!("d{i}"), DType::F64);
+    }
+    push("n", DType::I64);
+    push("ok", DType::F32);
+    m.metadata.insert("author", "me");
+    let e = prepare(&m, Format::GptrsArchive, ConvertOptions::default())
+        .err()
+        .unwrap();
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
+    let r = e.refusals();
+    assert_eq!(r.len(), 9, "{e}");
+    let tensors: Vec<_> = r.iter().filter_map(|r| r.tensor.as_deref()).collect();
+    assert_eq!(tensors, ["d0", "d1", "d2", "d3", "d4", "d5", "d6", "n"]);
+    assert!(r
+        .iter()
+        .any(|r| r.tensor.is_none() && r.hint == Some(tessera::Hint::DropMetadata)));
+    assert_eq!(
+        e.hints(),
+        vec![tessera::Hint::Cast, tessera::Hint::DropMetadata]
+    );
+    // Grouped: one line per reason, five names then "and 2 more", each with its hint.
+    let text = e.render(&|h| format!("<{}>", h.name()));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(lines[0].contains("9 refusals"), "{text}");
+    assert!(
+        lines[1].contains("7 tensors are f64")
+            && lines[1].contains("\"d4\" and 2 more")
+            && !lines[1].contains("\"d5\"")
+            && lines[1].ends_with("(<cast>)"),
+        "{text}"
+    );
+    assert!(lines[2].contains("tensor \"n\" is i64") && lines[2].ends_with("(<cast>)"));
+    assert!(lines[3].contains("1 key") && lines[3].ends_with("(<drop-metadata>)"));
+    assert!(!e.to_string().contains("--"), "{e}");
+    // Allowing one loss leaves the other, alone on one line.
+    let cast = ConvertOptions {
+        cast: true,
+        ..Default::default()
+    };
+    let e = prepare(&m, Format::GptrsArchive, cast).err().unwrap();
+    assert_eq!(e.refusals().len(), 1);
+    assert_eq!(e.hints(), vec![tessera::Hint::DropMetadata]);
+    assert_eq!(e.to_string().lines().count(), 1, "{e}");
 }

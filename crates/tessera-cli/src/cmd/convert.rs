@@ -180,19 +180,23 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         let result = tessera::convert::convert_file(&progress, format, &local_out, conv, &opts);
         progress.finish();
         let report = result.map_err(anyhow::Error::new)?;
-        // What salvage skipped (damaged arrays, unreadable tensor chunks): the readers'
-        // warnings for them say "lost".
-        let lost: Vec<String> = if args.read.salvage {
-            let all = file.warnings();
-            for w in &all {
+        // What salvage left out (damaged arrays, unreadable tensor chunks), as the
+        // reader lists it.
+        let lost = if args.read.salvage {
+            for w in file.warnings() {
                 crate::term::warn(&format!("warning: {w}"));
             }
-            all.into_iter().filter(|w| w.contains("lost ")).collect()
+            file.lost()
         } else {
             Vec::new()
         };
         for l in &lost {
-            writeln!(out, "lost: {}", crate::term::escape(l))?;
+            writeln!(
+                out,
+                "lost: {}: {}",
+                crate::term::escape(&l.what),
+                crate::term::escape(&l.why)
+            )?;
         }
         if args.read.no_verify {
             writeln!(out, "note: stored digests not checked (--no-verify)")?;

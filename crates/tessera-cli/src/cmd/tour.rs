@@ -183,7 +183,12 @@ pub fn run(args: &TourArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             Ok(n) => n,
             Err(e) => {
                 failures += 1;
-                writeln!(out, "  {:<12} write FAILED: {e}", format.name())?;
+                writeln!(
+                    out,
+                    "  {:<12} write FAILED: {}",
+                    format.name(),
+                    e.render(&crate::cli_hint)
+                )?;
                 continue;
             }
         };
@@ -258,7 +263,13 @@ pub fn run(args: &TourArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                 }
                 Err(e) => {
                     failures += 1;
-                    writeln!(out, "  {} -> {}: FAILED: {e}", fa.name(), fb.name())?;
+                    writeln!(
+                        out,
+                        "  {} -> {}: FAILED: {}",
+                        fa.name(),
+                        fb.name(),
+                        e.render(&crate::cli_hint)
+                    )?;
                 }
             }
         }

@@ -205,9 +205,10 @@ fn check_line(out: &mut dyn Write, c: &Check) -> std::io::Result<()> {
     match &c.detail {
         Some(d) => writeln!(
             out,
-            "{:<16} {subject:<28} {layer}: {}",
+            "{:<16} {subject:<28} {layer}: {}{}",
             mark(c.status),
-            escape(d)
+            escape(d),
+            key_flag(d)
         ),
         None => writeln!(out, "{:<16} {subject:<28} {layer}", mark(c.status)),
     }
@@ -260,6 +261,18 @@ fn covered(report: &VerifyReport) -> String {
     format!("{what} by {}", escape(&layers.join(", ")))
 }
 
+/// The flag that gives what a layer's "not checked" reason says is missing (the library
+/// says "no HMAC key given"; the CLI names its flag).
+fn key_flag(why: &str) -> &'static str {
+    if why.contains("no HMAC key given") {
+        " (--hmac-key-file)"
+    } else if why.contains("no public key given") {
+        " (--public-key)"
+    } else {
+        ""
+    }
+}
+
 fn print_text(
     out: &mut dyn Write,
     label: &str,
@@ -287,7 +300,10 @@ fn print_text(
                         counts.push(format!("{n} {word}"));
                     }
                 }
-                let why = l.why_not.as_deref().map(|w| format!(": {}", escape(w)));
+                let why = l
+                    .why_not
+                    .as_deref()
+                    .map(|w| format!(": {}{}", escape(w), key_flag(w)));
                 writeln!(
                     out,
                     "{:<28} {}{}",

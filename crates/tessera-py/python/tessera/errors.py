@@ -6,14 +6,17 @@ mapped one to one from the Rust library's error kinds. Each instance carries
 - ``kind``: the Rust kind's name (``"malformed"``, ``"integrity"``, …),
 - ``format``: the format the error came from (``"safetensors"``) or None,
 - ``subject``: the tensor, chunk or line concerned, or None,
-- ``offset``: the byte offset in the file, or None.
+- ``offset``: the byte offset in the file, or None,
+- ``hints``: the keyword arguments that would lift the error (``["cast"]``), or [],
+- ``refusals``: every refusal of a conversion, each ``(tensor or None, reason,
+  keyword or None)``, or [] (the message lists them grouped).
 
 Some classes also derive from the matching built-in exception, so code that already
 catches ``KeyError``, ``ValueError`` or ``OSError`` keeps working.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional, Tuple
 
 __all__ = [
     "TesseraError",
@@ -40,6 +43,8 @@ class TesseraError(Exception):
     format: Optional[str] = None
     subject: Optional[str] = None
     offset: Optional[int] = None
+    hints: List[str] = []
+    refusals: List[Tuple[Optional[str], str, Optional[str]]] = []
 
 
 class FormatError(TesseraError):

@@ -504,6 +504,17 @@ impl Container for ModelSet {
         }
         report
     }
+    fn lost(&self) -> Vec<crate::refusal::Lost> {
+        let mut out = Vec::new();
+        for s in &self.shards {
+            let Some(f) = &s.file else { continue };
+            out.extend(f.lost().into_iter().map(|mut l| {
+                l.what = format!("{}: {}", s.name, l.what);
+                l
+            }));
+        }
+        out
+    }
     fn warnings(&self) -> Vec<String> {
         let mut w: Vec<String> = self
             .checks

@@ -403,8 +403,7 @@ pub fn sign(
 ) -> Result<String> {
     let SecretKey::EcdsaP256(sk) = key else {
         return Err(Error::invalid_input(format!(
-            "a model-signing bundle is signed with an ECDSA P-256 PEM key, not an {} key \
-             (tessera keygen --algorithm ecdsa-p256)",
+            "a model-signing bundle is signed with an ECDSA P-256 PEM key, not an {} key",
             key.algorithm()
         )));
     };

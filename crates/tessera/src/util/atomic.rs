@@ -339,7 +339,29 @@ fn temporary_for(path: &Path) -> Result<(File, tempfile::TempPath, Live, PathBuf
         .suffix(".tmp")
         .tempfile_in(&dir)
         .map_err(|e| {
-            Error::from(e).at_subject(format!("creating a temporary file in {}", dir.display()))
+            // The user's terms: the folder they named, not the hidden temporary's path
+            // (tempfile's error carries it), and the OS error number kept for exit codes.
+            let code = e.raw_os_error().or(match e.kind() {
+                std::io::ErrorKind::NotFound => Some(libc::ENOENT),
+                std::io::ErrorKind::PermissionDenied => Some(libc::EACCES),
+                std::io::ErrorKind::NotADirectory => Some(libc::ENOTDIR),
+                std::io::ErrorKind::StorageFull => Some(libc::ENOSPC),
+                std::io::ErrorKind::ReadOnlyFilesystem => Some(libc::EROFS),
+                _ => None,
+            });
+            let err = match code {
+                Some(c) => Error::from(std::io::Error::from_raw_os_error(c)),
+                None => Error::from(e),
+            };
+            let what = if dir.exists() {
+                format!(
+                    "cannot create a file in the output folder {}",
+                    dir.display()
+                )
+            } else {
+                format!("the output folder {} does not exist", dir.display())
+            };
+            err.at_subject(what)
         })?;
     let (file, tmp_path) = tmp.into_parts();
     let live = Live::register(&tmp_path);

@@ -42,9 +42,9 @@ pub(super) fn tensor_bytes<'a>(v: &'a TensorView<'_>) -> Result<&'a [u8]> {
             v.parts.len()
         ))),
         l => Err(Error::unsupported(format!(
-            "tensor {:?} is {l}; AERO stores dense or packed tensors only (use --densify)",
+            "tensor {:?} is {l}; AERO stores dense or packed tensors only",
             v.info.name
-        ))),
+        )).with_hint(crate::refusal::Hint::Densify)),
     }
 }
 
@@ -82,9 +82,10 @@ pub(super) fn plan_tensors(
             Layout::Dense => {
                 let code = dtype_to_u16(info.dtype).ok_or_else(|| {
                     Error::unsupported(format!(
-                        "tensor {:?} is {}; AERO cannot store it (use --cast)",
+                        "tensor {:?} is {}; AERO cannot store it",
                         info.name, info.dtype
                     ))
+                    .with_hint(crate::refusal::Hint::Cast)
                 })?;
                 let q = take(&mut attrs, "quant_params", |v| matches!(v, Value::Map(_)));
                 // Attributes AERO has no field for (`requires_grad`, …) ride in TIDX.
@@ -112,9 +113,10 @@ pub(super) fn plan_tensors(
             }
             l => {
                 return Err(Error::unsupported(format!(
-                    "tensor {:?} is {l}; AERO stores dense or packed tensors only (use --densify)",
+                    "tensor {:?} is {l}; AERO stores dense or packed tensors only",
                     info.name
-                )))
+                ))
+                .with_hint(crate::refusal::Hint::Densify))
             }
         };
         let hash = if opts.tensor_hashes {

@@ -328,4 +328,20 @@ impl<'d> Container for FoldFile<'d> {
     fn warnings(&self) -> Vec<String> {
         self.warnings.clone()
     }
+    fn lost(&self) -> Vec<crate::refusal::Lost> {
+        self.damaged
+            .iter()
+            .filter_map(|(i, err)| {
+                let e = self.entries.get(*i)?;
+                Some(crate::refusal::Lost {
+                    what: format!(
+                        "{}, a {} chunk, and the tensors it holds",
+                        e.subject(),
+                        e.ctype()
+                    ),
+                    why: err.to_string(),
+                })
+            })
+            .collect()
+    }
 }

@@ -257,9 +257,9 @@ impl<'d> FoldFile<'d> {
                 }
                 Err(err) => {
                     let hint = if err.kind() == crate::ErrorKind::Integrity {
-                        "; `tessera verify` reports every layer, `tessera repair` restores chunks with ECC, --salvage reads the other chunks"
+                        "; a full verify reports every layer, a repair restores chunks with ECC"
                     } else {
-                        "; --salvage reads the other chunks"
+                        ""
                     };
                     return Err(Error::new(
                         err.kind(),
@@ -269,6 +269,7 @@ impl<'d> FoldFile<'d> {
                             err.message()
                         ),
                     )
+                    .with_hint(crate::refusal::Hint::Salvage)
                     .at_subject(self.entries[i].subject())
                     .at_offset(self.entries[i].payload_off()));
                 }

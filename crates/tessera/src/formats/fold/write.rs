@@ -155,7 +155,7 @@ impl<W: Write + Seek> FoldWriter<W> {
             Some(n) if n <= 254 => Some(n),
             Some(n) => {
                 return Err(Error::invalid_input(format!(
-                    "--ecc {n}: Reed-Solomon parity must be 1..=254 bytes per block"
+                    "ecc {n}: Reed-Solomon parity must be 1..=254 bytes per block"
                 )))
             }
         };

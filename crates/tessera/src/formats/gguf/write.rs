@@ -32,9 +32,10 @@ fn plan_tensor(info: &TensorInfo, notes: &mut Vec<String>) -> Result<Planned> {
     let ty = match &info.layout {
         Layout::Dense => GgmlType::from_dtype(info.dtype).ok_or_else(|| {
             Error::unsupported(format!(
-                "tensor {name:?} is {}; GGUF cannot store it (use --cast)",
+                "tensor {name:?} is {}; GGUF cannot store it",
                 info.dtype
             ))
+            .with_hint(crate::refusal::Hint::Cast)
         })?,
         Layout::Other(l) => {
             let ty = GgmlType::from_layout_name(l).ok_or_else(|| {
@@ -62,8 +63,9 @@ fn plan_tensor(info: &TensorInfo, notes: &mut Vec<String>) -> Result<Planned> {
         }
         l => {
             return Err(Error::unsupported(format!(
-                "tensor {name:?} is {l}; GGUF stores only dense tensors (use --densify)"
-            )))
+                "tensor {name:?} is {l}; GGUF stores only dense tensors"
+            ))
+            .with_hint(crate::refusal::Hint::Densify))
         }
     };
     let dims: Vec<u64> = info.shape.iter().rev().copied().collect();
@@ -191,6 +193,9 @@ fn pad(w: &mut impl Write, n: u64) -> Result<()> {
     Ok(())
 }
 
+/// The key llama.cpp needs to load a model.
+pub const ARCHITECTURE_KEY: &str = "general.architecture";
+
 /// Writes `src` as GGUF v3. See the module docs for the mapping.
 pub fn write(
     src: &dyn TensorSource,
@@ -198,6 +203,13 @@ pub fn write(
     _opts: &WriteOptions,
 ) -> Result<WriteReport> {
     let mut notes = Vec::new();
+    // llama.cpp refuses a model without it ("key not found in model:
+    // general.architecture"); gguf-py and Tessera read such a file.
+    if src.metadata().get(ARCHITECTURE_KEY).is_none() {
+        notes.push(format!(
+            "no {ARCHITECTURE_KEY} in the metadata: llama.cpp will not load this GGUF"
+        ));
+    }
     let (kv, kv_count, alignment) = encode_metadata(src, &mut notes)?;
     let plans = src
         .tensor_infos()

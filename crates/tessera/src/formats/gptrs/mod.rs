@@ -34,7 +34,10 @@
 //!   in its key order; a GPTRS→GPTRS rewrite with unchanged metadata copies the config
 //!   bytes verbatim (so a legacy config stays legacy and float spellings survive).
 //! - `requires_grad` is `TensorInfo::attrs["requires_grad"]` (Bool) and is written back
-//!   (a source without it writes 0).
+//!   (a source without it writes 0). A 0 byte reads as no attribute, not `false`: the
+//!   byte cannot tell "false" from "never said" (our writer stores 0 for a source that
+//!   never said it, e.g. safetensors), so `inspect` shows `requires_grad` only where the
+//!   file sets it. gpt.rs loads a missing flag as false, so nothing changes for it.
 //! - Opening reads the header, the config and the index only (the bytes before the
 //!   data: a few small reads to find their length, then one range); each tensor is read
 //!   by range when asked. Reads are zero-copy from an in-memory source (`Cow::Borrowed`

@@ -402,8 +402,10 @@ fn info_of(e: &IndexEntry, kind: Kind) -> Result<TensorInfo> {
     let dtype = raw::dtype_from_tag(e.dtype_tag)
         .ok_or_else(|| Error::malformed(format!("unknown dtype_tag {}", e.dtype_tag)))?;
     let mut info = TensorInfo::dense(e.name.clone(), dtype, e.dims.clone());
-    info.attrs
-        .insert("requires_grad", Value::Bool(e.requires_grad != 0));
+    // 0 is "not set": see the module docs (no invented `requires_grad: false`).
+    if e.requires_grad != 0 {
+        info.attrs.insert("requires_grad", Value::Bool(true));
+    }
     info.storage = Storage {
         offset: Some(e.offset_abs),
         stored_bytes: e.byte_len,

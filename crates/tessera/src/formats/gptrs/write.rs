@@ -80,9 +80,10 @@ impl<W: Write> GptrsWriter<W> {
             }
             let dtype_tag = raw::tag_from_dtype(t.dtype).ok_or_else(|| {
                 Error::unsupported(format!(
-                    "GPTRS cannot store {} (f32, f16, bf16, i32 only; use --cast)",
+                    "GPTRS cannot store {} (f32, f16, bf16, i32 only)",
                     t.dtype
                 ))
+                .with_hint(crate::refusal::Hint::Cast)
                 .at_subject(subject())
             })?;
             let byte_len = dense_nbytes(t.dtype, &t.shape)
@@ -232,9 +233,10 @@ pub fn write_source(
     for info in src.tensor_infos() {
         if info.layout != Layout::Dense {
             return Err(Error::unsupported(format!(
-                "GPTRS stores only dense tensors, this one is {} (use --densify)",
+                "GPTRS stores only dense tensors, this one is {}",
                 info.layout
             ))
+            .with_hint(crate::refusal::Hint::Densify)
             .at_subject(format!("tensor {:?}", info.name)));
         }
         planned.push(PlannedTensor {
@@ -251,8 +253,9 @@ pub fn write_source(
             if n > 0 {
                 return Err(Error::unsupported(format!(
                     "a GPTRS tensor archive carries no metadata and the source has {n} keys \
-                     (use --drop-metadata, or write a .gptrs checkpoint)"
-                )));
+                     (or write a .gptrs checkpoint)"
+                ))
+                .with_hint(crate::refusal::Hint::DropMetadata));
             }
             None
         }

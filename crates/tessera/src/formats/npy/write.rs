@@ -14,9 +14,10 @@ use crate::tensor::{Layout, TensorInfo};
 fn check_dense(info: &TensorInfo) -> Result<()> {
     if info.layout != Layout::Dense {
         return Err(Error::unsupported(format!(
-            "tensor {:?} is {}; NumPy arrays are dense (use --densify)",
+            "tensor {:?} is {}; NumPy arrays are dense",
             info.name, info.layout
-        )));
+        ))
+        .with_hint(crate::refusal::Hint::Densify));
     }
     Ok(())
 }

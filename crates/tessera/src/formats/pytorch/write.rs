@@ -63,15 +63,17 @@ pub fn write(
     for (i, info) in infos.iter().enumerate() {
         if info.layout != Layout::Dense {
             return Err(Error::unsupported(format!(
-                "tensor {:?} is {}; .pt is written with dense tensors only (use --densify)",
+                "tensor {:?} is {}; .pt is written with dense tensors only",
                 info.name, info.layout
-            )));
+            ))
+            .with_hint(crate::refusal::Hint::Densify));
         }
         if pickler::storage_class(info.dtype).is_none() {
             return Err(Error::unsupported(format!(
-                "tensor {:?} is {}, which torch 1.13 has no storage for (use --cast)",
+                "tensor {:?} is {}, which torch 1.13 has no storage for",
                 info.name, info.dtype
-            )));
+            ))
+            .with_hint(crate::refusal::Hint::Cast));
         }
         if !names.insert(info.name.as_str()) {
             return Err(Error::invalid_input(format!(

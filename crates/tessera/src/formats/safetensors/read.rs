@@ -133,7 +133,9 @@ impl<'data> SafetensorsFile<'data> {
             }
             if end > buffer_len {
                 return Err(Error::malformed(format!(
-                    "data_offsets [{begin}, {end}] run past the end of the file (byte buffer is {buffer_len} bytes)"
+                    "truncated: the header says the data runs to byte {} (data_offsets [{begin}, {end}]) but the file ends at byte {}",
+                    header_end.saturating_add(end),
+                    header_end.saturating_add(buffer_len)
                 ))
                 .at_subject(subject));
             }

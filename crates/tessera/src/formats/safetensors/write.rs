@@ -92,9 +92,10 @@ fn plan(infos: &[TensorInfo]) -> Result<Vec<Planned>> {
     for info in infos {
         if info.layout != Layout::Dense {
             return Err(Error::unsupported(format!(
-                "tensor {:?} is {}; safetensors stores only dense tensors (use --densify)",
+                "tensor {:?} is {}; safetensors stores only dense tensors",
                 info.name, info.layout
-            )));
+            ))
+            .with_hint(crate::refusal::Hint::Densify));
         }
         if info.name == METADATA_KEY {
             return Err(Error::invalid_input(
@@ -109,9 +110,10 @@ fn plan(infos: &[TensorInfo]) -> Result<Vec<Planned>> {
         }
         let (dtype, rank) = raw::dtype_name(info.dtype).ok_or_else(|| {
             Error::unsupported(format!(
-                "tensor {:?} is {}, which safetensors cannot store (use --cast)",
+                "tensor {:?} is {}, which safetensors cannot store",
                 info.name, info.dtype
             ))
+            .with_hint(crate::refusal::Hint::Cast)
         })?;
         plan.push(Planned {
             name: info.name.clone(),

@@ -45,21 +45,26 @@ pub fn encrypt(plain: &[u8], recipients: &[String], passphrase: Option<&str>) ->
     Ok(out)
 }
 
-/// Decrypts an age-armored file with the identities or passphrase of `opts`.
+/// Decrypts an age-armored file with the identities or passphrase of `opts`. Errors
+/// say `age:` once (as the format, whichever path called).
 pub fn decrypt(data: &[u8], opts: &ReadOptions) -> Result<Vec<u8>> {
+    decrypt_inner(data, opts).map_err(|e| e.in_format("age"))
+}
+
+fn decrypt_inner(data: &[u8], opts: &ReadOptions) -> Result<Vec<u8>> {
     let dec = age::Decryptor::new_buffered(ArmoredReader::new(data))
-        .map_err(|e| Error::malformed(format!("age: {e}")))?;
+        .map_err(|e| Error::malformed(format!("{e}")))?;
     let reader = if dec.is_scrypt() {
         let p = opts.age_passphrase.as_ref().ok_or_else(|| {
-            Error::invalid_input("age: the file is passphrase-encrypted; give --passphrase-file")
+            Error::invalid_input("the file is passphrase-encrypted")
+                .with_hint(crate::refusal::Hint::Passphrase)
         })?;
         let id = age::scrypt::Identity::new(SecretString::from(p.clone()));
         dec.decrypt(std::iter::once(&id as &dyn age::Identity))
     } else {
         if opts.age_identities.is_empty() {
-            return Err(Error::invalid_input(
-                "age: the file is encrypted to recipients; give --identity",
-            ));
+            return Err(Error::invalid_input("the file is encrypted to recipients")
+                .with_hint(crate::refusal::Hint::Identity));
         }
         let ids = opts
             .age_identities
@@ -71,16 +76,20 @@ pub fn decrypt(data: &[u8], opts: &ReadOptions) -> Result<Vec<u8>> {
             .collect::<Result<Vec<_>>>()?;
         dec.decrypt(ids.iter().map(|i| i as &dyn age::Identity))
     }
-    .map_err(|e| Error::integrity(format!("age: cannot decrypt: {e}")))?;
+    .map_err(|e| {
+        Error::integrity(format!(
+            "cannot decrypt (wrong passphrase, or not encrypted to these identities): {e}"
+        ))
+    })?;
     let cap = opts.limits.max_decoded_bytes;
     let mut out = Vec::new();
     reader
         .take(cap.saturating_add(1))
         .read_to_end(&mut out)
-        .map_err(|e| Error::integrity(format!("age: {e}")))?;
+        .map_err(|e| Error::integrity(format!("{e}")))?;
     if out.len() as u64 > cap {
         return Err(Error::limit(format!(
-            "age: decrypted data over the {cap}-byte limit"
+            "decrypted data over the {cap}-byte limit"
         )));
     }
     Ok(out)

@@ -168,6 +168,8 @@ pub struct WtxtContainer<'d> {
     infos: Vec<TensorInfo>,
     metadata: Metadata,
     warnings: Vec<String>,
+    /// What a salvaging open left out (also said in `warnings`).
+    lost: Vec<crate::refusal::Lost>,
     /// [`ReadOptions::hmac_key`]: array HMACs are checked on read when set.
     hmac_key: Option<Vec<u8>>,
 }
@@ -187,7 +189,7 @@ pub fn open_container<'d>(data: Cow<'d, [u8]>, opts: &ReadOptions) -> Result<Wtx
             let plain = crypt::decrypt(&data, opts)?;
             if Format::detect(&plain) != Some(Format::Wtxt) {
                 return Err(Error::unsupported(
-                    "age: the decrypted file is not a WTXT snapshot",
+                    "the decrypted file is not a WTXT snapshot",
                 ));
             }
             return open_container(Cow::Owned(plain), opts);
@@ -218,6 +220,14 @@ pub fn open_container<'d>(data: Cow<'d, [u8]>, opts: &ReadOptions) -> Result<Wtx
         _ => {}
     }
     let file = WtxtFile::parse(data, opts)?;
+    let mut lost: Vec<crate::refusal::Lost> = file
+        .lost
+        .iter()
+        .map(|(what, why)| crate::refusal::Lost {
+            what: what.clone(),
+            why: why.clone(),
+        })
+        .collect();
     let mut warnings: Vec<String> = file
         .lost
         .iter()
@@ -232,6 +242,10 @@ pub fn open_container<'d>(data: Cow<'d, [u8]>, opts: &ReadOptions) -> Result<Wtx
             if let Err(e) = decode_checked(&file, a, true) {
                 keep[i] = false;
                 warnings.push(format!("lost array {:?}: {e}", a.arr.name));
+                lost.push(crate::refusal::Lost {
+                    what: format!("array {:?}", a.arr.name),
+                    why: e.to_string(),
+                });
             }
         }
     }
@@ -260,6 +274,7 @@ pub fn open_container<'d>(data: Cow<'d, [u8]>, opts: &ReadOptions) -> Result<Wtx
         infos,
         metadata: Metadata::new(),
         warnings,
+        lost,
         hmac_key: opts.hmac_key.clone(),
     })
 }
@@ -350,6 +365,9 @@ impl Container for WtxtContainer<'_> {
     }
     fn warnings(&self) -> Vec<String> {
         self.warnings.clone()
+    }
+    fn lost(&self) -> Vec<crate::refusal::Lost> {
+        self.lost.clone()
     }
 }
 

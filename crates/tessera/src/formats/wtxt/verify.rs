@@ -53,7 +53,7 @@ fn array_checks(
             subj,
             "hmac",
             Status::Unauthenticated,
-            Some("no HMAC key given (--hmac-key-file)".into()),
+            Some("no HMAC key given".into()),
         ),
         (false, true, Some(m)) => {
             if m == a.arr.hmac {
@@ -203,7 +203,7 @@ fn file_checks(
             "signature",
             Status::Unauthenticated,
             Some(format!(
-                "signed by keyid {}; no public key given (--public-key)",
+                "signed by keyid {}; no public key given",
                 hex(&s.keyid)
             )),
         ),

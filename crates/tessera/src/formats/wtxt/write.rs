@@ -110,10 +110,10 @@ fn read_prev(opts: &WriteOptions) -> Result<([u8; 32], Option<u64>)> {
         ..Default::default()
     };
     let f = super::read::WtxtFile::parse(std::borrow::Cow::Borrowed(&data), &ropts)
-        .map_err(|e| e.at_subject(format!("--prev {}", p.display())))?;
+        .map_err(|e| e.at_subject(format!("prev {}", p.display())))?;
     let root = f.final_root().ok_or_else(|| {
         Error::invalid_input(format!(
-            "--prev {}: a WTXT-S without its WSUM has no merkle_this to chain from",
+            "prev {}: a WTXT-S without its WSUM has no merkle_this to chain from",
             p.display()
         ))
     })?;
@@ -162,17 +162,19 @@ pub fn write(
         let name = &info.name;
         if info.layout != Layout::Dense {
             return Err(Error::unsupported(format!(
-                "tensor {name:?} is {}; WTXT stores dense arrays only (use --densify)",
+                "tensor {name:?} is {}; WTXT stores dense arrays only",
                 info.layout
-            )));
+            ))
+            .with_hint(crate::refusal::Hint::Densify));
         }
         if raw::EXT_DTYPES.contains(&info.dtype) {
             exts.push("ext_dtypes");
         } else if !raw::BASE_DTYPES.contains(&info.dtype) {
             return Err(Error::unsupported(format!(
-                "tensor {name:?}: WTXT cannot store {} (use --cast)",
+                "tensor {name:?}: WTXT cannot store {}",
                 info.dtype
-            )));
+            ))
+            .with_hint(crate::refusal::Hint::Cast));
         }
         if !raw::is_spec_name(name) {
             if !raw::is_ext_name(name) {

@@ -351,9 +351,10 @@ pub fn write(
     let mut report = WriteReport::default();
     if let Some(c) = src.chunks().iter().find(|c| !c.holds_tensors) {
         return Err(Error::unsupported(format!(
-            "zTensor cannot carry opaque chunks (first: {:?}); convert with --drop-metadata",
+            "zTensor cannot carry opaque chunks (first: {:?})",
             c.name
-        )));
+        ))
+        .with_hint(crate::refusal::Hint::DropMetadata));
     }
     let mut w = ZtensorWriter::new(out, opts)?;
     w.set_metadata(src.metadata());

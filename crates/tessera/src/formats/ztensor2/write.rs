@@ -477,9 +477,10 @@ pub fn write(
     let mut report = WriteReport::default();
     if let Some(c) = src.chunks().iter().find(|c| !c.holds_tensors) {
         return Err(Error::unsupported(format!(
-            "zTensor v2 cannot carry opaque chunks (first: {:?}); convert with --drop-metadata",
+            "zTensor v2 cannot carry opaque chunks (first: {:?})",
             c.name
-        )));
+        ))
+        .with_hint(crate::refusal::Hint::DropMetadata));
     }
     let mut w = Ztensor2Writer::new(out, opts)?;
     w.set_metadata(src.metadata())?;

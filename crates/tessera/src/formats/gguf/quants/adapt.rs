@@ -51,13 +51,13 @@ pub fn check_options(
     if let Some(d) = dequant {
         if !DEQUANTIZE_DTYPES.contains(&d) {
             return Err(Error::invalid_input(format!(
-                "--dequantize takes f32, f16 or bf16, not {d}"
+                "dequantize takes f32, f16 or bf16, not {d}"
             )));
         }
     }
     if quant.is_some() && target != Format::Gguf {
         return Err(Error::invalid_input(format!(
-            "--quantize writes GGUF; the target is {}",
+            "quantize writes GGUF; the target is {}",
             target.title()
         )));
     }

@@ -331,8 +331,9 @@ pub fn f32_to_bytes(name: &str, v: &[f32], to: DType) -> Result<Vec<u8>> {
                     let h = half::f16::from_f32(f);
                     if f.is_finite() && h.is_infinite() {
                         return Err(Error::invalid_input(format!(
-                            "tensor {name:?}: value {f} overflows f16 (use --dequantize f32 or bf16)"
-                        )));
+                            "tensor {name:?}: value {f} overflows f16"
+                        ))
+                        .with_hint(crate::refusal::Hint::Dequantize));
                     }
                     ob.copy_from_slice(&h.to_le_bytes());
                 }
