@@ -30,6 +30,7 @@
 pub mod any;
 pub mod cast;
 pub mod convert;
+pub mod diff;
 pub mod dtype;
 pub mod error;
 pub mod format;
