@@ -114,7 +114,7 @@ pub const PROGRESS_TEMPLATE: &str =
 pub struct Progress {
     bar: indicatif::ProgressBar,
     start: Instant,
-    shown: std::cell::Cell<bool>,
+    shown: std::sync::atomic::AtomicBool,
     enabled: bool,
 }
 
@@ -130,17 +130,21 @@ impl Progress {
         Progress {
             bar,
             start: Instant::now(),
-            shown: std::cell::Cell::new(false),
+            shown: std::sync::atomic::AtomicBool::new(false),
             enabled: std::io::stderr().is_terminal(),
         }
     }
     /// Advances by `n`.
     pub fn inc(&self, n: u64) {
         self.bar.inc(n);
-        if self.enabled && !self.shown.get() && self.start.elapsed() > Duration::from_secs(1) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.enabled
+            && !self.shown.load(Relaxed)
+            && self.start.elapsed() > Duration::from_secs(1)
+        {
             self.bar
                 .set_draw_target(indicatif::ProgressDrawTarget::stderr());
-            self.shown.set(true);
+            self.shown.store(true, Relaxed);
         }
     }
     /// Removes the bar.

@@ -497,6 +497,27 @@ impl File {
         .py()
     }
 
+    /// Compares this file with `other` (tensors by name, dtype, shape, values within
+    /// `atol`/`rtol`, metadata), with the GIL released: see `tessera.diff`.
+    #[pyo3(signature = (other, *, atol=0.0, rtol=0.0))]
+    fn diff<'py>(
+        &self,
+        py: Python<'py>,
+        other: PyRef<'py, File>,
+        atol: f64,
+        rtol: f64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let opts = tessera::diff::DiffOptions::new().atol(atol).rtol(rtol);
+        let other = other.shared.clone();
+        let report = py
+            .detach(|| {
+                self.shared
+                    .with(|a| other.with(|b| tessera::diff::diff(a, b, &opts)))
+            })
+            .py()?;
+        crate::diff::report_to_py(py, &report)
+    }
+
     /// Checks the tensors against a detached signature (`sign`'s text or bytes) with the
     /// trusted public key (32 Ed25519 bytes, or PEM text); only `tensors` when given. Same shape as `verify`.
     #[pyo3(signature = (signature, public_key, *, tensors=None))]

@@ -3,9 +3,10 @@
 //! Thin: it opens files ([`file`]), copies owned loads out with parallel positional
 //! reads ([`fill`]), hands tensor bytes to numpy without a copy
 //! ([`owner`], the only module with `unsafe`), writes tensors ([`save`]) and maps
-//! errors and metadata ([`values`]). The Python layer (`python/tessera/`) turns the
+//! errors and metadata ([`values`]); [`diff`] renders the library's comparison. The Python layer (`python/tessera/`) turns the
 //! buffers into numpy arrays or torch tensors and provides the safetensors-style API.
 
+mod diff;
 mod file;
 mod fill;
 mod owner;

@@ -1,12 +1,12 @@
 //! Keeping a file's bytes alive for as long as Python holds arrays into them.
 //!
-//! This is the one module of the extension with `unsafe` (one `impl Send`), and the one
-//! place where raw pointers are handed to numpy. The pieces:
+//! This is the one module of the extension with `unsafe` (reading a numpy array's bytes
+//! in place), and the one place where raw pointers are handed to numpy. The pieces:
 //!
 //! - [`Opened`] (the library's): a file's bytes ([`tessera::FileData`], usually a
 //!   read-only mmap) and the [`Container`] parsed from them, or a model set's shards,
 //!   each such a pair. It owns every byte its container borrows.
-//! - [`Shared`]: an `Opened` behind a mutex, shared (`Arc`) by the Python `File` object
+//! - [`Shared`]: an `Opened` (`Send + Sync`, no lock), shared (`Arc`) by the Python `File` object
 //!   and by every [`Buffer`] that points into the mapping.
 //! - [`Buffer`]: a Python object exposing numpy's `__array_interface__` over either a
 //!   range of a mapped file (read-only, zero-copy; it holds the `Arc<Shared>` so the
@@ -23,32 +23,19 @@
 //! `__array_interface__` rather than the buffer protocol: the extension is built once for
 //! every CPython ≥ 3.9 (abi3), and the buffer protocol is only in the limited API from 3.11.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use tessera::source::OwnedBytes;
 use tessera::{Container, Opened};
 
-/// [`Opened`] made `Send`, so that a mutex can make it `Sync` and the GIL can be released
-/// while a container decodes, hashes or decompresses.
-pub struct SendOpened(Opened);
-
-// SAFETY: `Container` has no `Send` bound, so a format's container *could* hold `!Send`
-// state (an `Rc`, a `Cell` cache). Moving such a value to another thread is sound when no
-// other handle to that state lives outside it and it is never used from two threads at
-// once. Both hold here: the container is reached only through `Shared::lock` (a mutex,
-// one thread at a time), and everything it hands out through the `Container` /
-// `TensorSource` API (`TensorView`, `TensorInfo`, `Metadata`, `ChunkInfo`,
-// `VerifyReport`, `Cow<[u8]>`) is plain owned data or a borrow of the file's bytes,
-// never a handle to its internal state. The bytes (`FileData`: an mmap or a `Vec`) are
-// themselves `Send + Sync`. A model set is a list of such files and plain owned indexes.
-#[allow(unsafe_code)]
-unsafe impl Send for SendOpened {}
-
 /// An opened file shared between the `File` object and the arrays borrowing its bytes.
+///
+/// No lock: the library's `Container` is `Send + Sync`, so any number of threads may
+/// read through it at once with the GIL released.
 pub struct Shared {
-    inner: Mutex<SendOpened>,
+    opened: Opened,
     /// Address and length of each file's bytes (stable: an mmap, or a heap buffer that
     /// is never resized), to tell zero-copy borrows from decoded buffers.
     regions: Vec<(usize, usize)>,
@@ -62,18 +49,13 @@ impl Shared {
             .iter()
             .map(|d| (d.as_ptr() as usize, d.len()))
             .collect();
-        Shared {
-            inner: Mutex::new(SendOpened(opened)),
-            regions,
-        }
+        Shared { opened, regions }
     }
 
-    /// Runs `f` on the container. Call it with the GIL released (`py.detach`): the lock
-    /// may wait for another thread's long decode.
+    /// Runs `f` on the container. Call it with the GIL released (`py.detach`) when `f`
+    /// decodes, hashes or reads: other threads may run their own reads meanwhile.
     pub fn with<R>(&self, f: impl FnOnce(&dyn Container) -> R) -> R {
-        let guard: MutexGuard<'_, SendOpened> =
-            self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        f(guard.0.container())
+        f(self.opened.container())
     }
 
     /// The address of `bytes` when they are a sub-slice of one of the files' bytes.

@@ -30,7 +30,9 @@
 pub mod any;
 pub mod cast;
 pub mod convert;
+pub mod diff;
 pub mod dtype;
+pub mod element;
 pub mod error;
 pub mod format;
 pub mod formats;
@@ -48,6 +50,9 @@ pub mod signing;
 pub mod source;
 pub mod sparse;
 pub mod tensor;
+/// Internals the CLI, the benchmarks, the Python crate and the fuzz targets share
+/// (atomic writes, Python-compatible JSON, key files): not a stable API.
+#[doc(hidden)]
 pub mod util;
 pub mod values;
 pub mod verify;
@@ -55,6 +60,7 @@ pub mod verify;
 pub use any::{open, ReadOptions};
 pub use convert::{ConvertOptions, WriteOptions};
 pub use dtype::DType;
+pub use element::Element;
 pub use error::{Error, ErrorKind, Result};
 pub use format::Format;
 pub use limits::Limits;
@@ -66,3 +72,46 @@ pub use set::{open_location, open_path, ModelSet, Opened};
 pub use source::FileData;
 pub use tensor::{ChunkInfo, Layout, Part, Storage, TensorInfo, TensorView};
 pub use verify::{layer_kind, Check, LayerKind, LayerSummary, Status, VerifyOptions, VerifyReport};
+
+/// Opens a file, a model set or a URL (see [`open_path`]) with the default
+/// [`ReadOptions`]: checked reads, files mapped read-only.
+///
+/// ```no_run
+/// let file = tessera::open_file("model.safetensors")?;
+/// let w = file.container().tensor("w")?.to_vec::<f32>()?;
+/// # Ok::<(), tessera::Error>(())
+/// ```
+pub fn open_file(path: impl AsRef<std::path::Path>) -> Result<Opened> {
+    open_path(path.as_ref(), &ReadOptions::default())
+}
+
+/// Converts the file at `src` (any readable format, detected by content) into the
+/// format `dst`'s extension names, atomically, with default writer options; a loss
+/// (cast, densify, drop metadata) only where `opts` allows it. For writer options or
+/// an explicit format, use [`convert::convert_file`].
+///
+/// ```no_run
+/// tessera::convert_file("model.safetensors", "model.zt", &tessera::ConvertOptions::default())?;
+/// # Ok::<(), tessera::Error>(())
+/// ```
+pub fn convert_file(
+    src: impl AsRef<std::path::Path>,
+    dst: impl AsRef<std::path::Path>,
+    opts: &ConvertOptions,
+) -> Result<convert::WriteReport> {
+    let dst = dst.as_ref();
+    let format = Format::from_path(dst).ok_or_else(|| {
+        Error::invalid_input(format!(
+            "{}: no format is named by this extension",
+            dst.display()
+        ))
+    })?;
+    let opened = open_file(src)?;
+    convert::convert_file(
+        opened.container(),
+        format,
+        dst,
+        *opts,
+        &WriteOptions::default(),
+    )
+}

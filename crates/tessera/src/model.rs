@@ -23,7 +23,7 @@ pub fn tensor_position(index: &HashMap<String, usize>, name: &str) -> Result<usi
 /// Anything tensors can be read from: an opened file, an in-memory [`Model`], or an
 /// adapter (cast, densify) over another source. Writers take a `&dyn TensorSource` and
 /// ask for one tensor at a time, so memory stays near one tensor.
-pub trait TensorSource {
+pub trait TensorSource: Send + Sync {
     /// File-level metadata.
     fn metadata(&self) -> &Metadata;
     /// Every tensor, in file order.
@@ -221,5 +221,21 @@ impl TensorSource for Model {
             .position(|c| c.name == name)
             .map(|i| Cow::Borrowed(self.chunk_bytes[i].as_slice()))
             .ok_or_else(|| Error::not_found(format!("no chunk named {name:?}")))
+    }
+}
+
+#[cfg(test)]
+mod send_sync {
+    fn assert_send_sync<T: Send + Sync + ?Sized>() {}
+
+    /// What a caller shares between threads (the Python package reads one file from
+    /// many threads with no lock) is `Send + Sync`: opened files, sets, boxed containers.
+    #[test]
+    fn opened_files_and_sets_are_send_and_sync() {
+        assert_send_sync::<dyn crate::Container>();
+        assert_send_sync::<Box<dyn crate::Container>>();
+        assert_send_sync::<crate::Opened>();
+        assert_send_sync::<crate::ModelSet>();
+        assert_send_sync::<crate::Model>();
     }
 }

@@ -499,11 +499,14 @@ impl<'d> From<&'d dyn ByteSource> for SourceRef<'d> {
     }
 }
 
-/// An owned, page-aligned byte buffer for loading tensors out of a file.
+/// An owned, page-aligned byte buffer for loading tensors out of a file. Hidden from
+/// the docs: the Python crate's loads use it, it is not a stable API.
+///
 ///
 /// Large buffers (2 MiB and up) are anonymous memory maps advised to use transparent
 /// huge pages: copying a big tensor into a fresh `Vec` is dominated by 4 KiB page faults,
 /// and huge pages cut those by 512x. Small buffers are plain `Vec`s.
+#[doc(hidden)]
 pub struct OwnedBytes {
     inner: OwnedInner,
 }

@@ -4,8 +4,8 @@
 
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::borrow::Cow;
-use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use tessera::convert::{self, WriteOptions};
 use tessera::{DType, Format, Metadata, Result, TensorInfo, TensorSource, TensorView};
@@ -42,7 +42,7 @@ const ELEMS: u64 = 256 * 1024; // 1 MiB of f32 each
 struct OnDemand {
     meta: Metadata,
     infos: Vec<TensorInfo>,
-    asked: Cell<Vec<String>>,
+    asked: Mutex<Vec<String>>,
 }
 
 impl TensorSource for OnDemand {
@@ -54,9 +54,7 @@ impl TensorSource for OnDemand {
     }
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         let info = self.infos.iter().find(|i| i.name == name).unwrap().clone();
-        let mut asked = self.asked.take();
-        asked.push(name.to_string());
-        self.asked.set(asked);
+        self.asked.lock().unwrap().push(name.to_string());
         let seed = name.len() as u8;
         let data: Vec<u8> = (0..ELEMS * 4).map(|i| (i as u8) ^ seed).collect();
         TensorView::dense(info, Cow::Owned(data))
@@ -76,7 +74,7 @@ fn writing_holds_about_one_tensor_at_a_time() {
     let src = OnDemand {
         meta,
         infos,
-        asked: Cell::new(Vec::new()),
+        asked: Mutex::new(Vec::new()),
     };
     let one = (ELEMS * 4) as usize;
     // An output that counts and drops the bytes, so only the writer's memory counts.
@@ -115,7 +113,7 @@ fn writing_holds_about_one_tensor_at_a_time() {
         peak < 2 * one,
         "peak {peak} bytes while writing {TENSORS} tensors of {one}: not streaming"
     );
-    let asked = src.asked.take();
+    let asked = std::mem::take(&mut *src.asked.lock().unwrap());
     let mut sorted = asked.clone();
     sorted.sort();
     assert_eq!(asked, sorted, "data is requested in name order, once each");

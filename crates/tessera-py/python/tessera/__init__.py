@@ -58,6 +58,7 @@ __all__ = [
     "id",
     "sign",
     "verify_signature",
+    "diff",
     "File",
     "Tensor",
     "VerifyReport",
@@ -166,6 +167,25 @@ def verify_signature(
     """Checks a file (any conversion of the signed model) against a detached signature:
     see :meth:`File.verify_signature`."""
     return open(path, **kwargs).verify_signature(signature, public_key, tensors=tensors)
+
+
+def diff(
+    a: Union[PathLike, "File"],
+    b: Union[PathLike, "File"],
+    *,
+    atol: float = 0.0,
+    rtol: float = 0.0,
+    **kwargs: Any,
+) -> Dict[str, Any]:
+    """Compares two files (paths or opened :class:`File`\ s, any formats) as ``tessera
+    diff --json`` does: tensors ``added`` / ``removed`` / ``changed`` (dtype, shape,
+    layout, element counts and largest differences), ``within_tolerance`` (values all
+    close: numpy's ``isclose`` with ``atol``/``rtol``, exact by default), ``metadata``
+    (``added``, ``removed``, ``changed``, ``values``: key -> (a, b), ``not_compared``),
+    and ``same``. ``kwargs`` go to :func:`open` for paths."""
+    fa = a if isinstance(a, File) else open(a, **kwargs)
+    fb = b if isinstance(b, File) else open(b, **kwargs)
+    return fa._f.diff(fb._f, atol=float(atol), rtol=float(rtol))
 
 
 def formats() -> List[Dict[str, Any]]:

@@ -47,6 +47,15 @@ def verify_signature(
     **kwargs: Any,
 ) -> VerifyReport: ...
 @dataclass(frozen=True)
+def diff(
+    a: Union[_Path, File],
+    b: Union[_Path, File],
+    *,
+    atol: float = 0.0,
+    rtol: float = 0.0,
+    **kwargs: Any,
+) -> Dict[str, Any]: ...
+
 class Check:
     subject: str
     layer: str

@@ -550,7 +550,7 @@ mod tests {
     }
 
     /// Counts the tensors read through it.
-    struct Counting<'a>(&'a Model, std::cell::Cell<usize>);
+    struct Counting<'a>(&'a Model, std::sync::atomic::AtomicUsize);
 
     impl TensorSource for Counting<'_> {
         fn metadata(&self) -> &crate::Metadata {
@@ -560,7 +560,7 @@ mod tests {
             self.0.tensor_infos()
         }
         fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
-            self.1.set(self.1.get() + 1);
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.0.tensor(name)
         }
     }
@@ -571,12 +571,12 @@ mod tests {
         let public = key.public();
         let m = model(1.0);
         let s = SignedManifest::sign(&m, false, &key).unwrap();
-        let counting = Counting(&m, std::cell::Cell::new(0));
+        let counting = Counting(&m, std::sync::atomic::AtomicUsize::new(0));
         let r = s.verify(&counting, &public, &["a".to_string()]);
         assert!(r.is_ok(), "{r:?}");
-        assert_eq!(counting.1.get(), 1);
+        assert_eq!(counting.1.load(std::sync::atomic::Ordering::Relaxed), 1);
         let r = s.verify(&counting, &public, &[]);
         assert!(r.is_ok(), "{r:?}");
-        assert_eq!(counting.1.get(), 3);
+        assert_eq!(counting.1.load(std::sync::atomic::Ordering::Relaxed), 3);
     }
 }
