@@ -484,6 +484,10 @@ pub struct StatsArgs {
     /// Only the tensors whose names match this glob (`*` any run, `?` one character).
     #[arg(long, value_name = "GLOB")]
     pub filter: Option<String>,
+    /// Also draw each tensor's histogram (40 bins over its finite range) into this SVG
+    /// file; with --json each tensor gets a "histogram" {"edges", "counts"}.
+    #[arg(long, value_name = "OUT.svg")]
+    pub plot: Option<PathBuf>,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,

@@ -88,3 +88,58 @@ fn verify_values_fails_on_nan_and_inf_naming_the_tensors() {
     );
     assert_eq!(tessera(&["verify", &f]).status.code(), Some(0));
 }
+
+#[test]
+fn plot_draws_numpys_histograms_into_an_svg() {
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data("expected.json")).unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("h.svg");
+    let o = tessera(&[
+        "stats",
+        &data("values.npz"),
+        "--json",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for t in doc["tensors"].as_array().unwrap() {
+        let name = t["name"].as_str().unwrap();
+        assert_eq!(
+            t["histogram"]["counts"], expected[name]["hist"],
+            "{name}: numpy.histogram's counts"
+        );
+    }
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    assert!(text.trim_end().ends_with("</svg>"));
+    // One bar per non-empty bin of every tensor.
+    let bars: usize = expected
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|e| {
+            e["hist"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| c.as_u64() != Some(0))
+                .count()
+        })
+        .sum();
+    assert_eq!(text.matches("<rect x=").count(), bars);
+    // Only SVG is written; refused before reading.
+    let o = tessera(&["stats", &data("values.npz"), "--plot", "x.png"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -239,6 +239,63 @@ impl Stats {
     }
 }
 
+/// Edges of `bins` equal-width bins over `[lo, hi]` as numpy's `histogram` makes them
+/// (`linspace`; a range of one value widened by 0.5 each side).
+pub fn histogram_edges(lo: f64, hi: f64, bins: usize) -> Vec<f64> {
+    let (lo, hi) = if lo == hi {
+        (lo - 0.5, hi + 0.5)
+    } else {
+        (lo, hi)
+    };
+    let bins = bins.max(1);
+    let step = (hi - lo) / bins as f64;
+    let mut e: Vec<f64> = (0..=bins).map(|i| lo + i as f64 * step).collect();
+    e[bins] = hi;
+    e
+}
+
+/// Counts of the finite elements of `bytes` (dtype `dtype`) in the bins of `edges`
+/// ([`histogram_edges`]), by numpy's rule: bin `i` holds `edges[i] <= x < edges[i+1]`,
+/// the last also `x == edges[bins]`; elements outside are not counted. In parallel over
+/// blocks.
+pub fn histogram(dtype: DType, bytes: &[u8], edges: &[f64]) -> Vec<u64> {
+    use rayon::prelude::*;
+    let bins = edges.len().saturating_sub(1);
+    if bins == 0 {
+        return Vec::new();
+    }
+    let (lo, hi) = (edges[0], edges[bins]);
+    let norm = bins as f64 / (hi - lo);
+    let size = dtype.size().max(1);
+    let block = (BLOCK / size).max(1) * size;
+    let count = |b: &[u8]| {
+        let mut h = vec![0u64; bins];
+        for i in 0..b.len() / size {
+            let Some(x) = dtype.element_as_f64(b, i) else {
+                continue;
+            };
+            if !(x >= lo && x <= hi) {
+                continue;
+            }
+            let mut k = (((x - lo) * norm) as usize).min(bins - 1);
+            if x < edges[k] {
+                k = k.saturating_sub(1);
+            } else if k + 1 < bins && x >= edges[k + 1] {
+                k += 1;
+            }
+            h[k] += 1;
+        }
+        h
+    };
+    bytes.par_chunks(block).map(count).reduce(
+        || vec![0u64; bins],
+        |mut a, b| {
+            a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
+            a
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

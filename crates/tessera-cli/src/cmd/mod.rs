@@ -11,6 +11,7 @@ pub mod keys;
 pub mod repair;
 pub mod sign;
 pub mod stats;
+pub mod stats_plot;
 pub mod tour;
 pub mod verify;
 pub mod wtxt;

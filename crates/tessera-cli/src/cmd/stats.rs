@@ -12,6 +12,11 @@
 //!
 //! Exit 0 (NaN and Inf are reported, not failures: `verify --values` fails on them).
 //!
+//! `--plot OUT.svg` also counts each tensor's finite values into 40 bins over its
+//! [min, max] (numpy's `histogram` rule; one more pass over the tensor) and draws them
+//! (`stats_plot.rs`); with `--json` each tensor then carries `"histogram": {"edges",
+//! "counts"}`. Another extension than `.svg` is refused before anything is read.
+//!
 //! JSON shape: `{"file", "format", "tensors": [{"name", "dtype", "shape", "count",
 //! "min", "max", "mean", "std", "nan", "pos_inf", "neg_inf", "zeros", "skipped"}]}`;
 //! `min` … `std` are `null` when no element is finite, `skipped` (else `null`) says why a
@@ -28,11 +33,23 @@ use crate::cmd::inspect::glob_match;
 use crate::output::{with_file, Progress};
 use crate::term::escape;
 
+/// A tensor's statistics and, when asked, its histogram (edges, counts).
+type Computed = (Stats, Option<(Vec<f64>, Vec<u64>)>);
+
 /// The statistics of one tensor, or why they were not computed.
 pub fn tensor_stats(
     file: &dyn Container,
     info: &TensorInfo,
 ) -> anyhow::Result<Result<Stats, String>> {
+    Ok(tensor_stats_hist(file, info, false)?.map(|(s, _)| s))
+}
+
+/// [`tensor_stats`], with the histogram when `hist`.
+fn tensor_stats_hist(
+    file: &dyn Container,
+    info: &TensorInfo,
+    hist: bool,
+) -> anyhow::Result<Result<Computed, String>> {
     match &info.layout {
         Layout::Dense | Layout::SparseCsr | Layout::SparseCoo => {}
         Layout::Other(l) => {
@@ -47,7 +64,17 @@ pub fn tensor_stats(
         Layout::SparseCsr | Layout::SparseCoo => tessera::sparse::densify(view)?,
         _ => view,
     };
-    Ok(Ok(Stats::of(view.info.dtype, view.data()?)))
+    let (dtype, data) = (view.info.dtype, view.data()?);
+    let stats = Stats::of(dtype, data);
+    let h = match (hist, stats.min, stats.max) {
+        (true, Some(lo), Some(hi)) => {
+            let edges = tessera::values::histogram_edges(lo, hi, crate::cmd::stats_plot::BINS);
+            let counts = tessera::values::histogram(dtype, data, &edges);
+            Some((edges, counts))
+        }
+        _ => None,
+    };
+    Ok(Ok((stats, h)))
 }
 
 /// Six significant figures, in exponent form when large or small.
@@ -61,6 +88,14 @@ fn num(x: Option<f64>) -> String {
 
 /// Runs the verb.
 pub fn run(args: &StatsArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
+    if let Some(p) = &args.plot {
+        if p.extension().and_then(|e| e.to_str()) != Some("svg") {
+            anyhow::bail!(
+                "--plot writes SVG: name the output *.svg (not {})",
+                p.display()
+            );
+        }
+    }
     with_file(&args.file, &args.read, |file| {
         let filter = args.filter.as_deref();
         let infos: Vec<&TensorInfo> = file
@@ -72,10 +107,28 @@ pub fn run(args: &StatsArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         let total = infos.iter().map(|t| t.dense_nbytes().unwrap_or(0)).sum();
         let progress = Progress::new(total, "computing");
         for info in &infos {
-            rows.push((*info, tensor_stats(file, info)?));
+            rows.push((*info, tensor_stats_hist(file, info, args.plot.is_some())?));
             progress.inc(info.dense_nbytes().unwrap_or(0));
         }
         progress.finish();
+        if let Some(path) = &args.plot {
+            let panels: Vec<crate::cmd::stats_plot::Panel> = rows
+                .iter()
+                .filter_map(|(info, r)| {
+                    let (edges, counts) = r.as_ref().ok()?.1.clone()?;
+                    Some(crate::cmd::stats_plot::Panel {
+                        name: info.name.clone(),
+                        edges,
+                        counts,
+                    })
+                })
+                .collect();
+            let doc = crate::cmd::stats_plot::svg(&args.file.display().to_string(), &panels);
+            tessera::util::atomic::write_atomic(path, |w| {
+                Ok(std::io::Write::write_all(w, doc.as_bytes())?)
+            })
+            .map_err(anyhow::Error::new)?;
+        }
         if args.json {
             let tensors: Vec<_> = rows
                 .iter()
@@ -86,7 +139,13 @@ pub fn run(args: &StatsArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                         "shape": info.shape,
                         "skipped": s.as_ref().err(),
                     });
-                    if let (Ok(s), Some(obj)) = (s, doc.as_object_mut()) {
+                    if let (Ok((s, h)), Some(obj)) = (s, doc.as_object_mut()) {
+                        if let Some((edges, counts)) = h {
+                            obj.insert(
+                                "histogram".into(),
+                                json!({"edges": edges, "counts": counts}),
+                            );
+                        }
                         for (k, v) in [
                             ("count", json!(s.count)),
                             ("min", json!(s.min)),
@@ -128,7 +187,7 @@ pub fn run(args: &StatsArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             let name = escape(&info.name);
             let shape = format!("{:?}", info.shape);
             match s {
-                Ok(s) => {
+                Ok((s, _)) => {
                     if s.non_finite() > 0 {
                         bad.push(name.clone().into_owned());
                     }

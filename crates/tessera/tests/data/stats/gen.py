@@ -4,6 +4,8 @@ array, what `tessera stats` must report (tests/stats.rs in tessera-cli).
 
 min, max, mean and std are over the finite elements (std with ddof=0), in float64; nan,
 pos_inf, neg_inf and zeros are counts. NaN and infinities are placed on purpose.
+hist is numpy's `histogram` of the finite elements in 40 bins over [min, max] (what
+`tessera stats --plot` counts).
 
 Run: python gen.py  (numpy 2.x)
 """
@@ -47,5 +49,6 @@ for name, a in arrays.items():
         "max": float(fin.max()),
         "mean": float(fin.mean()),
         "std": float(fin.std()),
+        "hist": [int(c) for c in np.histogram(fin, bins=40, range=(fin.min(), fin.max()))[0]],
     }
 (here / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
