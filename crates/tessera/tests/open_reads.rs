@@ -64,6 +64,10 @@ fn written(format: Format) -> Vec<u8> {
 /// the open (`tests/fold.rs`, `tests/corruption.rs`). Its open reads chunk by chunk,
 /// never the whole file at once, and each tensor is read by range afterwards.
 const OPEN_CHECKS_EVERY_TENSOR_CHUNK: [Format; 1] = [Format::Fold];
+/// Formats whose reader decodes the next tensor ahead while one is read in file order
+/// (FOLD: `FoldFile::decoded_ahead`), so a tensor's bytes may have been fetched by the
+/// call before: for them the bytes read are checked over all tensors, not per tensor.
+const READS_AHEAD: [Format; 1] = [Format::Fold];
 
 /// A file extension for `format` (its name when it has none of its own: zTensor v2
 /// shares `.zt` with v1).
@@ -121,7 +125,7 @@ fn opening_reads_the_index_not_the_tensors() {
                 "{format} {}",
                 info.name
             );
-            if access == Access::Ranges {
+            if access == Access::Ranges && !READS_AHEAD.contains(&format) {
                 assert!(
                     src.bytes() >= b.nbytes() as u64 / 2 || b.nbytes() == 0,
                     "{format}: tensor {} was not read from the source",
