@@ -19,6 +19,7 @@ mod gptrs;
 mod identity;
 mod issue;
 mod npy;
+mod remote;
 mod safetensors;
 mod wtxt;
 mod ztensor;
@@ -37,6 +38,7 @@ const SUITES: &[all::Suite] = &[
     ("gguf-quants", gguf_quants::run),
     ("wtxt", wtxt::run),
     ("identity", identity::run),
+    ("remote", remote::run),
 ];
 
 fn main() {
@@ -47,7 +49,13 @@ fn main() {
         "all" => all::run(&opts, SUITES),
         "table" => all::run(&opts, &[]),
         name => match SUITES.iter().find(|(n, _)| *n == name) {
-            Some((_, run)) => run(&opts),
+            Some((_, run)) => {
+                crate::common::set_suite(name);
+                run(&opts).and_then(|()| match opts.update_docs {
+                    true => all::update_suite_rows(&opts, name),
+                    false => Ok(()),
+                })
+            }
             None => {
                 let names: Vec<&str> = SUITES.iter().map(|(n, _)| *n).collect();
                 eprintln!("suites: all table {}", names.join(" "));
