@@ -357,21 +357,76 @@ fn markdown(
     s += "\n## Every suite\n\nEach suite's lines, best of its repetitions (MB/s).\n\n\
           | suite | measurement | Tessera | reference | ratio |\n| --- | --- | --- | --- | --- |\n";
     for r in suite_rows {
-        let mbs = |t: f64| r.bytes as f64 / t / 1e6;
-        let (reference, ratio) = match &r.reference {
-            Some((n, t)) => (
-                format!("{n}: {:.0}", mbs(*t)),
-                format!("{:.2}x", t / r.secs),
-            ),
-            None => ("–".into(), "–".into()),
-        };
-        let _ = writeln!(
-            s,
-            "| {} | {} | {:.0} | {reference} | {ratio} |",
-            r.suite,
-            r.name.replace('|', "/"),
-            mbs(r.secs)
-        );
+        s += &suite_line(r);
     }
     s
+}
+
+/// One row of the "Every suite" table.
+fn suite_line(r: &Row) -> String {
+    let mbs = |t: f64| r.bytes as f64 / t / 1e6;
+    let (reference, ratio) = match &r.reference {
+        Some((n, t)) => (
+            format!("{n}: {:.0}", mbs(*t)),
+            format!("{:.2}x", t / r.secs),
+        ),
+        None => ("–".into(), "–".into()),
+    };
+    format!(
+        "| {} | {} | {:.0} | {reference} | {ratio} |\n",
+        r.suite,
+        r.name.replace('|', "/"),
+        mbs(r.secs)
+    )
+}
+
+/// `SUITE --update-docs`: the suite's lines just reported replace its earlier lines in
+/// the "Every suite" table of benchmarks.md (appended to the table when it had none),
+/// with a line saying when and at what size they were measured; the rest of the file is
+/// left as the last `all` wrote it.
+pub fn update_suite_rows(opts: &Opts, suite: &str) -> tessera::Result<()> {
+    let out = opts.out.clone().unwrap_or_else(|| PathBuf::from("docs"));
+    let path = out.join("benchmarks.md");
+    let old = std::fs::read_to_string(&path)
+        .map_err(|e| tessera::Error::from(e).at_subject(path.display().to_string()))?;
+    let prefix = format!("| {suite} | ");
+    let mut lines: Vec<String> = old
+        .lines()
+        .filter(|l| !l.starts_with(&prefix))
+        .filter(|l| !l.starts_with(&format!("Suite `{suite}` lines: ")))
+        .map(str::to_string)
+        .collect();
+    let table_end = lines
+        .iter()
+        .rposition(|l| l.starts_with("| "))
+        .map(|i| i + 1)
+        .unwrap_or(lines.len());
+    let when = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let rows: Vec<String> = take_rows()
+        .iter()
+        .map(|r| suite_line(r).trim_end().to_string())
+        .collect();
+    let note = format!(
+        "Suite `{suite}` lines: `tessera-bench {suite} --update-docs` ({when}, {} MiB, {} tensors, median of {} interleaved repetitions).",
+        opts.size_mib,
+        opts.tensors,
+        opts.reps.max(1)
+    );
+    let at = table_end;
+    lines.splice(at..at, rows);
+    while lines.last().is_some_and(|l| l.trim().is_empty()) {
+        lines.pop();
+    }
+    lines.push(String::new());
+    lines.push(note);
+    let mut text = lines.join("\n");
+    text.push('\n');
+    std::fs::write(&path, text)?;
+    println!("updated {}", path.display());
+    Ok(())
 }

@@ -23,6 +23,9 @@ pub struct Opts {
     pub out: Option<std::path::PathBuf>,
     /// `all --no-python`: skip the Python rows.
     pub no_python: bool,
+    /// `SUITE --update-docs`: put this suite's lines into docs/benchmarks.md (the
+    /// "Every suite" table), replacing its earlier ones.
+    pub update_docs: bool,
 }
 
 impl Opts {
@@ -35,6 +38,7 @@ impl Opts {
             quick: false,
             out: None,
             no_python: false,
+            update_docs: false,
         };
         let quick = args.iter().any(|a| a == "--quick");
         if quick {
@@ -46,6 +50,10 @@ impl Opts {
                 "--quick" => continue,
                 "--no-python" => {
                     o.no_python = true;
+                    continue;
+                }
+                "--update-docs" => {
+                    o.update_docs = true;
                     continue;
                 }
                 "--out" => {

@@ -19,6 +19,7 @@ mod gptrs;
 mod identity;
 mod issue;
 mod npy;
+mod remote;
 mod safetensors;
 mod stats;
 mod wtxt;
@@ -39,6 +40,7 @@ const SUITES: &[all::Suite] = &[
     ("wtxt", wtxt::run),
     ("identity", identity::run),
     ("stats", stats::run),
+    ("remote", remote::run),
 ];
 
 fn main() {
@@ -49,7 +51,13 @@ fn main() {
         "all" => all::run(&opts, SUITES),
         "table" => all::run(&opts, &[]),
         name => match SUITES.iter().find(|(n, _)| *n == name) {
-            Some((_, run)) => run(&opts),
+            Some((_, run)) => {
+                crate::common::set_suite(name);
+                run(&opts).and_then(|()| match opts.update_docs {
+                    true => all::update_suite_rows(&opts, name),
+                    false => Ok(()),
+                })
+            }
             None => {
                 let names: Vec<&str> = SUITES.iter().map(|(n, _)| *n).collect();
                 eprintln!("suites: all table {}", names.join(" "));

@@ -2,6 +2,7 @@
 
 use std::io::IsTerminal;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -90,6 +91,11 @@ fn open_with<T>(
 ) -> anyhow::Result<T> {
     // A file, an index, a shard of a set, a directory, or a URL (s3://, http(s)://,
     // file://); the library's errors name the file they are about.
+    // A remote location's fetched bytes on stderr while the verb works (over a second).
+    let _fetching = tessera::Location::from_path(path)
+        .ok()
+        .filter(tessera::Location::is_remote)
+        .map(|l| FetchProgress::start(l.display()));
     let opened =
         tessera::set::open_path_remote(path, &opts, tessera::set::Load::Map, &remote_options(args))
             .map_err(anyhow::Error::new)?;
@@ -145,7 +151,12 @@ impl Progress {
             self.bar
                 .set_draw_target(indicatif::ProgressDrawTarget::stderr());
             self.shown.store(true, Relaxed);
+            BAR_SHOWN.store(true, Ordering::Relaxed);
         }
+    }
+    /// Replaces the bar's label.
+    pub fn set_message(&self, msg: String) {
+        self.bar.set_message(msg);
     }
     /// Removes the bar.
     pub fn finish(self) {
@@ -157,6 +168,8 @@ impl Progress {
 pub struct ProgressSource<'a> {
     inner: &'a dyn TensorSource,
     progress: Progress,
+    /// The label, to which the bytes fetched from a remote location are added.
+    what: String,
 }
 
 impl<'a> ProgressSource<'a> {
@@ -170,6 +183,7 @@ impl<'a> ProgressSource<'a> {
         ProgressSource {
             inner,
             progress: Progress::new(total, what),
+            what: what.to_string(),
         }
     }
     /// Removes the bar.
@@ -188,6 +202,11 @@ impl TensorSource for ProgressSource<'_> {
     fn tensor(&self, name: &str) -> tessera::Result<tessera::TensorView<'_>> {
         let v = self.inner.tensor(name)?;
         self.progress.inc(v.info.dense_nbytes().unwrap_or(0));
+        let (_, fetched) = tessera::remote::totals();
+        if fetched > 0 {
+            self.progress
+                .set_message(format!("{} ({} fetched)", self.what, human_bytes(fetched)));
+        }
         Ok(v)
     }
     fn chunks(&self) -> &[tessera::ChunkInfo] {
@@ -236,6 +255,89 @@ impl Spinner {
         if let Ok(mut d) = self.done.lock() {
             *d = true;
             self.bar.finish_and_clear();
+        }
+    }
+}
+
+/// True once a [`Progress`] bar has been drawn (a [`FetchProgress`] line then steps
+/// aside: two bars would draw over each other).
+static BAR_SHOWN: AtomicBool = AtomicBool::new(false);
+
+/// The bytes fetched from a remote location while a verb works on it: after a second,
+/// a line on stderr — on a terminal a spinner (`fetching URL: 1.2 GiB, 85 MiB/s, 40
+/// requests`, cleared at the end, and out of the way of a [`Progress`] bar, whose label
+/// then counts the fetched bytes); elsewhere nothing, unless `TESSERA_PROGRESS=always`,
+/// which prints the same as a plain line each second (logs, tests). The counts are
+/// the library's (`tessera::remote::totals`).
+pub struct FetchProgress {
+    done: std::sync::Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FetchProgress {
+    /// Starts watching; `what` is the location as shown.
+    pub fn start(what: String) -> FetchProgress {
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let tty = std::io::stderr().is_terminal();
+        let always = std::env::var("TESSERA_PROGRESS").is_ok_and(|v| v == "always");
+        if !tty && !always {
+            return FetchProgress { done, thread: None };
+        }
+        let done2 = done.clone();
+        let thread = std::thread::spawn(move || {
+            let start = Instant::now();
+            let (req0, bytes0) = tessera::remote::totals();
+            let bar = indicatif::ProgressBar::hidden();
+            if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg}") {
+                bar.set_style(style);
+            }
+            let mut shown = false;
+            let mut printed = 0u64;
+            while !done2.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(100));
+                let secs = start.elapsed().as_secs_f64();
+                if secs < 1.0 {
+                    continue;
+                }
+                let (req, bytes) = tessera::remote::totals();
+                let (req, bytes) = (req - req0, bytes - bytes0);
+                let line = format!(
+                    "fetching {what}: {}, {}/s, {req} requests",
+                    human_bytes(bytes),
+                    human_bytes((bytes as f64 / secs) as u64)
+                );
+                if !tty {
+                    if secs as u64 > printed {
+                        printed = secs as u64;
+                        eprintln!("{line}");
+                    }
+                    continue;
+                }
+                if BAR_SHOWN.load(Ordering::Relaxed) {
+                    bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+                    continue;
+                }
+                bar.set_message(line);
+                if !shown {
+                    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                    shown = true;
+                }
+                bar.tick();
+            }
+            bar.finish_and_clear();
+        });
+        FetchProgress {
+            done,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for FetchProgress {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 }

@@ -41,6 +41,31 @@ fn tessera(args: &[&OsStr]) -> Output {
         .unwrap()
 }
 
+/// `tessera ARGS` with no AWS variable of the caller's environment, `vars` set instead.
+fn tessera_env(args: &[&str], vars: &[(&str, &OsStr)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tessera"));
+    c.args(args);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("AWS_") {
+            c.env_remove(k);
+        }
+    }
+    for (k, v) in vars {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn tensor_names(inspect_json: &str) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_str(inspect_json).unwrap();
+    v["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
 fn text(o: &Output) -> String {
     format!(
         "{}{}",
@@ -211,4 +236,176 @@ fn convert_uploads_to_s3_and_reads_back() {
         "--endpoint".as_ref(),
         srv.endpoint.as_ref(),
     ]);
+}
+
+#[test]
+fn inspect_and_verify_open_a_set_by_its_index_url() {
+    let Some(srv) = servers("inspect_and_verify_open_a_set_by_its_index_url") else {
+        return;
+    };
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tessera/tests/data/sets/hf");
+    std::fs::create_dir_all(srv.http_root.join("cli-set")).unwrap();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        stage(&srv, &dir.join(&name), &format!("cli-set/{name}"));
+    }
+    let index = dir.join("model.safetensors.index.json");
+    let want = tensor_names(&ok(&[
+        "inspect".as_ref(),
+        "--json".as_ref(),
+        index.as_os_str(),
+    ]));
+    assert!(want.len() > 4, "{want:?}");
+    for url in [
+        format!(
+            "s3://{}/cli/cli-set/model.safetensors.index.json",
+            srv.bucket
+        ),
+        format!("{}/cli-set/model.safetensors.index.json", srv.http_url),
+    ] {
+        let ep = ["--endpoint".as_ref(), srv.endpoint.as_ref()] as [&OsStr; 2];
+        let mut args: Vec<&OsStr> = vec!["inspect".as_ref(), "--json".as_ref(), url.as_ref()];
+        args.extend(ep);
+        assert_eq!(tensor_names(&ok(&args)), want, "{url}");
+        let mut args: Vec<&OsStr> = vec!["verify".as_ref(), url.as_ref()];
+        args.extend(ep);
+        let out = ok(&args);
+        assert!(out.contains("shard present"), "{url}: {out}");
+    }
+}
+
+#[test]
+fn aws_profiles_give_the_endpoint_region_and_keys_and_never_print_them() {
+    let Some(srv) = servers("aws_profiles_give_the_endpoint_region_and_keys_and_never_print_them")
+    else {
+        return;
+    };
+    let local = samples()[0].clone();
+    let (s3, _) = stage(&srv, &local, "profile.safetensors");
+    let home = tempfile::tempdir().unwrap();
+    let aws = home.path().join(".aws");
+    std::fs::create_dir_all(&aws).unwrap();
+    // The default profile from ~/.aws: no --endpoint, no AWS_* variable.
+    std::fs::write(
+        aws.join("credentials"),
+        "[default]\naws_access_key_id = AKIDPROFILE\naws_secret_access_key = SECRETPROFILEVALUE\n",
+    )
+    .unwrap();
+    std::fs::write(
+        aws.join("config"),
+        format!(
+            "[default]\nregion = us-east-1\ns3 =\n  endpoint_url = {}\n",
+            srv.endpoint
+        ),
+    )
+    .unwrap();
+    let h = home.path().as_os_str();
+    let o = tessera_env(&["inspect", &s3], &[("HOME", h)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Without the profile the endpoint is AWS's, which this machine cannot reach: the
+    // profile is what made it work.
+    let empty = tempfile::tempdir().unwrap();
+    let o = tessera_env(
+        &["inspect", &s3],
+        &[
+            ("HOME", empty.path().as_os_str()),
+            ("TESSERA_REMOTE_TIMEOUT", "3".as_ref()),
+        ],
+    );
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    // A named profile, from files named by the environment.
+    let other = tempfile::tempdir().unwrap();
+    let (creds, config) = (other.path().join("c"), other.path().join("f"));
+    std::fs::write(
+        &creds,
+        "[dev]\naws_access_key_id = AKIDDEV\naws_secret_access_key = SECRETDEVVALUE\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "[profile dev]\nregion = us-east-1\nendpoint_url = {}\n",
+            srv.endpoint
+        ),
+    )
+    .unwrap();
+    let vars = [
+        ("HOME", empty.path().as_os_str()),
+        ("AWS_PROFILE", "dev".as_ref()),
+        ("AWS_SHARED_CREDENTIALS_FILE", creds.as_os_str()),
+        ("AWS_CONFIG_FILE", config.as_os_str()),
+    ];
+    let o = tessera_env(&["inspect", &s3], &vars);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A profile neither file has: a usage error naming it; no secret printed anywhere.
+    let mut vars = vars;
+    vars[1].1 = "nope".as_ref();
+    let o = tessera_env(&["inspect", &s3], &vars);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("\"nope\""), "{}", text(&o));
+    for o in [
+        tessera_env(&["inspect", "--json", &s3], &[("HOME", h)]),
+        tessera_env(&["verify", "-v", &s3], &[("HOME", h)]),
+        tessera_env(
+            &["inspect", &format!("s3://{}/no-such-key", srv.bucket)],
+            &[("HOME", h)],
+        ),
+    ] {
+        let t = text(&o);
+        assert!(
+            !t.contains("SECRETPROFILEVALUE") && !t.contains("SECRETDEVVALUE"),
+            "{t}"
+        );
+    }
+}
+
+#[test]
+fn remote_reads_show_the_bytes_fetched_after_a_second() {
+    if servers("remote_reads_show_the_bytes_fetched_after_a_second").is_none() {
+        return;
+    }
+    // The fault server's `slow` mode answers each range after 1.5 s.
+    let root = tempfile::tempdir().unwrap();
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tessera/tests/remote/fault_server.py");
+    let python = std::env::var("TESSERA_PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut child = Command::new(python)
+        .arg(&script)
+        .arg(root.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let port: u16 = line.trim().parse().unwrap();
+    let local = samples()[0].clone();
+    std::fs::copy(&local, root.path().join("p.safetensors")).unwrap();
+    let tensor = first_tensor(&local);
+    let x = root.path().join("x.npy");
+    let run = |mode: &str, always: bool| {
+        let url = format!("http://127.0.0.1:{port}/{mode}/p.safetensors");
+        let mut vars: Vec<(&str, &OsStr)> = vec![];
+        if always {
+            vars.push(("TESSERA_PROGRESS", "always".as_ref()));
+        }
+        let args = ["extract", &url, &tensor, "-o", x.to_str().unwrap()];
+        let o = tessera_env(&args, &vars);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        (url, String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (url, err) = run("slow", true);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with(&format!("fetching {url}: ")))
+        .unwrap_or_else(|| panic!("no progress line: {err}"));
+    assert!(line.contains(" requests"), "{line}");
+    // Under a second, or without a terminal: nothing.
+    assert!(!run("ok", true).1.contains("fetching"));
+    assert!(!run("slow", false).1.contains("fetching"));
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -79,12 +79,36 @@ impl Location {
     }
 
     /// The location as the user wrote it (a path, or the URL), for messages. Never
-    /// holds a secret: credentials are taken from the environment, not from URLs.
+    /// holds a secret: a URL's `user:password@` and the values of secret-looking query
+    /// parameters (a presigned URL's signature, credential and token) are redacted.
     pub fn display(&self) -> String {
         match self {
             Location::Local(p) => p.display().to_string(),
             Location::S3 { bucket, key } => format!("s3://{bucket}/{key}"),
-            Location::Http(u) => redact_userinfo(u),
+            Location::Http(u) => redact_query(&redact_userinfo(u)),
+        }
+    }
+
+    /// The location of the file `name` (a plain file name, checked by the caller) in the
+    /// same directory or key prefix as this one. An HTTP URL's query string is kept
+    /// (`?download=true` applies to every file of a set; a presigned URL's signature
+    /// fits one object only, and its siblings are refused by the server, naming them).
+    pub fn sibling(&self, name: &str) -> Location {
+        match self {
+            Location::Local(p) => Location::Local(p.with_file_name(name)),
+            Location::S3 { bucket, key } => {
+                let dir = key.rfind('/').map(|i| &key[..=i]).unwrap_or("");
+                Location::S3 {
+                    bucket: bucket.clone(),
+                    key: format!("{dir}{name}"),
+                }
+            }
+            Location::Http(u) => {
+                let end = u.find(['?', '#']).unwrap_or(u.len());
+                let (base, query) = u.split_at(end);
+                let dir = base.rfind('/').map(|i| &base[..=i]).unwrap_or(base);
+                Location::Http(format!("{dir}{}{query}", encode_segment(name)))
+            }
         }
     }
 
@@ -114,6 +138,63 @@ fn split_scheme(s: &str) -> Option<(&str, &str)> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
     ok.then_some((scheme, rest))
+}
+
+/// `name` as one URL path segment: bytes outside RFC 3986's unreserved set (and `+`,
+/// `=`, `@`, `,`, which servers take as they are) percent-encoded.
+fn encode_segment(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~+=@,".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Query parameters whose values are secrets (a presigned URL's signature and
+/// credential, tokens, keys), matched case-insensitively as substrings of the name.
+const SECRET_PARAMS: &[&str] = &[
+    "signature",
+    "credential",
+    "token",
+    "key",
+    "sig",
+    "security",
+    "auth",
+    "password",
+    "secret",
+];
+
+/// `u` with the values of secret-looking query parameters replaced by `<redacted>`.
+pub(crate) fn redact_query(u: &str) -> String {
+    let Some((base, rest)) = u.split_once('?') else {
+        return u.to_string();
+    };
+    let (query, fragment) = match rest.split_once('#') {
+        Some((q, f)) => (q, Some(f)),
+        None => (rest, None),
+    };
+    let params: Vec<String> = query
+        .split('&')
+        .map(|p| match p.split_once('=') {
+            Some((k, _)) if is_secret(k) => format!("{k}=<redacted>"),
+            _ => p.to_string(),
+        })
+        .collect();
+    let mut out = format!("{base}?{}", params.join("&"));
+    if let Some(f) = fragment {
+        out.push('#');
+        out.push_str(f);
+    }
+    out
+}
+
+fn is_secret(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    SECRET_PARAMS.iter().any(|s| n.contains(s))
 }
 
 /// `u` with any `user:password@` removed.
@@ -172,6 +253,52 @@ mod tests {
         }
         let e = Location::parse("gs://b/k").unwrap_err();
         assert_eq!(e.kind(), crate::ErrorKind::Unsupported);
+    }
+
+    #[test]
+    fn siblings_keep_the_directory_and_query() {
+        let h =
+            Location::parse("https://h.example/org/m/model.safetensors.index.json?download=true")
+                .unwrap();
+        assert_eq!(
+            h.sibling("model-00001-of-00002.safetensors"),
+            Location::Http(
+                "https://h.example/org/m/model-00001-of-00002.safetensors?download=true".into()
+            )
+        );
+        assert_eq!(
+            h.sibling("a b%.safetensors"),
+            Location::Http("https://h.example/org/m/a%20b%25.safetensors?download=true".into())
+        );
+        let s = Location::parse("s3://b/dir/x-00001-of-00002.gguf").unwrap();
+        assert_eq!(
+            s.sibling("x-00002-of-00002.gguf"),
+            Location::S3 {
+                bucket: "b".into(),
+                key: "dir/x-00002-of-00002.gguf".into()
+            }
+        );
+        let top = Location::parse("s3://b/m.json").unwrap();
+        assert_eq!(
+            top.sibling("s.safetensors").display(),
+            "s3://b/s.safetensors"
+        );
+    }
+
+    #[test]
+    fn never_shows_a_presigned_signature() {
+        let l = Location::parse(
+            "https://h.example/x.npy?X-Amz-Algorithm=AWS4&X-Amz-Credential=AKIA1&X-Amz-Signature=abc123&X-Amz-Security-Token=tok&download=true",
+        )
+        .unwrap();
+        let d = l.display();
+        for secret in ["AKIA1", "abc123", "tok&"] {
+            assert!(!d.contains(secret), "{d}");
+        }
+        assert!(
+            d.contains("download=true") && d.contains("X-Amz-Algorithm=AWS4"),
+            "{d}"
+        );
     }
 
     #[test]

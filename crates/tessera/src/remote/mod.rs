@@ -10,8 +10,9 @@
 //! - [`location`]: [`Location::parse`] — `s3://bucket/key`, `http(s)://…`, `file://…`, or
 //!   a plain path (always compiled, so a build without the `remote` feature can say so);
 //! - `store` (feature `remote`): the client for a location — credentials from the
-//!   environment (AWS variables, `AWS_ENDPOINT_URL` or [`RemoteOptions::endpoint`],
-//!   anonymous when none; `TESSERA_HTTP_TOKEN` / `HF_TOKEN` as a bearer token for HTTP),
+//!   environment (AWS variables, `AWS_ENDPOINT_URL` or [`RemoteOptions::endpoint`]),
+//!   then the AWS profile files (`profile`: `AWS_PROFILE`, `~/.aws/credentials` and
+//!   `config`), anonymous when none; `TESSERA_HTTP_TOKEN` / `HF_TOKEN` as a bearer token for HTTP),
 //!   timeouts, retries with exponential backoff (object_store's `RetryConfig`: 5xx,
 //!   429 and dropped connections are retried, up to 5 times within 20 s), and the one
 //!   tokio runtime the requests run on;
@@ -20,7 +21,10 @@
 //!   upload.
 //!
 //! What is checked when:
-//! - on open, one `HEAD`: the object's size and ETag;
+//! - on open, one `HEAD` (the object's size and ETag), then one ranged `GET` of its
+//!   first 64 KiB (the whole object up to 128 KiB), which holds most formats' index;
+//!   the last 64 KiB are fetched once by the first read inside them (indexes at the
+//!   end: zTensor, zip). Reads those bytes hold are answered without a request;
 //! - on every read: the range against the size (never an allocation sized by an
 //!   unchecked number), `If-Match: <etag>` on the request, the ETag and size the
 //!   response reports, and the body's length — an object replaced between requests is
@@ -37,10 +41,21 @@
 //! (`object_store::coalesce_ranges`) and fetches up to 10 at once; one large read is
 //! split into 8 MiB parts fetched 8 at a time.
 //!
-//! Hand-written here: only the URL split ([`Location`]) — object_store's own
-//! `parse_url` needs a store per scheme and would accept schemes we do not build.
+//! An HTTP URL's query string is sent with every request (presigned URLs,
+//! `?download=true`); messages show it with secret-looking values (signature,
+//! credential, token, key) redacted, and never a `user:password@`.
+//!
+//! Model sets by URL (an HF index, any GGUF split) open in `crate::set` (`remote.rs`),
+//! each shard a [`RemoteSource`] beside the index. [`totals`] counts every request and
+//! byte of the process (the CLI's progress line, the `remote` benchmark).
+//!
+//! Hand-written here: the URL split ([`Location`]) — object_store's own `parse_url`
+//! needs a store per scheme and would accept schemes we do not build — and the AWS
+//! profile files (`profile`, which says why).
 
 pub mod location;
+#[cfg(feature = "remote")]
+mod profile;
 #[cfg(feature = "remote")]
 mod source;
 #[cfg(feature = "remote")]
@@ -61,6 +76,24 @@ pub struct RemoteOptions {
     /// An S3 endpoint (`http://127.0.0.1:9000`, MinIO, R2, …) instead of AWS's; when
     /// unset, `AWS_ENDPOINT_URL`.
     pub endpoint: Option<String>,
+}
+
+/// Requests sent and body bytes received by every remote source of this process so far
+/// (`(0, 0)` in a build without the `remote` feature): what the CLI's progress bar shows
+/// and the benchmark counts.
+pub fn totals() -> (u64, u64) {
+    #[cfg(feature = "remote")]
+    {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            source::TOTAL_REQUESTS.load(Relaxed),
+            source::TOTAL_FETCHED.load(Relaxed),
+        )
+    }
+    #[cfg(not(feature = "remote"))]
+    {
+        (0, 0)
+    }
 }
 
 /// True when this build reads remote locations (the `remote` feature).

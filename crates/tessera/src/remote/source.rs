@@ -20,6 +20,20 @@ const PART: u64 = 8 << 20;
 const CONCURRENCY: usize = 8;
 /// A body cut short is fetched again this many times.
 const BODY_RETRIES: u32 = 3;
+/// Bytes fetched from the start of the object when it is opened (the whole object when
+/// it is at most twice this): most formats' index (safetensors' header, GGUF's keys
+/// and tensor infos, npy's header, AERO's and FOLD's control chunks) fits, and opening
+/// takes one request after the `HEAD` instead of one per header field.
+const HEAD_CACHE: u64 = 64 << 10;
+/// Bytes fetched from the end, once, by the first read that falls in them (zTensor's
+/// footer and index, zip's central directory: npz and PyTorch checkpoints).
+const TAIL_CACHE: u64 = 64 << 10;
+
+/// Requests and body bytes of every [`RemoteSource`] in this process (the CLI's progress
+/// bar and the benchmark read them: [`super::totals`]).
+pub(super) static TOTAL_REQUESTS: AtomicU64 = AtomicU64::new(0);
+/// See [`TOTAL_REQUESTS`].
+pub(super) static TOTAL_FETCHED: AtomicU64 = AtomicU64::new(0);
 
 /// A failed fetch: worth another try (the body broke off) or not.
 enum Retry {
@@ -37,6 +51,10 @@ pub struct RemoteSource {
     etag: Option<String>,
     requests: AtomicU64,
     fetched: AtomicU64,
+    /// Bytes `[0, head.len())`, fetched at open.
+    head: Vec<u8>,
+    /// Bytes `[len - tail.len(), len)`, fetched by the first read inside them.
+    tail: std::sync::OnceLock<Vec<u8>>,
 }
 
 impl std::fmt::Debug for RemoteSource {
@@ -55,13 +73,48 @@ impl RemoteSource {
         let meta = runtime()?
             .block_on(target.store.head(&target.path))
             .map_err(|e| store_error(&target.url, e))?;
-        Ok(RemoteSource {
+        TOTAL_REQUESTS.fetch_add(1, Ordering::Relaxed);
+        let mut src = RemoteSource {
             len: meta.size,
             etag: meta.e_tag,
             target,
             requests: AtomicU64::new(1),
             fetched: AtomicU64::new(0),
-        })
+            head: Vec::new(),
+            tail: std::sync::OnceLock::new(),
+        };
+        let head = match src.len {
+            n if n <= 2 * HEAD_CACHE => n,
+            _ => HEAD_CACHE,
+        };
+        if head > 0 {
+            src.head = runtime()?.block_on(src.fetch(0..head))?.to_vec();
+        }
+        Ok(src)
+    }
+
+    /// `[offset, offset + len)` when the cached first or last bytes hold it (the tail
+    /// fetched on the first read inside it), else `None`; checked against the size.
+    fn cached(&self, offset: u64, len: u64) -> Result<Option<&[u8]>> {
+        let end = offset + len;
+        if end <= self.head.len() as u64 {
+            return Ok(Some(&self.head[offset as usize..end as usize]));
+        }
+        let tail_start = self.len.saturating_sub(TAIL_CACHE);
+        if offset < tail_start || self.len <= 2 * HEAD_CACHE {
+            return Ok(None);
+        }
+        let tail = match self.tail.get() {
+            Some(t) => t,
+            None => {
+                let t = runtime()?
+                    .block_on(self.fetch(tail_start..self.len))?
+                    .to_vec();
+                self.tail.get_or_init(|| t)
+            }
+        };
+        let at = (offset - tail_start) as usize;
+        Ok(Some(&tail[at..at + len as usize]))
     }
 
     /// The location, as shown in messages.
@@ -99,6 +152,7 @@ impl RemoteSource {
     async fn fetch_once(&self, r: Range<u64>) -> std::result::Result<bytes::Bytes, Retry> {
         let want = r.end - r.start;
         self.requests.fetch_add(1, Ordering::Relaxed);
+        TOTAL_REQUESTS.fetch_add(1, Ordering::Relaxed);
         let opts = GetOptions {
             if_match: self.etag.clone(),
             range: Some(GetRange::Bounded(r.clone())),
@@ -131,6 +185,7 @@ impl RemoteSource {
             .await
             .map_err(|e| Retry::Body(store_error(url, e)))?;
         self.fetched.fetch_add(body.len() as u64, Ordering::Relaxed);
+        TOTAL_FETCHED.fetch_add(body.len() as u64, Ordering::Relaxed);
         if body.len() as u64 != want {
             return Err(Retry::Body(
                 Error::new(
@@ -190,6 +245,19 @@ impl ByteSource for RemoteSource {
         if len == 0 {
             return Ok(Cow::Owned(Vec::new()));
         }
+        if let Some(b) = self.cached(offset, len)? {
+            return Ok(Cow::Borrowed(b));
+        }
+        // A read that starts in the first bytes fetches only the rest.
+        let have = self.head.len() as u64;
+        if offset < have {
+            let mut v = Vec::new();
+            v.try_reserve_exact(len as usize)
+                .map_err(|_| Error::limit(format!("cannot allocate {len} bytes")))?;
+            v.extend_from_slice(&self.head[offset as usize..]);
+            v.extend(runtime()?.block_on(self.fetch_split(have, offset + len - have))?);
+            return Ok(Cow::Owned(v));
+        }
         let v = runtime()?.block_on(self.fetch_split(offset, len))?;
         Ok(Cow::Owned(v))
     }
@@ -197,11 +265,20 @@ impl ByteSource for RemoteSource {
         for &(o, n) in ranges {
             self.check(o, n)?;
         }
-        // Empty ranges are answered here (a zero-length range request is invalid).
+        // Empty ranges, and those the cached first and last bytes hold, are answered
+        // here (a zero-length range request is invalid).
+        let mut local: Vec<Option<&[u8]>> = Vec::with_capacity(ranges.len());
+        for &(o, n) in ranges {
+            local.push(match n {
+                0 => Some(&[][..]),
+                _ => self.cached(o, n)?,
+            });
+        }
         let rs: Vec<Range<u64>> = ranges
             .iter()
-            .filter(|r| r.1 > 0)
-            .map(|&(o, n)| o..o + n)
+            .zip(&local)
+            .filter(|(_, l)| l.is_none())
+            .map(|(&(o, n), _)| o..o + n)
             .collect();
         let got = runtime()?.block_on(object_store::coalesce_ranges(
             &rs,
@@ -209,11 +286,11 @@ impl ByteSource for RemoteSource {
             COALESCE_GAP,
         ))?;
         let mut got = got.into_iter();
-        ranges
-            .iter()
-            .map(|r| match r.1 {
-                0 => Ok(Cow::Owned(Vec::new())),
-                _ => got
+        local
+            .into_iter()
+            .map(|l| match l {
+                Some(b) => Ok(Cow::Borrowed(b)),
+                None => got
                     .next()
                     .map(|b| Cow::Owned(b.to_vec()))
                     .ok_or_else(|| Error::new(ErrorKind::Io, "a range went unanswered")),
@@ -248,7 +325,19 @@ pub(crate) fn store_error(url: &str, e: object_store::Error) -> Error {
         E::NotSupported { .. } => ErrorKind::Unsupported,
         _ => ErrorKind::Io,
     };
-    Error::new(kind, chain(&e)).in_file(url)
+    Error::new(kind, scrub(&chain(&e))).in_file(url)
+}
+
+/// `msg` with the secret-looking query values of any URL in it redacted (object_store's
+/// messages quote the request URL, which may be presigned).
+fn scrub(msg: &str) -> String {
+    msg.split(' ')
+        .map(|w| match w.contains("://") && w.contains('?') {
+            true => super::location::redact_query(w),
+            false => w.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// An error and its causes, joined (reqwest hides the useful part in the sources).

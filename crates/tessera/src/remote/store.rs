@@ -3,7 +3,9 @@
 //! Credentials come from where each ecosystem keeps them, and are never printed:
 //! - S3: `AmazonS3Builder::from_env` (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
 //!   `AWS_SESSION_TOKEN`, `AWS_REGION`, `AWS_ENDPOINT_URL`, web identity, ECS
-//!   container credentials). With none of those set, requests are anonymous (unsigned),
+//!   container credentials), then, for what those leave unset, the AWS profile
+//!   (`AWS_PROFILE` or `default` in `~/.aws/credentials` and `~/.aws/config`:
+//!   `profile.rs`). With no credentials anywhere, requests are anonymous (unsigned),
 //!   so a public bucket reads without an account and nothing waits on the EC2
 //!   metadata service. An endpoint (`RemoteOptions::endpoint`, the CLI's `--endpoint`,
 //!   or `AWS_ENDPOINT_URL`) selects a MinIO-style server, path-style; `http://` allowed.
@@ -77,17 +79,37 @@ pub(crate) fn target(loc: &Location, opts: &RemoteOptions) -> Result<Target> {
                 .with_bucket_name(bucket)
                 .with_client_options(client_options())
                 .with_retry(retry_config());
+            // What the environment leaves unset comes from the AWS profile.
+            let profile = super::profile::from_env().map_err(|e| e.in_file(url.clone()))?;
+            let env_keys = has_aws_credentials();
+            if !env_keys {
+                if let (Some(id), Some(secret)) =
+                    (&profile.access_key_id, &profile.secret_access_key)
+                {
+                    b = b.with_access_key_id(id).with_secret_access_key(secret);
+                    if let Some(t) = &profile.session_token {
+                        b = b.with_token(t);
+                    }
+                }
+            }
+            let env_region = ["AWS_REGION", "AWS_DEFAULT_REGION"]
+                .iter()
+                .any(|n| env_nonempty(n).is_some());
+            if let (false, Some(r)) = (env_region, &profile.region) {
+                b = b.with_region(r);
+            }
             let endpoint = opts
                 .endpoint
                 .clone()
-                .or_else(|| env_nonempty("AWS_ENDPOINT_URL"));
+                .or_else(|| env_nonempty("AWS_ENDPOINT_URL"))
+                .or_else(|| profile.endpoint_url.clone());
             if let Some(ep) = endpoint {
                 b = b
                     .with_endpoint(ep)
                     .with_virtual_hosted_style_request(false)
                     .with_allow_http(true);
             }
-            if !has_aws_credentials() {
+            if !env_keys && profile.access_key_id.is_none() {
                 b = b.with_skip_signature(true);
             }
             let store = b.build().map_err(|e| setup(&url, e))?;
@@ -133,15 +155,25 @@ pub(crate) fn target(loc: &Location, opts: &RemoteOptions) -> Result<Target> {
     }
 }
 
-/// `(scheme://host[:port], path)` of an http(s) URL, its query and fragment dropped.
+/// `(scheme://host[:port]/[?query], path)` of an http(s) URL: the query string stays on
+/// the base URL, to which object_store appends the path, so it is sent with every
+/// request (a presigned URL's signature, `?download=true`); the fragment is dropped.
 fn split_http(u: &str) -> Option<(String, String)> {
     let (scheme, rest) = u.split_once("://")?;
-    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    let rest = rest.split('#').next().unwrap_or("");
+    let (rest, query) = match rest.split_once('?') {
+        Some((r, q)) => (r, Some(q)),
+        None => (rest, None),
+    };
     let (host, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i + 1..]),
         None => (rest, ""),
     };
-    Some((format!("{scheme}://{host}"), path.to_string()))
+    let base = match query {
+        Some(q) if !q.is_empty() => format!("{scheme}://{host}/?{q}"),
+        _ => format!("{scheme}://{host}"),
+    };
+    Some((base, path.to_string()))
 }
 
 fn env_nonempty(name: &str) -> Option<String> {

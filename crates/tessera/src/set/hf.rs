@@ -76,14 +76,25 @@ pub fn shard_names(bytes: &[u8]) -> Option<Vec<String>> {
 
 /// Parses the index at `path` into a plan.
 pub(super) fn plan(path: &Path, opts: &ReadOptions) -> Result<Plan> {
+    let bytes = read_index(path, opts).map_err(|e| e.in_file(path.display().to_string()))?;
+    plan_bytes(path, &bytes, opts, &|p| p.exists())
+}
+
+/// Parses index `bytes` read from `path` (a file, or a URL as a path: `set/remote.rs`)
+/// into a plan; `exists` says whether a shard the index does not name is there.
+pub(super) fn plan_bytes(
+    path: &Path,
+    bytes: &[u8],
+    opts: &ReadOptions,
+    exists: &dyn Fn(&Path) -> bool,
+) -> Result<Plan> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
     let in_index = |e: Error| e.in_file(path.display().to_string());
-    let bytes = read_index(path, opts).map_err(in_index)?;
-    let index: Index = serde_json::from_slice(&bytes).map_err(|e| {
+    let index: Index = serde_json::from_slice(bytes).map_err(|e| {
         in_index(Error::malformed(format!(
             "not a Hugging Face model index (JSON with a \"weight_map\" object of tensor → shard file): {e}"
         )))
@@ -138,7 +149,7 @@ pub(super) fn plan(path: &Path, opts: &ReadOptions) -> Result<Plan> {
         for i in 1..=count {
             let sib = n.sibling(i);
             if !named.contains(sib.as_str()) {
-                let there = if dir.join(&sib).exists() {
+                let there = if exists(&dir.join(&sib)) {
                     "present"
                 } else {
                     "absent"

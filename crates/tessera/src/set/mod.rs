@@ -70,6 +70,8 @@ mod hf;
 pub mod names;
 mod opener;
 pub mod tessera_index;
+#[cfg(feature = "remote")]
+mod remote;
 pub mod write;
 mod zt2_shards;
 
@@ -194,6 +196,17 @@ struct Plan {
 impl ModelSet {
     /// Opens the shards a plan names and runs the set-level checks.
     fn build(plan: Plan, opts: &ReadOptions, load: Load) -> Result<ModelSet> {
+        let dir = plan.dir.clone();
+        let open = |name: &str| OpenedFile::open(&dir.join(name), opts, load);
+        ModelSet::build_with(plan, opts, &open)
+    }
+
+    /// [`ModelSet::build`] with `open` opening a shard by its name (`set/remote.rs`).
+    fn build_with(
+        plan: Plan,
+        opts: &ReadOptions,
+        open: &dyn Fn(&str) -> Result<OpenedFile>,
+    ) -> Result<ModelSet> {
         let Plan {
             kind,
             dir,
@@ -206,8 +219,7 @@ impl ModelSet {
         let mut shards = Vec::with_capacity(names.len());
         let mut format = None;
         for name in names {
-            let path = dir.join(&name);
-            match OpenedFile::open(&path, opts, load) {
+            match open(&name) {
                 Ok(f) => {
                     checks.ok(&name, "shard present");
                     let fmt = f.format();

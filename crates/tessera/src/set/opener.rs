@@ -20,9 +20,9 @@
 //! - anything else: the file alone.
 //!
 //! A location ([`open_location`], and any path that parses as a URL): `file://` is the
-//! path; `s3://…` and `http(s)://…` open the one object read by range
-//! ([`crate::remote::RemoteSource`], feature `remote`). A remote set (an index URL) is
-//! refused for now: its shards would be resolved relative to the index URL.
+//! path; `s3://…` and `http(s)://…` open the object read by range
+//! ([`crate::remote::RemoteSource`], feature `remote`), or the set an index URL or a
+//! GGUF split's URL names, its shards resolved relative to that URL (`remote.rs`).
 
 use std::path::{Path, PathBuf};
 
@@ -134,17 +134,7 @@ pub fn open_path_remote(
 
 #[cfg(feature = "remote")]
 fn open_remote(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -> Result<Opened> {
-    let url = loc.display();
-    let named = |e: Error| e.in_file(url.clone());
-    if loc.file_name().ends_with(".index.json") {
-        return Err(named(Error::unsupported(
-            "a model set over HTTP or S3 is not supported yet; open each shard by its URL",
-        )));
-    }
-    let src = crate::remote::RemoteSource::open(loc, remote).map_err(named)?;
-    let mut opts = opts.clone();
-    opts.path = Some(url.clone().into());
-    OpenedFile::from_source(Box::new(src), &opts).map(Opened::File)
+    super::remote::open(loc, opts, remote)
 }
 
 #[cfg(not(feature = "remote"))]

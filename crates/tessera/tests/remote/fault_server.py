@@ -14,7 +14,10 @@ GET/HEAD /MODE/NAME serves ROOT/NAME with byte ranges and an ETag, per MODE:
   lying     like changing, but ignoring If-Match (the new ETag is in the reply);
   flip      serves the bytes with one bit flipped at the offset written (in decimal)
             in the file ROOT/NAME.flip;
-  short     a ranged GET declares the full length but sends 10 bytes fewer, then closes.
+  short     a ranged GET declares the full length but sends 10 bytes fewer, then closes;
+  slow      as ok, each ranged GET answered after 1.5 s;
+  signed    as ok when the query string holds X-Amz-Signature=good (a presigned-style
+            URL), else 403 for every request, HEAD included.
 Counts per path are kept in memory.
 """
 import http.server
@@ -23,6 +26,7 @@ import re
 import socketserver
 import sys
 import threading
+import time
 
 ROOT = sys.argv[1]
 COUNTS = {}
@@ -82,6 +86,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with open(path + ".flip") as f:
                 at = int(f.read().strip())
             data[at] ^= 0x01
+        if mode == "signed" and "X-Amz-Signature=good" not in self.path.partition("?")[2]:
+            body = b"signature required"
+            self.send_response(403)
+            self.send_header("Content-Length", "0" if head else str(len(body)))
+            self.end_headers()
+            if not head:
+                self.wfile.write(body)
+            return
+        if mode == "slow" and rng and not head:
+            time.sleep(1.5)
         if not head and mode == "fail" or (mode == "flaky" and rng and n < 2):
             body = b"injected failure"
             self.send_response(500)
