@@ -21,7 +21,7 @@ use std::process::Command;
 
 use tessera::remote::{upload_file, RemoteOptions};
 use tessera::set::{open_location, Load};
-use tessera::{Format, ReadOptions, TensorSource};
+use tessera::{Format, ReadOptions};
 
 use crate::common::{interleaved, median, report, synthetic_model, Opts};
 
