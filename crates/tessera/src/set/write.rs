@@ -262,9 +262,12 @@ pub fn convert_set(
             types,
         };
         let at = tmp.path().join(&names[i]);
+        // write_file commits side files (WTXT .wsum) with the shard and lists them in
+        // extra_files; side_files is empty after it.
         let WriteReport {
             notes: mut n2,
             extra_files,
+            ..
         } = write_file(format, &shard, &at, opts)?;
         notes.append(&mut n2);
         written.push(names[i].clone());
