@@ -69,9 +69,9 @@ mod gguf_split;
 mod hf;
 pub mod names;
 mod opener;
-pub mod tessera_index;
 #[cfg(feature = "remote")]
 mod remote;
+pub mod tessera_index;
 pub mod write;
 mod zt2_shards;
 
