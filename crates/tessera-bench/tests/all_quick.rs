@@ -35,7 +35,7 @@ fn all_quick_writes_the_table_and_the_chart() {
         .skip(2)
         .take_while(|l| l.starts_with('|'))
         .collect();
-    assert_eq!(rows.len(), 11, "{rows:#?}");
+    assert_eq!(rows.len(), 13, "{rows:#?}");
     for r in &rows {
         assert_eq!(r.matches(" | ").count(), 5, "not six cells: {r}");
     }
@@ -56,7 +56,7 @@ fn all_quick_writes_the_table_and_the_chart() {
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     assert_eq!(
         svg.matches("not measured").count(),
-        6,
-        "the six Python rows"
+        8,
+        "the six Python rows and the two stats rows (numpy is their peer)"
     );
 }

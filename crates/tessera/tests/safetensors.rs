@@ -169,7 +169,7 @@ fn hostile_headers_give_clear_errors() {
         (file(&t("[0,2]"), b"xyz"), Malformed, "cover 2 bytes"),
         (file(&t("[1,3]"), b"xyz"), Malformed, "gap"),
         (file(&t("[0,3]"), b"xyz"), Malformed, "needs 2"),
-        (file(&t("[0,2]"), b"x"), Malformed, "past the end"),
+        (file(&t("[0,2]"), b"x"), Malformed, "file ends at byte"),
         (file(&t("[2,0]"), b"xy"), Malformed, "gap"),
         (file(&t("[0,2,4]"), b"xy"), Malformed, "JSON"),
         (
