@@ -143,3 +143,50 @@ fn plot_draws_numpys_histograms_into_an_svg() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// The table's sparkline, drawn from numpy's own 40-bin counts by the documented rule
+/// (two bins a character, eight heights relative to the fullest pair, blank when empty).
+#[test]
+fn the_table_ends_with_a_sparkline_of_numpys_histogram() {
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data("expected.json")).unwrap()).unwrap();
+    let o = tessera(&["stats", &data("values.npz")]);
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8(o.stdout).unwrap();
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let mut drawn = 0;
+    for (name, e) in expected.as_object().unwrap() {
+        let counts: Vec<u64> = match e["hist"].as_array() {
+            Some(a) if !a.is_empty() => a.iter().map(|c| c.as_u64().unwrap()).collect(),
+            _ => continue,
+        };
+        let pairs: Vec<u64> = counts
+            .chunks(2)
+            .map(|c| c[0] + c.get(1).unwrap_or(&0))
+            .collect();
+        let top = *pairs.iter().max().unwrap();
+        if top == 0 {
+            continue;
+        }
+        let want: String = pairs
+            .iter()
+            .map(|&c| {
+                if c == 0 {
+                    ' '
+                } else {
+                    BARS[((c as f64 / top as f64) * 7.0).round() as usize]
+                }
+            })
+            .collect();
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name.as_str()))
+            .unwrap_or_else(|| panic!("no row for {name}: {text}"));
+        assert!(
+            line.trim_end().ends_with(want.trim_end()),
+            "{name}: {line:?} should end with {want:?}"
+        );
+        drawn += 1;
+    }
+    assert!(drawn >= 3, "only {drawn} tensors had a histogram");
+}

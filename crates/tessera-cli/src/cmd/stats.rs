@@ -17,6 +17,10 @@
 //! (`stats_plot.rs`); with `--json` each tensor then carries `"histogram": {"edges",
 //! "counts"}`. Another extension than `.svg` is refused before anything is read.
 //!
+//! The table ends with a sparkline of each tensor's finite values: the same 40 bins,
+//! two to a character, each drawn as one of eight block heights relative to the
+//! fullest (a blank for an empty pair, the lowest block for any non-empty one).
+//!
 //! JSON shape: `{"file", "format", "tensors": [{"name", "dtype", "shape", "count",
 //! "min", "max", "mean", "std", "nan", "pos_inf", "neg_inf", "zeros", "skipped"}]}`;
 //! `min` … `std` are `null` when no element is finite, `skipped` (else `null`) says why a
@@ -77,6 +81,21 @@ fn tensor_stats_hist(
     Ok(Ok((stats, h)))
 }
 
+/// A terminal sparkline of histogram `counts`: two bins to a character, eight block
+/// heights relative to the fullest pair, a blank for an empty pair.
+pub fn sparkline(counts: &[u64]) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let pairs: Vec<u64> = counts.chunks(2).map(|c| c.iter().sum()).collect();
+    let max = pairs.iter().copied().max().unwrap_or(0);
+    pairs
+        .iter()
+        .map(|&c| match c {
+            0 => ' ',
+            _ => BARS[((c as f64 / max as f64) * 7.0).round().clamp(0.0, 7.0) as usize],
+        })
+        .collect()
+}
+
 /// Six significant figures, in exponent form when large or small.
 fn num(x: Option<f64>) -> String {
     match x {
@@ -107,7 +126,9 @@ pub fn run(args: &StatsArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         let total = infos.iter().map(|t| t.dense_nbytes().unwrap_or(0)).sum();
         let progress = Progress::new(total, "computing");
         for info in &infos {
-            rows.push((*info, tensor_stats_hist(file, info, args.plot.is_some())?));
+            // The histogram feeds --plot, and the text table's sparkline.
+            let hist = args.plot.is_some() || !args.json;
+            rows.push((*info, tensor_stats_hist(file, info, hist)?));
             progress.inc(info.dense_nbytes().unwrap_or(0));
         }
         progress.finish();
@@ -179,21 +200,33 @@ pub fn run(args: &StatsArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             .clamp(4, 48);
         writeln!(
             out,
-            "{:<width$} {:<8} {:<16} {:>12} {:>12} {:>12} {:>12} {:>6} {:>6} {:>6} {:>8}",
-            "name", "dtype", "shape", "min", "max", "mean", "std", "nan", "+inf", "-inf", "zeros"
+            "{:<width$} {:<8} {:<16} {:>12} {:>12} {:>12} {:>12} {:>6} {:>6} {:>6} {:>8}  {}",
+            "name",
+            "dtype",
+            "shape",
+            "min",
+            "max",
+            "mean",
+            "std",
+            "nan",
+            "+inf",
+            "-inf",
+            "zeros",
+            "min..max"
         )?;
         let mut bad = Vec::new();
         for (info, s) in &rows {
             let name = escape(&info.name);
             let shape = format!("{:?}", info.shape);
             match s {
-                Ok((s, _)) => {
+                Ok((s, h)) => {
+                    let spark = h.as_ref().map(|(_, c)| sparkline(c)).unwrap_or_default();
                     if s.non_finite() > 0 {
                         bad.push(name.clone().into_owned());
                     }
                     writeln!(
                         out,
-                        "{name:<width$} {:<8} {shape:<16} {:>12} {:>12} {:>12} {:>12} {:>6} {:>6} {:>6} {:>8}",
+                        "{name:<width$} {:<8} {shape:<16} {:>12} {:>12} {:>12} {:>12} {:>6} {:>6} {:>6} {:>8}  {spark}",
                         info.dtype_label(),
                         num(s.min),
                         num(s.max),
