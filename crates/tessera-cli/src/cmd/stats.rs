@@ -200,19 +200,8 @@ pub fn run(args: &StatsArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             .clamp(4, 48);
         writeln!(
             out,
-            "{:<width$} {:<8} {:<16} {:>12} {:>12} {:>12} {:>12} {:>6} {:>6} {:>6} {:>8}  {}",
-            "name",
-            "dtype",
-            "shape",
-            "min",
-            "max",
-            "mean",
-            "std",
-            "nan",
-            "+inf",
-            "-inf",
-            "zeros",
-            "min..max"
+            "{:<width$} {:<8} {:<16} {:>12} {:>12} {:>12} {:>12} {:>6} {:>6} {:>6} {:>8}  min..max",
+            "name", "dtype", "shape", "min", "max", "mean", "std", "nan", "+inf", "-inf", "zeros",
         )?;
         let mut bad = Vec::new();
         for (info, s) in &rows {
