@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use super::names::{check_plain, Numbered};
+use super::names::check_plain;
 use super::{Checks, Plan, SetKind};
 use crate::any::ReadOptions;
 use crate::error::{Error, Result};
@@ -132,32 +132,11 @@ pub(super) fn plan_bytes(
     shards.sort();
     // A numbered shard set (`model-00001-of-00004…`) must be named whole: a number the
     // index skips is a shard whose tensors it forgets.
-    let mut unnamed = Vec::new();
-    let named: std::collections::HashSet<&str> = shards.iter().map(String::as_str).collect();
-    let numbered: std::collections::BTreeSet<(String, u32, String)> = shards
-        .iter()
-        .filter_map(|s| Numbered::parse(s, ".safetensors"))
-        .map(|n| (n.prefix, n.count, n.suffix))
-        .collect();
-    for (prefix, count, suffix) in numbered {
-        let n = Numbered {
-            prefix,
-            no: 1,
-            count,
-            suffix,
-        };
-        for i in 1..=count {
-            let sib = n.sibling(i);
-            if !named.contains(sib.as_str()) {
-                let there = if exists(&dir.join(&sib)) {
-                    "present"
-                } else {
-                    "absent"
-                };
-                unnamed.push(format!("{sib} ({there})"));
-            }
-        }
-    }
+    let unnamed = super::names::unnamed_siblings(
+        &shards,
+        |_| Some(".safetensors"),
+        |sib| exists(&dir.join(sib)),
+    );
     checks.list(
         &name,
         "shards indexed",

@@ -59,6 +59,40 @@ impl Numbered {
     }
 }
 
+/// The shards missing from a numbered set an index names: for every numbered set among
+/// `names` (`suffix` gives the ending each name is numbered before: `.safetensors`, or
+/// the name's own extension), each sibling `names` leaves out, as `"{name} (present)"`
+/// or `"{name} (absent)"` by `exists`. A number an index skips is a shard whose tensors
+/// it forgets.
+pub fn unnamed_siblings(
+    names: &[String],
+    suffix: impl Fn(&str) -> Option<&str>,
+    exists: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let named: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
+    let sets: std::collections::BTreeSet<(String, u32, String)> = names
+        .iter()
+        .filter_map(|n| Numbered::parse(n, suffix(n)?))
+        .map(|n| (n.prefix, n.count, n.suffix))
+        .collect();
+    let mut out = Vec::new();
+    for (prefix, count, suffix) in sets {
+        let n = Numbered {
+            prefix,
+            no: 1,
+            count,
+            suffix,
+        };
+        for sib in (1..=count).map(|i| n.sibling(i)) {
+            if !named.contains(sib.as_str()) {
+                let there = if exists(&sib) { "present" } else { "absent" };
+                out.push(format!("{sib} ({there})"));
+            }
+        }
+    }
+    out
+}
+
 /// Checks that a shard name from an index is a plain file name: not empty, not `.` or
 /// `..`, no `/`, `\` or NUL, no drive prefix, at most 255 bytes — so that it can only
 /// name a file beside the index.

@@ -36,7 +36,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::hf::{read_index, Pairs};
-use super::names::{check_plain, Numbered};
+use super::names::check_plain;
 use super::{Checks, Plan, SetKind, Shard};
 use crate::any::ReadOptions;
 use crate::error::{Error, Result};
@@ -250,35 +250,11 @@ pub(super) fn plan(path: &Path, opts: &ReadOptions) -> Result<Plan> {
 /// The numbered siblings (`{prefix}-0000i-of-0000n{.ext}`, same prefix, count and
 /// extension as a shard the index names) that it does not name, present or not.
 fn unindexed(dir: &Path, names: &[String]) -> Vec<String> {
-    let named: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
-    let mut sets = std::collections::BTreeSet::new();
-    for n in names {
-        let Some(dot) = n.rfind('.') else { continue };
-        if let Some(num) = Numbered::parse(n, &n[dot..]) {
-            sets.insert((num.prefix, num.count, num.suffix));
-        }
-    }
-    let mut out = Vec::new();
-    for (prefix, count, suffix) in sets {
-        let n = Numbered {
-            prefix,
-            no: 1,
-            count,
-            suffix,
-        };
-        for i in 1..=count {
-            let sib = n.sibling(i);
-            if !named.contains(sib.as_str()) {
-                let there = if dir.join(&sib).exists() {
-                    "present"
-                } else {
-                    "absent"
-                };
-                out.push(format!("{sib} ({there})"));
-            }
-        }
-    }
-    out
+    super::names::unnamed_siblings(
+        names,
+        |n| n.rfind('.').map(|dot| &n[dot..]),
+        |sib| dir.join(sib).exists(),
+    )
 }
 
 /// The checks that need the shards opened: each shard's size, and its format against
