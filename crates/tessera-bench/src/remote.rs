@@ -181,6 +181,16 @@ fn size(n: u64) -> String {
     }
 }
 
+/// Runs `f`, adding the requests and bytes it fetched (the process-wide remote
+/// counters before and after) to `fetched`.
+fn counted<T>(fetched: &mut Vec<(u64, u64)>, f: impl FnOnce() -> T) -> T {
+    let before = tessera::remote::totals();
+    let out = f();
+    let after = tessera::remote::totals();
+    fetched.push((after.0 - before.0, after.1 - before.1));
+    out
+}
+
 /// What nginx logged as sent for Tessera's side of one run: every request of the
 /// measurement is in its log, so Tessera's share is the total minus curl's whole-file
 /// GETs (one per repetition), divided by the repetitions. HTTP only (moto logs no
@@ -249,12 +259,10 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
             opts.reps,
             settle,
             || {
-                let before = tessera::remote::totals();
-                let f = open_location(url, &ropts, Load::Map, &remote).expect("open");
-                let n = f.container().tensor_infos().len();
-                let after = tessera::remote::totals();
-                fetched.push((after.0 - before.0, after.1 - before.1));
-                n
+                counted(&mut fetched, || {
+                    let f = open_location(url, &ropts, Load::Map, &remote).expect("open");
+                    f.container().tensor_infos().len()
+                })
             },
             || curl(plain, &dl, signed).expect("curl"),
         );
@@ -278,12 +286,10 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
             opts.reps,
             settle,
             || {
-                let before = tessera::remote::totals();
-                let f = open_location(url, &ropts, Load::Map, &remote).expect("open");
-                let n = f.container().tensor(&mid).expect("tensor").nbytes();
-                let after = tessera::remote::totals();
-                fetched.push((after.0 - before.0, after.1 - before.1));
-                n
+                counted(&mut fetched, || {
+                    let f = open_location(url, &ropts, Load::Map, &remote).expect("open");
+                    f.container().tensor(&mid).expect("tensor").nbytes()
+                })
             },
             || {
                 curl(plain, &dl, signed).expect("curl");
@@ -312,17 +318,16 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
             opts.reps,
             settle,
             || {
-                let before = tessera::remote::totals();
-                let f = open_location(url, &ropts, Load::Map, &remote).expect("open");
-                tessera::convert::write_file(
-                    Format::Ztensor,
-                    f.container(),
-                    &out_zt,
-                    &Default::default(),
-                )
-                .expect("convert");
-                let after = tessera::remote::totals();
-                fetched.push((after.0 - before.0, after.1 - before.1));
+                counted(&mut fetched, || {
+                    let f = open_location(url, &ropts, Load::Map, &remote).expect("open");
+                    tessera::convert::write_file(
+                        Format::Ztensor,
+                        f.container(),
+                        &out_zt,
+                        &Default::default(),
+                    )
+                    .expect("convert");
+                })
             },
             || {
                 curl(plain, &dl, signed).expect("curl");
