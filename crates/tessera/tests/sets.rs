@@ -3,20 +3,14 @@
 //! checked against the manifest numpy wrote; and every set-level fault, each refused by
 //! a plain open and named by an audit's `verify`.
 
-use std::path::{Path, PathBuf};
+#[path = "common/sets.rs"]
+mod common;
 
+use std::path::Path;
+
+use common::{data, hex, manifest};
 use sha2::{Digest, Sha256};
 use tessera::{open_path, ErrorKind, Opened, ReadOptions, Status, VerifyOptions};
-
-fn data(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/sets")
-        .join(p)
-}
-
-fn manifest() -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(data("manifest.json")).unwrap()).unwrap()
-}
 
 fn dtype(numpy: &str) -> &'static str {
     match numpy {
@@ -80,10 +74,6 @@ fn check_against_manifest(opened: &Opened, set: &serde_json::Value) {
         .checks
         .iter()
         .any(|k| k.subject.starts_with(shards[0]) && k.subject.contains(": ")));
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 #[test]

@@ -4,28 +4,18 @@
 //! directory with every tensor's bytes checked against the SHA-256 numpy recorded; then
 //! every set-level fault, each named.
 
+#[path = "common/sets.rs"]
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::{data, hex, manifest};
 use sha2::{Digest, Sha256};
 use tessera::set::{convert_set, Split};
 use tessera::{
     open_path, ConvertOptions, ErrorKind, Format, Model, ReadOptions, TensorSource, VerifyOptions,
     WriteOptions,
 };
-
-fn data(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/sets")
-        .join(p)
-}
-
-fn manifest() -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(data("manifest.json")).unwrap()).unwrap()
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
 
 fn write_opts() -> WriteOptions {
     WriteOptions {
