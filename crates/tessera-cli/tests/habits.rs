@@ -369,3 +369,45 @@ fn convert_takes_the_output_as_dash_o_too() {
     assert_eq!(neither.status.code(), Some(2));
     assert!(!dir.path().join("a.zt").exists() && !dir.path().join("b.zt").exists());
 }
+
+#[test]
+fn source_date_epoch_makes_stamped_formats_reproducible() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("m.safetensors");
+    many_tensors(&src, 3);
+    for ext in ["wtxt", "fold"] {
+        let convert = |out: &str, epoch: Option<&str>| {
+            let out = dir.path().join(out);
+            let mut c = tessera();
+            c.arg("convert").arg(&src).arg(&out);
+            match epoch {
+                Some(e) => c.env("SOURCE_DATE_EPOCH", e),
+                None => c.env_remove("SOURCE_DATE_EPOCH"),
+            };
+            let o = c.output().unwrap();
+            (o, std::fs::read(&out).ok())
+        };
+        let (o, a) = convert(&format!("a.{ext}"), Some("1764000000"));
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        // A second later the clock has moved; the stamp has not.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        let (_, b) = convert(&format!("b.{ext}"), Some("1764000000"));
+        assert_eq!(a, b, "{ext}: same SOURCE_DATE_EPOCH, same bytes");
+        let (_, c) = convert(&format!("c.{ext}"), Some("1764000001"));
+        assert_ne!(a, c, "{ext}: the epoch is what is stamped");
+        if ext == "wtxt" {
+            // 1764000000 is 2025-11-24T16:00:00Z.
+            let text = String::from_utf8(a.unwrap()).unwrap();
+            assert!(text.contains(" ts=2025-11-24T16:00:00Z "), "{text:.200}");
+        }
+        let (o, d) = convert(&format!("d.{ext}"), Some("next tuesday"));
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{ext}: a bad epoch is a usage error"
+        );
+        assert!(d.is_none(), "{ext}: nothing written");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("SOURCE_DATE_EPOCH"), "{err}");
+    }
+}

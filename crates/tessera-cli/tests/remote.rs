@@ -34,9 +34,13 @@ fn servers(test: &str) -> Option<Servers> {
     got
 }
 
+/// `tessera ARGS`. WTXT and FOLD stamp the time they are written; a fixed
+/// SOURCE_DATE_EPOCH makes a local and a remote conversion comparable byte for byte
+/// even when they run in different seconds.
 fn tessera(args: &[&OsStr]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args(args)
+        .env("SOURCE_DATE_EPOCH", "1764000000")
         .output()
         .unwrap()
 }

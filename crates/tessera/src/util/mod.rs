@@ -3,6 +3,7 @@
 
 pub mod atomic;
 pub mod bytes;
+pub mod clock;
 pub mod keys;
 pub(crate) mod pipeline;
 pub mod pyjson;

@@ -114,7 +114,7 @@
 //! Compression is applied when asked (`WriteOptions::compression`, `--compress zstd`);
 //! uncompressed tensors read back zero-copy. Opaque chunks come first, then one `STEN`
 //! chunk per tensor. `created_at_unix` comes
-//! from `WriteOptions::timestamp` (else now), so output is deterministic given it.
+//! from `WriteOptions::timestamp` (else `SOURCE_DATE_EPOCH`, else now; whole seconds), so output is deterministic given it.
 //! Parity is written block-wise; a chunk of at most `255 - N` stored bytes has the same
 //! parity in pyfolds 1.0.2's layout, so 1.0.2 reads such files with its ECC check.
 //! Given the same chunks, metadata and timestamp, the output is byte-identical to
@@ -244,10 +244,8 @@ fn write(
         Some(t) => write::parse_timestamp(t).ok_or_else(|| {
             Error::invalid_input(format!("timestamp {t:?} is not YYYY-MM-DDTHH:MM:SSZ"))
         })?,
-        None => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or(0.0),
+        // Whole seconds, like a given timestamp; SOURCE_DATE_EPOCH when set.
+        None => crate::util::clock::stamp_secs()? as f64,
     };
     w.finish(src.metadata(), created)?;
     Ok(report)

@@ -30,7 +30,7 @@
 //! - `cap` lists what the file uses: `crc32c,line_parity` always; `arr_hmac` with a
 //!   key; `delta_v2,row_blocking` when an array has an `idx` line; `ext_dtypes` for
 //!   f16/bf16/bool/f8; `ext_names` (ours, see below).
-//! - Defaults: `gen` = previous snapshot's + 1 (with `prev`) or 0, `ts` now, `build`
+//! - Defaults: `gen` = previous snapshot's + 1 (with `prev`) or 0, `ts` now (`SOURCE_DATE_EPOCH` when set), `build`
 //!   `tessera-<version>`, `host=cpu`, `cuda=off`. Without an HMAC key `hmac` and `salt`
 //!   are zeros; with one, a random salt per array unless `fixed_salt`.
 //! - The root (and `sign`) line has a fixed width: it is written as a placeholder and

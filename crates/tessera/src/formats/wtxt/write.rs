@@ -63,32 +63,6 @@ pub fn chunking(info: &TensorInfo, bytes: u64, rows_per_chunk: Option<u64>) -> R
     })
 }
 
-/// "Now" as `YYYY-MM-DDTHH:MM:SSZ`.
-pub fn now_utc() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let days = (secs / 86400) as i64;
-    let rem = secs % 86400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
-}
-
 fn token(v: Option<&String>, default: &str, what: &str) -> Result<String> {
     let v = v.map(String::as_str).unwrap_or(default);
     if !is_token(v) {
@@ -135,7 +109,7 @@ pub fn write(
                 "wtxt timestamp {t:?} is not YYYY-MM-DDTHH:MM:SSZ"
             )))
         }
-        None => now_utc(),
+        None => crate::util::clock::utc_string(crate::util::clock::stamp_secs()?),
     };
     let meta = Meta {
         schema: "weights/v1".into(),
