@@ -5,12 +5,14 @@
 //! in a subprocess (`$TESSERA_PYTHON`, else `.venv/bin/python`, else `python3`) on the
 //! array loaded into memory first; its time covers the statistics only. numpy has no
 //! bfloat16: its bf16 row widens the 16-bit words to f32 (a shift) first, counted in its
-//! time, as a numpy user must. Also printed: a read of the same bytes on every core (a
+//! time, as a numpy user must. Second row per dtype: the 40-bin histogram `tessera
+//! stats` draws ([`tessera::values::histogram`]) against `np.histogram(x[isfinite(x)],
+//! bins=40)`. Also printed: a read of the same bytes on every core (a
 //! sum of u64 words), the bound a bandwidth-limited pass approaches.
 
 use std::path::{Path, PathBuf};
 
-use tessera::values::Stats;
+use tessera::values::{histogram, histogram_edges, Stats};
 use tessera::DType;
 
 use crate::common::{best_of, report, Opts};
@@ -26,10 +28,14 @@ def stats():
     ninf = int(np.isneginf(x).sum()); zeros = int((x == 0).sum())
     f = x[np.isfinite(x)] if nan + pinf + ninf else x
     return (f.min(), f.max(), f.mean(dtype=np.float64), f.std(dtype=np.float64), nan, pinf, ninf, zeros)
-best = float("inf")
+def hist():
+    x = (raw.astype(np.uint32) << 16).view(np.float32) if dtype == "bf16" else raw
+    return np.histogram(x[np.isfinite(x)], bins=40)
+best = hbest = float("inf")
 for _ in range(reps):
     t = time.perf_counter(); r = stats(); best = min(best, time.perf_counter() - t)
-print(json.dumps({"secs": best, "mean": float(r[2]), "nan": r[4]}))
+    t = time.perf_counter(); hist(); hbest = min(hbest, time.perf_counter() - t)
+print(json.dumps({"secs": best, "hist_secs": hbest, "mean": float(r[2]), "nan": r[4]}))
 "#;
 
 fn python() -> PathBuf {
@@ -99,6 +105,8 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
         let data = tensor(dtype, bytes / dtype.size());
         let s = Stats::of(dtype, &data);
         let t = best_of(opts.reps, || Stats::of(dtype, &data));
+        let edges = histogram_edges(s.min.unwrap_or(0.0), s.max.unwrap_or(0.0), 40);
+        let th = best_of(opts.reps, || histogram(dtype, &data, &edges));
         let bound = best_of(opts.reps, || {
             use rayon::prelude::*;
             data.par_chunks(1 << 20)
@@ -133,6 +141,7 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
                 let v: serde_json::Value = serde_json::from_slice(&o.stdout)
                     .map_err(|e| tessera::Error::malformed(format!("numpy's output: {e}")))?;
                 let secs = v["secs"].as_f64().unwrap_or(f64::NAN);
+                let hist_secs = v["hist_secs"].as_f64().unwrap_or(f64::NAN);
                 let agree = v["nan"].as_u64() == Some(s.nan)
                     && v["mean"]
                         .as_f64()
@@ -143,6 +152,12 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
                     bytes / dtype.size() * dtype.size(),
                     t,
                     Some(("numpy (same statistics)", secs)),
+                );
+                report(
+                    &format!("stats {dtype}: 40-bin histogram, against numpy"),
+                    bytes / dtype.size() * dtype.size(),
+                    th,
+                    Some(("np.histogram", hist_secs)),
                 );
                 if !agree {
                     println!("  numpy's results differ from Tessera's: {v}");

@@ -157,9 +157,9 @@ impl Stats {
         bytes
             .par_chunks(block)
             .map(|b| match dtype {
-                DType::F32 => fast::block(b, fast::f32_le),
-                DType::BF16 => fast::block(b, fast::bf16_le),
-                DType::F16 => fast::block(b, fast::f16_le),
+                DType::F32 => fast::block::<fast::F32>(b),
+                DType::BF16 => fast::block::<fast::Bf16>(b),
+                DType::F16 => fast::block::<fast::F16>(b),
                 _ => {
                     let mut s = Stats::default();
                     s.add(dtype, b);
@@ -270,20 +270,27 @@ pub fn histogram(dtype: DType, bytes: &[u8], edges: &[f64]) -> Vec<u64> {
     let block = (BLOCK / size).max(1) * size;
     let count = |b: &[u8]| {
         let mut h = vec![0u64; bins];
-        for i in 0..b.len() / size {
-            let Some(x) = dtype.element_as_f64(b, i) else {
-                continue;
-            };
-            if !(x >= lo && x <= hi) {
-                continue;
+        match dtype {
+            DType::F32 => fast::histogram::<fast::F32>(b, edges, norm, &mut h),
+            DType::BF16 => fast::histogram::<fast::Bf16>(b, edges, norm, &mut h),
+            DType::F16 => fast::histogram::<fast::F16>(b, edges, norm, &mut h),
+            _ => {
+                for i in 0..b.len() / size {
+                    let Some(x) = dtype.element_as_f64(b, i) else {
+                        continue;
+                    };
+                    if !(x >= lo && x <= hi) {
+                        continue;
+                    }
+                    let mut k = (((x - lo) * norm) as usize).min(bins - 1);
+                    if x < edges[k] {
+                        k = k.saturating_sub(1);
+                    } else if k + 1 < bins && x >= edges[k + 1] {
+                        k += 1;
+                    }
+                    h[k] += 1;
+                }
             }
-            let mut k = (((x - lo) * norm) as usize).min(bins - 1);
-            if x < edges[k] {
-                k = k.saturating_sub(1);
-            } else if k + 1 < bins && x >= edges[k + 1] {
-                k += 1;
-            }
-            h[k] += 1;
         }
         h
     };
@@ -419,5 +426,71 @@ mod tests {
             (3, 1, 1, 1)
         );
         assert_eq!((empty.min, empty.max), (Some(0.0), Some(0.0)));
+    }
+
+    #[test]
+    fn fast_histograms_count_as_the_element_path_does() {
+        // Values on and beside the edges, NaN and Inf, tiles with and without them; the
+        // f32/bf16/f16 paths against the element-by-element path on the same values as
+        // f64 (every one exactly representable).
+        let mut v: Vec<f32> = (0..200_000)
+            .map(|i| ((i * 7919) % 4001) as f32 / 1000.0 - 2.0)
+            .collect();
+        v[100] = f32::NAN;
+        v[5000] = f32::INFINITY;
+        v[150_000] = f32::NEG_INFINITY;
+        v[7] = -2.0;
+        v[8] = 2.0;
+        for (dtype, bytes, back) in [
+            (
+                DType::F32,
+                f32s(&v),
+                v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>(),
+            ),
+            (
+                DType::BF16,
+                v.iter()
+                    .flat_map(|&x| half::bf16::from_f32(x).to_le_bytes())
+                    .collect(),
+                v.iter()
+                    .map(|&x| f64::from(half::bf16::from_f32(x).to_f32()))
+                    .collect(),
+            ),
+            (
+                DType::F16,
+                v.iter()
+                    .flat_map(|&x| half::f16::from_f32(x).to_le_bytes())
+                    .collect(),
+                v.iter()
+                    .map(|&x| f64::from(half::f16::from_f32(x).to_f32()))
+                    .collect(),
+            ),
+        ] {
+            let wide: Vec<u8> = back.iter().flat_map(|x| x.to_le_bytes()).collect();
+            for (lo, hi, bins) in [(-2.0, 2.0, 40), (-1.0, 1.5, 7), (0.25, 0.25, 3)] {
+                let edges = histogram_edges(lo, hi, bins);
+                let fast = histogram(dtype, &bytes, &edges);
+                assert_eq!(
+                    fast,
+                    histogram(DType::F64, &wide, &edges),
+                    "{dtype} {lo}..{hi}"
+                );
+                assert!(fast.iter().sum::<u64>() > 0, "{dtype} {lo}..{hi}");
+            }
+            let (a, b) = (Stats::of(dtype, &bytes), Stats::of(DType::F64, &wide));
+            assert_eq!(
+                (a.count, a.nan, a.pos_inf, a.neg_inf, a.zeros, a.min, a.max),
+                (b.count, b.nan, b.pos_inf, b.neg_inf, b.zeros, b.min, b.max),
+                "{dtype}"
+            );
+            assert!(
+                (a.mean().unwrap() - b.mean().unwrap()).abs() < 1e-12,
+                "{dtype}"
+            );
+            assert!(
+                (a.std().unwrap() - b.std().unwrap()).abs() < 1e-12,
+                "{dtype}"
+            );
+        }
     }
 }
