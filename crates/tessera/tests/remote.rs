@@ -599,3 +599,66 @@ fn an_upload_replaces_the_key_only_when_complete() {
         "the failed upload replaced the object"
     );
 }
+
+#[test]
+fn sequential_reads_fetch_ahead_and_random_reads_do_not() {
+    let Some(srv) = servers("sequential_reads_fetch_ahead_and_random_reads_do_not") else {
+        return;
+    };
+    // 16 tensors of 256 KiB in a safetensors file, on nginx.
+    let bytes = written(Format::Safetensors);
+    let total = bytes.len() as u64;
+    let (_, http) = srv.stage("ahead.safetensors", &bytes);
+    let local = tessera::open(&bytes[..], &ReadOptions::default()).unwrap();
+    let names: Vec<String> = local
+        .tensor_infos()
+        .iter()
+        .map(|i| i.name.clone())
+        .collect();
+    let mut in_file = names.clone();
+    in_file.sort_by_key(|n| {
+        let infos = local.tensor_infos();
+        infos.iter().find(|i| &i.name == n).unwrap().storage.offset
+    });
+    for (order, sequential) in [
+        (in_file.clone(), true),
+        (in_file.iter().rev().cloned().collect::<Vec<_>>(), false),
+    ] {
+        let src = RemoteSource::open(&Location::parse(&http).unwrap(), &srv.remote()).unwrap();
+        let file = tessera::open(&src, &ReadOptions::default()).unwrap();
+        let (r0, b0) = (src.requests(), src.bytes_fetched());
+        let mut sizes = 0;
+        for n in &order {
+            let t = file.tensor(n).unwrap();
+            assert_eq!(
+                t.data().unwrap(),
+                local.tensor(n).unwrap().data().unwrap(),
+                "{n}"
+            );
+            sizes += t.nbytes();
+        }
+        let (requests, fetched) = (src.requests() - r0, src.bytes_fetched() - b0);
+        if sequential {
+            // Two reads one by one, then one window to the end of the file.
+            assert!(
+                requests <= 3,
+                "in file order: {requests} requests for 16 tensors"
+            );
+            assert!(
+                fetched <= total,
+                "in file order: {fetched} of {total} bytes fetched"
+            );
+        } else {
+            // Backwards: one request per tensor (the last one, first read, may come with
+            // the tail cache), and no byte beyond the tensors' own (and the 64 KiB tail).
+            assert!(
+                requests >= 15,
+                "backwards: {requests} requests for 16 tensors"
+            );
+            assert!(
+                fetched <= sizes + 64 * 1024,
+                "backwards: {fetched} bytes for {sizes}"
+            );
+        }
+    }
+}

@@ -28,6 +28,17 @@ const HEAD_CACHE: u64 = 64 << 10;
 /// Bytes fetched from the end, once, by the first read that falls in them (zTensor's
 /// footer and index, zip's central directory: npz and PyTorch checkpoints).
 const TAIL_CACHE: u64 = 64 << 10;
+/// Read-ahead on sequential reads: after [`AHEAD_AFTER`] reads in a row that each start
+/// where the last ended (within [`COALESCE_GAP`]), a read fetches a window beyond what
+/// it asked for, [`AHEAD_FIRST`] bytes, doubling on every further sequential read up
+/// to [`AHEAD_MAX`] — so reading a whole object tensor by tensor (convert, verify,
+/// stats) costs one request per window instead of one per tensor, while a read of one
+/// tensor, or of a few, fetches what it asked for.
+const AHEAD_AFTER: u32 = 2;
+/// See [`AHEAD_AFTER`].
+const AHEAD_FIRST: u64 = 8 << 20;
+/// See [`AHEAD_AFTER`].
+const AHEAD_MAX: u64 = 64 << 20;
 
 /// Requests and body bytes of every [`RemoteSource`] in this process (the CLI's progress
 /// bar and the benchmark read them: [`super::totals`]).
@@ -55,6 +66,22 @@ pub struct RemoteSource {
     head: Vec<u8>,
     /// Bytes `[len - tail.len(), len)`, fetched by the first read inside them.
     tail: std::sync::OnceLock<Vec<u8>>,
+    /// The read-ahead state ([`AHEAD_AFTER`]).
+    ahead: std::sync::Mutex<Ahead>,
+}
+
+/// Where sequential reads are, and the window fetched ahead of them.
+#[derive(Default)]
+struct Ahead {
+    /// Where the last read ended.
+    next: u64,
+    /// Sequential reads in a row so far.
+    run: u32,
+    /// The last window's size (0: none yet).
+    size: u64,
+    /// Bytes `[start, start + data.len())`.
+    start: u64,
+    data: bytes::Bytes,
 }
 
 impl std::fmt::Debug for RemoteSource {
@@ -82,6 +109,7 @@ impl RemoteSource {
             fetched: AtomicU64::new(0),
             head: Vec::new(),
             tail: std::sync::OnceLock::new(),
+            ahead: std::sync::Mutex::new(Ahead::default()),
         };
         let head = match src.len {
             n if n <= 2 * HEAD_CACHE => n,
@@ -226,6 +254,47 @@ impl RemoteSource {
         Ok(out)
     }
 
+    /// `[offset, offset + len)` (past the cached first bytes) from the read-ahead
+    /// window, or fetched — with a window beyond it when reads have been sequential.
+    fn read_ahead(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let end = offset + len;
+        let lock = || {
+            self.ahead
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        let fetch_len = {
+            let mut a = lock();
+            let sequential = offset >= a.next && offset - a.next <= COALESCE_GAP;
+            a.run = if sequential { a.run + 1 } else { 0 };
+            a.next = end;
+            let w_end = a.start + a.data.len() as u64;
+            if offset >= a.start && end <= w_end {
+                let at = (offset - a.start) as usize;
+                return Ok(a.data[at..at + len as usize].to_vec());
+            }
+            if a.run >= AHEAD_AFTER && len < AHEAD_MAX {
+                a.size = match a.size {
+                    0 => AHEAD_FIRST,
+                    s => (2 * s).min(AHEAD_MAX),
+                };
+                a.size.max(len).min(self.len - offset)
+            } else {
+                len
+            }
+        };
+        // The lock is not held while fetching: other threads' reads go on.
+        let got = runtime()?.block_on(self.fetch_split(offset, fetch_len))?;
+        if fetch_len == len {
+            return Ok(got);
+        }
+        let out = got[..len as usize].to_vec();
+        let mut a = lock();
+        a.start = offset;
+        a.data = bytes::Bytes::from(got);
+        Ok(out)
+    }
+
     fn check(&self, offset: u64, len: u64) -> Result<()> {
         match offset.checked_add(len) {
             Some(end) if end <= self.len => Ok(()),
@@ -255,11 +324,10 @@ impl ByteSource for RemoteSource {
             v.try_reserve_exact(len as usize)
                 .map_err(|_| Error::limit(format!("cannot allocate {len} bytes")))?;
             v.extend_from_slice(&self.head[offset as usize..]);
-            v.extend(runtime()?.block_on(self.fetch_split(have, offset + len - have))?);
+            v.extend(self.read_ahead(have, offset + len - have)?);
             return Ok(Cow::Owned(v));
         }
-        let v = runtime()?.block_on(self.fetch_split(offset, len))?;
-        Ok(Cow::Owned(v))
+        self.read_ahead(offset, len).map(Cow::Owned)
     }
     fn read_ranges(&self, ranges: &[(u64, u64)]) -> Result<Vec<Cow<'_, [u8]>>> {
         for &(o, n) in ranges {
