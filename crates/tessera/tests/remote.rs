@@ -605,8 +605,19 @@ fn sequential_reads_fetch_ahead_and_random_reads_do_not() {
     let Some(srv) = servers("sequential_reads_fetch_ahead_and_random_reads_do_not") else {
         return;
     };
-    // 16 tensors of 256 KiB in a safetensors file, on nginx.
-    let bytes = written(Format::Safetensors);
+    // 40 tensors of 300,000 bytes (12 MB) in a safetensors file, on nginx: windows of
+    // 8 and then 16 MiB, and a tensor across the first window's end.
+    let mut m = Model::new();
+    for t in 0..40u32 {
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i ^ t) as u8).collect();
+        let info = TensorInfo::dense(format!("t{t:02}"), DType::U8, vec![300_000]);
+        m.push(TensorView::dense(info, Cow::Owned(data)).unwrap())
+            .unwrap();
+    }
+    let p = prepare(&m, Format::Safetensors, ConvertOptions::default()).unwrap();
+    let mut out = Cursor::new(Vec::new());
+    write_to(Format::Safetensors, &p, &mut out, &WriteOptions::default()).unwrap();
+    let bytes = out.into_inner();
     let total = bytes.len() as u64;
     let (_, http) = srv.stage("ahead.safetensors", &bytes);
     let local = tessera::open(&bytes[..], &ReadOptions::default()).unwrap();

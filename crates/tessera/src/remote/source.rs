@@ -263,7 +263,7 @@ impl RemoteSource {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
         };
-        let fetch_len = {
+        let (mut out, from, fetch_len) = {
             let mut a = lock();
             let sequential = offset >= a.next && offset - a.next <= COALESCE_GAP;
             a.run = if sequential { a.run + 1 } else { 0 };
@@ -273,25 +273,39 @@ impl RemoteSource {
                 let at = (offset - a.start) as usize;
                 return Ok(a.data[at..at + len as usize].to_vec());
             }
-            if a.run >= AHEAD_AFTER && len < AHEAD_MAX {
+            // A read that runs past the window's end takes what the window holds and
+            // fetches only the rest.
+            let (prefix, from) = if offset >= a.start && offset < w_end {
+                (a.data[(offset - a.start) as usize..].to_vec(), w_end)
+            } else {
+                (Vec::new(), offset)
+            };
+            let need = end - from;
+            let fetch_len = if a.run >= AHEAD_AFTER && need < AHEAD_MAX {
                 a.size = match a.size {
                     0 => AHEAD_FIRST,
                     s => (2 * s).min(AHEAD_MAX),
                 };
-                a.size.max(len).min(self.len - offset)
+                a.size.max(need).min(self.len - from)
             } else {
-                len
-            }
+                need
+            };
+            (prefix, from, fetch_len)
         };
+        let need = (end - from) as usize;
         // The lock is not held while fetching: other threads' reads go on.
-        let got = runtime()?.block_on(self.fetch_split(offset, fetch_len))?;
-        if fetch_len == len {
+        let got = runtime()?.block_on(self.fetch_split(from, fetch_len))?;
+        if out.is_empty() && fetch_len as usize == need {
             return Ok(got);
         }
-        let out = got[..len as usize].to_vec();
-        let mut a = lock();
-        a.start = offset;
-        a.data = bytes::Bytes::from(got);
+        out.try_reserve_exact(need)
+            .map_err(|_| Error::limit(format!("cannot allocate {len} bytes")))?;
+        out.extend_from_slice(&got[..need]);
+        if fetch_len as usize > need {
+            let mut a = lock();
+            a.start = from;
+            a.data = bytes::Bytes::from(got);
+        }
         Ok(out)
     }
 
