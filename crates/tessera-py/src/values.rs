@@ -73,7 +73,7 @@ fn make_exception(py: Python<'_>, e: &tessera::Error) -> PyResult<PyErr> {
         }
     }
     exc.setattr("kind", e.kind().name())?;
-    exc.setattr("format", e.format())?;
+    exc.setattr("format", e.format().map(|f| f.name()))?;
     exc.setattr("subject", e.subject())?;
     exc.setattr("offset", e.offset())?;
     Ok(PyErr::from_value(exc))

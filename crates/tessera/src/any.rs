@@ -135,12 +135,12 @@ pub fn open<'d>(
         }
         _ => open(src, opts),
     };
-    let file = file.map_err(|e| named(e.in_format(format.name())))?;
+    let file = file.map_err(|e| named(e.in_format(format)))?;
     Ok(match &opts.path {
         Some(p) => Box::new(Labeled {
             inner: file,
             file: p.display().to_string(),
-            format: format.name(),
+            format,
         }),
         None => file,
     })
@@ -170,7 +170,7 @@ crate::model::forward_to_dependent!(Wholly);
 struct Labeled<'d> {
     inner: Box<dyn Container + 'd>,
     file: String,
-    format: &'static str,
+    format: Format,
 }
 
 impl Labeled<'_> {

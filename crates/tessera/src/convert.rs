@@ -486,7 +486,7 @@ impl Prepared<'_> {
     /// pulled the bytes would otherwise put its own name first).
     fn source_error(&self, e: Error) -> Error {
         match self.src.source_format() {
-            Some(f) => e.in_format(f.name()),
+            Some(f) => e.in_format(f),
             None => e,
         }
     }
@@ -520,7 +520,7 @@ fn write_keeping_sides(
 ) -> Result<WriteReport> {
     let write = writer_for(format).ok_or_else(|| format.not_supported_yet())?;
     crate::options::check_options(format, opts)?;
-    write(src, out, opts).map_err(|e| e.in_format(format.name()))
+    write(src, out, opts).map_err(|e| e.in_format(format))
 }
 
 /// Writes `src` as `format` to `path` atomically: into a temporary sibling, fsynced

@@ -11,6 +11,7 @@
 
 use std::fmt;
 
+use crate::format::Format;
 use crate::refusal::{Hint, Refusal};
 
 /// What went wrong, coarsely.
@@ -59,7 +60,7 @@ struct Inner {
     file: Option<String>,
     /// The OS error number of an `Io` error (`ENOENT`, `EISDIR`, `EACCES`, …).
     os_error: Option<i32>,
-    format: Option<&'static str>,
+    format: Option<Format>,
     subject: Option<String>,
     offset: Option<u64>,
     message: String,
@@ -127,8 +128,9 @@ impl Error {
         Error::new(ErrorKind::UnsupportedVersion, message)
     }
 
-    /// Sets the format name shown first in the message (`"ztensor"`), unless one is set.
-    pub fn in_format(mut self, format: &'static str) -> Error {
+    /// Sets the format, whose name is shown first in the message (`ztensor: …`), unless
+    /// one is set.
+    pub fn in_format(mut self, format: Format) -> Error {
         self.0.format.get_or_insert(format);
         self
     }
@@ -171,7 +173,7 @@ impl Error {
         self.0.kind
     }
     /// The format name, if known.
-    pub fn format(&self) -> Option<&'static str> {
+    pub fn format(&self) -> Option<Format> {
         self.0.format
     }
     /// The subject (tensor, chunk, line), if known.
@@ -210,7 +212,7 @@ impl Error {
             ctx.push(file.clone());
         }
         if let Some(fmt) = i.format {
-            ctx.push(fmt.to_string());
+            ctx.push(fmt.name().to_string());
         }
         match (&i.subject, i.offset) {
             (Some(s), Some(o)) => ctx.push(format!("{s} at byte {o}")),
@@ -325,14 +327,14 @@ impl From<std::io::Error> for Error {
 
 /// Adds context to a `Result<T, Error>` in one call.
 pub trait ResultExt<T> {
-    /// Sets the format name on the error.
-    fn in_format(self, format: &'static str) -> Result<T>;
+    /// Sets the format on the error.
+    fn in_format(self, format: Format) -> Result<T>;
     /// Sets the subject on the error.
     fn at_subject(self, subject: impl FnOnce() -> String) -> Result<T>;
 }
 
 impl<T> ResultExt<T> for Result<T> {
-    fn in_format(self, format: &'static str) -> Result<T> {
+    fn in_format(self, format: Format) -> Result<T> {
         self.map_err(|e| e.in_format(format))
     }
     fn at_subject(self, subject: impl FnOnce() -> String) -> Result<T> {
@@ -349,7 +351,7 @@ mod tests {
         let e = Error::malformed("chunk_offset + chunk_length exceeds file size")
             .at_subject("TOC entry 3")
             .at_offset(176)
-            .in_format("aero");
+            .in_format(Format::Aero);
         assert_eq!(
             e.to_string(),
             "aero: TOC entry 3 at byte 176: chunk_offset + chunk_length exceeds file size"

@@ -47,7 +47,7 @@ fn expect_open_error(prefix: &str, kind: ErrorKind) {
     for (name, data) in vectors(prefix) {
         let e = open(&data).expect_err(&name);
         assert_eq!(e.kind(), kind, "{name}: {e}");
-        assert_eq!(e.format(), Some("ztensor"), "{name}: {e}");
+        assert_eq!(e.format(), Some(tessera::Format::Ztensor), "{name}: {e}");
         assert!(e.to_string().starts_with("ztensor: "), "{name}: {e}");
         // Through detection too.
         let e2 = tessera::open(&data, &ReadOptions::default()).err().unwrap();

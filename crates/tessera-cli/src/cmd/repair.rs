@@ -29,7 +29,8 @@ pub fn run(args: &RepairArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     }
     let opts = crate::output::read_options(&args.input, &Default::default())?;
     let file = FoldFile::parse(&data, &opts.limits).map_err(|e| {
-        anyhow::Error::new(e.in_format("fold")).context(args.input.display().to_string())
+        anyhow::Error::new(e.in_format(tessera::Format::Fold))
+            .context(args.input.display().to_string())
     })?;
     let plan = file.plan_repair().map_err(anyhow::Error::new)?;
     let complete = plan.is_complete();

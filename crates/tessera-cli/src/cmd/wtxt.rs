@@ -27,8 +27,9 @@ fn parse<'a>(path: &Path, data: &'a FileData) -> anyhow::Result<WtxtFile<'a>> {
         path: Some(path.to_path_buf()),
         ..ReadOptions::default()
     };
-    WtxtFile::parse(Cow::Borrowed(data), &opts)
-        .map_err(|e| anyhow::Error::new(e.in_format("wtxt")).context(path.display().to_string()))
+    WtxtFile::parse(Cow::Borrowed(data), &opts).map_err(|e| {
+        anyhow::Error::new(e.in_format(tessera::Format::Wtxt)).context(path.display().to_string())
+    })
 }
 
 fn open(path: &Path) -> anyhow::Result<FileData> {

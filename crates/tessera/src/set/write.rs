@@ -175,7 +175,7 @@ pub fn convert_set(
         let durability = crate::util::atomic::Durability::from_durable(!o.no_fsync);
         let mut r = crate::util::atomic::write_atomic_with(path, durability, |f| {
             crate::formats::aero::write::write_in_shards(&prepared, f, &o, Some(&groups))
-                .map_err(|e| e.in_format(format.name()))
+                .map_err(|e| e.in_format(format))
         })?;
         notes.append(&mut r.notes);
         return Ok(SetReport {

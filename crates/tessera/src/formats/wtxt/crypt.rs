@@ -48,7 +48,7 @@ pub fn encrypt(plain: &[u8], recipients: &[String], passphrase: Option<&str>) ->
 /// Decrypts an age-armored file with the identities or passphrase of `opts`. Errors
 /// say `age:` once (as the format, whichever path called).
 pub fn decrypt(data: &[u8], opts: &ReadOptions) -> Result<Vec<u8>> {
-    decrypt_inner(data, opts).map_err(|e| e.in_format("age"))
+    decrypt_inner(data, opts).map_err(|e| e.in_format(crate::Format::AgeArmor))
 }
 
 fn decrypt_inner(data: &[u8], opts: &ReadOptions) -> Result<Vec<u8>> {

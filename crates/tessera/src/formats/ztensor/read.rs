@@ -92,8 +92,8 @@ impl<'data> ZtensorFile<'data> {
         src: impl Into<SourceRef<'data>>,
         opts: &ReadOptions,
     ) -> Result<ZtensorFile<'data>> {
-        let mut f =
-            Self::parse_inner(src.into(), &opts.limits).map_err(|e| e.in_format("ztensor"))?;
+        let mut f = Self::parse_inner(src.into(), &opts.limits)
+            .map_err(|e| e.in_format(Format::Ztensor))?;
         f.verify = opts.verify;
         Ok(f)
     }
@@ -544,7 +544,7 @@ impl TensorSource for ZtensorFile<'_> {
         let i = self.position(name)?;
         self.read_view(i, self.verify).map_err(|e| {
             e.at_subject(format!("tensor {name:?}"))
-                .in_format("ztensor")
+                .in_format(Format::Ztensor)
         })
     }
     fn source_format(&self) -> Option<Format> {

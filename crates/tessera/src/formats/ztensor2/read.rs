@@ -99,8 +99,8 @@ fn check_overlap(mut spans: Vec<Span>, file: &str) -> Result<()> {
 impl<'data> Ztensor2File<'data> {
     /// Reads the footer and the manifest (two ranges), checks everything spec §3.6 lists.
     pub fn parse(src: impl Into<SourceRef<'data>>, opts: &ReadOptions) -> Result<Self> {
-        let mut f =
-            Self::parse_inner(src.into(), &opts.limits).map_err(|e| e.in_format("ztensor-v2"))?;
+        let mut f = Self::parse_inner(src.into(), &opts.limits)
+            .map_err(|e| e.in_format(Format::ZtensorV2))?;
         f.verify = opts.verify;
         Ok(f)
     }
@@ -266,7 +266,7 @@ impl<'data> Ztensor2File<'data> {
     /// digest is checked by [`Container::verify`] (layer `shard digest`).
     pub fn with_shards(mut self, srcs: Vec<SourceRef<'data>>) -> Result<Self> {
         self.add_shards(srcs)
-            .map_err(|e| e.in_format("ztensor-v2"))?;
+            .map_err(|e| e.in_format(Format::ZtensorV2))?;
         Ok(self)
     }
 
@@ -483,7 +483,7 @@ impl TensorSource for Ztensor2File<'_> {
         self.read_view(i, self.verify).map_err(|e| {
             let e = e
                 .at_subject(format!("tensor {name:?}"))
-                .in_format("ztensor-v2");
+                .in_format(Format::ZtensorV2);
             match &self.file {
                 Some(f) => e.in_file(f.clone()),
                 None => e,
