@@ -107,7 +107,8 @@ pub fn exit_code_for(e: &anyhow::Error) -> u8 {
                 ErrorKind::UnknownFormat
                 | ErrorKind::UnsupportedVersion
                 | ErrorKind::Unsupported => 3,
-                ErrorKind::Malformed | ErrorKind::LimitExceeded => 4,
+                // Malformed, LimitExceeded, and any kind added later: the input's fault.
+                _ => 4,
             };
         }
     }

@@ -16,7 +16,6 @@ mod values;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use tessera::convert::MetadataSupport;
 use tessera::{DType, Format};
 
 /// Every format Tessera knows: name, title, extensions, whether it can be read and
@@ -42,14 +41,7 @@ fn formats(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
             )?;
             d.set_item("sparse", c.sparse)?;
             d.set_item("other_layouts", c.other_layouts)?;
-            d.set_item(
-                "metadata",
-                match c.metadata {
-                    MetadataSupport::None => "none",
-                    MetadataSupport::Strings => "strings",
-                    MetadataSupport::Tree => "tree",
-                },
-            )?;
+            d.set_item("metadata", c.metadata.name())?;
             d.set_item("chunks", c.chunks)?;
             d.set_item("compression", c.compression.to_vec())?;
             d.set_item("integrity", c.integrity.to_vec())?;

@@ -20,6 +20,8 @@ fn class_name(kind: ErrorKind) -> &'static str {
         ErrorKind::Unsupported => "UnsupportedError",
         ErrorKind::InvalidInput => "InvalidInputError",
         ErrorKind::NotFound => "NotFoundError",
+        // A kind added later: the base class.
+        _ => "TesseraError",
     }
 }
 
@@ -143,6 +145,8 @@ pub fn value_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny
             PyList::new(py, items)?.into_any()
         }
         Value::Map(m) => map_to_py(py, m)?.into_any(),
+        // A kind of value added later: its text.
+        other => PyString::new(py, &other.to_string()).into_any(),
     })
 }
 

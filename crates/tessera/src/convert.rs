@@ -26,6 +26,7 @@ impl<T: Write + Seek> WriteSeek for T {}
 
 /// Compression for formats that have it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Compression {
     /// Stored as is.
     #[default]
@@ -36,6 +37,7 @@ pub enum Compression {
 
 /// A per-tensor/chunk digest to write, for formats that let the writer choose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Digest {
     /// CRC-32C (Castagnoli).
     Crc32c,
@@ -140,6 +142,7 @@ pub type WriteFn = fn(&dyn TensorSource, &mut dyn WriteSeek, &WriteOptions) -> R
 
 /// How much metadata a format carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MetadataSupport {
     /// None at all.
     None,
@@ -147,6 +150,17 @@ pub enum MetadataSupport {
     Strings,
     /// A full value tree.
     Tree,
+}
+
+impl MetadataSupport {
+    /// `none`, `strings` or `tree` (as `tessera formats` and Python show it).
+    pub fn name(self) -> &'static str {
+        match self {
+            MetadataSupport::None => "none",
+            MetadataSupport::Strings => "strings",
+            MetadataSupport::Tree => "tree",
+        }
+    }
 }
 
 /// What a format can hold; `tessera formats` prints it, [`prepare`] enforces it.

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 
 /// An element type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum DType {
     /// One byte per element, 0 or 1.
     Bool,

@@ -16,6 +16,7 @@ use crate::refusal::{Hint, Refusal};
 
 /// What went wrong, coarsely.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// An I/O error from the operating system.
     Io,

@@ -9,6 +9,7 @@ use std::fmt;
 
 /// A metadata value.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Value {
     /// JSON null / CBOR null / msgpack nil.
     Null,

@@ -35,6 +35,7 @@ pub fn dense_nbytes(dtype: DType, shape: &[u64]) -> Result<u64> {
 
 /// How a tensor's parts make up its values.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Layout {
     /// Row-major, one part `data`.
     Dense,

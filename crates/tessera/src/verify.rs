@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 /// The outcome of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Status {
     /// The layer holds.
     Ok,
@@ -174,6 +175,7 @@ impl VerifyReport {
 
 /// What a layer is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LayerKind {
     /// Bytes compared with a stored digest, MAC, parity or signature.
     Digest,
@@ -182,6 +184,17 @@ pub enum LayerKind {
     /// A model set's own checks: shards present, each tensor in the shard its index
     /// names, counts and sizes.
     Set,
+}
+
+impl LayerKind {
+    /// `digest`, `structure` or `set` (as reports show it).
+    pub fn name(self) -> &'static str {
+        match self {
+            LayerKind::Digest => "digest",
+            LayerKind::Structure => "structure",
+            LayerKind::Set => "set",
+        }
+    }
 }
 
 /// Classifies a layer name as the readers report it.

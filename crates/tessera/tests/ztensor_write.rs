@@ -202,6 +202,7 @@ fn round_trips_every_layout_with_every_option() {
         let layer = match opts.digests.first() {
             Some(Digest::Crc32c) => "crc32c",
             Some(Digest::Sha256) => "sha256",
+            Some(other) => panic!("no case for {other:?}"),
             None => "digest",
         };
         // One digest check per component (dense 1, csr 3, coo 2, q 3), or one "not checked" per tensor.

@@ -18,11 +18,7 @@ pub fn listed() -> Vec<Format> {
 }
 
 fn meta_name(m: MetadataSupport) -> &'static str {
-    match m {
-        MetadataSupport::None => "none",
-        MetadataSupport::Strings => "strings",
-        MetadataSupport::Tree => "tree",
-    }
+    m.name()
 }
 
 /// One row per format, as JSON.

@@ -62,6 +62,7 @@ fn tensor_stats_hist(
                 None => format!("layout {l} is not decoded"),
             }))
         }
+        other => return Ok(Err(format!("layout {} is not decoded", other.name()))),
     }
     let view = file.tensor(&info.name)?;
     let view = match view.info.layout {

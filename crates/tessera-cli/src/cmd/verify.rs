@@ -183,11 +183,7 @@ impl Outcome {
 }
 
 fn kind_name(k: LayerKind) -> &'static str {
-    match k {
-        LayerKind::Digest => "digest",
-        LayerKind::Structure => "structure",
-        LayerKind::Set => "set",
-    }
+    k.name()
 }
 
 fn mark(s: Status) -> &'static str {
@@ -197,6 +193,8 @@ fn mark(s: Status) -> &'static str {
         Status::NotChecked => "not checked",
         Status::Unauthenticated => "unauthenticated",
         Status::Repaired => "REPAIRED",
+        // A status this build does not know is not a pass.
+        _ => "UNKNOWN",
     }
 }
 

@@ -33,6 +33,7 @@ macro_rules! registry {
         /// Every format Tessera knows, implemented or not: one variant per line of the
         /// registry in `formats/mod.rs`.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
         pub enum Format {
             $( $(#[$doc])* $variant, )*
         }

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 
 /// A file's location, as a user names it on the command line or in Python.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Location {
     /// A local path (plain, or `file://` with the scheme removed).
     Local(PathBuf),

@@ -51,6 +51,7 @@ self_cell::self_cell!(
 
 /// How a path's bytes are brought in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Load {
     /// A read-only memory map (zero-copy reads).
     #[default]

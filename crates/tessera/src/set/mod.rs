@@ -96,6 +96,7 @@ use crate::verify::{Status, VerifyOptions, VerifyReport};
 
 /// What kind of set this is.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SetKind {
     /// A Hugging Face `*.safetensors.index.json` (its file name).
     HfIndex(String),

@@ -47,6 +47,7 @@ use crate::tensor::{TensorInfo, TensorView};
 
 /// How to cut a model into shards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Split {
     /// Shards of at most this many tensor bytes (one larger tensor goes alone).
     MaxBytes(u64),

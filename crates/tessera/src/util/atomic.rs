@@ -147,6 +147,7 @@ fn umask_mode() -> u32 {
 
 /// Whether an atomic write waits for the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Durability {
     /// fsync the file and its directory before and after the rename (the default): the
     /// new file survives a power loss once the write returns.
