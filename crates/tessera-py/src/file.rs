@@ -452,6 +452,7 @@ impl File {
             control_only,
             tensors: tensors.unwrap_or_default(),
             path: self.path.clone(),
+            progress: None,
         };
         let report = py.detach(|| self.shared.with(|c| c.verify(&opts)));
         report_dict(py, &report)
