@@ -530,3 +530,43 @@ fn padding(f: &AeroFile<'_>, r: &mut VerifyReport) {
             .push(format!("non-zero bytes after the last payload, at {cur}.."));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::super::read::AeroFile;
+    use crate::{DType, Format, Limits, Model, TensorInfo, TensorView, WriteOptions};
+
+    #[test]
+    fn a_large_shard_reports_its_hashing_block_by_block() {
+        // 40 MiB in one shard (a mapped file hands the range over whole): the hash
+        // reports every 16 MiB, and the digest is the one of the whole payload.
+        let mut m = Model::new();
+        for (name, mib) in [("a", 20usize), ("b", 20)] {
+            let info = TensorInfo::dense(name, DType::U8, vec![(mib << 20) as u64]);
+            let bytes: Vec<u8> = (0..mib << 20).map(|i| (i % 251) as u8).collect();
+            m.push(TensorView::dense(info, Cow::Owned(bytes)).unwrap())
+                .unwrap();
+        }
+        let mut out = std::io::Cursor::new(Vec::new());
+        crate::convert::write_to(Format::Aero, &m, &mut out, &WriteOptions::default()).unwrap();
+        let bytes = out.into_inner();
+        let f = AeroFile::open(&bytes[..], &Limits::default()).unwrap();
+        let ci = f.locs[0].chunk;
+        let mut seen = Vec::new();
+        let h = f
+            .chunk_blake3_with(ci, &mut |done| seen.push(done))
+            .unwrap();
+        let payload = f.chunk_payload(ci).unwrap();
+        assert_eq!(h, *blake3::hash(&payload).as_bytes());
+        let len = payload.len() as u64;
+        assert!(len >= 40 << 20);
+        let mut want: Vec<u64> = (1..)
+            .map(|k| k * (16 << 20))
+            .take_while(|&n| n < len)
+            .collect();
+        want.push(len);
+        assert_eq!(seen, want);
+    }
+}
