@@ -159,7 +159,7 @@ impl Progress {
         self.bar.set_message(msg);
     }
     /// Removes the bar.
-    pub fn finish(self) {
+    pub fn finish(&self) {
         self.bar.finish_and_clear();
     }
 }
@@ -220,42 +220,6 @@ impl TensorSource for ProgressSource<'_> {
     }
     fn metadata_types(&self) -> Option<&tessera::Map> {
         self.inner.metadata_types()
-    }
-}
-
-/// A spinner on stderr for work with no natural unit (verify): it appears after one
-/// second, and never when stderr is not a terminal.
-pub struct Spinner {
-    bar: indicatif::ProgressBar,
-    done: std::sync::Arc<std::sync::Mutex<bool>>,
-}
-
-impl Spinner {
-    /// Starts a spinner labelled `what`.
-    pub fn new(what: &str) -> Spinner {
-        let bar = indicatif::ProgressBar::hidden();
-        bar.set_message(what.to_string());
-        let done = std::sync::Arc::new(std::sync::Mutex::new(false));
-        if std::io::stderr().is_terminal() {
-            let (bar2, done2) = (bar.clone(), done.clone());
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_secs(1));
-                if let Ok(d) = done2.lock() {
-                    if !*d {
-                        bar2.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-                        bar2.enable_steady_tick(Duration::from_millis(120));
-                    }
-                }
-            });
-        }
-        Spinner { bar, done }
-    }
-    /// Stops and clears the spinner.
-    pub fn finish(self) {
-        if let Ok(mut d) = self.done.lock() {
-            *d = true;
-            self.bar.finish_and_clear();
-        }
     }
 }
 

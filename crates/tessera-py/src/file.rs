@@ -16,6 +16,7 @@ use tessera::{
 
 use crate::fill::Reader;
 use crate::owner::{copy_parts, Buffer, PartBytes, Shared};
+use crate::progress::PyProgress;
 use crate::values::{map_to_py, IntoPy};
 use tessera::set::{Load, OpenedFile};
 use tessera::Opened;
@@ -197,6 +198,8 @@ pub fn info_to_py<'py>(py: Python<'py>, info: &TensorInfo) -> PyResult<Bound<'py
     // type of the stored bytes (`u8` there, the same otherwise).
     d.set_item("dtype", info.dtype_label())?;
     d.set_item("storage_dtype", info.dtype.name())?;
+    // The dense bytes: what progress counts (None for a shape whose size overflows).
+    d.set_item("nbytes", info.dense_nbytes().ok())?;
     d.set_item("shape", info.shape.clone())?;
     d.set_item("layout", info.layout.name())?;
     d.set_item("attrs", map_to_py(py, &info.attrs)?)?;
@@ -428,7 +431,11 @@ impl File {
 
     /// Runs every integrity layer the format has. Returns
     /// `{"ok": bool, "checks": [{subject, layer, status, detail}], "warnings": [...]}`.
-    #[pyo3(signature = (*, hmac_key=None, public_key=None, control_only=false, tensors=None))]
+    /// `progress`, a callable, gets `(done_bytes, total_bytes)` as the tensors are
+    /// checked (their dense bytes: `tessera::VerifyOptions::progress`), one call at a
+    /// time although the checks run on several threads; an exception it raises is
+    /// raised when the verify ends.
+    #[pyo3(signature = (*, hmac_key=None, public_key=None, control_only=false, tensors=None, progress=None))]
     fn verify<'py>(
         &self,
         py: Python<'py>,
@@ -436,6 +443,7 @@ impl File {
         public_key: Option<Vec<u8>>,
         control_only: bool,
         tensors: Option<Vec<String>>,
+        progress: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let public_key = match public_key {
             None => None,
@@ -446,14 +454,28 @@ impl File {
                 )))
             })?),
         };
-        let opts = VerifyOptions {
+        let mut opts = VerifyOptions {
             hmac_key,
             public_key,
             control_only,
             tensors: tensors.unwrap_or_default(),
             path: self.path.clone(),
+            progress: None,
         };
+        let total = self
+            .shared
+            .with(|c| tessera::verify::progress_total(c.tensor_infos()));
+        let hook = progress.map(|p| std::sync::Arc::new(PyProgress::new(p, total)));
+        if let Some(h) = &hook {
+            let h = h.clone();
+            opts = opts.with_progress(move |n| {
+                h.advance(n);
+            });
+        }
         let report = py.detach(|| self.shared.with(|c| c.verify(&opts)));
+        if let Some(e) = hook.and_then(|h| h.take_raised()) {
+            return Err(e);
+        }
         report_dict(py, &report)
     }
 
@@ -538,13 +560,14 @@ impl File {
     /// Converts the whole file (tensors, metadata, opaque chunks) into another format at
     /// `path`, streaming tensor by tensor with the GIL released. Returns the notes of what
     /// was cast, densified or dropped (each only when its option allows it).
-    #[pyo3(signature = (path, *, format=None, options=None))]
+    #[pyo3(signature = (path, *, format=None, options=None, progress=None))]
     fn convert<'py>(
         &self,
         py: Python<'py>,
         path: PathBuf,
         format: Option<&str>,
         options: Option<Bound<'py, PyDict>>,
+        progress: Option<Py<PyAny>>,
     ) -> PyResult<(Vec<String>, Vec<PathBuf>)> {
         let format = crate::save::resolve_format(format, Some(&path))?;
         let (wopts, copts) = crate::save::parse_options(options.as_ref())?;
@@ -552,7 +575,8 @@ impl File {
         let (r, raised) = py.detach(|| {
             self.shared.with(|c| {
                 let src = AsSource(c);
-                let guarded = crate::save::Interruptible::new(&src);
+                let guarded =
+                    crate::save::Interruptible::new(&src).with_progress(progress.as_ref());
                 let r = tessera::convert::convert_file(&guarded, format, &path, copts, &wopts);
                 (r, guarded.take_raised())
             })

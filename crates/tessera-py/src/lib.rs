@@ -10,6 +10,7 @@ mod diff;
 mod file;
 mod fill;
 mod owner;
+mod progress;
 mod save;
 mod signed;
 mod values;

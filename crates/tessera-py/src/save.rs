@@ -22,6 +22,7 @@ use tessera::{
     WriteOptions,
 };
 
+use crate::progress::PyProgress;
 use crate::values::{dict_to_map, to_py_err, IntoPy};
 
 /// Tensors borrowed from Python bytes objects.
@@ -245,9 +246,13 @@ pub fn resolve_format(format: Option<&str>, path: Option<&PathBuf>) -> PyResult<
 /// chunk, so that a long write stops within one tensor of it: the writer then fails, the
 /// atomic writer removes its temporary, and the caller re-raises the Python exception
 /// kept here (`KeyboardInterrupt`) with [`Interruptible::result`].
+/// It also reports progress, when asked: `progress(done_bytes, total_bytes)` after each
+/// tensor, in the tensors' dense bytes (Python's `progress=True` passes a bar, see
+/// `tessera/_progress.py`).
 pub(crate) struct Interruptible<'a, S: TensorSource + ?Sized> {
     inner: &'a S,
     raised: std::sync::Mutex<Option<PyErr>>,
+    progress: Option<PyProgress>,
 }
 
 impl<'a, S: TensorSource + ?Sized> Interruptible<'a, S> {
@@ -255,7 +260,31 @@ impl<'a, S: TensorSource + ?Sized> Interruptible<'a, S> {
         Interruptible {
             inner,
             raised: std::sync::Mutex::new(None),
+            progress: None,
         }
+    }
+
+    /// Reports to `progress` (a Python callable) after each tensor.
+    pub(crate) fn with_progress(mut self, progress: Option<&Py<PyAny>>) -> Self {
+        let total = tessera::verify::progress_total(self.inner.tensor_infos());
+        self.progress =
+            progress.map(|p| PyProgress::new(Python::attach(|py| p.clone_ref(py)), total));
+        self
+    }
+
+    /// Adds `n` bytes done and calls the progress callable; an exception it raises
+    /// stops the work as Ctrl-C does.
+    fn advance(&self, n: u64) -> tessera::Result<()> {
+        let Some(p) = &self.progress else {
+            return Ok(());
+        };
+        if !p.advance(n) {
+            if let (Ok(mut r), Some(e)) = (self.raised.lock(), p.take_raised()) {
+                *r = Some(e);
+            }
+            return Err(Error::invalid_input("the progress callable raised"));
+        }
+        Ok(())
     }
 
     fn check(&self) -> tessera::Result<()> {
@@ -292,7 +321,9 @@ impl<S: TensorSource + ?Sized> TensorSource for Interruptible<'_, S> {
     }
     fn tensor(&self, name: &str) -> tessera::Result<tessera::TensorView<'_>> {
         self.check()?;
-        self.inner.tensor(name)
+        let v = self.inner.tensor(name)?;
+        self.advance(tessera::verify::progress_bytes(&v.info))?;
+        Ok(v)
     }
     fn chunks(&self) -> &[tessera::ChunkInfo] {
         self.inner.chunks()
@@ -312,7 +343,7 @@ impl<S: TensorSource + ?Sized> TensorSource for Interruptible<'_, S> {
 /// Writes tensors to `path` (atomically) or, without a path, returns the file's bytes.
 /// Returns `(notes, extra_files, bytes_or_None)`.
 #[pyfunction]
-#[pyo3(signature = (tensors, path=None, *, format=None, metadata=None, options=None))]
+#[pyo3(signature = (tensors, path=None, *, format=None, metadata=None, options=None, progress=None))]
 #[allow(clippy::type_complexity)]
 pub fn save<'py>(
     py: Python<'py>,
@@ -321,6 +352,7 @@ pub fn save<'py>(
     format: Option<&str>,
     metadata: Option<Bound<'py, PyDict>>,
     options: Option<Bound<'py, PyDict>>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<(Vec<String>, Vec<PathBuf>, Option<Bound<'py, PyBytes>>)> {
     let format = resolve_format(format, path.as_ref())?;
     let (wopts, copts) = parse_options(options.as_ref())?;
@@ -349,7 +381,7 @@ pub fn save<'py>(
         src.infos.push(info);
         src.parts.push(parts);
     }
-    let guarded = Interruptible::new(&src);
+    let guarded = Interruptible::new(&src).with_progress(progress.as_ref());
     let out = py.detach(
         || -> tessera::Result<(Vec<String>, Vec<PathBuf>, Option<Vec<u8>>)> {
             // The caller's tensors: a bad one is invalid input, not a malformed file.

@@ -71,7 +71,9 @@ pub use remote::Location;
 pub use set::{open_location, open_path, ModelSet, Opened};
 pub use source::FileData;
 pub use tensor::{ChunkInfo, Layout, Part, Storage, TensorInfo, TensorView};
-pub use verify::{layer_kind, Check, LayerKind, LayerSummary, Status, VerifyOptions, VerifyReport};
+pub use verify::{
+    layer_kind, Check, LayerKind, LayerSummary, ProgressHook, Status, VerifyOptions, VerifyReport,
+};
 
 /// Opens a file, a model set or a URL (see [`open_path`]) with the default
 /// [`ReadOptions`]: checked reads, files mapped read-only.

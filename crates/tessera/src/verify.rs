@@ -5,8 +5,20 @@
 //! is present but we cannot check it, e.g. an unknown digest algorithm),
 //! [`Status::Unauthenticated`] (an HMAC or signature slot without a key to check it) or
 //! [`Status::Repaired`] (ECC fixed the bytes).
+//!
+//! Progress: [`VerifyOptions::progress`] is called as a verify finishes each tensor's
+//! (or chunk's) bytes. The measure is the tensors' dense bytes
+//! ([`progress_total`]), the same as the CLI's bar on `convert`: each format hands
+//! out its tensors' shares as it checks the bytes behind them (a format that checks
+//! a tensor's bytes in several passes splits its share between them; one that has
+//! nothing to check counts a tensor done when it gets to it), so a whole verify adds
+//! up to [`progress_total`] of the file's `tensor_infos()`.
 
+use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::tensor::TensorInfo;
 
 /// The outcome of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,6 +251,51 @@ pub struct LayerSummary {
     pub why_not: Option<String>,
 }
 
+/// A progress hook: called with the bytes just verified, from whichever thread
+/// verified them (formats verify in parallel), so it must be `Send + Sync`.
+#[derive(Clone)]
+pub struct ProgressHook(Arc<dyn Fn(u64) + Send + Sync>);
+
+impl ProgressHook {
+    /// Wraps `f`.
+    pub fn new(f: impl Fn(u64) + Send + Sync + 'static) -> ProgressHook {
+        ProgressHook(Arc::new(f))
+    }
+    /// Reports `bytes` more done.
+    pub fn call(&self, bytes: u64) {
+        (self.0)(bytes)
+    }
+}
+
+impl fmt::Debug for ProgressHook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ProgressHook(..)")
+    }
+}
+
+/// What one tensor counts for in a verify's progress: its dense bytes (0 when they
+/// overflow `u64`; a reader refuses such a shape anyway).
+pub fn progress_bytes(info: &TensorInfo) -> u64 {
+    info.dense_nbytes().unwrap_or(0)
+}
+
+/// The sum a whole verify reports through [`VerifyOptions::progress`]: the dense bytes
+/// of every tensor listed (saturating).
+pub fn progress_total(infos: &[TensorInfo]) -> u64 {
+    infos
+        .iter()
+        .fold(0u64, |a, t| a.saturating_add(progress_bytes(t)))
+}
+
+/// Share `k` of `n` of `bytes`, for a format that checks a tensor's bytes in `n`
+/// passes: the `n` shares add up to `bytes` exactly.
+pub fn progress_share(bytes: u64, n: u64, k: u64) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    bytes / n + u64::from(k < bytes % n)
+}
+
 /// What `verify` is given beyond the file.
 #[derive(Debug, Clone, Default)]
 pub struct VerifyOptions {
@@ -252,6 +309,36 @@ pub struct VerifyOptions {
     pub tensors: Vec<String>,
     /// Path of the file, for formats with sibling files (WTXT `.wsum`).
     pub path: Option<PathBuf>,
+    /// Called as bytes are verified. The measure is the tensors' dense bytes
+    /// ([`progress_bytes`]), whatever their stored form (compressed, quantized,
+    /// sparse): over a whole verify the calls add up to [`progress_total`] of the
+    /// container's `tensor_infos()` — also with `control_only` or `tensors`, which
+    /// count the tensors they skip as done. Chunks that hold no tensors count nothing.
+    /// Called from several threads at once where a format verifies in parallel.
+    pub progress: Option<ProgressHook>,
+}
+
+impl VerifyOptions {
+    /// These options with `f` as the progress hook.
+    pub fn with_progress(mut self, f: impl Fn(u64) + Send + Sync + 'static) -> VerifyOptions {
+        self.progress = Some(ProgressHook::new(f));
+        self
+    }
+    /// Reports `bytes` more verified to the hook, if any (nothing for 0).
+    pub fn advance(&self, bytes: u64) {
+        if let (Some(p), true) = (&self.progress, bytes > 0) {
+            p.call(bytes);
+        }
+    }
+    /// Reports each of `infos` done, one call per tensor: what a format whose verify
+    /// has nothing to check in the tensors' bytes does.
+    pub fn advance_tensors<'a>(&self, infos: impl IntoIterator<Item = &'a TensorInfo>) {
+        if self.progress.is_some() {
+            for t in infos {
+                self.advance(progress_bytes(t));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -299,5 +386,27 @@ mod tests {
         only_structure.push("file", "checksum", Status::NotChecked, None);
         only_structure.ok("model.safetensors.index.json", "total_size");
         assert_eq!(only_structure.digest_checks().count(), 0);
+    }
+
+    #[test]
+    fn shares_add_up_and_the_hook_sums_what_it_is_given() {
+        for bytes in [0u64, 1, 2, 7, 1000, u64::MAX] {
+            for n in 1..5 {
+                let sum = (0..n).fold(0u64, |a, k| a + progress_share(bytes, n, k));
+                assert_eq!(sum, bytes, "{bytes} in {n}");
+            }
+        }
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        let o = VerifyOptions::default().with_progress(move |n| s2.lock().unwrap().push(n));
+        o.advance(5);
+        o.advance(0);
+        let a = TensorInfo::dense("a", crate::DType::F32, vec![2, 3]);
+        let b = TensorInfo::dense("b", crate::DType::U8, vec![u64::MAX, 2]);
+        o.advance_tensors([&a, &b]);
+        assert_eq!(*seen.lock().unwrap(), [5, 24]);
+        assert_eq!(progress_total(&[a, b]), 24);
+        assert_eq!(format!("{:?}", o.progress.unwrap()), "ProgressHook(..)");
+        VerifyOptions::default().advance(3); // no hook: nothing happens
     }
 }

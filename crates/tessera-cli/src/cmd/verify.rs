@@ -22,13 +22,14 @@
 
 use std::collections::BTreeSet;
 use std::io::Write;
+use std::sync::Arc;
 
 use anyhow::Context;
 use serde_json::json;
 use tessera::{layer_kind, Check, Container, LayerKind, Status, VerifyOptions, VerifyReport};
 
 use crate::cli::VerifyArgs;
-use crate::output::{with_file_audit, Spinner};
+use crate::output::{with_file_audit, Progress};
 use crate::term::escape;
 
 /// Runs the verb.
@@ -55,14 +56,22 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         None => None,
     };
     with_file_audit(&args.file, &args.read, |file| {
-        let spinner = Spinner::new(&format!("verifying {}", args.file.display()));
+        // The bar counts the tensors' dense bytes, as the library's hook does.
+        let total = tessera::verify::progress_total(file.tensor_infos());
+        let bar = Arc::new(Progress::new(
+            total,
+            &format!("verifying {}", args.file.display()),
+        ));
+        let hook = bar.clone();
         // With --signature, the public key is the detached signature's: an unsigned
         // WTXT is not a failure then.
         let own = VerifyOptions {
             public_key: opts.public_key.filter(|_| signed.is_none()),
             ..opts.clone()
-        };
+        }
+        .with_progress(move |n| hook.inc(n));
         let mut report = file.verify(&own);
+        bar.finish();
         if let (Some(signed), Some(key)) = (&signed, &key) {
             // The signature's checks first: they are what the user asked about.
             let mut checks = crate::cmd::sign::check_detached(signed, file, key, args)?.checks;
@@ -74,7 +83,6 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         if args.values {
             check_values(file, &args.tensor, &mut report);
         }
-        spinner.finish();
         let outcome = Outcome::of(&report);
         if args.json {
             let doc = json!({
@@ -112,10 +120,12 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
 /// `--values`: every tensor's elements decoded, a NaN or an infinity a failure naming
 /// the tensor and the counts (with `--tensor`, only those named).
 fn check_values(file: &dyn Container, only: &[String], report: &mut VerifyReport) {
-    for info in file.tensor_infos() {
-        if !only.is_empty() && !only.contains(&info.name) {
-            continue;
-        }
+    let wanted = |info: &&tessera::TensorInfo| only.is_empty() || only.contains(&info.name);
+    let total = (file.tensor_infos().iter().filter(wanted))
+        .map(tessera::verify::progress_bytes)
+        .sum();
+    let bar = Progress::new(total, "checking values");
+    for info in file.tensor_infos().iter().filter(wanted) {
         let subject = format!("tensor {:?}", info.name);
         match crate::cmd::stats::tensor_stats(file, info) {
             Ok(Ok(s)) if s.non_finite() == 0 => report.ok(subject, "values"),
@@ -135,7 +145,9 @@ fn check_values(file: &dyn Container, only: &[String], report: &mut VerifyReport
             Ok(Err(why)) => report.push(subject, "values", Status::NotChecked, Some(why)),
             Err(e) => report.failed(subject, "values", format!("cannot be read: {e:#}")),
         }
+        bar.inc(tessera::verify::progress_bytes(info));
     }
+    bar.finish();
 }
 
 /// True when the file carries a signed manifest that was not checked (no key given).

@@ -22,6 +22,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from . import _progress
 from . import _tessera
 from ._convert import SAFETENSORS_NAMES, from_array, numpy_dtype, to_numpy, to_torch
 from .errors import (
@@ -319,9 +320,15 @@ class File(Mapping):
         public_key: Optional[bytes] = None,
         control_only: bool = False,
         tensors: Optional[Sequence[str]] = None,
+        progress: Any = False,
     ) -> VerifyReport:
         """Runs every integrity layer the format has (checksums, hashes, HMAC,
-        signatures, ECC) and reports each check. Never raises for a failed check."""
+        signatures, ECC) and reports each check. Never raises for a failed check.
+        ``progress=True`` shows a bar on stderr while it checks (tqdm's when installed,
+        on a terminal; a plain line otherwise), a callable gets ``(done_bytes,
+        total_bytes)`` as the tensors are checked: their dense bytes, ``done`` never
+        going back and ending at ``total``. An exception the callable raises is raised
+        once the checks end."""
         if isinstance(hmac_key, str):
             hmac_key = hmac_key.encode()
         r = self._f.verify(
@@ -329,6 +336,7 @@ class File(Mapping):
             public_key=public_key,
             control_only=control_only,
             tensors=list(tensors) if tensors is not None else None,
+            progress=_progress.reporter(progress, "verifying"),
         )
         return VerifyReport(r["ok"], [Check(**c) for c in r["checks"]], r["warnings"])
 
@@ -365,13 +373,17 @@ class File(Mapping):
         """Writes this whole file (tensors, metadata, opaque chunks) as another format,
         streaming from the mapped file without going through Python objects. Options
         are those of :func:`save`; a loss (``cast``, ``densify``, ``drop_metadata``)
-        happens only when its option allows it, and is reported in the notes."""
-        notes, extra = self._f.convert(os.fspath(path), format=format, options=options)
+        happens only when its option allows it, and is reported in the notes.
+        ``progress=True`` shows a bar on stderr (tqdm's when installed, on a terminal);
+        a callable gets ``(done_bytes, total_bytes)`` after each tensor."""
+        bar = _progress.reporter(options.pop("progress", None), "converting")
+        notes, extra = self._f.convert(os.fspath(path), format=format, options=options, progress=bar)
         return _report(notes, extra, path)
 
     # -- tensors
     def tensor_info(self, name: str) -> Dict[str, Any]:
-        """A tensor's description: dtype, shape, layout, attrs, storage."""
+        """A tensor's description: dtype, shape, layout, attrs, storage, and ``nbytes``
+        (its dense size: what ``progress=`` counts)."""
         if self._infos is None:
             self._infos = {i["name"]: i for i in self._f.tensor_infos()}
         try:
@@ -557,8 +569,11 @@ def save(
     ``drop_metadata``, ``dequantize`` ("f32", "f16" or "bf16": decode GGUF's quantized
     tensors as gguf-py does) and ``quantize`` ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1":
     writing GGUF, encode float tensors as gguf-py does; 1-D tensors and ragged rows
-    stay float).
+    stay float). ``progress=True`` shows a bar on stderr while it writes (tqdm's when
+    installed, on a terminal; a plain line otherwise), a callable gets
+    ``(done_bytes, total_bytes)`` after each tensor.
     """
+    bar = _progress.reporter(options.pop("progress", None), "writing")
     if not isinstance(tensors, Mapping):
         raise InvalidInputError("tensors must be a dict of name -> array")
     items = []
@@ -572,6 +587,7 @@ def save(
         format=format,
         metadata=dict(metadata) if metadata is not None else None,
         options=options,
+        progress=bar,
     )
     report = _report(notes, extra, path)
     if path is None:

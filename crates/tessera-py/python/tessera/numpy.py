@@ -20,7 +20,7 @@ from typing import Any, Dict, Optional, Union
 
 import numpy as np
 
-from . import _tessera
+from . import _progress, _tessera
 from . import load as _load_bytes
 from . import open as _open
 from . import save as _save
@@ -76,7 +76,11 @@ def load(data: bytes, *, copy: bool = True, verify: Optional[bool] = None) -> Di
 
 
 def load_file(
-    filename: Union[str, "os.PathLike[str]"], *, copy: bool = True, verify: Optional[bool] = None
+    filename: Union[str, "os.PathLike[str]"],
+    *,
+    copy: bool = True,
+    verify: Optional[bool] = None,
+    progress: Any = False,
 ) -> Dict[str, np.ndarray]:
     """Loads every tensor of a file of any supported format into writable arrays the
     caller owns (as ``safetensors.numpy.load_file``). ``copy=False``: zero-copy,
@@ -87,6 +91,29 @@ def load_file(
     CRC-32C/SHA-256, AERO BLAKE3, npz CRC-32, …) is checked before the tensor is
     returned, raising :class:`tessera.IntegrityError` on a mismatch. ``verify`` defaults
     to ``copy``: zero-copy views are unchecked unless ``verify=True``; ``verify=False``
-    skips the check for copies too."""
+    skips the check for copies too. ``progress=True`` shows a bar on stderr (tqdm's
+    when installed, on a terminal), a callable gets ``(done_bytes, total_bytes)`` in the
+    tensors' dense bytes: the tensors are then read in batches of about 64 MiB, one call
+    each."""
     check = copy if verify is None else bool(verify)
-    return _open(filename, verify=check).get_tensors(densify=True, copy=copy)
+    f = _open(filename, verify=check)
+    bar = _progress.reporter(progress, "loading")
+    if bar is None:
+        return f.get_tensors(densify=True, copy=copy)
+    sizes = {i["name"]: int(i["nbytes"] or 0) for i in f.tensor_infos()}
+    total = sum(sizes.values())
+    out: Dict[str, np.ndarray] = {}
+    batch: list = []
+    held = done = 0
+    names = list(f.keys())
+    for k, name in enumerate(names):
+        batch.append(name)
+        held += sizes.get(name, 0)
+        if held >= 64 << 20 or k == len(names) - 1:
+            out.update(f.get_tensors(batch, densify=True, copy=copy))
+            done += held
+            bar(done, total)
+            batch, held = [], 0
+    if not names:
+        bar(0, 0)
+    return out

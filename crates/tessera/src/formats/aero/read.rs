@@ -401,18 +401,39 @@ impl<'d> AeroFile<'d> {
     /// BLAKE3 of chunk `i`'s uncompressed payload: hashed in place when stored raw (in
     /// blocks over a source that is not in memory), over the decoded bytes otherwise.
     pub(super) fn chunk_blake3(&self, i: usize) -> Result<[u8; 32]> {
+        self.chunk_blake3_with(i, &mut |_| {})
+    }
+
+    /// [`Self::chunk_blake3`], calling `hashed` with the bytes of the payload hashed so
+    /// far after each block of `HASH_BLOCK` (verify's progress). A compressed chunk
+    /// (never written) calls it once, at the end.
+    pub(super) fn chunk_blake3_with(
+        &self,
+        i: usize,
+        hashed: &mut dyn FnMut(u64),
+    ) -> Result<[u8; 32]> {
         let c = &self.chunks[i];
         if c.entry.is_zstd() {
-            return Ok(super::verify::blake3_of(&self.chunk_payload(i)?));
+            let payload = self.chunk_payload(i)?;
+            let h = super::verify::blake3_of(&payload);
+            hashed(payload.len() as u64);
+            return Ok(h);
         }
         let mut h = blake3::Hasher::new();
+        let mut done = 0u64;
         self.src.for_each_block(
             c.entry.chunk_offset,
             c.entry.chunk_length,
             HASH_BLOCK,
             "chunk",
             |b| {
-                super::verify::blake3_update(&mut h, b);
+                // A mapped file hands the range over whole: hashed in blocks all the same,
+                // which gives the same digest.
+                for piece in b.chunks(HASH_BLOCK as usize) {
+                    super::verify::blake3_update(&mut h, piece);
+                    done += piece.len() as u64;
+                    hashed(done);
+                }
                 Ok(())
             },
         )?;

@@ -8,7 +8,7 @@ use super::read::{AeroFile, HASH_BLOCK};
 use crate::error::{Error, Result};
 use crate::metadata::Value;
 use crate::util::hex;
-use crate::verify::{Status, VerifyOptions, VerifyReport};
+use crate::verify::{progress_bytes, progress_share, Status, VerifyOptions, VerifyReport};
 
 /// Above this, a buffer is hashed with BLAKE3's multi-threaded `update_rayon`.
 const PARALLEL_HASH: usize = 128 << 10;
@@ -42,21 +42,45 @@ pub fn verify(f: &AeroFile<'_>, opts: &VerifyOptions) -> VerifyReport {
     };
     control(f, &mut r);
     if opts.control_only {
+        // The tensors are skipped: done, as far as progress goes.
+        opts.advance_tensors(&f.infos);
         return r;
     }
     if !opts.tensors.is_empty() {
+        let mut done = vec![false; f.infos.len()];
         for name in &opts.tensors {
             match f.tensor_index(name) {
-                Ok(i) => verify_tensor(f, i, &mut r),
+                Ok(i) => {
+                    verify_tensor(f, i, &mut r);
+                    if !std::mem::replace(&mut done[i], true) {
+                        opts.advance(progress_bytes(&f.infos[i]));
+                    }
+                }
                 Err(e) => r.failed(format!("tensor {name:?}"), "lookup", e.to_string()),
             }
         }
+        let skipped = f.infos.iter().zip(&done).filter(|(_, d)| !**d);
+        opts.advance_tensors(skipped.map(|(t, _)| t));
         return r;
     }
+    let p = Passes::of(f);
     // Every chunk, in parallel (each large one is itself hashed in parallel).
     let hashes: Vec<Result<[u8; 32]>> = (0..f.chunks.len())
         .into_par_iter()
-        .map(|i| f.chunk_blake3(i))
+        .map(|i| {
+            // Each tensor's first share once the hash has gone past its last byte.
+            let ends = &p.chunk[i];
+            let mut next = 0;
+            let h = f.chunk_blake3_with(i, &mut |done| {
+                while let Some(&(_, n)) = ends.get(next).filter(|(end, _)| *end <= done) {
+                    opts.advance(n);
+                    next += 1;
+                }
+            });
+            // The rest: a read that failed half-way, a tensor past its chunk's end.
+            opts.advance(ends.get(next..).unwrap_or(&[]).iter().map(|e| e.1).sum());
+            h
+        })
         .collect();
     for (c, h) in f.chunks.iter().zip(hashes) {
         match h {
@@ -66,12 +90,12 @@ pub fn verify(f: &AeroFile<'_>, opts: &VerifyOptions) -> VerifyReport {
     }
     // Page hashes of every shard that has them.
     for (ci, c) in f.chunks.iter().enumerate() {
-        if &c.entry.fourcc != b"WTSH" {
-            continue;
+        if &c.entry.fourcc == b"WTSH" {
+            if let Some(pi) = phsh_for(f, ci) {
+                pages(f, ci, pi, None, &mut r);
+            }
         }
-        if let Some(pi) = phsh_for(f, ci) {
-            pages(f, ci, pi, None, &mut r);
-        }
+        opts.advance(p.pages[ci]);
     }
     for c in &f.chunks {
         if &c.entry.fourcc == b"PHSH" {
@@ -89,12 +113,27 @@ pub fn verify(f: &AeroFile<'_>, opts: &VerifyOptions) -> VerifyReport {
         }
     }
     // Per-tensor hash_b3.
+    let hashed = |i: usize| {
+        if p.hash_b3 {
+            p.share(f, i, p.passes - 1)
+        } else {
+            0
+        }
+    };
+    let unhashed = (f.locs.iter().enumerate()).filter(|(_, l)| l.hash_b3.is_none());
+    for (i, _) in unhashed {
+        opts.advance(hashed(i));
+    }
     let tensor_hashes: Vec<(usize, Result<[u8; 32]>)> = f
         .locs
         .par_iter()
         .enumerate()
         .filter(|(_, l)| l.hash_b3.is_some())
-        .map(|(i, _)| (i, f.tensor_bytes(i).map(|b| blake3_of(&b))))
+        .map(|(i, _)| {
+            let h = f.tensor_bytes(i).map(|b| blake3_of(&b));
+            opts.advance(hashed(i));
+            (i, h)
+        })
         .collect();
     for (i, h) in tensor_hashes {
         let subject = format!("tensor {:?}", f.infos[i].name);
@@ -106,6 +145,48 @@ pub fn verify(f: &AeroFile<'_>, opts: &VerifyOptions) -> VerifyReport {
     }
     padding(f, &mut r);
     r
+}
+
+/// How a full verify gives out progress: each tensor's share split over the passes that
+/// read its bytes — its chunk's BLAKE3, then (when any shard has them) the PHSH pages,
+/// then (when any tensor has one) `hash_b3`. Per chunk, its tensors' part of the first
+/// pass, each at the end of its bytes (sorted), and of the second.
+struct Passes {
+    passes: u64,
+    hash_b3: bool,
+    chunk: Vec<Vec<(u64, u64)>>,
+    pages: Vec<u64>,
+}
+
+impl Passes {
+    fn of(f: &AeroFile<'_>) -> Passes {
+        let has_pages = (0..f.chunks.len())
+            .any(|ci| &f.chunks[ci].entry.fourcc == b"WTSH" && phsh_for(f, ci).is_some());
+        let hash_b3 = f.locs.iter().any(|l| l.hash_b3.is_some());
+        let mut p = Passes {
+            passes: 1 + u64::from(has_pages) + u64::from(hash_b3),
+            hash_b3,
+            chunk: vec![Vec::new(); f.chunks.len()],
+            pages: vec![0; f.chunks.len()],
+        };
+        for (i, l) in f.locs.iter().enumerate() {
+            let (c, pg) = (p.share(f, i, 0), has_pages.then(|| p.share(f, i, 1)));
+            if let Some(x) = p.chunk.get_mut(l.chunk) {
+                x.push((l.data_off.saturating_add(l.data_len), c));
+            }
+            if let (Some(x), Some(pg)) = (p.pages.get_mut(l.chunk), pg) {
+                *x = x.saturating_add(pg);
+            }
+        }
+        for ends in &mut p.chunk {
+            ends.sort_unstable();
+        }
+        p
+    }
+    /// Tensor `i`'s share in pass `k`.
+    fn share(&self, f: &AeroFile<'_>, i: usize, k: u64) -> u64 {
+        progress_share(progress_bytes(&f.infos[i]), self.passes, k)
+    }
 }
 
 /// IHSH: BLAKE3 over the covered control region with every TOC hash field zeroed.
@@ -447,5 +528,45 @@ fn padding(f: &AeroFile<'_>, r: &mut VerifyReport) {
     if cur < size && nonzero(cur, size) {
         r.warnings
             .push(format!("non-zero bytes after the last payload, at {cur}.."));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::super::read::AeroFile;
+    use crate::{DType, Format, Limits, Model, TensorInfo, TensorView, WriteOptions};
+
+    #[test]
+    fn a_large_shard_reports_its_hashing_block_by_block() {
+        // 40 MiB in one shard (a mapped file hands the range over whole): the hash
+        // reports every 16 MiB, and the digest is the one of the whole payload.
+        let mut m = Model::new();
+        for (name, mib) in [("a", 20usize), ("b", 20)] {
+            let info = TensorInfo::dense(name, DType::U8, vec![(mib << 20) as u64]);
+            let bytes: Vec<u8> = (0..mib << 20).map(|i| (i % 251) as u8).collect();
+            m.push(TensorView::dense(info, Cow::Owned(bytes)).unwrap())
+                .unwrap();
+        }
+        let mut out = std::io::Cursor::new(Vec::new());
+        crate::convert::write_to(Format::Aero, &m, &mut out, &WriteOptions::default()).unwrap();
+        let bytes = out.into_inner();
+        let f = AeroFile::open(&bytes[..], &Limits::default()).unwrap();
+        let ci = f.locs[0].chunk;
+        let mut seen = Vec::new();
+        let h = f
+            .chunk_blake3_with(ci, &mut |done| seen.push(done))
+            .unwrap();
+        let payload = f.chunk_payload(ci).unwrap();
+        assert_eq!(h, *blake3::hash(&payload).as_bytes());
+        let len = payload.len() as u64;
+        assert!(len >= 40 << 20);
+        let mut want: Vec<u64> = (1..)
+            .map(|k| k * (16 << 20))
+            .take_while(|&n| n < len)
+            .collect();
+        want.push(len);
+        assert_eq!(seen, want);
     }
 }

@@ -9,7 +9,7 @@ use super::read::{EccState, FoldFile, HashField};
 use crate::error::{Error, Result};
 use crate::metadata::{Map, Value};
 use crate::util::pyjson::{dumps_map, DumpOptions};
-use crate::verify::{Status, VerifyReport};
+use crate::verify::{progress_share, Status, VerifyOptions, VerifyReport};
 
 /// `manifest_hash` of `metadata` as pyfolds computes it: SHA-256 (hex) of
 /// `json.dumps(metadata minus "manifest_hash", sort_keys=True, separators=(",", ":"))`.
@@ -65,8 +65,10 @@ impl FoldFile<'_> {
 
     /// Every integrity layer, in the order of spec §6. Chunks are checked in parallel
     /// (each on one core: its CRC-32C, SHA-256, parity, then its decompression), their
-    /// checks reported in file order.
-    pub fn verify_report(&self) -> VerifyReport {
+    /// checks reported in file order. Progress: a chunk's tensors count half when its
+    /// stored bytes are checked, the other half when it is decompressed.
+    pub fn verify_report(&self, opts: &VerifyOptions) -> VerifyReport {
+        let progress = self.chunk_progress();
         let mut r = VerifyReport {
             warnings: self.warnings.clone(),
             ..VerifyReport::default()
@@ -80,6 +82,7 @@ impl FoldFile<'_> {
             .map(|i| {
                 let mut r = VerifyReport::default();
                 let intact = self.verify_chunk(i, hashes, &mut r);
+                opts.advance(progress_share(progress[i], 2, 0));
                 (r, intact)
             })
             .collect();
@@ -97,6 +100,7 @@ impl FoldFile<'_> {
                 if intact[i] {
                     self.verify_decoded(i, &mut r);
                 }
+                opts.advance(progress_share(progress[i], 2, 1));
                 r
             })
             .collect();

@@ -320,8 +320,8 @@ impl<'d> Container for FoldFile<'d> {
     fn version(&self) -> String {
         self.version.clone()
     }
-    fn verify(&self, _opts: &VerifyOptions) -> VerifyReport {
-        self.verify_report()
+    fn verify(&self, opts: &VerifyOptions) -> VerifyReport {
+        self.verify_report(opts)
     }
     fn warnings(&self) -> Vec<String> {
         self.warnings.clone()

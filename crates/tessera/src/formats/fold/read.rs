@@ -748,6 +748,19 @@ impl<'d> FoldFile<'d> {
     pub(super) fn tensor_infos(&self) -> &[TensorInfo] {
         &self.infos
     }
+    /// Per chunk, the verify progress of the tensors it holds (their dense bytes).
+    pub(super) fn chunk_progress(&self) -> Vec<u64> {
+        let mut out = vec![0u64; self.entries.len()];
+        for (t, s) in self.infos.iter().zip(&self.srcs) {
+            let (TensorSrc::Sten { chunk, .. }
+            | TensorSrc::Npz { chunk, .. }
+            | TensorSrc::Tsav { chunk, .. }) = s;
+            if let Some(o) = out.get_mut(*chunk) {
+                *o = o.saturating_add(crate::verify::progress_bytes(t));
+            }
+        }
+        out
+    }
     /// Whether tensor `name` is stored big-endian in an npz (for inspect).
     pub fn is_big_endian(&self, name: &str) -> bool {
         self.infos.iter().zip(&self.srcs).any(|(t, s)| {

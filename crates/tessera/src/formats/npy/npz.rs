@@ -438,7 +438,7 @@ impl Container for NpzFile<'_> {
     fn version(&self) -> String {
         "zip".into()
     }
-    fn verify(&self, _opts: &VerifyOptions) -> VerifyReport {
+    fn verify(&self, opts: &VerifyOptions) -> VerifyReport {
         let mut r = VerifyReport {
             warnings: self.warnings.clone(),
             ..Default::default()
@@ -456,6 +456,7 @@ impl Container for NpzFile<'_> {
                 }
                 Err(e) => r.failed(subject, "crc32", format!("cannot decompress: {e}")),
             }
+            opts.advance(crate::verify::progress_bytes(info));
         }
         r
     }

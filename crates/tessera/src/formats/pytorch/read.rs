@@ -364,11 +364,26 @@ impl Container for PytorchFile<'_> {
     fn version(&self) -> String {
         self.version.clone()
     }
-    fn verify(&self, _opts: &VerifyOptions) -> VerifyReport {
+    fn verify(&self, opts: &VerifyOptions) -> VerifyReport {
         let mut r = VerifyReport {
             warnings: self.warnings.clone(),
             ..Default::default()
         };
+        // Progress: a tensor is done when the record holding its storage is checked;
+        // one in the legacy format's raw bytes (no checksum) at the end.
+        let mut per_record = vec![0u64; self.records.len()];
+        let mut raw = 0u64;
+        for (e, info) in self.entries.iter().zip(&self.infos) {
+            let n = crate::verify::progress_bytes(info);
+            let slot = match self.storages.get(e.storage).map(|s| &s.loc) {
+                Some(Loc::Record(ri)) => per_record.get_mut(*ri),
+                _ => None,
+            };
+            match slot {
+                Some(s) => *s = s.saturating_add(n),
+                None => raw = raw.saturating_add(n),
+            }
+        }
         if self.records.is_empty() {
             r.push(
                 "file",
@@ -379,14 +394,16 @@ impl Container for PytorchFile<'_> {
                 ),
             );
         }
-        for rec in &self.records {
+        for (ri, rec) in self.records.iter().enumerate() {
             let subject = format!("record {:?}", rec.name);
             let got = zip::content(self.src, rec).and_then(|b| zip::check_crc(rec, &b));
             match got {
                 Ok(()) => r.ok(subject, "crc32"),
                 Err(e) => r.failed(subject, "crc32", e.message()),
             }
+            opts.advance(per_record[ri]);
         }
+        opts.advance(raw);
         r
     }
     fn warnings(&self) -> Vec<String> {

@@ -105,6 +105,8 @@ pub fn verify(f: &WtxtFile<'_>, opts: &VerifyOptions) -> VerifyReport {
         if let Some((pk, d)) = prev.take() {
             array_checks(&mut r, f, pk, &d, sha, mac, key.is_some());
             spare = Some(d.buf);
+            let a = &f.arrays[pk].arr;
+            opts.advance(crate::tensor::dense_nbytes(a.dtype, &a.shape).unwrap_or(0));
         }
         if let Some(d) = cur {
             xor ^= d.xor;

@@ -562,7 +562,7 @@ impl Container for ZtensorFile<'_> {
     fn warnings(&self) -> Vec<String> {
         self.warnings.clone()
     }
-    fn verify(&self, _opts: &VerifyOptions) -> VerifyReport {
+    fn verify(&self, opts: &VerifyOptions) -> VerifyReport {
         let mut report = VerifyReport {
             warnings: self.warnings.clone(),
             ..VerifyReport::default()
@@ -637,6 +637,7 @@ impl Container for ZtensorFile<'_> {
                     Err(e) => report.failed(tensor, "structure", e.to_string()),
                 }
             }
+            opts.advance(crate::verify::progress_bytes(info));
         }
         report
     }

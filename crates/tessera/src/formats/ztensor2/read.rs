@@ -15,7 +15,7 @@ use crate::metadata::{Map, Metadata, Value};
 use crate::model::{Container, TensorSource};
 use crate::source::SourceRef;
 use crate::tensor::{Part, TensorInfo, TensorView};
-use crate::verify::{Status, VerifyOptions, VerifyReport};
+use crate::verify::{progress_bytes, progress_share, Status, VerifyOptions, VerifyReport};
 
 /// The encoding profile this reader decodes.
 pub const ZSTD_SEEKABLE: &str = "zt.zstd-seekable/1";
@@ -505,10 +505,23 @@ impl Container for Ztensor2File<'_> {
     fn warnings(&self) -> Vec<String> {
         self.warnings.clone()
     }
-    fn verify(&self, _opts: &VerifyOptions) -> VerifyReport {
+    fn verify(&self, opts: &VerifyOptions) -> VerifyReport {
         let mut report = VerifyReport {
             warnings: self.warnings.clone(),
             ..VerifyReport::default()
+        };
+        // Progress: with shard files to hash, half of each tensor's share is given out
+        // over the shards as they are hashed, the other half as the tensor is checked.
+        let passes: u64 = if self.shard_srcs.is_empty() || self.shards.is_empty() {
+            1
+        } else {
+            2
+        };
+        let shard_pass: u64 = match passes {
+            2 => (self.infos.iter())
+                .map(|t| progress_share(progress_bytes(t), 2, 1))
+                .fold(0, u64::saturating_add),
+            _ => 0,
         };
         if self.footer.manifest_length > 0 {
             // Checked at open: a file whose hash failed does not open.
@@ -536,6 +549,11 @@ impl Container for Ztensor2File<'_> {
                 ),
                 Err(e) => report.failed(subject, "shard digest", e.to_string()),
             }
+            opts.advance(progress_share(
+                shard_pass,
+                self.shards.len() as u64,
+                i as u64,
+            ));
         }
         for (i, info) in self.infos.iter().enumerate() {
             let tensor = format!("tensor {:?}", info.name);
@@ -611,6 +629,7 @@ impl Container for Ztensor2File<'_> {
                     Err(e) => report.failed(tensor, "structure", e.to_string()),
                 }
             }
+            opts.advance(progress_share(progress_bytes(info), passes, 0));
         }
         report
     }
