@@ -148,8 +148,9 @@ impl Stats {
         }
     }
     /// The statistics of a whole dense tensor's bytes, computed in parallel over blocks
-    /// of about 1 MiB and merged; f32, bf16 and f16 blocks by a vectorised loop
-    /// (`values/fast.rs`), other dtypes element by element.
+    /// of about 1 MiB and merged; f32, bf16, f16, 16-bit and one-byte dtypes (fp8, u8,
+    /// i8, bool) by a vectorised loop (`values/fast.rs`), wider integers, f64 and complex
+    /// element by element.
     pub fn of(dtype: DType, bytes: &[u8]) -> Stats {
         use rayon::prelude::*;
         let size = dtype.size().max(1);
@@ -157,9 +158,16 @@ impl Stats {
         bytes
             .par_chunks(block)
             .map(|b| match dtype {
-                DType::F32 => fast::block::<fast::F32>(b),
-                DType::BF16 => fast::block::<fast::Bf16>(b),
-                DType::F16 => fast::block::<fast::F16>(b),
+                DType::F32 => fast::block(fast::F32, b),
+                DType::BF16 => fast::block(fast::Bf16, b),
+                DType::F16 => fast::block(fast::F16, b),
+                DType::I16 | DType::U16 => fast::block(
+                    fast::Int16 {
+                        signed: dtype == DType::I16,
+                    },
+                    b,
+                ),
+                d if d.size() == 1 => fast::block(fast::Table8::of(d), b),
                 _ => {
                     let mut s = Stats::default();
                     s.add(dtype, b);
@@ -271,9 +279,16 @@ pub fn histogram(dtype: DType, bytes: &[u8], edges: &[f64]) -> Vec<u64> {
     let count = |b: &[u8]| {
         let mut h = vec![0u64; bins];
         match dtype {
-            DType::F32 => fast::histogram::<fast::F32>(b, edges, norm, &mut h),
-            DType::BF16 => fast::histogram::<fast::Bf16>(b, edges, norm, &mut h),
-            DType::F16 => fast::histogram::<fast::F16>(b, edges, norm, &mut h),
+            DType::F32 => fast::histogram(fast::F32, b, edges, norm, &mut h),
+            DType::BF16 => fast::histogram(fast::Bf16, b, edges, norm, &mut h),
+            DType::F16 => fast::histogram(fast::F16, b, edges, norm, &mut h),
+            DType::I16 | DType::U16 => {
+                let d = fast::Int16 {
+                    signed: dtype == DType::I16,
+                };
+                fast::histogram(d, b, edges, norm, &mut h)
+            }
+            d if d.size() == 1 => fast::histogram(fast::Table8::of(d), b, edges, norm, &mut h),
             _ => {
                 for i in 0..b.len() / size {
                     let Some(x) = dtype.element_as_f64(b, i) else {
@@ -489,6 +504,57 @@ mod tests {
             );
             assert!(
                 (a.std().unwrap() - b.std().unwrap()).abs() < 1e-12,
+                "{dtype}"
+            );
+        }
+    }
+
+    #[test]
+    fn one_byte_and_16_bit_dtypes_take_the_fast_path_to_the_same_results() {
+        // Every byte value many times (fp8 NaN and infinities included), and 16-bit
+        // integers over their whole range; against the element-by-element path.
+        let bytes: Vec<u8> = (0..300_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let fast = |d: &DType| d.size() == 1 || matches!(d, DType::I16 | DType::U16);
+        for dtype in DType::ALL.into_iter().filter(fast) {
+            let par = Stats::of(dtype, &bytes);
+            let mut seq = Stats::default();
+            seq.add(dtype, &bytes);
+            assert_eq!(
+                (
+                    par.count,
+                    par.nan,
+                    par.pos_inf,
+                    par.neg_inf,
+                    par.zeros,
+                    par.min,
+                    par.max
+                ),
+                (
+                    seq.count,
+                    seq.nan,
+                    seq.pos_inf,
+                    seq.neg_inf,
+                    seq.zeros,
+                    seq.min,
+                    seq.max
+                ),
+                "{dtype}"
+            );
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+            assert!(close(par.mean().unwrap(), seq.mean().unwrap()), "{dtype}");
+            assert!(close(par.std().unwrap(), seq.std().unwrap()), "{dtype}");
+            // The histogram against the f64 path on the same values.
+            let wide: Vec<u8> = (0..bytes.len() / dtype.size())
+                .flat_map(|i| dtype.element_as_f64(&bytes, i).unwrap().to_le_bytes())
+                .collect();
+            let edges = histogram_edges(par.min.unwrap(), par.max.unwrap(), 40);
+            let h = histogram(dtype, &bytes, &edges);
+            assert_eq!(h, histogram(DType::F64, &wide, &edges), "{dtype}");
+            assert_eq!(
+                h.iter().sum::<u64>(),
+                par.count - par.non_finite(),
                 "{dtype}"
             );
         }

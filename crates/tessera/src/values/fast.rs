@@ -1,5 +1,7 @@
-//! [`super::Stats`] and histogram counts of one block of f32, bf16 or f16 elements,
-//! written so that the compiler vectorises them.
+//! [`super::Stats`] and histogram counts of one block of f32, bf16, f16, 16-bit integer
+//! or one-byte elements (fp8, u8, i8, bool: through a 256-entry table), written so that
+//! the compiler vectorises them. Every value of these dtypes is exact in f32; wider
+//! integers and f64 take the element-by-element path in `values.rs`.
 //!
 //! A block (about 1 MiB, one rayon task) is walked in tiles of [`TILE`] elements
 //! decoded to f32 into a stack buffer, so every pass after the decode reads L1:
@@ -23,12 +25,13 @@ const TILE: usize = 1024;
 /// Independent accumulators per pass: enough for two AVX2 registers of f32.
 const LANES: usize = 16;
 
-/// How one element's bytes become an f32.
+/// How one element's bytes become an f32 (exactly: every dtype decoded here has only
+/// values an f32 holds).
 pub(super) trait Decode: Copy {
     /// Bytes per element.
     const N: usize;
     /// The element at the start of `b` (`b.len() >= N`).
-    fn dec(b: &[u8]) -> f32;
+    fn dec(&self, b: &[u8]) -> f32;
 }
 
 /// Little-endian f32.
@@ -40,50 +43,89 @@ pub(super) struct Bf16;
 /// Little-endian IEEE half.
 #[derive(Clone, Copy)]
 pub(super) struct F16;
+/// Little-endian 16-bit integers, signed or not.
+#[derive(Clone, Copy)]
+pub(super) struct Int16 {
+    pub signed: bool,
+}
+/// Any one-byte dtype (the fp8 floats, u8, i8, bool): a table of its 256 values.
+#[derive(Clone, Copy)]
+pub(super) struct Table8(pub [f32; 256]);
+
+impl Table8 {
+    /// The table of `dtype` (one byte per element), from its element decoder.
+    pub(super) fn of(dtype: crate::dtype::DType) -> Table8 {
+        let mut t = [0f32; 256];
+        for (b, v) in t.iter_mut().enumerate() {
+            // Every one-byte value is exact in f32 (E8M0's 2^-127 as a subnormal).
+            *v = dtype
+                .element_as_f64(&[b as u8], 0)
+                .map_or(f32::NAN, |x| x as f32);
+        }
+        Table8(t)
+    }
+}
 
 impl Decode for F32 {
     const N: usize = 4;
     #[inline(always)]
-    fn dec(b: &[u8]) -> f32 {
+    fn dec(&self, b: &[u8]) -> f32 {
         f32::from_le_bytes([b[0], b[1], b[2], b[3]])
     }
 }
 impl Decode for Bf16 {
     const N: usize = 2;
     #[inline(always)]
-    fn dec(b: &[u8]) -> f32 {
+    fn dec(&self, b: &[u8]) -> f32 {
         f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16)
+    }
+}
+impl Decode for Int16 {
+    const N: usize = 2;
+    #[inline(always)]
+    fn dec(&self, b: &[u8]) -> f32 {
+        match self.signed {
+            true => f32::from(i16::from_le_bytes([b[0], b[1]])),
+            false => f32::from(u16::from_le_bytes([b[0], b[1]])),
+        }
+    }
+}
+impl Decode for Table8 {
+    const N: usize = 1;
+    #[inline(always)]
+    fn dec(&self, b: &[u8]) -> f32 {
+        self.0[usize::from(b[0])]
     }
 }
 impl Decode for F16 {
     const N: usize = 2;
     #[inline(always)]
-    fn dec(b: &[u8]) -> f32 {
+    fn dec(&self, b: &[u8]) -> f32 {
         half::f16::from_le_bytes([b[0], b[1]]).to_f32()
     }
 }
 
 /// The statistics of `bytes` read as `D` elements (a trailing partial element is
 /// ignored).
-pub(super) fn block<D: Decode>(bytes: &[u8]) -> Stats {
+pub(super) fn block<D: Decode>(d: D, bytes: &[u8]) -> Stats {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (checked just above).
         #[allow(unsafe_code)]
-        return unsafe { block_avx2::<D>(bytes) };
+        return unsafe { block_avx2(d, bytes) };
     }
-    block_any::<D>(bytes)
+    block_any(d, bytes)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[allow(unsafe_code)]
-unsafe fn block_avx2<D: Decode>(bytes: &[u8]) -> Stats {
-    block_any::<D>(bytes)
+unsafe fn block_avx2<D: Decode>(d: D, bytes: &[u8]) -> Stats {
+    block_any(d, bytes)
 }
 
 #[inline(always)]
-fn block_any<D: Decode>(bytes: &[u8]) -> Stats {
+fn block_any<D: Decode>(d: D, bytes: &[u8]) -> Stats {
     let mut s = Stats::default();
     let mut buf = [0f32; TILE];
     for tile in bytes.chunks(TILE * D::N) {
@@ -93,7 +135,7 @@ fn block_any<D: Decode>(bytes: &[u8]) -> Stats {
         }
         let x = &mut buf[..m];
         for (v, b) in x.iter_mut().zip(tile.chunks_exact(D::N)) {
-            *v = D::dec(b);
+            *v = d.dec(b);
         }
         s.count += m as u64;
         let finite = if has_non_finite(x) {
@@ -217,25 +259,25 @@ fn pairwise(v: &[f64; LANES]) -> f64 {
 /// Adds the finite elements of `bytes` (read as `D`) that fall in `[edges[0],
 /// edges[bins]]` to `h` (`bins` counters), by numpy's rule (see
 /// [`super::histogram`]). `norm` is `bins / (hi - lo)`.
-pub(super) fn histogram<D: Decode>(bytes: &[u8], edges: &[f64], norm: f64, h: &mut [u64]) {
+pub(super) fn histogram<D: Decode>(d: D, bytes: &[u8], edges: &[f64], norm: f64, h: &mut [u64]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (checked just above).
         #[allow(unsafe_code)]
-        return unsafe { histogram_avx2::<D>(bytes, edges, norm, h) };
+        return unsafe { histogram_avx2(d, bytes, edges, norm, h) };
     }
-    histogram_any::<D>(bytes, edges, norm, h)
+    histogram_any(d, bytes, edges, norm, h)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[allow(unsafe_code)]
-unsafe fn histogram_avx2<D: Decode>(bytes: &[u8], edges: &[f64], norm: f64, h: &mut [u64]) {
-    histogram_any::<D>(bytes, edges, norm, h)
+unsafe fn histogram_avx2<D: Decode>(d: D, bytes: &[u8], edges: &[f64], norm: f64, h: &mut [u64]) {
+    histogram_any(d, bytes, edges, norm, h)
 }
 
 #[inline(always)]
-fn histogram_any<D: Decode>(bytes: &[u8], edges: &[f64], norm: f64, h: &mut [u64]) {
+fn histogram_any<D: Decode>(d: D, bytes: &[u8], edges: &[f64], norm: f64, h: &mut [u64]) {
     let bins = h.len();
     if bins == 0 || edges.len() != bins + 1 {
         return;
@@ -261,7 +303,7 @@ fn histogram_any<D: Decode>(bytes: &[u8], edges: &[f64], norm: f64, h: &mut [u64
         }
         let x = &mut buf[..m];
         for (v, b) in x.iter_mut().zip(tile.chunks_exact(D::N)) {
-            *v = D::dec(b);
+            *v = d.dec(b);
         }
         if arithmetic {
             let binsf = bins as f64;
@@ -340,12 +382,12 @@ mod tests {
             })
             .collect();
         let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-        assert_eq!(block::<F32>(&bytes), block_any::<F32>(&bytes));
+        assert_eq!(block(F32, &bytes), block_any(F32, &bytes));
         let edges = crate::values::histogram_edges(-2.0, 2.0, 40);
         let norm = 40.0 / 4.0;
         let (mut a, mut b) = (vec![0u64; 40], vec![0u64; 40]);
-        histogram::<F32>(&bytes, &edges, norm, &mut a);
-        histogram_any::<F32>(&bytes, &edges, norm, &mut b);
+        histogram(F32, &bytes, &edges, norm, &mut a);
+        histogram_any(F32, &bytes, &edges, norm, &mut b);
         assert_eq!(a, b);
         // Every finite element is in [-2, 2]: 12 of the 50,000 are not finite.
         assert_eq!(a.iter().sum::<u64>(), 50_000 - 12);
