@@ -57,7 +57,10 @@ fn stats_match_numpy() {
     let o = tessera(&["stats", &data("values.npz")]);
     let t = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(
-        t.lines().last().unwrap().ends_with("NaN or Inf in 2: w, h"),
+        t.lines()
+            .last()
+            .unwrap()
+            .ends_with("NaN or Inf in 3: w, h, big_f64"),
         "{t}"
     );
 }
@@ -69,7 +72,7 @@ fn verify_values_fails_on_nan_and_inf_naming_the_tensors() {
     assert_eq!(o.status.code(), Some(1));
     let t = String::from_utf8_lossy(&o.stdout).into_owned();
     let failed: Vec<&str> = t.lines().filter(|l| l.starts_with("FAILED")).collect();
-    assert_eq!(failed.len(), 2, "{t}");
+    assert_eq!(failed.len(), 3, "{t}");
     assert!(
         failed[0].contains("tensor \"w\"")
             && failed[0].contains("1 NaN, 1 +Inf, 1 -Inf of 2112 elements"),
@@ -77,6 +80,10 @@ fn verify_values_fails_on_nan_and_inf_naming_the_tensors() {
     );
     assert!(
         failed[1].contains("tensor \"h\"") && failed[1].contains("1 NaN"),
+        "{t}"
+    );
+    assert!(
+        failed[2].contains("tensor \"big_f64\"") && failed[2].contains("1 NaN, 1 -Inf of 5000"),
         "{t}"
     );
     // Only the tensors named; and without --values the file verifies.

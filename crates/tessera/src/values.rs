@@ -149,7 +149,7 @@ impl Stats {
     }
     /// The statistics of a whole dense tensor's bytes, computed in parallel over blocks
     /// of about 1 MiB and merged; f32, bf16, f16, 16-bit and one-byte dtypes (fp8, u8,
-    /// i8, bool) by a vectorised loop (`values/fast.rs`), wider integers, f64 and complex
+    /// i8, bool), f64 and 32/64-bit integers by vectorised loops (`values/fast/`), complex
     /// element by element.
     pub fn of(dtype: DType, bytes: &[u8]) -> Stats {
         use rayon::prelude::*;
@@ -168,6 +168,19 @@ impl Stats {
                     b,
                 ),
                 d if d.size() == 1 => fast::block(fast::Table8::of(d), b),
+                DType::F64 => fast::wide::block(fast::F64, b),
+                DType::I32 | DType::U32 => fast::wide::block(
+                    fast::Int32 {
+                        signed: dtype == DType::I32,
+                    },
+                    b,
+                ),
+                DType::I64 | DType::U64 => fast::wide::block(
+                    fast::Int64 {
+                        signed: dtype == DType::I64,
+                    },
+                    b,
+                ),
                 _ => {
                     let mut s = Stats::default();
                     s.add(dtype, b);
@@ -289,6 +302,19 @@ pub fn histogram(dtype: DType, bytes: &[u8], edges: &[f64]) -> Vec<u64> {
                 fast::histogram(d, b, edges, norm, &mut h)
             }
             d if d.size() == 1 => fast::histogram(fast::Table8::of(d), b, edges, norm, &mut h),
+            DType::F64 => fast::histogram_wide(fast::F64, b, edges, norm, &mut h),
+            DType::I32 | DType::U32 => {
+                let d = fast::Int32 {
+                    signed: dtype == DType::I32,
+                };
+                fast::histogram_wide(d, b, edges, norm, &mut h)
+            }
+            DType::I64 | DType::U64 => {
+                let d = fast::Int64 {
+                    signed: dtype == DType::I64,
+                };
+                fast::histogram_wide(d, b, edges, norm, &mut h)
+            }
             _ => {
                 for i in 0..b.len() / size {
                     let Some(x) = dtype.element_as_f64(b, i) else {

@@ -33,6 +33,14 @@ arrays = {
     "flags": rng.integers(0, 2, 50).astype(np.bool_),
     "clean": np.linspace(-1, 1, 101, dtype=np.float32),
 }
+# Wider dtypes over several 1024-element tiles, one with NaN and Inf in the middle.
+big = rng.uniform(-1e3, 1e3, 5000)
+big[2500] = np.nan
+big[4000] = -np.inf
+arrays["big_f64"] = big
+arrays["i64"] = rng.integers(-(2**62), 2**62, 3000, dtype=np.int64)
+arrays["u32"] = rng.integers(0, 2**32, 3000, dtype=np.uint64).astype(np.uint32)
+arrays["u64"] = rng.integers(0, 2**63, 3000, dtype=np.uint64) * np.uint64(2)
 np.savez(here / "values.npz", **arrays)
 
 expected = {}
