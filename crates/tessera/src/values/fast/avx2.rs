@@ -109,10 +109,19 @@ unsafe fn tile_finite<D: Lanes>(d: D, tile: &[u8], m: usize, s: &mut Stats) -> b
     );
     let (mut z0, mut z1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
     let mut sum = [_mm256_setzero_pd(); 4];
+    // Narrower dtypes keep the decoded tile for the second pass (it stays in L1); f32
+    // reads its bytes again.
+    let keep = D::N < 4;
+    let mut buf = [0f32; TILE];
+    let out = buf.as_mut_ptr();
     for g in 0..groups {
         let q = p.add(g * LANES * D::N);
         let v0 = d.load8(q);
         let v1 = d.load8(q.add(half));
+        if keep {
+            _mm256_storeu_ps(out.add(g * LANES), v0);
+            _mm256_storeu_ps(out.add(g * LANES + 8), v1);
+        }
         mn0 = _mm256_min_ps(v0, mn0);
         mn1 = _mm256_min_ps(v1, mn1);
         mx0 = _mm256_max_ps(v0, mx0);
@@ -164,8 +173,13 @@ unsafe fn tile_finite<D: Lanes>(d: D, tile: &[u8], m: usize, s: &mut Stats) -> b
     let mv = _mm256_set1_pd(mean);
     let mut m2 = [_mm256_setzero_pd(); 4];
     for g in 0..groups {
-        let q = p.add(g * LANES * D::N);
-        let w = widen(d.load8(q), d.load8(q.add(half)));
+        let w = if keep {
+            let b = out.add(g * LANES);
+            widen(_mm256_loadu_ps(b), _mm256_loadu_ps(b.add(8)))
+        } else {
+            let q = p.add(g * LANES * D::N);
+            widen(d.load8(q), d.load8(q.add(half)))
+        };
         for k in 0..4 {
             let dv = _mm256_sub_pd(w[k], mv);
             m2[k] = _mm256_fmadd_pd(dv, dv, m2[k]);
