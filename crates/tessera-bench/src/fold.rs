@@ -127,11 +127,7 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
                 if !rep.is_ok() {
                     return Err(tessera::Error::integrity("verify failed"));
                 }
-                let mut n = 0;
-                for t in f.tensor_infos() {
-                    n += f.tensor(&t.name)?.nbytes();
-                }
-                Ok(n)
+                read_all(f.as_ref())
             })();
             if let Err(e) = res {
                 failed = Some(e);
@@ -149,15 +145,12 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
                 unzstd_all,
             )),
         );
-        // Reading alone: open, then every tensor (checked reads: CRC-32C, SHA-256).
+        // Reading alone: open, then every tensor (checked reads: CRC-32C, SHA-256), in
+        // parallel as `load_file` reads them.
         let rd = best_of(opts.reps, || -> tessera::Result<u64> {
             let data = FileData::open(&path)?;
             let f = tessera::open(&data, &ReadOptions::default())?;
-            let mut n = 0;
-            for t in f.tensor_infos() {
-                n += f.tensor(&t.name)?.nbytes();
-            }
-            Ok(n)
+            read_all(f.as_ref())
         });
         report(
             &format!("fold read every tensor, {label}"),
@@ -175,4 +168,15 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Reads every tensor of `f` as `load_file` does ([`tessera::TensorSource::tensors`]:
+/// in parallel, digests checked); their total bytes.
+fn read_all(f: &dyn tessera::Container) -> tessera::Result<u64> {
+    let names: Vec<&str> = f.tensor_infos().iter().map(|t| t.name.as_str()).collect();
+    let mut n = 0;
+    for t in f.tensors(&names) {
+        n += t?.nbytes();
+    }
+    Ok(n)
 }

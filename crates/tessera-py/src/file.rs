@@ -370,17 +370,28 @@ impl File {
         let loaded = py
             .detach(|| {
                 shared.with(|c| {
+                    use rayon::prelude::*;
                     let mut batch: Vec<&[u8]> = Vec::new();
                     let mut slots = Vec::with_capacity(names.len());
-                    for name in &names {
-                        let mut v = c.tensor(name)?;
-                        if let Some(s) = &self.signed {
-                            s.check(&v)?;
-                        }
-                        if densify && matches!(v.info.layout, Layout::SparseCsr | Layout::SparseCoo)
-                        {
-                            v = tessera::sparse::densify(v)?;
-                        }
+                    // Read, checked and densified in parallel: compressed formats
+                    // decompress and hash on every core.
+                    let views: Vec<tessera::Result<tessera::TensorView<'_>>> = names
+                        .par_iter()
+                        .map(|name| {
+                            let mut v = c.tensor(name)?;
+                            if let Some(s) = &self.signed {
+                                s.check(&v)?;
+                            }
+                            if densify
+                                && matches!(v.info.layout, Layout::SparseCsr | Layout::SparseCoo)
+                            {
+                                v = tessera::sparse::densify(v)?;
+                            }
+                            Ok(v)
+                        })
+                        .collect();
+                    for v in views {
+                        let v = v?;
                         let mut parts = Vec::with_capacity(v.parts.len());
                         for p in v.parts {
                             let slot = match p.bytes {

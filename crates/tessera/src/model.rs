@@ -31,6 +31,14 @@ pub trait TensorSource: Send + Sync {
     /// One tensor's bytes: borrowed from the file when stored canonically, decoded
     /// otherwise. May be called more than once for the same tensor.
     fn tensor(&self, name: &str) -> Result<TensorView<'_>>;
+    /// Several tensors, in the order of `names`, read in parallel on the rayon pool
+    /// (each as [`TensorSource::tensor`] reads it, its digests checked): decompression
+    /// and hashing of compressed formats on every core, ranges of remote files in
+    /// parallel. Memory holds every tensor decoded at once; read in batches to bound it.
+    fn tensors(&self, names: &[&str]) -> Vec<Result<TensorView<'_>>> {
+        use rayon::prelude::*;
+        names.par_iter().map(|n| self.tensor(n)).collect()
+    }
     /// Opaque chunks (not tensors), in file order.
     fn chunks(&self) -> &[ChunkInfo] {
         &[]
@@ -237,5 +245,33 @@ mod send_sync {
         assert_send_sync::<crate::Opened>();
         assert_send_sync::<crate::ModelSet>();
         assert_send_sync::<crate::Model>();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DType, TensorInfo};
+
+    /// `tensors` reads in parallel and answers in the order asked, an error in its place.
+    #[test]
+    fn tensors_come_back_in_the_order_asked() {
+        let mut m = Model::new();
+        for (name, byte) in [("a", 1u8), ("b", 2), ("c", 3)] {
+            let info = TensorInfo::dense(name, DType::U8, vec![1000]);
+            m.push(TensorView::dense(info, Cow::Owned(vec![byte; 1000])).unwrap())
+                .unwrap();
+        }
+        let got = m.tensors(&["c", "zz", "a", "b", "a"]);
+        assert_eq!(got.len(), 5);
+        let first = |r: &Result<TensorView<'_>>| r.as_ref().ok().map(|v| v.data().unwrap()[0]);
+        assert_eq!(
+            got.iter().map(first).collect::<Vec<_>>(),
+            [Some(3), None, Some(1), Some(2), Some(1)]
+        );
+        assert_eq!(
+            got[1].as_ref().err().map(Error::kind),
+            Some(crate::ErrorKind::NotFound)
+        );
     }
 }
