@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for SECONDS each (default 60), seeded from the interop samples
 # and the test vectors. FUZZ_RUNS=N stops a target after N executions if that comes first
-# (the campaign: FUZZ_RUNS=10000000 bash scripts/fuzz.sh 1800). Crashes land in
+# (the campaign: FUZZ_RUNS=10000000 bash scripts/fuzz.sh 1800; FUZZ_TIMEOUT=S raises the
+# 10 s limit per input on a loaded machine). Crashes land in
 # fuzz/artifacts/<target>/; minimize one with
 #   fuzz/target/<host-triple>/release/<target> -minimize_crash=1 -runs=10000 <crash-file>
 # and keep it as fuzz/regressions/<target>/<name> (replayed by `cargo test`).
@@ -44,7 +45,7 @@ for t in $TARGETS; do
   mkdir -p "fuzz/artifacts/$t"
   echo "== fuzz $t (${SECONDS_EACH}s)"
   if ! "$BIN/$t" "$corpus" -max_total_time="$SECONDS_EACH" ${FUZZ_RUNS:+-runs="$FUZZ_RUNS"} -rss_limit_mb=2048 \
-       -timeout=10 -max_len=65536 -artifact_prefix="fuzz/artifacts/$t/" -print_final_stats=1 \
+       -timeout="${FUZZ_TIMEOUT:-10}" -max_len=65536 -artifact_prefix="fuzz/artifacts/$t/" -print_final_stats=1 \
        2>"fuzz/artifacts/$t.log"; then
     echo "fuzz $t: FAILED (see fuzz/artifacts/$t.log and fuzz/artifacts/$t/)"
     tail -n 30 "fuzz/artifacts/$t.log"
