@@ -167,6 +167,10 @@ impl Stats {
                     },
                     b,
                 ),
+                DType::U8 | DType::Bool => fast::block(fast::Byte { signed: false }, b),
+                DType::I8 => fast::block(fast::Byte { signed: true }, b),
+                DType::F8E5M2 => fast::block(fast::E5M2, b),
+                DType::F8E4M3FN => fast::block(fast::E4M3, b),
                 d if d.size() == 1 => fast::block(fast::Table8::of(d), b),
                 DType::F64 => fast::wide::block(fast::F64, b),
                 DType::I32 | DType::U32 => fast::wide::block(
@@ -301,6 +305,12 @@ pub fn histogram(dtype: DType, bytes: &[u8], edges: &[f64]) -> Vec<u64> {
                 };
                 fast::histogram(d, b, edges, norm, &mut h)
             }
+            DType::U8 | DType::Bool => {
+                fast::histogram(fast::Byte { signed: false }, b, edges, norm, &mut h)
+            }
+            DType::I8 => fast::histogram(fast::Byte { signed: true }, b, edges, norm, &mut h),
+            DType::F8E5M2 => fast::histogram(fast::E5M2, b, edges, norm, &mut h),
+            DType::F8E4M3FN => fast::histogram(fast::E4M3, b, edges, norm, &mut h),
             d if d.size() == 1 => fast::histogram(fast::Table8::of(d), b, edges, norm, &mut h),
             DType::F64 => fast::histogram_wide(fast::F64, b, edges, norm, &mut h),
             DType::I32 | DType::U32 => {

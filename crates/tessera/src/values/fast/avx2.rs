@@ -21,7 +21,10 @@
 
 use std::arch::x86_64::*;
 
-use super::{pairwise, Bf16, Counts, Decode, Grid, Int16, Stats, Table8, F16, F32, LANES, TILE};
+use super::{
+    pairwise, Bf16, Byte, Counts, Decode, Grid, Int16, Stats, Table8, E4M3, E4M3_BIAS, E4M3_SUB,
+    E5M2, F16, F32, LANES, TILE,
+};
 
 /// Eight elements as f32 lanes.
 pub(in crate::values) trait Lanes: Decode {
@@ -61,6 +64,45 @@ impl Lanes for Int16 {
             _mm256_cvtepu16_epi32(h)
         };
         _mm256_cvtepi32_ps(w)
+    }
+}
+impl Lanes for Byte {
+    #[inline(always)]
+    unsafe fn load8(&self, p: *const u8) -> __m256 {
+        let b = _mm_loadl_epi64(p.cast());
+        let w = if self.signed {
+            _mm256_cvtepi8_epi32(b)
+        } else {
+            _mm256_cvtepu8_epi32(b)
+        };
+        _mm256_cvtepi32_ps(w)
+    }
+}
+impl Lanes for E5M2 {
+    #[inline(always)]
+    unsafe fn load8(&self, p: *const u8) -> __m256 {
+        // Each byte to the top of a 16-bit half.
+        let b = _mm_loadl_epi64(p.cast());
+        _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), b))
+    }
+}
+impl Lanes for E4M3 {
+    #[inline(always)]
+    unsafe fn load8(&self, p: *const u8) -> __m256 {
+        let x = _mm256_cvtepu8_epi32(_mm_loadl_epi64(p.cast()));
+        let mag = _mm256_and_si256(x, _mm256_set1_epi32(0x7f));
+        let sign = _mm256_slli_epi32::<24>(_mm256_and_si256(x, _mm256_set1_epi32(0x80)));
+        let normal = _mm256_castsi256_ps(_mm256_add_epi32(
+            _mm256_slli_epi32::<20>(mag),
+            _mm256_set1_epi32(E4M3_BIAS as i32),
+        ));
+        // Magnitudes under 8 are subnormal: the mantissa (the magnitude itself) × 2^-9.
+        let sub = _mm256_mul_ps(_mm256_cvtepi32_ps(mag), _mm256_set1_ps(E4M3_SUB));
+        let is_sub = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(8), mag));
+        let v = _mm256_blendv_ps(normal, sub, is_sub);
+        let nan = _mm256_castsi256_ps(_mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7f)));
+        let v = _mm256_blendv_ps(v, _mm256_set1_ps(f32::NAN), nan);
+        _mm256_or_ps(v, _mm256_castsi256_ps(sign))
     }
 }
 impl Lanes for Table8 {

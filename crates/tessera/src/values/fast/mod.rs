@@ -63,7 +63,20 @@ pub(super) struct F16;
 pub(super) struct Int16 {
     pub signed: bool,
 }
-/// Any one-byte dtype (the fp8 floats, u8, i8, bool): a table of its 256 values.
+/// u8, i8 and bool (whose bytes read as u8) as integers.
+#[derive(Clone, Copy)]
+pub(super) struct Byte {
+    pub signed: bool,
+}
+/// fp8 E5M2: the top byte of an IEEE half.
+#[derive(Clone, Copy)]
+pub(super) struct E5M2;
+/// fp8 E4M3FN (no infinities; `S.1111.111` is NaN): a normal value's seven magnitude
+/// bits become an f32's exponent and mantissa, rebiased; a subnormal is its mantissa
+/// times 2^-9 (never subnormal f32 arithmetic, which x86 runs slowly).
+#[derive(Clone, Copy)]
+pub(super) struct E4M3;
+/// Any other one-byte dtype (fp8 FNUZ, E8M0): a table of its 256 values.
 #[derive(Clone, Copy)]
 pub(super) struct Table8(pub [f32; 256]);
 
@@ -112,6 +125,49 @@ impl Decode for Table8 {
         self.0[usize::from(b[0])]
     }
 }
+impl Decode for Byte {
+    const N: usize = 1;
+    #[inline(always)]
+    fn dec(&self, b: &[u8]) -> f32 {
+        match self.signed {
+            true => f32::from(b[0] as i8),
+            false => f32::from(b[0]),
+        }
+    }
+}
+impl Decode for E5M2 {
+    const N: usize = 1;
+    #[inline(always)]
+    fn dec(&self, b: &[u8]) -> f32 {
+        half::f16::from_bits(u16::from(b[0]) << 8).to_f32()
+    }
+}
+impl Decode for E4M3 {
+    const N: usize = 1;
+    #[inline(always)]
+    fn dec(&self, b: &[u8]) -> f32 {
+        let m = u32::from(b[0] & 0x7f);
+        let v = if m == 0x7f {
+            f32::NAN
+        } else if m < 8 {
+            // Subnormal: mantissa × 2^-9 (exact; no subnormal f32 arithmetic).
+            m as f32 * E4M3_SUB
+        } else {
+            f32::from_bits((m << 20) + E4M3_BIAS)
+        };
+        if b[0] & 0x80 != 0 {
+            -v
+        } else {
+            v
+        }
+    }
+}
+/// An E4M3FN magnitude `m` (normal) placed as `m << 20` plus this is its f32: the
+/// exponent rebiased from 7 to 127.
+pub(super) const E4M3_BIAS: u32 = 120 << 23;
+/// The weight of an E4M3FN subnormal's mantissa: 2^-9.
+pub(super) const E4M3_SUB: f32 = 1.0 / 512.0;
+
 impl Decode for F16 {
     const N: usize = 2;
     #[inline(always)]
@@ -656,9 +712,36 @@ mod tests {
         agree("f16", F16);
         agree("i16", Int16 { signed: true });
         agree("u16", Int16 { signed: false });
-        agree("f8e4m3fn", Table8::of(DType::F8E4M3FN));
-        agree("u8", Table8::of(DType::U8));
-        agree("i8", Table8::of(DType::I8));
+        agree("f8e4m3fn table", Table8::of(DType::F8E4M3FN));
+        agree("f8e4m3fnuz table", Table8::of(DType::F8E4M3FNUZ));
+        agree("u8", Byte { signed: false });
+        agree("i8", Byte { signed: true });
+        agree("f8e5m2", E5M2);
+        agree("f8e4m3fn", E4M3);
+    }
+
+    /// The fp8 and byte decoders give every byte what the dtype's element decoder does
+    /// (NaN as NaN).
+    #[test]
+    fn byte_decoders_match_the_element_decoders() {
+        let kinds: [(DType, &dyn Fn(&[u8]) -> f32); 5] = [
+            (DType::U8, &|b| Byte { signed: false }.dec(b)),
+            (DType::Bool, &|b| Byte { signed: false }.dec(b)),
+            (DType::I8, &|b| Byte { signed: true }.dec(b)),
+            (DType::F8E5M2, &|b| E5M2.dec(b)),
+            (DType::F8E4M3FN, &|b| E4M3.dec(b)),
+        ];
+        for (dtype, dec) in kinds {
+            for b in 0..=255u8 {
+                let want = dtype.element_as_f64(&[b], 0).unwrap_or(f64::NAN);
+                let got = f64::from(dec(&[b]));
+                // Bit for bit (so -0 stays -0), or both NaN.
+                assert!(
+                    got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                    "{dtype} byte {b:#04x}: {got} vs {want}"
+                );
+            }
+        }
     }
 
     /// The fast histogram counts whole numbers on the edges as numpy's rule does: bin
