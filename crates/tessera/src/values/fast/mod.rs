@@ -724,7 +724,8 @@ mod tests {
     /// (NaN as NaN).
     #[test]
     fn byte_decoders_match_the_element_decoders() {
-        let kinds: [(DType, &dyn Fn(&[u8]) -> f32); 5] = [
+        type Dec<'a> = &'a dyn Fn(&[u8]) -> f32;
+        let kinds: [(DType, Dec); 5] = [
             (DType::U8, &|b| Byte { signed: false }.dec(b)),
             (DType::Bool, &|b| Byte { signed: false }.dec(b)),
             (DType::I8, &|b| Byte { signed: true }.dec(b)),
