@@ -326,6 +326,102 @@ fn a_set_opens_by_its_index_url_or_any_split_url() {
     }
 }
 
+/// Puts only the shards of the committed set `data/sets/<set>` (no index) on both
+/// servers under `<prefix>/`, and into a local directory; returns that directory.
+fn stage_shards_only(srv: &Servers, set: &str, prefix: &str) -> tempfile::TempDir {
+    let from = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/sets")
+        .join(set);
+    let local = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(srv.http_root.join(prefix)).unwrap();
+    for e in std::fs::read_dir(&from).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        if name.ends_with(".json") {
+            continue;
+        }
+        let bytes = std::fs::read(from.join(&name)).unwrap();
+        std::fs::write(local.path().join(&name), &bytes).unwrap();
+        srv.stage(&format!("{prefix}/{name}"), &bytes);
+    }
+    local
+}
+
+#[test]
+fn a_safetensors_shard_url_opens_its_set_when_the_index_is_beside_it() {
+    let Some(srv) = servers("a_safetensors_shard_url_opens_its_set_when_the_index_is_beside_it")
+    else {
+        return;
+    };
+    let opts = ReadOptions::default();
+    let shard = "model-00002-of-00004.safetensors";
+    // The index model.safetensors.index.json beside the shard: the whole set, as the
+    // local opener gives for the same shard's path.
+    let dir = stage_set(&srv, "hf", "shard-hf");
+    let want = tessera::open_path(&dir.join(shard), &opts).unwrap();
+    assert_eq!(want.as_set().map(|s| s.shards().len()), Some(4));
+    for url in [
+        format!("s3://{}/shard-hf/{shard}", srv.bucket),
+        format!("{}/shard-hf/{shard}", srv.http_url),
+        format!("{}/shard-hf/{shard}?download=true", srv.http_url),
+    ] {
+        let got = open_location(&url, &opts, Load::Map, &srv.remote())
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        let set = got.as_set().unwrap_or_else(|| panic!("{url}: not a set"));
+        assert_eq!(set.shards().len(), 4, "{url}");
+        assert_eq!(
+            set.kind().index_name(),
+            "model.safetensors.index.json",
+            "{url}"
+        );
+        same(want.container(), got.container(), &url);
+    }
+    // No index beside it: the one file, as the local opener opens a shard no index
+    // names (no warning there either).
+    let local = stage_shards_only(&srv, "hf", "shard-noindex");
+    let want = tessera::open_path(&local.path().join(shard), &opts).unwrap();
+    assert!(want.as_set().is_none(), "locally a set without an index");
+    for url in [
+        format!("s3://{}/shard-noindex/{shard}", srv.bucket),
+        format!("{}/shard-noindex/{shard}", srv.http_url),
+    ] {
+        let got = open_location(&url, &opts, Load::Map, &srv.remote())
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(got.as_set().is_none(), "{url}: opened as a set");
+        assert_eq!(got.container().warnings(), want.container().warnings());
+        same(want.container(), got.container(), &url);
+    }
+    // A presigned shard URL: its signature fits that one object, so no index is looked
+    // for (nginx ignores the query and would serve it): the one file.
+    let signed = format!(
+        "{}/shard-hf/{shard}?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=abc",
+        srv.http_url
+    );
+    let before = srv.http_bytes("shard-hf/model.safetensors.index.json");
+    let got = open_location(&signed, &opts, Load::Map, &srv.remote()).unwrap();
+    assert!(got.as_set().is_none(), "a presigned shard URL opened a set");
+    assert_eq!(got.container().tensor_infos().len(), 2, "{signed}");
+    assert_eq!(
+        srv.http_bytes("shard-hf/model.safetensors.index.json"),
+        before,
+        "the index was fetched with a shard's signature"
+    );
+    // A presigned index URL cannot reach the shards: refused, naming it (redacted).
+    let signed = format!(
+        "{}/shard-hf/model.safetensors.index.json?X-Amz-Signature=s3cr3t",
+        srv.http_url
+    );
+    let e = open_location(&signed, &opts, Load::Map, &srv.remote())
+        .err()
+        .expect("a presigned index URL opened");
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("presigned") && msg.contains("model.safetensors.index.json"),
+        "{msg}"
+    );
+    assert!(!msg.contains("s3cr3t"), "{msg}");
+}
+
 #[test]
 fn a_remote_set_missing_a_shard_names_its_url() {
     let Some(srv) = servers("a_remote_set_missing_a_shard_names_its_url") else {

@@ -18,7 +18,10 @@
 //!   tokio runtime the requests run on;
 //! - `source` (feature `remote`): [`RemoteSource`], the [`crate::source::ByteSource`];
 //! - `upload` (feature `remote`): [`upload_file`], a local file to S3 as a multipart
-//!   upload.
+//!   upload;
+//! - `probe` (feature `remote`): [`exists`] (a `HEAD`) and [`list_dir`] (the objects
+//!   under an S3 key prefix), with which the set opener finds an index beside a shard
+//!   and the model in a directory URL.
 //!
 //! What is checked when:
 //! - on open, one `HEAD` (the object's size and ETag), then one ranged `GET` of its
@@ -55,6 +58,8 @@
 
 pub mod location;
 #[cfg(feature = "remote")]
+mod probe;
+#[cfg(feature = "remote")]
 mod profile;
 #[cfg(feature = "remote")]
 mod source;
@@ -64,6 +69,8 @@ mod store;
 mod upload;
 
 pub use location::Location;
+#[cfg(feature = "remote")]
+pub use probe::{exists, list_dir};
 #[cfg(feature = "remote")]
 pub use source::RemoteSource;
 #[cfg(feature = "remote")]

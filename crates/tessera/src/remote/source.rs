@@ -46,6 +46,11 @@ pub(super) static TOTAL_REQUESTS: AtomicU64 = AtomicU64::new(0);
 /// See [`TOTAL_REQUESTS`].
 pub(super) static TOTAL_FETCHED: AtomicU64 = AtomicU64::new(0);
 
+/// Counts one request made outside a [`RemoteSource`] (a probe or a listing).
+pub(super) fn count_request() {
+    TOTAL_REQUESTS.fetch_add(1, Ordering::Relaxed);
+}
+
 /// A failed fetch: worth another try (the body broke off) or not.
 enum Retry {
     Body(Error),
