@@ -107,6 +107,27 @@ impl OpenedFile {
         self.borrow_owner().main.data().map(|d| &d[..])
     }
 
+    /// The file's size in bytes.
+    pub fn len(&self) -> u64 {
+        match &self.borrow_owner().main {
+            Backing::Data(d) => d.len(),
+            Backing::Source(s) => s.len(),
+        }
+    }
+
+    /// True for an empty file (none opens: every format has a header).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The file's bytes as a source (in memory, or read by range).
+    pub fn source(&self) -> crate::source::SourceRef<'_> {
+        match &self.borrow_owner().main {
+            Backing::Data(d) => crate::source::SourceRef::from(&d[..]),
+            Backing::Source(s) => crate::source::SourceRef::from(&**s),
+        }
+    }
+
     /// The bytes of the shard files it opened besides (zTensor v2).
     pub fn shard_bytes(&self) -> Vec<&[u8]> {
         self.borrow_owner().shards.iter().map(|d| &d[..]).collect()

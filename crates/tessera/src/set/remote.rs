@@ -13,6 +13,19 @@
 //!   either).
 //! - `…/PREFIX-0000i-of-0000n.gguf` whose `split.count` key is present: the GGUF split
 //!   set, every split opened beside it (the URL of any split opens the set).
+//! - `…/NAME.tessera-set.json`: a Tessera index, fetched and parsed as a local one is
+//!   (`tessera_index.rs`), its shards beside it; their whole-file BLAKE3 is checked as
+//!   locally (by `verify`, and before a checked read's first tensor from a shard), the
+//!   shard fetched block by block for it.
+//! - a directory — `s3://bucket/ckpt/`, `https://host/ckpt/` (a path ending with `/`),
+//!   or `s3://bucket/ckpt` when no object has that key and the prefix `ckpt/` holds
+//!   some: the local directory rule (`opener.rs`, `choose_in_directory`) over the
+//!   names in it, then what it picks opens as above. S3 lists the prefix (one
+//!   `ListObjectsV2` with delimiter `/`, sub-prefixes ignored, as a local directory's
+//!   subdirectories are); an HTTP server cannot list, so the directory is probed for
+//!   the names in [`WELL_KNOWN`] (a `HEAD` each, in parallel) and the rule applied to
+//!   those found: an HTTP directory of GGUF splits or of a differently named set is
+//!   not found (the error names the URL and every name tried; name the file instead).
 //! - anything else: the one object.
 //!
 //! A presigned URL (`X-Amz-Signature`, `Signature`, `X-Goog-Signature`, `sig`:
@@ -25,8 +38,8 @@
 //! The set-level checks are the local ones (`mod.rs`); a shard that is not there fails
 //! the open naming its URL (or, when auditing, is reported). The shards' `HEAD`
 //! requests and first reads go out in parallel (up to [`PARALLEL`] at once); the
-//! containers are then parsed one by one from those bytes. Not here: a set by its
-//! directory URL, and zTensor v2 shard tables.
+//! containers are then parsed one by one from those bytes. Not here: zTensor v2 shard
+//! tables.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -34,10 +47,10 @@ use std::sync::Mutex;
 
 use super::file::OpenedFile;
 use super::names::Numbered;
-use super::opener::Opened;
-use super::{gguf_split, hf, ModelSet};
+use super::opener::{choose_in_directory, Opened, LOOKED_FOR};
+use super::{gguf_split, hf, tessera_index, ModelSet};
 use crate::any::ReadOptions;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::format::Format;
 use crate::model::Container;
 use crate::remote::{Location, RemoteOptions, RemoteSource};
@@ -47,7 +60,15 @@ const PARALLEL: usize = 8;
 
 /// Opens `loc` (remote): the set it names, or the one object.
 pub(super) fn open(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -> Result<Opened> {
+    if loc.is_dir() {
+        return open_dir(loc, opts, remote);
+    }
     let name = loc.file_name();
+    if name.ends_with(tessera_index::INDEX_SUFFIX) {
+        refuse_presigned(loc, "the shards its index names")?;
+        let bytes = fetch_index(loc, opts, remote)?;
+        return open_tessera(loc, &bytes, opts, remote);
+    }
     if name.ends_with(".index.json") {
         refuse_presigned(loc, "the shards its index names")?;
         let bytes = fetch_index(loc, opts, remote)?;
@@ -58,7 +79,20 @@ pub(super) fn open(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -
             return open_hf(&index, &bytes, opts, remote);
         }
     }
-    let first = open_file(loc, opts, remote)?;
+    let first = match open_file(loc, opts, remote) {
+        // s3://bucket/ckpt with no object of that name: the directory ckpt/, when
+        // something is in it.
+        Err(e) if e.kind() == ErrorKind::NotFound && matches!(loc, Location::S3 { .. }) => {
+            let names = crate::remote::list_dir(loc, remote, opts.limits.max_entries);
+            return match names {
+                Ok(names) if !names.is_empty() => {
+                    open_dir_names(&loc.as_dir(), names, opts, remote)
+                }
+                _ => Err(e),
+            };
+        }
+        other => other?,
+    };
     if let Some(n) = Numbered::parse(&name, ".gguf") {
         if first.format() == Format::Gguf
             && gguf_split::is_split(crate::TensorSource::metadata(&first))
@@ -78,6 +112,91 @@ pub(super) fn open(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -
 fn as_path(loc: &Location) -> PathBuf {
     let url = loc.display();
     PathBuf::from(url.split(['?', '#']).next().unwrap_or(""))
+}
+
+/// Names an HTTP directory URL is probed for, since HTTP lists no directory: the
+/// usual name of each kind the directory rule (`opener.rs`) takes, sets first.
+const WELL_KNOWN: &[&str] = &[
+    "model.safetensors.index.json",
+    "model.tessera-set.json",
+    "model.safetensors",
+    "model.gguf",
+    "model.zt",
+    "pytorch_model.bin",
+];
+
+/// A directory URL: an S3 prefix is listed, an HTTP directory probed for the
+/// [`WELL_KNOWN`] names; then the local directory rule picks what to open.
+fn open_dir(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -> Result<Opened> {
+    let url = loc.display();
+    if let Location::S3 { .. } = loc {
+        let names = crate::remote::list_dir(loc, remote, opts.limits.max_entries)?;
+        return open_dir_names(loc, names, opts, remote);
+    }
+    if loc.is_presigned() {
+        return Err(Error::unsupported(
+            "a presigned URL signs one object; a directory cannot be opened with it",
+        )
+        .in_file(url));
+    }
+    let found: Vec<Result<bool>> = std::thread::scope(|s| {
+        let probes: Vec<_> = WELL_KNOWN
+            .iter()
+            .map(|n| s.spawn(move || crate::remote::exists(&loc.sibling(n), remote)))
+            .collect();
+        probes
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::new(ErrorKind::Io, "a probe thread panicked")))
+            })
+            .collect()
+    });
+    let mut names = Vec::new();
+    for (name, there) in WELL_KNOWN.iter().zip(found) {
+        if there? {
+            names.push(name.to_string());
+        }
+    }
+    match choose_in_directory(names).map_err(|e| e.in_file(url.clone()))? {
+        Some(name) => open(&loc.sibling(&name), opts, remote),
+        None => Err(Error::not_found(format!(
+            "no model found: an HTTP server lists no directory, so these names were tried: {}; name the file to open",
+            WELL_KNOWN.join(", ")
+        ))
+        .in_file(url)),
+    }
+}
+
+/// The directory `dir` holding the objects `names`: the local directory rule's choice.
+fn open_dir_names(
+    dir: &Location,
+    names: Vec<String>,
+    opts: &ReadOptions,
+    remote: &RemoteOptions,
+) -> Result<Opened> {
+    let url = dir.display();
+    match choose_in_directory(names).map_err(|e| e.in_file(url.clone()))? {
+        Some(name) => open(&dir.sibling(&name), opts, remote),
+        None => {
+            Err(Error::not_found(format!("no model in it (looked for {LOOKED_FOR})")).in_file(url))
+        }
+    }
+}
+
+fn open_tessera(
+    loc: &Location,
+    bytes: &[u8],
+    opts: &ReadOptions,
+    remote: &RemoteOptions,
+) -> Result<Opened> {
+    let url = loc.display();
+    let exists = |p: &Path| {
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+        name.is_some_and(|n| crate::remote::exists(&loc.sibling(&n), remote).unwrap_or(false))
+    };
+    let plan = tessera_index::plan_bytes(Path::new(&url), bytes, opts, &exists)?;
+    build(plan, loc, opts, remote, HashMap::new())
 }
 
 /// One remote object, its errors naming the URL.
