@@ -1042,3 +1042,92 @@ fn a_tessera_index_opens_by_its_url_or_its_directory_and_binds_the_shards() {
         "{e}"
     );
 }
+
+/// The committed zTensor v2 model whose shards ztensor 2.1.2 wrote
+/// (`data/ztensor2/shards/gen.py`).
+fn zt2_files() -> Vec<(String, Vec<u8>)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/ztensor2/shards");
+    ["model.zt", "model-00001.zt", "model-00002.zt"]
+        .iter()
+        .map(|n| (n.to_string(), std::fs::read(dir.join(n)).unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_ztensor2_root_reads_its_shards_beside_its_url() {
+    let Some(srv) = servers("a_ztensor2_root_reads_its_shards_beside_its_url") else {
+        return;
+    };
+    let opts = ReadOptions::default();
+    let files = zt2_files();
+    let local = stage_files(&srv, "zt2", &files);
+    let want = tessera::open_path(&local.path().join("model.zt"), &opts).unwrap();
+    assert!(want.container().warnings().is_empty());
+    for url in [
+        format!("s3://{}/zt2/model.zt", srv.bucket),
+        format!("{}/zt2/model.zt", srv.http_url),
+        format!("{}/zt2/model.zt?download=true", srv.http_url),
+    ] {
+        let got = open_location(&url, &opts, Load::Map, &srv.remote())
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(
+            got.container().warnings().is_empty(),
+            "{url}: {:?}",
+            got.container().warnings()
+        );
+        // Every part, local or in either shard, and verify's shard digests.
+        same(want.container(), got.container(), &url);
+        let r = got.container().verify(&Default::default());
+        let digests = r
+            .checks
+            .iter()
+            .filter(|c| c.layer == "shard digest" && c.status == tessera::Status::Ok)
+            .count();
+        assert_eq!(digests, 2, "{url}: {:?}", r.checks);
+    }
+    // A shard missing beside the root: the open fails naming the shard and its URL (no
+    // search by identity over HTTP or S3).
+    let missing: Vec<_> = files
+        .iter()
+        .filter(|(n, _)| n != "model-00002.zt")
+        .cloned()
+        .collect();
+    stage_files(&srv, "zt2-missing", &missing);
+    for base in [
+        format!("s3://{}/zt2-missing", srv.bucket),
+        format!("{}/zt2-missing", srv.http_url),
+    ] {
+        let url = format!("{base}/model.zt");
+        let e = open_location(&url, &opts, Load::Map, &srv.remote())
+            .err()
+            .unwrap_or_else(|| panic!("{url}: opened without a shard"));
+        assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("\"00002\"") && msg.contains(&format!("{base}/model-00002.zt")),
+            "{msg}"
+        );
+    }
+    // A shard of another size: refused, naming it.
+    let mut resized = files.clone();
+    resized[2].1.extend_from_slice(b"extra");
+    stage_files(&srv, "zt2-resized", &resized);
+    let url = format!("s3://{}/zt2-resized/model.zt", srv.bucket);
+    let e = open_location(&url, &opts, Load::Map, &srv.remote())
+        .err()
+        .expect("a resized shard opened");
+    assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");
+    assert!(e.to_string().contains("00002"), "{e}");
+    // A presigned root: its signature fits the root only, so it opens alone, as a root
+    // without its shards does (listing the tensors, warning of the shard table).
+    let url = format!("{}/zt2/model.zt?X-Amz-Signature=abc", srv.http_url);
+    let got = open_location(&url, &opts, Load::Map, &srv.remote()).unwrap();
+    assert!(
+        got.container()
+            .warnings()
+            .iter()
+            .any(|w| w.contains("shard table")),
+        "{:?}",
+        got.container().warnings()
+    );
+}

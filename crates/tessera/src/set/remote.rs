@@ -26,32 +26,41 @@
 //!   the names in [`WELL_KNOWN`] (a `HEAD` each, in parallel) and the rule applied to
 //!   those found: an HTTP directory of GGUF splits or of a differently named set is
 //!   not found (the error names the URL and every name tried; name the file instead).
+//! - a zTensor v2 root whose manifest has a shard table: the root with its shards, each
+//!   opened beside it at the positional name `<stem>-<name>.zt` (`zt2_shards.rs`) and
+//!   read by range like the root. The spec's fallback, resolution by identity (every
+//!   file of the directory hashed), stays local-only: fetching every object of a prefix
+//!   whole to find a renamed shard is not what a range reader should do, and HTTP cannot
+//!   list; a shard not at its name fails the open, naming the shard and its URL.
 //! - anything else: the one object.
 //!
 //! A presigned URL (`X-Amz-Signature`, `Signature`, `X-Goog-Signature`, `sig`:
 //! [`Location::is_presigned`]) signs its one object, so nothing beside it can be fetched
-//! with it: a presigned shard opens alone (no index is looked for), and a presigned index
-//! or GGUF split, which would open a set without its other files, is refused
-//! (`Unsupported`, saying why). An index's or split's query string is otherwise kept on
+//! with it: a presigned shard opens alone (no index is looked for), a presigned zTensor
+//! v2 root alone (as a root without its shards: listed, its shard parts refused with a
+//! reason, a warning), and a presigned index or GGUF split, which would open a set
+//! without its other files, is refused (`Unsupported`, saying why). An index's or split's query string is otherwise kept on
 //! its siblings (`?download=true`).
 //!
 //! The set-level checks are the local ones (`mod.rs`); a shard that is not there fails
 //! the open naming its URL (or, when auditing, is reported). The shards' `HEAD`
 //! requests and first reads go out in parallel (up to [`PARALLEL`] at once); the
-//! containers are then parsed one by one from those bytes. Not here: zTensor v2 shard
-//! tables.
+//! containers are then parsed one by one from those bytes. Not here: the search by
+//! identity for a renamed zTensor v2 shard (above), and GGUF splits or sets of other
+//! names in an HTTP directory (HTTP lists nothing; S3 directories find them).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::file::OpenedFile;
+use super::file::{Backing, Files, OpenedFile};
 use super::names::Numbered;
 use super::opener::{choose_in_directory, Opened, LOOKED_FOR};
-use super::{gguf_split, hf, tessera_index, ModelSet};
+use super::{gguf_split, hf, tessera_index, zt2_shards, ModelSet};
 use crate::any::ReadOptions;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::Format;
+use crate::formats::ztensor2::Ztensor2File;
 use crate::model::Container;
 use crate::remote::{Location, RemoteOptions, RemoteSource};
 
@@ -104,7 +113,62 @@ pub(super) fn open(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -
             return build(plan, loc, opts, remote, pre);
         }
     }
+    if first.format() == Format::ZtensorV2 && !loc.is_presigned() {
+        return with_zt2_shards(loc, first, opts, remote).map(Opened::File);
+    }
     Ok(Opened::File(first))
+}
+
+/// A zTensor v2 root with the shards its shard table names, each opened beside it at
+/// the positional name `<stem>-<name>.zt` (`zt2_shards.rs`); a root without a table is
+/// returned as it is. The identity search a local root falls back on (every file of the
+/// directory hashed) is not done: a shard not at its name fails the open, naming it.
+fn with_zt2_shards(
+    loc: &Location,
+    file: OpenedFile,
+    opts: &ReadOptions,
+    remote: &RemoteOptions,
+) -> Result<OpenedFile> {
+    let url = loc.display();
+    let named = |e: Error| e.in_file(url.clone());
+    let table: Vec<(String, u64, String)> = Ztensor2File::parse(file.source(), opts)
+        .map_err(named)?
+        .shards()
+        .to_vec();
+    if table.is_empty() {
+        return Ok(file);
+    }
+    let root = PathBuf::from(loc.file_name());
+    let names: Vec<String> = table
+        .iter()
+        .map(|(n, _, _)| {
+            let p = zt2_shards::shard_path(&root, n);
+            p.file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+        .collect();
+    let refs: Vec<&String> = names.iter().collect();
+    let got = fetch_parallel(&refs, loc, remote);
+    let mut shards = Vec::with_capacity(table.len());
+    for ((label, _, _), (name, src)) in table.iter().zip(names.iter().zip(got)) {
+        let src = src.map_err(|e| {
+            named(Error::new(
+                e.kind(),
+                format!(
+                    "shard {label:?} ({}): {}",
+                    loc.sibling(name).display(),
+                    e.message()
+                ),
+            ))
+        })?;
+        shards.push(Backing::Source(Box::new(src)));
+    }
+    let files = Files {
+        main: file.into_owner().main,
+        shards,
+    };
+    zt2_shards::assemble(files, url.clone(), Vec::new(), opts).map_err(named)
 }
 
 /// The URL as a path for the set's plan (its file name is the index's or split's name,
