@@ -24,8 +24,9 @@
 //!   and the model in a directory URL.
 //!
 //! What is checked when:
-//! - on open, one `HEAD` (the object's size and ETag), then one ranged `GET` of its
-//!   first 64 KiB (the whole object up to 128 KiB), which holds most formats' index;
+//! - on open, one `HEAD` (the object's size and ETag; for a presigned URL, see below),
+//!   then one ranged `GET` of its first 64 KiB (the whole object up to 128 KiB), which
+//!   holds most formats' index;
 //!   the last 64 KiB are fetched once by the first read inside them (indexes at the
 //!   end: zTensor, zip). Reads those bytes hold are answered without a request;
 //! - on every read: the range against the size (never an allocation sized by an
@@ -46,7 +47,10 @@
 //!
 //! An HTTP URL's query string is sent with every request (presigned URLs,
 //! `?download=true`); messages show it with secret-looking values (signature,
-//! credential, token, key) redacted, and never a `user:password@`.
+//! credential, token, key) redacted, and never a `user:password@`. A presigned URL
+//! ([`Location::is_presigned`]) is signed for `GET` only — S3 answers a `HEAD` with it
+//! 403 — so it is opened by a ranged `GET` of its first 64 KiB, whose reply gives the
+//! size (`Content-Range`) and ETag the `HEAD` would have.
 //!
 //! Model sets by URL (an HF index, any GGUF split) open in `crate::set` (`remote.rs`),
 //! each shard a [`RemoteSource`] beside the index. [`totals`] counts every request and
