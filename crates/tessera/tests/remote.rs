@@ -420,6 +420,19 @@ fn a_safetensors_shard_url_opens_its_set_when_the_index_is_beside_it() {
         "{msg}"
     );
     assert!(!msg.contains("s3cr3t"), "{msg}");
+    // So is a presigned GGUF split: its set cannot be fetched with its signature, and
+    // the split alone would lose the other splits' tensors.
+    stage_set(&srv, "gguf", "shard-gguf");
+    let signed = format!(
+        "{}/shard-gguf/tiny-00002-of-00003.gguf?X-Amz-Signature=s3cr3t",
+        srv.http_url
+    );
+    let e = open_location(&signed, &opts, Load::Map, &srv.remote())
+        .err()
+        .expect("a presigned GGUF split opened");
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    assert!(e.to_string().contains("presigned"), "{e}");
+    assert!(!e.to_string().contains("s3cr3t"), "{e}");
 }
 
 #[test]
@@ -992,6 +1005,9 @@ fn a_tessera_index_opens_by_its_url_or_its_directory_and_binds_the_shards() {
         format!("s3://{}/dir-tessera/", srv.bucket),
         format!("{}/dir-tessera/", srv.http_url),
         format!("{}/dir-tessera/model.tessera-set.json", srv.http_url),
+        // Any shard's URL, the index beside it naming it.
+        format!("s3://{}/dir-tessera/model-00002-of-00003.fold", srv.bucket),
+        format!("{}/dir-tessera/model-00003-of-00003.fold", srv.http_url),
     ] {
         let got = open_location(&url, &opts, Load::Map, &srv.remote())
             .unwrap_or_else(|e| panic!("{url}: {e}"));

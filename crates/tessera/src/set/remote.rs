@@ -9,8 +9,9 @@
 //! - `…/PREFIX-0000i-of-0000n.safetensors`: the set of the index beside it, when
 //!   `PREFIX.safetensors.index.json` exists there (a `HEAD`) and names the shard — the
 //!   conventional name only, since HTTP lists no directory (S3 too, to behave alike);
-//!   otherwise the one file, as a local shard no index names opens (no warning there
-//!   either).
+//!   else, as any other numbered shard `…/PREFIX-0000i-of-0000n.EXT` (not `.gguf`), the
+//!   set of `PREFIX.tessera-set.json` beside it when that names the shard; otherwise
+//!   the one file, as a local shard no index names opens (no warning there either).
 //! - `…/PREFIX-0000i-of-0000n.gguf` whose `split.count` key is present: the GGUF split
 //!   set, every split opened beside it (the URL of any split opens the set).
 //! - `…/NAME.tessera-set.json`: a Tessera index, fetched and parsed as a local one is
@@ -83,9 +84,23 @@ pub(super) fn open(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -
         let bytes = fetch_index(loc, opts, remote)?;
         return open_hf(loc, &bytes, opts, remote);
     }
-    if let Some(n) = Numbered::parse(&name, ".safetensors") {
-        if let Some((index, bytes)) = index_naming(loc, &n, &name, opts, remote)? {
-            return open_hf(&index, &bytes, opts, remote);
+    // A numbered shard (`-0000i-of-0000n`) of a set whose index is beside it: a Hugging
+    // Face index for safetensors, else (GGUF splits aside) a Tessera index, as locally.
+    let numbered = name
+        .rfind('.')
+        .and_then(|dot| Numbered::parse(&name, &name[dot..]));
+    if let Some(n) = numbered.filter(|n| n.suffix != ".gguf") {
+        let both = (opts, remote);
+        if n.suffix == ".safetensors" {
+            let hf_index = index_naming(loc, &n, &name, hf::INDEX_SUFFIX, hf::shard_names, both)?;
+            if let Some((index, bytes)) = hf_index {
+                return open_hf(&index, &bytes, opts, remote);
+            }
+        }
+        let suffix = tessera_index::INDEX_SUFFIX;
+        let ours = index_naming(loc, &n, &name, suffix, tessera_index::shard_names, both)?;
+        if let Some((index, bytes)) = ours {
+            return open_tessera(&index, &bytes, opts, remote);
         }
     }
     let first = match open_file(loc, opts, remote) {
@@ -297,28 +312,29 @@ fn fetch_index(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -> Re
     Ok(bytes.into_owned())
 }
 
-/// The Hugging Face index beside the safetensors shard `name` at `loc` that names it,
-/// with its bytes: `{prefix}.safetensors.index.json` (HTTP lists no directory, so the
-/// conventional name is the one looked for, on S3 too). `None` — the shard then opens
-/// alone, as a local shard with no index naming it does — when there is no such index,
-/// it does not name the shard, or `loc` is presigned (its signature fits the shard
-/// only).
+/// The index beside the shard `name` at `loc` that names it, with its bytes:
+/// `{prefix}{suffix}` (`.safetensors.index.json`, or `.tessera-set.json`; HTTP lists no
+/// directory, so the conventional name is the one looked for, on S3 too), its shards
+/// listed by `shard_names`. `None` — the shard then opens alone, as a local shard no
+/// index names does — when there is no such index, it does not name the shard, or `loc`
+/// is presigned (its signature fits the shard only).
 fn index_naming(
     loc: &Location,
     n: &Numbered,
     name: &str,
-    opts: &ReadOptions,
-    remote: &RemoteOptions,
+    suffix: &str,
+    shard_names: fn(&[u8]) -> Option<Vec<String>>,
+    (opts, remote): (&ReadOptions, &RemoteOptions),
 ) -> Result<Option<(Location, Vec<u8>)>> {
     if loc.is_presigned() {
         return Ok(None);
     }
-    let index = loc.sibling(&format!("{}{}", n.prefix, hf::INDEX_SUFFIX));
+    let index = loc.sibling(&format!("{}{suffix}", n.prefix));
     if !crate::remote::exists(&index, remote)? {
         return Ok(None);
     }
     let bytes = fetch_index(&index, opts, remote)?;
-    let names_it = hf::shard_names(&bytes).is_some_and(|s| s.iter().any(|s| s == name));
+    let names_it = shard_names(&bytes).is_some_and(|s| s.iter().any(|s| s == name));
     Ok(names_it.then_some((index, bytes)))
 }
 
