@@ -138,9 +138,10 @@ impl Location {
     }
 
     /// The location of the file `name` (a plain file name, checked by the caller) in the
-    /// same directory or key prefix as this one (in it, when this one is a directory). An HTTP URL's query string is kept
-    /// (`?download=true` applies to every file of a set; a presigned URL's signature
-    /// fits one object only, and its siblings are refused by the server, naming them).
+    /// same directory or key prefix as this one (in it, when this one is a directory).
+    /// An HTTP URL's query string is kept (`?download=true` applies to every file of a
+    /// set). A presigned URL's signature fits its one object only: the set opener asks
+    /// [`Location::is_presigned`] and never fetches a sibling of one.
     pub fn sibling(&self, name: &str) -> Location {
         match self {
             Location::Local(p) => Location::Local(p.with_file_name(name)),
