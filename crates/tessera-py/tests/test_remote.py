@@ -100,21 +100,27 @@ def test_presigned_url_reads_one_tensor(servers, tmp_path):
     assert signature not in str(e.value)
 
 
-def test_presigned_shard_url_opens_the_shard_and_a_presigned_index_is_refused(servers, tmp_path, monkeypatch):
+def _upload_hf_set(s3, tmp_path, prefix):
+    """Two safetensors shards (written by safetensors) and their index under prefix/."""
     want = _tensors()
     names = sorted(want)
     shards = {
         "model-00001-of-00002.safetensors": {k: want[k] for k in names[:4]},
         "model-00002-of-00002.safetensors": {k: want[k] for k in names[4:]},
     }
-    s3 = _presigner()
     weight_map = {}
     for shard, tensors in shards.items():
         safetensors.numpy.save_file(tensors, str(tmp_path / shard))
-        s3.upload_file(str(tmp_path / shard), BUCKET, f"py/presigned-set/{shard}")
+        s3.upload_file(str(tmp_path / shard), BUCKET, f"{prefix}/{shard}")
         weight_map.update({k: shard for k in tensors})
     index = json.dumps({"metadata": {"total_size": sum(v.nbytes for v in want.values())}, "weight_map": weight_map})
-    s3.put_object(Bucket=BUCKET, Key="py/presigned-set/model.safetensors.index.json", Body=index.encode())
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}/model.safetensors.index.json", Body=index.encode())
+    return want, names
+
+
+def test_presigned_shard_url_opens_the_shard_and_a_presigned_index_is_refused(servers, tmp_path, monkeypatch):
+    s3 = _presigner()
+    want, names = _upload_hf_set(s3, tmp_path, "py/presigned-set")
 
     def signed(key):
         return s3.generate_presigned_url(
@@ -135,3 +141,16 @@ def test_presigned_shard_url_opens_the_shard_and_a_presigned_index_is_refused(se
     monkeypatch.setenv("AWS_ENDPOINT_URL", S3_ENDPOINT)
     g = tessera.open(f"s3://{BUCKET}/py/presigned-set/model-00002-of-00002.safetensors")
     assert sorted(g.keys()) == names
+
+
+def test_a_directory_url_opens_the_set_in_it(servers, tmp_path, monkeypatch):
+    s3 = _presigner()
+    want, names = _upload_hf_set(s3, tmp_path, "py/dir-set")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", S3_ENDPOINT)
+    for url in (f"s3://{BUCKET}/py/dir-set/", f"s3://{BUCKET}/py/dir-set"):
+        f = tessera.open(url)
+        assert sorted(f.keys()) == names, url
+        np.testing.assert_array_equal(np.asarray(f[names[1]]), want[names[1]])
+    with pytest.raises(tessera.NotFoundError) as e:
+        tessera.open(f"s3://{BUCKET}/py/no-such-dir/")
+    assert "no model" in str(e.value)
