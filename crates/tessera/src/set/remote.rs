@@ -40,8 +40,8 @@
 //! with it: a presigned shard opens alone (no index is looked for), a presigned zTensor
 //! v2 root alone (as a root without its shards: listed, its shard parts refused with a
 //! reason, a warning), and a presigned index or GGUF split, which would open a set
-//! without its other files, is refused (`Unsupported`, saying why). An index's or split's query string is otherwise kept on
-//! its siblings (`?download=true`).
+//! without its other files, is refused (`Unsupported`, saying why). An index's or
+//! split's query string is otherwise kept on its siblings (`?download=true`).
 //!
 //! The set-level checks are the local ones (`mod.rs`); a shard that is not there fails
 //! the open naming its URL (or, when auditing, is reported). The shards' `HEAD`
