@@ -4,6 +4,7 @@ addresses). Without them the tests skip with a notice, or fail under
 TESSERA_REQUIRE_REMOTE=1."""
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -68,3 +69,88 @@ def test_missing_remote_file_is_an_error_naming_the_url(servers):
     with pytest.raises(Exception) as e:
         tessera.open(url)
     assert url in str(e.value)
+
+
+def _presigner():
+    import boto3  # installed with moto
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3", endpoint_url=S3_ENDPOINT, region_name="us-east-1", config=Config(signature_version="s3v4")
+    )
+
+
+def test_presigned_url_reads_one_tensor(servers, tmp_path):
+    want = _tensors()
+    local = tmp_path / "p.safetensors"
+    # Written by the safetensors package; the URL signed by boto3 (SigV4 query string).
+    safetensors.numpy.save_file(want, str(local))
+    s3 = _presigner()
+    s3.upload_file(str(local), BUCKET, "py/presigned/p.safetensors")
+    url = s3.generate_presigned_url(
+        "get_object", Params={"Bucket": BUCKET, "Key": "py/presigned/p.safetensors"}, ExpiresIn=600
+    )
+    assert url.startswith("http://") and "X-Amz-Signature=" in url, url
+    f = tessera.open(url)
+    assert sorted(f.keys()) == sorted(want)
+    np.testing.assert_array_equal(np.asarray(f["layer.3.weight"]), want["layer.3.weight"])
+    with pytest.raises(Exception) as e:
+        f["no.such.tensor"]
+    signature = url.split("X-Amz-Signature=")[1].split("&")[0]
+    assert signature not in str(e.value)
+
+
+def _upload_hf_set(s3, tmp_path, prefix):
+    """Two safetensors shards (written by safetensors) and their index under prefix/."""
+    want = _tensors()
+    names = sorted(want)
+    shards = {
+        "model-00001-of-00002.safetensors": {k: want[k] for k in names[:4]},
+        "model-00002-of-00002.safetensors": {k: want[k] for k in names[4:]},
+    }
+    weight_map = {}
+    for shard, tensors in shards.items():
+        safetensors.numpy.save_file(tensors, str(tmp_path / shard))
+        s3.upload_file(str(tmp_path / shard), BUCKET, f"{prefix}/{shard}")
+        weight_map.update({k: shard for k in tensors})
+    index = json.dumps({"metadata": {"total_size": sum(v.nbytes for v in want.values())}, "weight_map": weight_map})
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}/model.safetensors.index.json", Body=index.encode())
+    return want, names
+
+
+def test_presigned_shard_url_opens_the_shard_and_a_presigned_index_is_refused(servers, tmp_path, monkeypatch):
+    s3 = _presigner()
+    want, names = _upload_hf_set(s3, tmp_path, "py/presigned-set")
+
+    def signed(key):
+        return s3.generate_presigned_url(
+            "get_object", Params={"Bucket": BUCKET, "Key": f"py/presigned-set/{key}"}, ExpiresIn=600
+        )
+
+    # A shard's signature cannot fetch the index or the other shard: the shard alone.
+    f = tessera.open(signed("model-00002-of-00002.safetensors"))
+    assert sorted(f.keys()) == names[4:]
+    np.testing.assert_array_equal(np.asarray(f[names[5]]), want[names[5]])
+    # The index's signature cannot fetch the shards: refused, saying why.
+    url = signed("model.safetensors.index.json")
+    with pytest.raises(tessera.UnsupportedError) as e:
+        tessera.open(url)
+    assert "presigned" in str(e.value)
+    assert url.split("X-Amz-Signature=")[1].split("&")[0] not in str(e.value)
+    # Unsigned, with credentials, the same shard's URL opens the set.
+    monkeypatch.setenv("AWS_ENDPOINT_URL", S3_ENDPOINT)
+    g = tessera.open(f"s3://{BUCKET}/py/presigned-set/model-00002-of-00002.safetensors")
+    assert sorted(g.keys()) == names
+
+
+def test_a_directory_url_opens_the_set_in_it(servers, tmp_path, monkeypatch):
+    s3 = _presigner()
+    want, names = _upload_hf_set(s3, tmp_path, "py/dir-set")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", S3_ENDPOINT)
+    for url in (f"s3://{BUCKET}/py/dir-set/", f"s3://{BUCKET}/py/dir-set"):
+        f = tessera.open(url)
+        assert sorted(f.keys()) == names, url
+        np.testing.assert_array_equal(np.asarray(f[names[1]]), want[names[1]])
+    with pytest.raises(tessera.NotFoundError) as e:
+        tessera.open(f"s3://{BUCKET}/py/no-such-dir/")
+    assert "no model" in str(e.value)

@@ -41,10 +41,15 @@ impl Location {
                 Ok(Location::Local(PathBuf::from(path)))
             }
             "s3" => {
-                let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
-                if bucket.is_empty() || key.is_empty() || key.ends_with('/') {
+                // `s3://bucket/dir/` (and `s3://bucket/`) name a directory: a key prefix.
+                let Some((bucket, key)) = rest.split_once('/') else {
                     return Err(Error::invalid_input(format!(
-                        "{s}: an S3 location is s3://bucket/key (a bucket and an object key)"
+                        "{s}: an S3 location is s3://bucket/key (a bucket and an object key) or s3://bucket/prefix/ (a directory)"
+                    )));
+                };
+                if bucket.is_empty() || key.starts_with('/') || key.contains("//") {
+                    return Err(Error::invalid_input(format!(
+                        "{s}: an S3 location is s3://bucket/key (a bucket and an object key) or s3://bucket/prefix/ (a directory)"
                     )));
                 }
                 Ok(Location::S3 {
@@ -90,10 +95,53 @@ impl Location {
         }
     }
 
+    /// True when the location names a directory rather than an object: an S3 key prefix
+    /// ending with `/` (or a bucket's top, `s3://bucket/`), an HTTP URL whose path ends
+    /// with `/`. A local path is never one here (the local opener asks the filesystem).
+    pub fn is_dir(&self) -> bool {
+        match self {
+            Location::Local(_) => false,
+            Location::S3 { key, .. } => key.is_empty() || key.ends_with('/'),
+            Location::Http(u) => u.split(['?', '#']).next().unwrap_or("").ends_with('/'),
+        }
+    }
+
+    /// The directory this location would be if it named one: an S3 key with a `/`
+    /// added (`s3://b/ckpt` → `s3://b/ckpt/`, a prefix with no object of that name);
+    /// any other location as it is.
+    pub fn as_dir(&self) -> Location {
+        match self {
+            Location::S3 { bucket, key } if !self.is_dir() => Location::S3 {
+                bucket: bucket.clone(),
+                key: format!("{key}/"),
+            },
+            other => other.clone(),
+        }
+    }
+
+    /// True for an HTTP URL signed for one object (a presigned S3 URL's
+    /// `X-Amz-Signature`, S3's older `Signature`, GCS's `X-Goog-Signature`, an Azure SAS
+    /// `sig`): its signature covers that object's path only, so no other file of a set
+    /// can be fetched with it ([`Location::sibling`] would be refused by the server).
+    pub fn is_presigned(&self) -> bool {
+        let Location::Http(u) = self else {
+            return false;
+        };
+        let Some((_, rest)) = u.split_once('?') else {
+            return false;
+        };
+        let query = rest.split('#').next().unwrap_or("");
+        query.split('&').any(|p| {
+            let name = p.split('=').next().unwrap_or("").to_ascii_lowercase();
+            name.ends_with("signature") || name == "sig"
+        })
+    }
+
     /// The location of the file `name` (a plain file name, checked by the caller) in the
-    /// same directory or key prefix as this one. An HTTP URL's query string is kept
-    /// (`?download=true` applies to every file of a set; a presigned URL's signature
-    /// fits one object only, and its siblings are refused by the server, naming them).
+    /// same directory or key prefix as this one (in it, when this one is a directory).
+    /// An HTTP URL's query string is kept (`?download=true` applies to every file of a
+    /// set). A presigned URL's signature fits its one object only: the set opener asks
+    /// [`Location::is_presigned`] and never fetches a sibling of one.
     pub fn sibling(&self, name: &str) -> Location {
         match self {
             Location::Local(p) => Location::Local(p.with_file_name(name)),
@@ -245,7 +293,7 @@ mod tests {
         for bad in [
             "s3://bucket",
             "s3:///key",
-            "s3://b/dir/",
+            "s3://b//k",
             "http:///x",
             "file://host/x",
         ] {
@@ -284,6 +332,55 @@ mod tests {
             top.sibling("s.safetensors").display(),
             "s3://b/s.safetensors"
         );
+    }
+
+    #[test]
+    fn directories_and_their_files() {
+        for (url, dir) in [
+            ("s3://b/ckpt/", true),
+            ("s3://b/", true),
+            ("s3://b/ckpt", false),
+            ("http://h/ckpt/?download=true", true),
+            ("http://h/ckpt/m.zt", false),
+            ("http://h/ckpt", false),
+        ] {
+            assert_eq!(Location::parse(url).unwrap().is_dir(), dir, "{url}");
+        }
+        let d = Location::parse("s3://b/ckpt").unwrap().as_dir();
+        assert_eq!(d.display(), "s3://b/ckpt/");
+        assert_eq!(d.sibling("m.zt").display(), "s3://b/ckpt/m.zt");
+        let top = Location::parse("s3://b/").unwrap();
+        assert_eq!(top.sibling("m.zt").display(), "s3://b/m.zt");
+        let h = Location::parse("http://h/ckpt/?download=true").unwrap();
+        assert_eq!(
+            h.sibling("m.zt"),
+            Location::Http("http://h/ckpt/m.zt?download=true".into())
+        );
+    }
+
+    #[test]
+    fn tells_a_presigned_url() {
+        for (url, signed) in [
+            (
+                "https://h/b/k.zt?X-Amz-Algorithm=A&X-Amz-Signature=abc",
+                true,
+            ),
+            (
+                "https://h/b/k.zt?AWSAccessKeyId=A&Expires=1&Signature=abc",
+                true,
+            ),
+            ("https://h/b/k.zt?X-Goog-Signature=abc", true),
+            ("https://h/c/k.zt?sv=2020&sig=abc", true),
+            ("https://h/k.zt?download=true", false),
+            ("https://h/k.zt", false),
+            ("s3://b/k.zt", false),
+        ] {
+            assert_eq!(
+                Location::parse(url).unwrap().is_presigned(),
+                signed,
+                "{url}"
+            );
+        }
     }
 
     #[test]

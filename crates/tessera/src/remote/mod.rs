@@ -18,11 +18,15 @@
 //!   tokio runtime the requests run on;
 //! - `source` (feature `remote`): [`RemoteSource`], the [`crate::source::ByteSource`];
 //! - `upload` (feature `remote`): [`upload_file`], a local file to S3 as a multipart
-//!   upload.
+//!   upload;
+//! - `probe` (feature `remote`): [`exists`] (a `HEAD`) and [`list_dir`] (the objects
+//!   under an S3 key prefix), with which the set opener finds an index beside a shard
+//!   and the model in a directory URL.
 //!
 //! What is checked when:
-//! - on open, one `HEAD` (the object's size and ETag), then one ranged `GET` of its
-//!   first 64 KiB (the whole object up to 128 KiB), which holds most formats' index;
+//! - on open, one `HEAD` (the object's size and ETag; for a presigned URL, see below),
+//!   then one ranged `GET` of its first 64 KiB (the whole object up to 128 KiB), which
+//!   holds most formats' index;
 //!   the last 64 KiB are fetched once by the first read inside them (indexes at the
 //!   end: zTensor, zip). Reads those bytes hold are answered without a request;
 //! - on every read: the range against the size (never an allocation sized by an
@@ -43,7 +47,10 @@
 //!
 //! An HTTP URL's query string is sent with every request (presigned URLs,
 //! `?download=true`); messages show it with secret-looking values (signature,
-//! credential, token, key) redacted, and never a `user:password@`.
+//! credential, token, key) redacted, and never a `user:password@`. A presigned URL
+//! ([`Location::is_presigned`]) is signed for `GET` only — S3 answers a `HEAD` with it
+//! 403 — so it is opened by a ranged `GET` of its first 64 KiB, whose reply gives the
+//! size (`Content-Range`) and ETag the `HEAD` would have.
 //!
 //! Model sets by URL (an HF index, any GGUF split) open in `crate::set` (`remote.rs`),
 //! each shard a [`RemoteSource`] beside the index. [`totals`] counts every request and
@@ -55,6 +62,8 @@
 
 pub mod location;
 #[cfg(feature = "remote")]
+mod probe;
+#[cfg(feature = "remote")]
 mod profile;
 #[cfg(feature = "remote")]
 mod source;
@@ -64,6 +73,8 @@ mod store;
 mod upload;
 
 pub use location::Location;
+#[cfg(feature = "remote")]
+pub use probe::{exists, list_dir};
 #[cfg(feature = "remote")]
 pub use source::RemoteSource;
 #[cfg(feature = "remote")]

@@ -46,6 +46,11 @@ pub(super) static TOTAL_REQUESTS: AtomicU64 = AtomicU64::new(0);
 /// See [`TOTAL_REQUESTS`].
 pub(super) static TOTAL_FETCHED: AtomicU64 = AtomicU64::new(0);
 
+/// Counts one request made outside a [`RemoteSource`] (a probe or a listing).
+pub(super) fn count_request() {
+    TOTAL_REQUESTS.fetch_add(1, Ordering::Relaxed);
+}
+
 /// A failed fetch: worth another try (the body broke off) or not.
 enum Retry {
     Body(Error),
@@ -94,19 +99,30 @@ impl std::fmt::Debug for RemoteSource {
 }
 
 impl RemoteSource {
-    /// Opens the object at `loc` (a `HEAD` request).
+    /// Opens the object at `loc`: a `HEAD` request, then its first bytes — or, for a
+    /// presigned URL, whose signature covers `GET` only (S3 refuses a `HEAD` with it),
+    /// a ranged `GET` of the first bytes whose reply gives the size and ETag too.
     pub fn open(loc: &Location, opts: &RemoteOptions) -> Result<RemoteSource> {
         let target = target(loc, opts)?;
-        let meta = runtime()?
-            .block_on(target.store.head(&target.path))
-            .map_err(|e| store_error(&target.url, e))?;
+        let (meta, first) = match loc.is_presigned() {
+            false => {
+                let meta = runtime()?
+                    .block_on(target.store.head(&target.path))
+                    .map_err(|e| store_error(&target.url, e))?;
+                (meta, bytes::Bytes::new())
+            }
+            true => runtime()?
+                .block_on(first_bytes(&target))
+                .map_err(|e| store_error(&target.url, e))?,
+        };
         TOTAL_REQUESTS.fetch_add(1, Ordering::Relaxed);
+        TOTAL_FETCHED.fetch_add(first.len() as u64, Ordering::Relaxed);
         let mut src = RemoteSource {
             len: meta.size,
             etag: meta.e_tag,
             target,
             requests: AtomicU64::new(1),
-            fetched: AtomicU64::new(0),
+            fetched: AtomicU64::new(first.len() as u64),
             head: Vec::new(),
             tail: std::sync::OnceLock::new(),
             ahead: std::sync::Mutex::new(Ahead::default()),
@@ -115,8 +131,21 @@ impl RemoteSource {
             n if n <= 2 * HEAD_CACHE => n,
             _ => HEAD_CACHE,
         };
-        if head > 0 {
-            src.head = runtime()?.block_on(src.fetch(0..head))?.to_vec();
+        let have = first.len() as u64;
+        if loc.is_presigned() && have != head.min(HEAD_CACHE) {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "bytes [0, {}) were asked for and {have} arrived",
+                    head.min(HEAD_CACHE)
+                ),
+            )
+            .in_file(src.target.url.clone()));
+        }
+        src.head = first.to_vec();
+        if head > have {
+            let rest = runtime()?.block_on(src.fetch(have..head))?;
+            src.head.extend_from_slice(&rest);
         }
         Ok(src)
     }
@@ -382,6 +411,20 @@ impl ByteSource for RemoteSource {
     fn kind(&self) -> &'static str {
         "remote"
     }
+}
+
+/// The object's metadata and its first [`HEAD_CACHE`] bytes (fewer when it is smaller)
+/// from one ranged `GET`: the size from `Content-Range`, the ETag from the reply.
+async fn first_bytes(
+    t: &Target,
+) -> std::result::Result<(object_store::ObjectMeta, bytes::Bytes), object_store::Error> {
+    let opts = GetOptions {
+        range: Some(GetRange::Bounded(0..HEAD_CACHE)),
+        ..GetOptions::default()
+    };
+    let got = t.store.get_opts(&t.path, opts).await?;
+    let meta = got.meta.clone();
+    Ok((meta, got.bytes().await?))
 }
 
 fn changed(url: &str, ours: &str, theirs: &str) -> Error {

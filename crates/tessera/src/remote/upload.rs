@@ -26,6 +26,12 @@ pub fn upload_file(local: &Path, dest: &Location, opts: &RemoteOptions) -> Resul
             dest.display()
         )));
     }
+    if dest.is_dir() {
+        return Err(Error::invalid_input(format!(
+            "{}: a directory (a key prefix ending with /); name the object to write",
+            dest.display()
+        )));
+    }
     let t = target(dest, opts)?;
     let mut file = std::fs::File::open(local)
         .map_err(|e| Error::from(e).at_subject(local.display().to_string()))?;

@@ -29,6 +29,14 @@ impl Backing {
             Backing::Source(_) => None,
         }
     }
+
+    /// The bytes as a source, in memory or read by range.
+    pub fn source(&self) -> crate::source::SourceRef<'_> {
+        match self {
+            Backing::Data(d) => crate::source::SourceRef::from(&d[..]),
+            Backing::Source(s) => crate::source::SourceRef::from(&**s),
+        }
+    }
 }
 
 /// The bytes an [`OpenedFile`] owns: the file's, and those of the shard files its
@@ -36,8 +44,9 @@ impl Backing {
 pub struct Files {
     /// The file itself.
     pub main: Backing,
-    /// Shard files, in the order of the file's shard table.
-    pub shards: Vec<FileData>,
+    /// Shard files, in the order of the file's shard table (remote shards, beside a
+    /// remote root, are read by range).
+    pub shards: Vec<Backing>,
 }
 
 self_cell::self_cell!(
@@ -107,15 +116,38 @@ impl OpenedFile {
         self.borrow_owner().main.data().map(|d| &d[..])
     }
 
+    /// The file's size in bytes.
+    pub fn len(&self) -> u64 {
+        match &self.borrow_owner().main {
+            Backing::Data(d) => d.len(),
+            Backing::Source(s) => s.len(),
+        }
+    }
+
+    /// True for an empty file (none opens: every format has a header).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The file's bytes as a source (in memory, or read by range).
+    pub fn source(&self) -> crate::source::SourceRef<'_> {
+        self.borrow_owner().main.source()
+    }
+
     /// The bytes of the shard files it opened besides (zTensor v2).
     pub fn shard_bytes(&self) -> Vec<&[u8]> {
-        self.borrow_owner().shards.iter().map(|d| &d[..]).collect()
+        let shards = &self.borrow_owner().shards;
+        shards
+            .iter()
+            .filter_map(|b| b.data().map(|d| &d[..]))
+            .collect()
     }
 
     /// True when the bytes are a memory map.
     pub fn is_mapped(&self) -> bool {
         let f = self.borrow_owner();
-        f.main.data().is_some_and(FileData::is_mapped) && f.shards.iter().all(FileData::is_mapped)
+        let mapped = |b: &Backing| b.data().is_some_and(FileData::is_mapped);
+        mapped(&f.main) && f.shards.iter().all(mapped)
     }
 
     /// What the bytes are read from (`mmap`, `memory`, `remote`, …).

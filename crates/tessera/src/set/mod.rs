@@ -366,7 +366,7 @@ impl ModelSet {
                 gguf_split::check(&shards, whole.then_some(infos.len()), &mut checks)
             }
             SetKind::HfIndex(_) => (metadata, None),
-            SetKind::Tessera(t) => tessera_index::check(t, &dir, &shards, &mut checks),
+            SetKind::Tessera(t) => tessera_index::check(t, &shards, &mut checks),
         };
         if let Some((at, layer, detail)) = checks.fatal.take() {
             if !opts.audit {
@@ -415,10 +415,18 @@ impl ModelSet {
         let SetKind::Tessera(t) = &self.kind else {
             return Ok(());
         };
-        let (Some(rec), Some(bytes)) = (t.shards.get(i), file.bytes()) else {
+        let Some(rec) = t.shards.get(i) else {
             return Ok(());
         };
-        let outcome = self.shard_digests[i].get_or_init(|| tessera_index::check_digest(rec, bytes));
+        let outcome = match self.shard_digests[i].get() {
+            Some(o) => o,
+            // A shard that cannot be read (a remote one, fetched block by block) is an
+            // error now and tried again next time, not a digest failure kept.
+            None => {
+                let o = tessera_index::check_digest_of(rec, &file.source())?;
+                self.shard_digests[i].get_or_init(|| o)
+            }
+        };
         outcome.clone().map_err(|d| {
             Error::integrity(format!("shard digest: {d}"))
                 .in_file(self.dir.join(&self.shards[i].name).display().to_string())
@@ -487,17 +495,16 @@ impl Container for ModelSet {
         for (i, s) in self.shards.iter().enumerate() {
             let Some(f) = &s.file else { continue };
             if let SetKind::Tessera(t) = &self.kind {
-                match (t.shards.get(i), f.bytes()) {
-                    (Some(rec), Some(bytes)) => match tessera_index::check_digest(rec, bytes) {
-                        Ok(()) => report.ok(&s.name, "shard digest"),
-                        Err(d) => report.failed(&s.name, "shard digest", d),
-                    },
-                    _ => report.push(
-                        &s.name,
-                        "shard digest",
-                        Status::NotChecked,
-                        Some("the shard is not in memory".into()),
-                    ),
+                if let Some(rec) = t.shards.get(i) {
+                    match tessera_index::check_digest_of(rec, &f.source()) {
+                        Ok(Ok(())) => report.ok(&s.name, "shard digest"),
+                        Ok(Err(d)) => report.failed(&s.name, "shard digest", d),
+                        Err(e) => report.failed(
+                            &s.name,
+                            "shard digest",
+                            format!("the shard could not be read: {e}"),
+                        ),
+                    }
                 }
             }
             let mut o = opts.clone();

@@ -21,8 +21,10 @@
 //!
 //! A location ([`open_location`], and any path that parses as a URL): `file://` is the
 //! path; `s3://…` and `http(s)://…` open the object read by range
-//! ([`crate::remote::RemoteSource`], feature `remote`), or the set an index URL or a
-//! GGUF split's URL names, its shards resolved relative to that URL (`remote.rs`).
+//! ([`crate::remote::RemoteSource`], feature `remote`), or the set an index URL, a
+//! shard's or a GGUF split's URL names, its shards resolved relative to that URL; a
+//! directory URL goes through the directory rule above ([`choose_in_directory`]) over
+//! an S3 listing or the well-known names an HTTP server has (`remote.rs`).
 
 use std::path::{Path, PathBuf};
 
@@ -272,15 +274,37 @@ fn tessera_index_naming(path: &Path, name: &str, opts: &ReadOptions) -> Option<P
 
 /// What to open in directory `dir`.
 fn in_directory(dir: &Path, _opts: &ReadOptions) -> Result<PathBuf> {
-    let mut sets = Vec::new();
-    let mut files = Vec::new();
+    let mut names = Vec::new();
     let entries = std::fs::read_dir(dir).map_err(Error::from)?;
     for entry in entries {
         let entry = entry.map_err(Error::from)?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
-            continue;
+        if entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
+            names.push(entry.file_name().to_string_lossy().into_owned());
         }
+    }
+    match choose_in_directory(names)? {
+        Some(name) => Ok(dir.join(name)),
+        // EISDIR, as opening a directory as a file says (callers map it to their
+        // "is a directory" error), with what was looked for.
+        None => Err(Error::from(std::io::Error::from_raw_os_error(libc::EISDIR))
+            .at_subject(format!("no model in it (looked for {LOOKED_FOR})"))),
+    }
+}
+
+/// What [`choose_in_directory`] looks for, for messages.
+pub(super) const LOOKED_FOR: &str =
+    "a *.safetensors.index.json, a *.tessera-set.json, a *-00001-of-NNNNN.gguf split, or a single tensor file";
+
+/// The rule for a directory, over the names of the regular files in it (a local
+/// directory's, an S3 prefix's objects, or the well-known names an HTTP directory was
+/// found to hold): the one model set (`*.safetensors.index.json`, `*.tessera-set.json`,
+/// a first GGUF split `*-00001-of-NNNNN.gguf`); failing those, the one tensor file (a
+/// known extension, not `.json`). More than one candidate is an `InvalidInput` error
+/// listing them; `None` when there is none.
+pub(super) fn choose_in_directory(names: Vec<String>) -> Result<Option<String>> {
+    let mut sets = Vec::new();
+    let mut files = Vec::new();
+    for name in names {
         if name.ends_with(hf::INDEX_SUFFIX) || name.ends_with(tessera_index::INDEX_SUFFIX) {
             sets.push(name);
         } else if let Some(n) = Numbered::parse(&name, ".gguf") {
@@ -295,9 +319,9 @@ fn in_directory(dir: &Path, _opts: &ReadOptions) -> Result<PathBuf> {
     }
     sets.sort();
     files.sort();
-    let pick = |list: Vec<String>, what: &str| -> Result<PathBuf> {
+    let pick = |mut list: Vec<String>, what: &str| -> Result<Option<String>> {
         match list.len() {
-            1 => Ok(dir.join(&list[0])),
+            1 => Ok(list.pop()),
             _ => Err(Error::invalid_input(format!(
                 "the directory holds {} {what}: {}; name the one to open",
                 list.len(),
@@ -309,13 +333,7 @@ fn in_directory(dir: &Path, _opts: &ReadOptions) -> Result<PathBuf> {
         return pick(sets, "model sets");
     }
     if files.is_empty() {
-        // EISDIR, as opening a directory as a file says (callers map it to their
-        // "is a directory" error), with what was looked for.
-        return Err(
-            Error::from(std::io::Error::from_raw_os_error(libc::EISDIR)).at_subject(
-                "no model in it (looked for a *.safetensors.index.json, a *.tessera-set.json, a *-00001-of-NNNNN.gguf split, or a single tensor file)",
-            ),
-        );
+        return Ok(None);
     }
     pick(files, "tensor files")
 }

@@ -102,19 +102,30 @@ pub fn shard_names(bytes: &[u8]) -> Option<Vec<String>> {
 
 /// Parses the index at `path` into a plan.
 pub(super) fn plan(path: &Path, opts: &ReadOptions) -> Result<Plan> {
+    let bytes = read_index(path, opts).map_err(|e| e.in_file(path.display().to_string()))?;
+    plan_bytes(path, &bytes, opts, &|p| p.exists())
+}
+
+/// Parses index `bytes` read from `path` (a file, or a URL as a path: `set/remote.rs`)
+/// into a plan; `exists` says whether a shard the index does not name is there.
+pub(super) fn plan_bytes(
+    path: &Path,
+    bytes: &[u8],
+    opts: &ReadOptions,
+    exists: &dyn Fn(&Path) -> bool,
+) -> Result<Plan> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
     let in_index = |e: Error| e.in_file(path.display().to_string());
-    let bytes = read_index(path, opts).map_err(in_index)?;
     // The version first, so that a later version's fields are not called malformed.
     #[derive(Deserialize)]
     struct Version {
         tessera_set: Option<serde_json::Value>,
     }
-    let v: Version = serde_json::from_slice(&bytes).map_err(|e| {
+    let v: Version = serde_json::from_slice(bytes).map_err(|e| {
         in_index(Error::malformed(format!(
             "not a Tessera set index (a JSON object): {e}"
         )))
@@ -132,7 +143,7 @@ pub(super) fn plan(path: &Path, opts: &ReadOptions) -> Result<Plan> {
             )))
         }
     }
-    let raw: RawIndex = serde_json::from_slice(&bytes).map_err(|e| {
+    let raw: RawIndex = serde_json::from_slice(bytes).map_err(|e| {
         in_index(Error::malformed(format!(
             "Tessera set index: {e} (expected tessera_set, format, total_size, shards [{{file, size, blake3}}], weight_map)"
         )))
@@ -224,7 +235,7 @@ pub(super) fn plan(path: &Path, opts: &ReadOptions) -> Result<Plan> {
         );
     }
     let names: Vec<String> = records.iter().map(|r| r.file.clone()).collect();
-    let unnamed = unindexed(&dir, &names);
+    let unnamed = unindexed(&dir, &names, exists);
     checks.list(
         &name,
         "shards indexed",
@@ -249,11 +260,11 @@ pub(super) fn plan(path: &Path, opts: &ReadOptions) -> Result<Plan> {
 
 /// The numbered siblings (`{prefix}-0000i-of-0000n{.ext}`, same prefix, count and
 /// extension as a shard the index names) that it does not name, present or not.
-fn unindexed(dir: &Path, names: &[String]) -> Vec<String> {
+fn unindexed(dir: &Path, names: &[String], exists: &dyn Fn(&Path) -> bool) -> Vec<String> {
     super::names::unnamed_siblings(
         names,
         |n| n.rfind('.').map(|dot| &n[dot..]),
-        |sib| dir.join(sib).exists(),
+        |sib| exists(&dir.join(sib)),
     )
 }
 
@@ -261,25 +272,19 @@ fn unindexed(dir: &Path, names: &[String]) -> Vec<String> {
 /// the index's. Returns the set's metadata and types (the first shard's).
 pub(super) fn check(
     set: &TesseraSet,
-    dir: &Path,
     shards: &[Shard],
     checks: &mut Checks,
 ) -> (Metadata, Option<Metadata>) {
     for (rec, s) in set.shards.iter().zip(shards) {
         let Some(f) = &s.file else { continue };
-        let len = match f.bytes() {
-            Some(b) => Some(b.len() as u64),
-            None => std::fs::metadata(dir.join(&s.name)).ok().map(|m| m.len()),
-        };
-        match len {
-            Some(l) if l == rec.size => checks.ok(&s.name, "shard size"),
-            Some(l) => checks.fail(
+        match f.len() {
+            l if l == rec.size => checks.ok(&s.name, "shard size"),
+            l => checks.fail(
                 &s.name,
                 "shard size",
                 format!("{l} bytes, the index says {}", rec.size),
                 true,
             ),
-            None => checks.fail(&s.name, "shard size", "size unknown".into(), true),
         }
         let fmt = crate::model::Container::format(f);
         if fmt != set.format {
@@ -308,6 +313,28 @@ pub fn check_digest(rec: &ShardRecord, bytes: &[u8]) -> std::result::Result<(), 
     } else {
         Err(format!("BLAKE3 {got}, the index says {}", rec.blake3))
     }
+}
+
+/// [`check_digest`] of a whole shard read from `src` in 8 MiB blocks (a remote shard
+/// is fetched block by block, never held whole); `Err` when it cannot be read.
+pub fn check_digest_of(
+    rec: &ShardRecord,
+    src: &crate::source::SourceRef<'_>,
+) -> Result<std::result::Result<(), String>> {
+    if let Some(bytes) = src.as_slice() {
+        return Ok(check_digest(rec, bytes));
+    }
+    let mut h = blake3::Hasher::new();
+    src.for_each_block(0, src.len(), 8 << 20, "shard", |b| {
+        h.update_rayon(b);
+        Ok(())
+    })?;
+    let got = h.finalize().to_hex().to_string();
+    Ok(if got == rec.blake3 {
+        Ok(())
+    } else {
+        Err(format!("BLAKE3 {got}, the index says {}", rec.blake3))
+    })
 }
 
 /// BLAKE3 of `bytes` (hashed on every core for large inputs), lowercase hex.

@@ -16,10 +16,15 @@
 //! positional path looked for; a positional shard's whole-file digest is checked by
 //! `verify` (layer `shard digest`), as the spec's verification ladder puts it after the
 //! size. Only the root's directory is scanned, never its subdirectories.
+//!
+//! A remote root (`s3://`, `http(s)://`: `set/remote.rs`) opens its shards at the
+//! positional URLs beside it, read by range as the root is ([`assemble`] is shared);
+//! the search by identity is local-only (it would fetch every object of the prefix
+//! whole), so there a shard not at its positional name fails the open.
 
 use std::path::{Path, PathBuf};
 
-use super::file::{Files, Load, OpenedFile};
+use super::file::{Backing, Files, Load, OpenedFile};
 use crate::any::ReadOptions;
 use crate::error::{Error, Result};
 use crate::format::Format;
@@ -79,30 +84,34 @@ pub fn with_shards(
                 format!("shard {name:?} ({}): {}", p.display(), e.message()),
             ))
         })?;
-        shards.push(data);
+        shards.push(Backing::Data(data));
     }
     let files = Files {
         main: file.into_owner().main,
         shards,
     };
-    let label = path.display().to_string();
+    assemble(files, path.display().to_string(), found, opts).map_err(named)
+}
+
+/// The root and its shard files (in table order) opened as one file named `label`,
+/// with `warnings` (how shards were found) added: local files, or remote objects
+/// (`set/remote.rs`).
+pub(super) fn assemble(
+    files: Files,
+    label: String,
+    warnings: Vec<String>,
+    opts: &ReadOptions,
+) -> Result<OpenedFile> {
     OpenedFile::from_files(files, |f| {
-        let srcs = f.shards.iter().map(|d| SourceRef::from(&d[..])).collect();
-        let main = f.main.data().ok_or_else(|| {
-            Error::new(
-                crate::error::ErrorKind::Unsupported,
-                "a zTensor v2 root with shards must be a local file",
-            )
-        })?;
-        let mut zt = Ztensor2File::parse(&main[..], opts)?
+        let srcs: Vec<SourceRef<'_>> = f.shards.iter().map(Backing::source).collect();
+        let mut zt = Ztensor2File::parse(f.main.source(), opts)?
             .with_shards(srcs)?
             .named(label.clone());
-        for w in &found {
+        for w in &warnings {
             zt = zt.warn(w.clone());
         }
         Ok(Box::new(zt) as Box<dyn crate::model::Container + '_>)
     })
-    .map_err(named)
 }
 
 /// The file standing for shard `name` (`size` bytes, whole-file `digest`) when the

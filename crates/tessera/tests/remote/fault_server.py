@@ -17,7 +17,8 @@ GET/HEAD /MODE/NAME serves ROOT/NAME with byte ranges and an ETag, per MODE:
   short     a ranged GET declares the full length but sends 10 bytes fewer, then closes;
   slow      as ok, each ranged GET answered after 1.5 s;
   signed    as ok when the query string holds X-Amz-Signature=good (a presigned-style
-            URL), else 403 for every request, HEAD included.
+            URL) and the method is GET, else 403: as S3 answers a HEAD with a URL
+            presigned for GET (the signature covers the method).
 Counts per path are kept in memory.
 """
 import http.server
@@ -86,7 +87,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with open(path + ".flip") as f:
                 at = int(f.read().strip())
             data[at] ^= 0x01
-        if mode == "signed" and "X-Amz-Signature=good" not in self.path.partition("?")[2]:
+        if mode == "signed" and (head or "X-Amz-Signature=good" not in self.path.partition("?")[2]):
             body = b"signature required"
             self.send_response(403)
             self.send_header("Content-Length", "0" if head else str(len(body)))
