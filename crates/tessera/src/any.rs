@@ -76,6 +76,25 @@ impl Default for ReadOptions {
     }
 }
 
+crate::setters::setters!(ReadOptions {
+    /// Sets `limits`, the caps on what the reader accepts.
+    limits: Limits,
+    /// Sets `path`, where the bytes came from (for sibling files).
+    path: Option<PathBuf>,
+    /// Sets `salvage`: keep reading past damaged tensors.
+    salvage: bool,
+    /// Sets `age_identities`, the age secret keys for encrypted files.
+    age_identities: Vec<String>,
+    /// Sets `age_passphrase`, the age passphrase for encrypted files.
+    age_passphrase: Option<String>,
+    /// Sets `verify`: check stored digests before handing bytes out (on by default).
+    verify: bool,
+    /// Sets `audit`: open to inspect or verify, reporting damaged parts.
+    audit: bool,
+    /// Sets `hmac_key`, the key for keyed MACs (WTXT `hmac=`).
+    hmac_key: Option<Vec<u8>>,
+});
+
 /// A reader entry point: parse and validate the file `src` holds, return it opened.
 pub type OpenFn = for<'d> fn(SourceRef<'d>, &ReadOptions) -> Result<Box<dyn Container + 'd>>;
 

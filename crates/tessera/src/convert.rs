@@ -124,6 +124,70 @@ pub struct ConvertOptions {
     pub drop_metadata: bool,
 }
 
+crate::setters::setters!(WriteOptions {
+    /// Sets `compression` (zTensor, FOLD, AERO metadata).
+    compression: Compression,
+    /// Sets `digests`, the digests to store (zTensor).
+    digests: Vec<Digest>,
+    /// Sets `ecc`, Reed-Solomon parity bytes per block (FOLD).
+    ecc: Option<u8>,
+    /// Sets `hmac_key` (WTXT).
+    hmac_key: Option<Vec<u8>>,
+    /// Sets `sign_key`, the Ed25519 secret key seed (WTXT `sign`).
+    sign_key: Option<[u8; 32]>,
+    /// Sets `prev`, the previous snapshot to chain the merkle from (WTXT).
+    prev: Option<PathBuf>,
+    /// Sets `generation` (WTXT `gen`).
+    generation: Option<u64>,
+    /// Sets `timestamp`, `YYYY-MM-DDTHH:MM:SSZ` (WTXT `ts`, zTensor `created_at`).
+    timestamp: Option<String>,
+    /// Sets `build`, the build identifier (WTXT).
+    build: Option<String>,
+    /// Sets `host`, the host name (WTXT).
+    host: Option<String>,
+    /// Sets `cuda`, the CUDA version token (WTXT).
+    cuda: Option<String>,
+    /// Sets `audit`, the `key=value` fields of WTXT's `audit` line.
+    audit: Option<String>,
+    /// Sets `rows_per_chunk` (WTXT row blocking).
+    rows_per_chunk: Option<u64>,
+    /// Sets `streaming` finalization (WTXT-S + WSUM).
+    streaming: bool,
+    /// Sets `fixed_salt`, fixed HMAC salts instead of random ones.
+    fixed_salt: Option<[u8; 8]>,
+    /// Sets `shard_size`, the maximum shard size in bytes (AERO).
+    shard_size: Option<u64>,
+    /// Sets `tensor_hashes`, per-tensor BLAKE3 hashes (AERO `hash_b3`).
+    tensor_hashes: bool,
+    /// Sets `control_integrity`, the control-plane integrity chunk (AERO IHSH).
+    control_integrity: bool,
+    /// Sets `page_hashes`, page hashes with this page size (AERO PHSH).
+    page_hashes: Option<u64>,
+    /// Sets `uuid`, a fixed file UUID (AERO).
+    uuid: Option<[u8; 16]>,
+    /// Sets `zero_base_id`: store base_id 0 as the original exporter does (GPTRS).
+    zero_base_id: bool,
+    /// Sets `path`, where the output goes (for sibling files such as WTXT's `.wsum`).
+    path: Option<PathBuf>,
+    /// Sets `no_fsync`: skip the fsyncs of `write_file` (still atomic).
+    no_fsync: bool,
+    /// Sets `extra`, the options only one format has (usually set by `set`).
+    extra: std::collections::BTreeMap<String, crate::options::OptionValue>,
+});
+
+crate::setters::setters!(ConvertOptions {
+    /// Sets `dequantize`: decode GGUF's quantized tensors to this float dtype.
+    dequantize: Option<DType>,
+    /// Sets `quantize`: encode float tensors as these GGUF blocks.
+    quantize: Option<crate::formats::gguf::quants::QuantKind>,
+    /// Sets `cast`: cast dtypes the target cannot hold to the nearest one it can.
+    cast: bool,
+    /// Sets `densify`: store sparse tensors densely when the target cannot.
+    densify: bool,
+    /// Sets `drop_metadata`: drop metadata and chunks the target cannot carry.
+    drop_metadata: bool,
+});
+
 /// What a writer did that the caller should know.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteReport {

@@ -42,11 +42,13 @@ impl DiffOptions {
         DiffOptions::default()
     }
     /// Sets the absolute tolerance.
+    #[must_use]
     pub fn atol(mut self, atol: f64) -> DiffOptions {
         self.atol = atol;
         self
     }
     /// Sets the relative tolerance.
+    #[must_use]
     pub fn rtol(mut self, rtol: f64) -> DiffOptions {
         self.rtol = rtol;
         self

@@ -46,6 +46,7 @@ pub mod options;
 pub mod refusal;
 pub mod remote;
 pub mod set;
+mod setters;
 pub mod signing;
 pub mod source;
 pub mod sparse;

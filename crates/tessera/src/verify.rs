@@ -318,6 +318,21 @@ pub struct VerifyOptions {
     pub progress: Option<ProgressHook>,
 }
 
+crate::setters::setters!(VerifyOptions {
+    /// Sets `hmac_key` (WTXT `hmac=`).
+    hmac_key: Option<Vec<u8>>,
+    /// Sets `public_key`, the Ed25519 public key for signatures.
+    public_key: Option<[u8; 32]>,
+    /// Sets `control_only`: only the control-plane integrity (AERO IHSH).
+    control_only: bool,
+    /// Sets `tensors`: only what reading these tensors touches (AERO PHSH pages).
+    tensors: Vec<String>,
+    /// Sets `path`, the file's path (for sibling files such as WTXT's `.wsum`).
+    path: Option<PathBuf>,
+    /// Sets `progress`, the hook called as bytes are verified (see `with_progress`).
+    progress: Option<ProgressHook>,
+});
+
 impl VerifyOptions {
     /// These options with `f` as the progress hook.
     pub fn with_progress(mut self, f: impl Fn(u64) + Send + Sync + 'static) -> VerifyOptions {

@@ -89,6 +89,11 @@ pub struct RemoteOptions {
     pub endpoint: Option<String>,
 }
 
+crate::setters::setters!(RemoteOptions {
+    /// Sets `endpoint`, an S3 endpoint instead of AWS's.
+    endpoint: Option<String>,
+});
+
 /// Requests sent and body bytes received by every remote source of this process so far
 /// (`(0, 0)` in a build without the `remote` feature): what the CLI's progress bar shows
 /// and the benchmark counts.
