@@ -72,10 +72,7 @@ fn samples_read_with_the_manifest_values() {
         assert!(r.is_ok(), "{name}: {r:?}");
         assert_eq!(layer_status(&r, "blake3").len(), kinds.len());
         assert!(r.warnings.is_empty(), "{name}: {:?}", r.warnings);
-        let control = f.verify(&VerifyOptions {
-            control_only: true,
-            ..Default::default()
-        });
+        let control = f.verify(&VerifyOptions::default().control_only(true));
         let want = if name == PLAIN {
             Status::NotChecked
         } else {
@@ -94,21 +91,15 @@ fn our_writer_rebuilds_every_sample_byte_for_byte() {
     let m = manifest_model();
     let plain = write(&m, &fixed(WriteOptions::default()));
     assert_eq!(plain, sample(PLAIN));
-    let ihsh = write(
-        &m,
-        &fixed(WriteOptions {
-            control_integrity: true,
-            ..Default::default()
-        }),
-    );
+    let ihsh = write(&m, &fixed(WriteOptions::default().control_integrity(true)));
     assert_eq!(ihsh, sample(IHSH));
     let phsh = write(
         &m,
-        &fixed(WriteOptions {
-            control_integrity: true,
-            page_hashes: Some(16),
-            ..Default::default()
-        }),
+        &fixed(
+            WriteOptions::default()
+                .control_integrity(true)
+                .page_hashes(Some(16)),
+        ),
     );
     assert_eq!(phsh, sample(PHSH));
 }
@@ -117,20 +108,12 @@ fn our_writer_rebuilds_every_sample_byte_for_byte() {
 fn aero_to_aero_is_byte_exact_for_every_sample() {
     for (name, opts) in [
         (PLAIN, WriteOptions::default()),
-        (
-            IHSH,
-            WriteOptions {
-                control_integrity: true,
-                ..Default::default()
-            },
-        ),
+        (IHSH, WriteOptions::default().control_integrity(true)),
         (
             PHSH,
-            WriteOptions {
-                control_integrity: true,
-                page_hashes: Some(16),
-                ..Default::default()
-            },
+            WriteOptions::default()
+                .control_integrity(true)
+                .page_hashes(Some(16)),
         ),
     ] {
         let data = sample(name);
@@ -156,10 +139,7 @@ fn a_flipped_byte_in_one_page_is_caught_only_by_tensors_on_that_page() {
     drop(f);
     data[shard + 3] ^= 0x40;
     let f = tessera::open(&data, &Default::default()).unwrap();
-    let only = |n: &str| VerifyOptions {
-        tensors: vec![n.into()],
-        ..Default::default()
-    };
+    let only = |n: &str| VerifyOptions::default().tensors(vec![n.into()]);
     let w = f.verify(&only("linear.weight"));
     assert!(!w.is_ok());
     let failed: Vec<_> = w
@@ -185,23 +165,14 @@ fn a_flipped_byte_in_one_page_is_caught_only_by_tensors_on_that_page() {
     assert_eq!(full.failures().count(), 2);
     // And the control region is intact.
     assert!(f
-        .verify(&VerifyOptions {
-            control_only: true,
-            ..Default::default()
-        })
+        .verify(&VerifyOptions::default().control_only(true))
         .is_ok());
 }
 
 #[test]
 fn tensor_checked_reads_through_the_pages_it_touches() {
     let m = manifest_model();
-    let mut data = write(
-        &m,
-        &WriteOptions {
-            page_hashes: Some(16),
-            ..Default::default()
-        },
-    );
+    let mut data = write(&m, &WriteOptions::default().page_hashes(Some(16)));
     let f = AeroFile::open(&data, &Limits::default()).unwrap();
     let shard = f
         .toc()
@@ -230,10 +201,7 @@ fn control_verification_catches_a_toc_change_that_keeps_the_file_valid() {
     // TOC entry 1 (MJSN) chunk_flags: set CHUNK_IS_MMAP_CRITICAL. Still a valid file.
     data[112 + 80 + 4] |= 0x2;
     let f = tessera::open(&data, &Default::default()).unwrap();
-    let r = f.verify(&VerifyOptions {
-        control_only: true,
-        ..Default::default()
-    });
+    let r = f.verify(&VerifyOptions::default().control_only(true));
     assert_eq!(layer_status(&r, "ihsh"), [Status::Failed]);
     // Changing only a hash field does not touch the control digest (it is zeroed)...
     let mut data = sample(IHSH);

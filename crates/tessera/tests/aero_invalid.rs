@@ -92,16 +92,10 @@ fn specific_failures_say_what_and_where() {
         .map(|c| (c.subject.as_str(), c.layer.as_str()))
         .collect();
     assert_eq!(failed, [("page 1 of \"weights.shard0\"", "phsh")]);
-    let only_a = f.verify(&VerifyOptions {
-        tensors: vec!["a".into()],
-        ..Default::default()
-    });
+    let only_a = f.verify(&VerifyOptions::default().tensors(vec!["a".into()]));
     assert!(only_a.is_ok(), "a lives on page 0: {only_a:?}");
     let f = open(&v["verify-fail-ihsh-covers-past-eof.aero"]).unwrap();
-    let r = f.verify(&VerifyOptions {
-        control_only: true,
-        ..Default::default()
-    });
+    let r = f.verify(&VerifyOptions::default().control_only(true));
     assert!(r
         .failures()
         .next()
@@ -111,17 +105,11 @@ fn specific_failures_say_what_and_where() {
         .unwrap()
         .contains("within the file"));
     let f = open(&v["verify-fail-ihsh-covers-header-only.aero"]).unwrap();
-    let r = f.verify(&VerifyOptions {
-        control_only: true,
-        ..Default::default()
-    });
+    let r = f.verify(&VerifyOptions::default().control_only(true));
     let d = r.failures().next().unwrap().detail.clone().unwrap();
     assert!(d.contains("not the whole control region"), "{d}");
     let f = open(&v["verify-fail-hash-b3.aero"]).unwrap();
-    let r = f.verify(&VerifyOptions {
-        tensors: vec!["a".into()],
-        ..Default::default()
-    });
+    let r = f.verify(&VerifyOptions::default().tensors(vec!["a".into()]));
     assert_eq!(
         r.failures().map(|c| c.layer.as_str()).collect::<Vec<_>>(),
         ["hash_b3"]
@@ -473,15 +461,9 @@ mod random {
                 let _ = f.chunk_payload(i);
             }
             let _ = f.verify(&VerifyOptions::default());
-            let _ = f.verify(&VerifyOptions {
-                control_only: true,
-                ..Default::default()
-            });
+            let _ = f.verify(&VerifyOptions::default().control_only(true));
             let names = f.tensor_infos().iter().map(|t| t.name.clone()).collect();
-            let _ = f.verify(&VerifyOptions {
-                tensors: names,
-                ..Default::default()
-            });
+            let _ = f.verify(&VerifyOptions::default().tensors(names));
         }
     }
 

@@ -134,13 +134,11 @@ fn assert_same(a: &dyn TensorSource, b: &dyn TensorSource) {
 #[test]
 fn round_trip_with_every_option_multi_shard_packed_and_opaque() {
     let m = rich_model();
-    let opts = WriteOptions {
-        shard_size: Some(40),
-        tensor_hashes: true,
-        control_integrity: true,
-        page_hashes: Some(32),
-        ..Default::default()
-    };
+    let opts = WriteOptions::default()
+        .shard_size(Some(40))
+        .tensor_hashes(true)
+        .control_integrity(true)
+        .page_hashes(Some(32));
     let data = write(&m, &opts);
     let f = AeroFile::open(&data, &Limits::default()).unwrap();
     assert_same(&m, &f);
@@ -226,13 +224,7 @@ fn round_trip_with_every_option_multi_shard_packed_and_opaque() {
 #[test]
 fn hash_b3_mismatch_is_reported_per_tensor() {
     let m = manifest_model();
-    let mut data = write(
-        &m,
-        &WriteOptions {
-            tensor_hashes: true,
-            ..Default::default()
-        },
-    );
+    let mut data = write(&m, &WriteOptions::default().tensor_hashes(true));
     let f = AeroFile::open(&data, &Limits::default()).unwrap();
     let off = f.tensor_infos()[1].storage.offset.unwrap() as usize;
     drop(f);
@@ -250,10 +242,7 @@ fn hash_b3_mismatch_is_reported_per_tensor() {
             ("tensor \"linear.bias\"", "hash_b3")
         ]
     );
-    let one = f.verify(&VerifyOptions {
-        tensors: vec!["linear.weight".into()],
-        ..Default::default()
-    });
+    let one = f.verify(&VerifyOptions::default().tensors(vec!["linear.weight".into()]));
     assert!(one.is_ok(), "{one:?}");
 }
 
@@ -262,11 +251,9 @@ fn an_empty_model_writes_and_reads() {
     let m = Model::new();
     let data = write(
         &m,
-        &WriteOptions {
-            control_integrity: true,
-            page_hashes: Some(16),
-            ..Default::default()
-        },
+        &WriteOptions::default()
+            .control_integrity(true)
+            .page_hashes(Some(16)),
     );
     let f = AeroFile::open(&data, &Limits::default()).unwrap();
     assert!(f.tensor_infos().is_empty() && f.metadata().is_empty());
@@ -307,10 +294,7 @@ fn the_writer_refuses_what_aero_readers_reject() {
     let p = tessera::convert::prepare(
         &m,
         Format::Aero,
-        tessera::ConvertOptions {
-            cast: true,
-            ..Default::default()
-        },
+        tessera::ConvertOptions::default().cast(true),
     );
     assert!(p.is_err() || !p.unwrap().notes().is_empty());
 }
@@ -364,14 +348,12 @@ mod random {
                     .collect();
                 m.push(TensorView::dense(TensorInfo::dense(format!("t{i}"), dt, shape), Cow::Owned(bytes)).unwrap()).unwrap();
             }
-            let opts = WriteOptions {
-                shard_size: Some(shard),
-                page_hashes: page,
-                tensor_hashes: hashes,
-                control_integrity: ihsh,
-                uuid: Some([7; 16]),
-                ..Default::default()
-            };
+            let opts = WriteOptions::default()
+                .shard_size(Some(shard))
+                .page_hashes(page)
+                .tensor_hashes(hashes)
+                .control_integrity(ihsh)
+                .uuid(Some([7; 16]));
             let data = write(&m, &opts);
             let f = AeroFile::open(&data, &Limits::default()).unwrap();
             assert_same(&m, &f);
@@ -400,11 +382,9 @@ fn many_pages_per_shard_stay_inside_their_reserve() {
     }
     let data = write(
         &m,
-        &WriteOptions {
-            shard_size: Some(1024),
-            page_hashes: Some(16),
-            ..Default::default()
-        },
+        &WriteOptions::default()
+            .shard_size(Some(1024))
+            .page_hashes(Some(16)),
     );
     let f = AeroFile::open(&data, &Limits::default()).unwrap();
     assert_eq!(

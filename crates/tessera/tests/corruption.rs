@@ -51,10 +51,7 @@ fn write(format: Format, opts: &WriteOptions, src: &dyn TensorSource) -> Vec<u8>
     let p = tessera::convert::prepare(
         src,
         format,
-        tessera::ConvertOptions {
-            drop_metadata: true,
-            ..Default::default()
-        },
+        tessera::ConvertOptions::default().drop_metadata(true),
     )
     .unwrap();
     let mut cur = Cursor::new(Vec::new());
@@ -173,18 +170,14 @@ fn campaign(format: Format, opts: &WriteOptions, vopts: &VerifyOptions) -> (Vec<
 
 #[test]
 fn wtxt_signed_every_flip_is_detected_or_harmless() {
-    let opts = WriteOptions {
-        hmac_key: Some(HMAC.to_vec()),
-        sign_key: Some(SEED),
-        fixed_salt: Some([1; 8]),
-        timestamp: Some("2026-01-01T00:00:00Z".into()),
-        ..Default::default()
-    };
-    let vopts = VerifyOptions {
-        hmac_key: Some(HMAC.to_vec()),
-        public_key: Some(tessera::util::keys::public_key(&SEED)),
-        ..Default::default()
-    };
+    let opts = WriteOptions::default()
+        .hmac_key(Some(HMAC.to_vec()))
+        .sign_key(Some(SEED))
+        .fixed_salt(Some([1; 8]))
+        .timestamp(Some("2026-01-01T00:00:00Z".into()));
+    let vopts = VerifyOptions::default()
+        .hmac_key(Some(HMAC.to_vec()))
+        .public_key(Some(tessera::util::keys::public_key(&SEED)));
     let (_, c) = campaign(Format::Wtxt, &opts, &vopts);
     assert!(
         c.undetected.is_empty(),
@@ -200,11 +193,9 @@ fn wtxt_signed_every_flip_is_detected_or_harmless() {
 
 #[test]
 fn fold_every_flip_is_detected_or_harmless() {
-    let opts = WriteOptions {
-        ecc: Some(16),
-        timestamp: Some("2026-01-01T00:00:00Z".into()),
-        ..Default::default()
-    };
+    let opts = WriteOptions::default()
+        .ecc(Some(16))
+        .timestamp(Some("2026-01-01T00:00:00Z".into()));
     let (_, c) = campaign(Format::Fold, &opts, &VerifyOptions::default());
     assert!(
         c.undetected.is_empty(),
@@ -220,13 +211,11 @@ fn fold_every_flip_is_detected_or_harmless() {
 
 #[test]
 fn aero_with_every_layer_every_flip_is_detected_or_harmless() {
-    let opts = WriteOptions {
-        tensor_hashes: true,
-        control_integrity: true,
-        page_hashes: Some(64),
-        uuid: Some([0x11; 16]),
-        ..Default::default()
-    };
+    let opts = WriteOptions::default()
+        .tensor_hashes(true)
+        .control_integrity(true)
+        .page_hashes(Some(64))
+        .uuid(Some([0x11; 16]));
     let (_, c) = campaign(Format::Aero, &opts, &VerifyOptions::default());
     assert!(
         c.undetected.is_empty(),
@@ -242,10 +231,7 @@ fn aero_with_every_layer_every_flip_is_detected_or_harmless() {
 
 #[test]
 fn ztensor_digests_cover_every_component_byte() {
-    let opts = WriteOptions {
-        digests: vec![Digest::Sha256],
-        ..Default::default()
-    };
+    let opts = WriteOptions::default().digests(vec![Digest::Sha256]);
     let (clean, c) = campaign(Format::Ztensor, &opts, &VerifyOptions::default());
     // Components end where the manifest starts: size - 8 - manifest_size.
     let n = clean.len();
@@ -266,11 +252,9 @@ fn ztensor_digests_cover_every_component_byte() {
         "ztensor: reads served damaged bytes after flips at {:?}",
         c.read_served
     );
-    let zstd = WriteOptions {
-        digests: vec![Digest::Crc32c],
-        compression: Compression::Zstd(3),
-        ..Default::default()
-    };
+    let zstd = WriteOptions::default()
+        .digests(vec![Digest::Crc32c])
+        .compression(Compression::Zstd(3));
     let (_, c) = campaign(Format::Ztensor, &zstd, &VerifyOptions::default());
     assert!(
         c.read_served.is_empty(),

@@ -247,12 +247,10 @@ fn chunk(name: &str, kind: &str) -> ChunkInfo {
 }
 
 fn write(src: &dyn TensorSource, compression: Compression, ecc: Option<u8>) -> Vec<u8> {
-    let opts = WriteOptions {
-        compression,
-        ecc,
-        timestamp: Some("2026-01-02T03:04:05Z".into()),
-        ..Default::default()
-    };
+    let opts = WriteOptions::default()
+        .compression(compression)
+        .ecc(ecc)
+        .timestamp(Some("2026-01-02T03:04:05Z".into()));
     let mut cur = Cursor::new(Vec::new());
     tessera::convert::write_to(Format::Fold, src, &mut cur, &opts).unwrap();
     cur.into_inner()
@@ -425,10 +423,7 @@ fn output_is_deterministic_and_mind_is_fold() {
         Format::Fold,
         &m,
         &p,
-        &WriteOptions {
-            timestamp: Some("2026-01-02T03:04:05Z".into()),
-            ..Default::default()
-        },
+        &WriteOptions::default().timestamp(Some("2026-01-02T03:04:05Z".into())),
     )
     .unwrap();
     let data = std::fs::read(&p).unwrap();
@@ -556,10 +551,7 @@ fn more_than_half_nsym_is_unrecoverable() {
     assert_eq!(e.kind(), ErrorKind::Integrity);
     assert!(e.to_string().contains("\"dense.f64\""), "{e}");
     // ...an auditing open (inspect, verify) lists the rest and reports it.
-    let audit = ReadOptions {
-        audit: true,
-        ..ReadOptions::default()
-    };
+    let audit = ReadOptions::default().audit(true);
     let f = tessera::open(&bad, &audit).unwrap();
     let r = f.verify(&VerifyOptions::default());
     assert!(!r.is_ok());
@@ -596,10 +588,7 @@ fn damage_without_ecc_is_an_integrity_error_at_the_chunk() {
     let e = tessera::open(&bad, &ReadOptions::default()).err().unwrap();
     assert_eq!(e.kind(), ErrorKind::Integrity);
     assert_eq!(e.subject(), Some("chunk \"dense.i32\""));
-    let audit = ReadOptions {
-        audit: true,
-        ..ReadOptions::default()
-    };
+    let audit = ReadOptions::default().audit(true);
     let f = tessera::open(&bad, &audit).unwrap();
     let err = f.tensor("dense.i32").unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Integrity);

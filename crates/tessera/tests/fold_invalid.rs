@@ -47,12 +47,10 @@ fn small_model() -> Model {
 }
 
 fn write(m: &Model, compression: Compression, ecc: Option<u8>) -> Vec<u8> {
-    let opts = WriteOptions {
-        compression,
-        ecc,
-        timestamp: Some("2026-01-02T03:04:05Z".into()),
-        ..Default::default()
-    };
+    let opts = WriteOptions::default()
+        .compression(compression)
+        .ecc(ecc)
+        .timestamp(Some("2026-01-02T03:04:05Z".into()));
     let mut cur = Cursor::new(Vec::new());
     tessera::convert::write_to(Format::Fold, m, &mut cur, &opts).unwrap();
     cur.into_inner()
@@ -515,8 +513,5 @@ fn npz_fortran_order_arrays_are_read_in_c_order() {
 
 /// Open to inspect or verify: damaged tensor chunks are reported, not fatal.
 fn audit() -> ReadOptions {
-    ReadOptions {
-        audit: true,
-        ..ReadOptions::default()
-    }
+    ReadOptions::default().audit(true)
 }

@@ -64,10 +64,7 @@ fn a_fold_rewrite_carries_the_chunk_and_stores_its_tensors_once() {
     let src = tessera::open(&data[..], &ReadOptions::default()).unwrap();
     let p = prepare(src.as_ref(), Format::Fold, ConvertOptions::default()).unwrap();
     let mut out = Cursor::new(Vec::new());
-    let w = WriteOptions {
-        timestamp: Some("2026-01-01T00:00:00Z".into()),
-        ..WriteOptions::default()
-    };
+    let w = WriteOptions::default().timestamp(Some("2026-01-01T00:00:00Z".into()));
     write_to(Format::Fold, &p, &mut out, &w).unwrap();
     let bytes = out.into_inner();
     let back = tessera::open(&bytes[..], &ReadOptions::default()).unwrap();

@@ -292,15 +292,7 @@ fn writer_refuses_what_gguf_cannot_hold() {
         .err()
         .unwrap();
     assert!(e.hints().contains(&tessera::Hint::Cast), "{e}");
-    let p = convert::prepare(
-        &m,
-        Format::Gguf,
-        ConvertOptions {
-            cast: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let p = convert::prepare(&m, Format::Gguf, ConvertOptions::default().cast(true)).unwrap();
     let out = write_gguf(&p);
     let f = GgufFile::parse(&out, &Limits::default()).unwrap();
     assert!(f.tensor_infos()[0].dtype != DType::U8);

@@ -138,10 +138,7 @@ mod convert_steps {
             .unwrap();
         assert!(e.hints().contains(&tessera::Hint::Dequantize), "{e}");
         // Types Tessera cannot decode yet are named, never passed through silently.
-        let opts = ConvertOptions {
-            dequantize: Some(DType::F32),
-            ..Default::default()
-        };
+        let opts = ConvertOptions::default().dequantize(Some(DType::F32));
         let e = prepare(&f, Format::Safetensors, opts).err().unwrap();
         assert!(e.to_string().contains("q.q8_1"), "{e}");
     }
@@ -153,10 +150,7 @@ mod convert_steps {
         // One tensor gguf-py quantized (the file also holds types we cannot decode).
         let mut m = Model::new();
         m.push(f.tensor("q.q4_k").unwrap()).unwrap();
-        let opts = ConvertOptions {
-            dequantize: Some(DType::F32),
-            ..Default::default()
-        };
+        let opts = ConvertOptions::default().dequantize(Some(DType::F32));
         let p = prepare(&m, Format::Safetensors, opts).unwrap();
         assert_eq!(p.notes(), ["dequantized \"q.q4_k\" q4_k -> f32"]);
         let info = &p.tensor_infos()[0];
@@ -194,10 +188,7 @@ mod convert_steps {
         add(&mut m, "w", vec![2, 64]);
         add(&mut m, "norm", vec![64]);
         add(&mut m, "odd", vec![2, 48]);
-        let opts = ConvertOptions {
-            quantize: Some(QuantKind::Q4_1),
-            ..Default::default()
-        };
+        let opts = ConvertOptions::default().quantize(Some(QuantKind::Q4_1));
         let p = prepare(&m, Format::Gguf, opts).unwrap();
         let kinds: Vec<String> = p
             .tensor_infos()

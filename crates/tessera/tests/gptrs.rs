@@ -82,10 +82,7 @@ fn write(format: Format, src: &dyn TensorSource, opts: &WriteOptions) -> Vec<u8>
 }
 
 fn zero_ids() -> WriteOptions {
-    WriteOptions {
-        zero_base_id: true,
-        ..WriteOptions::default()
-    }
+    WriteOptions::default().zero_base_id(true)
 }
 
 #[test]
@@ -417,10 +414,7 @@ fn convert_with_cast_reports_and_converts_values() {
         &foreign_model(),
         Format::GptrsCheckpoint,
         &out,
-        ConvertOptions {
-            cast: true,
-            ..Default::default()
-        },
+        ConvertOptions::default().cast(true),
         &Default::default(),
     )
     .unwrap();
@@ -468,10 +462,7 @@ fn archive_refuses_metadata_unless_dropped() {
         &f,
         Format::GptrsArchive,
         &out,
-        ConvertOptions {
-            drop_metadata: true,
-            ..Default::default()
-        },
+        ConvertOptions::default().drop_metadata(true),
         &zero_ids(),
     )
     .unwrap();
@@ -596,7 +587,7 @@ mod props {
         ) {
             let m = model(&ts, checkpoint);
             let format = if checkpoint { Format::GptrsCheckpoint } else { Format::GptrsArchive };
-            let opts = WriteOptions { zero_base_id: zero, ..Default::default() };
+            let opts = WriteOptions::default().zero_base_id(zero);
             let bytes = write(format, &m, &opts);
             prop_assert_eq!(&bytes, &write(format, &m, &opts));
             let f = GptrsFile::parse(&bytes, &Limits::default()).unwrap();

@@ -52,10 +52,7 @@ fn write_bytes(format: Format, src: &dyn TensorSource) -> tessera::Result<Vec<u8
 fn through(format: Format, src: &dyn TensorSource) -> tessera::Result<Model> {
     // Metadata is compared only between formats that both carry it; a format that
     // carries none may drop what another format added (e.g. a GPTRS config).
-    let opts = ConvertOptions {
-        drop_metadata: !carries_metadata(format),
-        ..ConvertOptions::default()
-    };
+    let opts = ConvertOptions::default().drop_metadata(!carries_metadata(format));
     let prepared = prepare(src, format, opts)?;
     let bytes = write_bytes(format, &prepared)?;
     let file = tessera::open(&bytes, &ReadOptions::default())?;
@@ -323,10 +320,7 @@ fn every_refusal_of_a_conversion_is_reported_at_once() {
     assert!(lines[3].contains("1 key") && lines[3].ends_with("(<drop-metadata>)"));
     assert!(!e.to_string().contains("--"), "{e}");
     // Allowing one loss leaves the other, alone on one line.
-    let cast = ConvertOptions {
-        cast: true,
-        ..Default::default()
-    };
+    let cast = ConvertOptions::default().cast(true);
     let e = prepare(&m, Format::GptrsArchive, cast).err().unwrap();
     assert_eq!(e.refusals().len(), 1);
     assert_eq!(e.hints(), vec![tessera::Hint::DropMetadata]);

@@ -152,10 +152,7 @@ fn npz_round_trips_stored_and_deflated_deterministically() {
     let data = load("savez.npz");
     let f = open(&data).unwrap();
     for compression in [Compression::None, Compression::Zstd(3)] {
-        let opts = WriteOptions {
-            compression,
-            ..Default::default()
-        };
+        let opts = WriteOptions::default().compression(compression);
         let a = write(Format::Npz, f.as_ref(), &opts);
         assert_eq!(
             a,
@@ -515,10 +512,8 @@ mod props {
                     Cow::Owned(data.clone()),
                 ).unwrap()).unwrap();
             }
-            let opts = WriteOptions {
-                compression: if deflate { Compression::Zstd(3) } else { Compression::None },
-                ..Default::default()
-            };
+            let opts = WriteOptions::default()
+                .compression(if deflate { Compression::Zstd(3) } else { Compression::None });
             let bytes = write(Format::Npz, &m, &opts);
             let f = NpzFile::parse(&bytes, &ReadOptions::default()).unwrap();
             prop_assert_eq!(f.tensor_infos().len(), m.tensor_infos().len());

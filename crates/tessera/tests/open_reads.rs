@@ -235,11 +235,9 @@ fn aero_checked_reads_over_a_counting_source_hash_only_the_pages_a_tensor_touche
     // 16 tensors of 256 KiB in one shard, 64 KiB pages: a checked read of one tensor
     // reads its 4 pages (and the PHSH chunk), not the 4 MiB shard.
     let m = model(Format::Aero);
-    let opts = WriteOptions {
-        page_hashes: Some(64 * 1024),
-        control_integrity: true,
-        ..WriteOptions::default()
-    };
+    let opts = WriteOptions::default()
+        .page_hashes(Some(64 * 1024))
+        .control_integrity(true);
     let p = prepare(&m, Format::Aero, ConvertOptions::default()).unwrap();
     let mut out = Cursor::new(Vec::new());
     write_to(Format::Aero, &p, &mut out, &opts).unwrap();
@@ -274,10 +272,7 @@ fn npz_deflated_members_open_from_their_headers_and_stored_ones_check_their_crc(
     let m = model(Format::Npz);
     let p = prepare(&m, Format::Npz, ConvertOptions::default()).unwrap();
     let deflated = {
-        let opts = WriteOptions {
-            compression: tessera::convert::Compression::Zstd(3),
-            ..WriteOptions::default()
-        };
+        let opts = WriteOptions::default().compression(tessera::convert::Compression::Zstd(3));
         let mut out = Cursor::new(Vec::new());
         write_to(Format::Npz, &p, &mut out, &opts).unwrap();
         out.into_inner()

@@ -163,10 +163,7 @@ fn verify_and_checked_reads_use_the_zip_crc() {
     let e = f.tensor("f32").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");
     assert!(f.tensor("f16").is_ok());
-    let opts = ReadOptions {
-        verify: false,
-        ..ReadOptions::default()
-    };
+    let opts = ReadOptions::default().verify(false);
     let f = tessera::open(&bad[..], &opts).unwrap();
     assert!(f.tensor("f32").is_ok());
 }
@@ -175,11 +172,7 @@ fn verify_and_checked_reads_use_the_zip_crc() {
 fn converts_to_every_writable_format_and_back() {
     let data = load("checkpoint.pt");
     let src = open(&data).unwrap();
-    let opts = ConvertOptions {
-        cast: true,
-        drop_metadata: true,
-        ..ConvertOptions::default()
-    };
+    let opts = ConvertOptions::default().cast(true).drop_metadata(true);
     for target in Format::ALL {
         if !target.can_write() || target == Format::Npy {
             continue;

@@ -50,9 +50,7 @@ fn servers(test: &str) -> Option<Servers> {
 
 impl Servers {
     fn remote(&self) -> RemoteOptions {
-        RemoteOptions {
-            endpoint: Some(self.s3_endpoint.clone()),
-        }
+        RemoteOptions::default().endpoint(Some(self.s3_endpoint.clone()))
     }
     /// Puts `bytes` on both servers as `name`; returns the S3 and HTTP URLs.
     fn stage(&self, name: &str, bytes: &[u8]) -> (String, String) {
@@ -82,11 +80,9 @@ fn written(format: Format) -> Vec<u8> {
 /// AERO with 64 KiB page hashes (PHSH): a checked read hashes the pages a tensor
 /// touches, not its whole shard.
 fn aero_paged() -> WriteOptions {
-    WriteOptions {
-        page_hashes: Some(64 * 1024),
-        control_integrity: true,
-        ..WriteOptions::default()
-    }
+    WriteOptions::default()
+        .page_hashes(Some(64 * 1024))
+        .control_integrity(true)
 }
 
 fn written_with(format: Format, opts: &WriteOptions) -> Vec<u8> {
@@ -460,10 +456,7 @@ fn a_remote_set_missing_a_shard_names_its_url() {
         let shard = format!("{base}/model-00002-of-00004.safetensors");
         assert!(e.to_string().contains(&shard), "{url}: {e}");
         // Audited (inspect, verify): opened, the shard reported missing by name.
-        let audit = ReadOptions {
-            audit: true,
-            ..ReadOptions::default()
-        };
+        let audit = ReadOptions::default().audit(true);
         let got = open_location(&url, &audit, Load::Map, &srv.remote()).unwrap();
         let report = got.container().verify(&Default::default());
         let failed: Vec<_> = report
@@ -638,10 +631,7 @@ fn a_flipped_byte_in_a_digested_tensor_is_named_by_the_reader() {
             Format::Aero => written_with(format, &aero_paged()),
             _ => written_with(
                 format,
-                &WriteOptions {
-                    digests: vec![tessera::convert::Digest::Sha256],
-                    ..WriteOptions::default()
-                },
+                &WriteOptions::default().digests(vec![tessera::convert::Digest::Sha256]),
             ),
         };
         let name = format!("flip.{}", ext(format));
@@ -1038,10 +1028,7 @@ fn a_tessera_index_opens_by_its_url_or_its_directory_and_binds_the_shards() {
     shard[mid] ^= 0x40;
     stage_files(&srv, "dir-tessera-bad", &bad);
     let url = format!("s3://{}/dir-tessera-bad/", srv.bucket);
-    let audit = ReadOptions {
-        audit: true,
-        ..ReadOptions::default()
-    };
+    let audit = ReadOptions::default().audit(true);
     let got = open_location(&url, &audit, Load::Map, &srv.remote())
         .unwrap_or_else(|e| panic!("{url}: {e}"));
     let r = got.container().verify(&Default::default());

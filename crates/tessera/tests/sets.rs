@@ -139,10 +139,7 @@ fn fault(dir: &str, kind: ErrorKind, words: &str, layer: &str) {
     };
     assert_eq!(e.kind(), kind, "{dir}: {e}");
     assert!(e.to_string().contains(words), "{dir}: {e}");
-    let audit = ReadOptions {
-        audit: true,
-        ..ReadOptions::default()
-    };
+    let audit = ReadOptions::default().audit(true);
     let o = open_path(&data(dir), &audit).unwrap();
     let report = o.container().verify(&VerifyOptions::default());
     let failed: Vec<&str> = report.failures().map(|c| c.layer.as_str()).collect();
@@ -246,10 +243,7 @@ fn total_size_mismatch_is_reported_not_fatal() {
 #[test]
 fn hostile_shard_name_is_refused_even_for_audit() {
     for audit in [false, true] {
-        let o = ReadOptions {
-            audit,
-            ..ReadOptions::default()
-        };
+        let o = ReadOptions::default().audit(audit);
         let e = open_path(&data("hf_hostile_name"), &o).err().unwrap();
         assert_eq!(e.kind(), ErrorKind::Malformed);
         assert!(e.to_string().contains("../outside.safetensors"), "{e}");
@@ -293,10 +287,7 @@ fn hostile_indexes_built_here() {
         // a plain open fails on the first problem, the missing shard.
         if kind == ErrorKind::Integrity {
             assert_eq!(e.kind(), ErrorKind::Io, "{text}: {e}");
-            let audit = ReadOptions {
-                audit: true,
-                ..ReadOptions::default()
-            };
+            let audit = ReadOptions::default().audit(true);
             let o = open_path(&idx, &audit).unwrap();
             let r = o.container().verify(&VerifyOptions::default());
             assert!(

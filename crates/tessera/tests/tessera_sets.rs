@@ -18,21 +18,16 @@ use tessera::{
 };
 
 fn write_opts() -> WriteOptions {
-    WriteOptions {
-        no_fsync: true,
-        ..WriteOptions::default()
-    }
+    WriteOptions::default().no_fsync(true)
 }
 
 /// Writes the HF test set as `dir/m.<ext>` in `shards` shards; returns the files.
 fn write_set(src: &dyn TensorSource, dir: &Path, ext: &str, shards: u32) -> Vec<PathBuf> {
     let out = dir.join(format!("m.{ext}"));
     let format = Format::from_path(&out).unwrap();
-    let conv = ConvertOptions {
+    let conv = ConvertOptions::default()
         // WTXT and npz carry no file metadata.
-        drop_metadata: matches!(format, Format::Wtxt | Format::Npz),
-        ..ConvertOptions::default()
-    };
+        .drop_metadata(matches!(format, Format::Wtxt | Format::Npz));
     convert_set(
         src,
         format,
@@ -153,10 +148,7 @@ fn fault(dir: &Path, kind: ErrorKind, words: &str, layer: &str) {
     };
     assert_eq!(e.kind(), kind, "{e}");
     assert!(e.to_string().contains(words), "{e}");
-    let audit = ReadOptions {
-        audit: true,
-        ..ReadOptions::default()
-    };
+    let audit = ReadOptions::default().audit(true);
     let o = open_path(dir, &audit).unwrap();
     let r = o.container().verify(&VerifyOptions::default());
     let failed: Vec<&str> = r.failures().map(|c| c.layer.as_str()).collect();
@@ -221,10 +213,7 @@ fn changed_shard_same_size() {
         .collect();
     assert_eq!(failed, vec![(name, "shard digest")]);
     // Unchecked reads (--no-verify) hand the swapped bytes out.
-    let unchecked = ReadOptions {
-        verify: false,
-        ..ReadOptions::default()
-    };
+    let unchecked = ReadOptions::default().verify(false);
     let o = open_path(dir.path(), &unchecked).unwrap();
     assert!(o.container().tensor("lm_head.weight").is_ok());
 }
@@ -237,10 +226,7 @@ fn changed_shard_size() {
     bytes.extend_from_slice(&[0; 16]);
     std::fs::write(&p, bytes).unwrap();
     // FOLD itself may or may not mind trailing bytes; the index does.
-    let audit = ReadOptions {
-        audit: true,
-        ..ReadOptions::default()
-    };
+    let audit = ReadOptions::default().audit(true);
     let o = open_path(dir.path(), &audit).unwrap();
     let r = o.container().verify(&VerifyOptions::default());
     let failed: Vec<&str> = r.failures().map(|c| c.layer.as_str()).collect();
@@ -355,10 +341,7 @@ fn total_size_and_hostile_indexes() {
     );
     let refused = |d: &serde_json::Value, kind: ErrorKind, words: &str| {
         write_index(dir.path(), d);
-        let audit = ReadOptions {
-            audit: true,
-            ..ReadOptions::default()
-        };
+        let audit = ReadOptions::default().audit(true);
         let e = match open_path(&dir.path().join("m.tessera-set.json"), &audit) {
             Ok(_) => panic!("opened: {d}"),
             Err(e) => e,

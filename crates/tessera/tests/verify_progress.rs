@@ -177,15 +177,13 @@ fn aero_control_and_tensor_checks_count_what_they_skip() {
         ]),
     );
     let file = tessera::open(&bytes, &ReadOptions::default()).unwrap();
-    let control = VerifyOptions {
-        control_only: true,
-        ..Default::default()
-    };
+    let control = VerifyOptions::default().control_only(true);
     // A tensor named twice is counted once.
-    let some = VerifyOptions {
-        tensors: vec!["layer.0.weight".into(), "scale".into(), "scale".into()],
-        ..Default::default()
-    };
+    let some = VerifyOptions::default().tensors(vec![
+        "layer.0.weight".into(),
+        "scale".into(),
+        "scale".into(),
+    ]);
     for base in [control, some] {
         let c = verify_counted(file.as_ref(), &base);
         assert!(c.report.is_ok(), "{:?}", c.report);

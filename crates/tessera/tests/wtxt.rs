@@ -6,7 +6,6 @@ use common::*;
 
 use std::borrow::Cow;
 
-use tessera::convert::WriteOptions;
 use tessera::formats::wtxt;
 use tessera::{
     Container, DType, ErrorKind, Format, Model, ReadOptions, Status, TensorInfo, TensorSource,
@@ -56,12 +55,10 @@ fn round_trip_and_determinism() {
 fn hmac_and_signature_with_right_and_wrong_keys() {
     let m = model();
     let seed = [7u8; 32];
-    let o = WriteOptions {
-        hmac_key: Some(b"secret".to_vec()),
-        fixed_salt: Some([1, 2, 3, 4, 5, 6, 7, 8]),
-        sign_key: Some(seed),
-        ..opts()
-    };
+    let o = opts()
+        .hmac_key(Some(b"secret".to_vec()))
+        .fixed_salt(Some([1, 2, 3, 4, 5, 6, 7, 8]))
+        .sign_key(Some(seed));
     let a = write(&m, &o);
     assert_eq!(a, write(&m, &o));
     let text = std::str::from_utf8(&a).unwrap();
@@ -69,11 +66,9 @@ fn hmac_and_signature_with_right_and_wrong_keys() {
     assert!(text.contains("salt=0102030405060708"));
     let f = open(&a);
     let public = tessera::util::keys::public_key(&seed);
-    let good = VerifyOptions {
-        hmac_key: Some(b"secret".to_vec()),
-        public_key: Some(public),
-        ..Default::default()
-    };
+    let good = VerifyOptions::default()
+        .hmac_key(Some(b"secret".to_vec()))
+        .public_key(Some(public));
     let r = f.verify(&good);
     assert!(r.is_ok(), "{:?}", failures(&r));
     assert!(r
@@ -85,11 +80,9 @@ fn hmac_and_signature_with_right_and_wrong_keys() {
         .iter()
         .filter(|c| c.layer == "hmac")
         .all(|c| c.status == Status::Ok));
-    let bad = VerifyOptions {
-        hmac_key: Some(b"wrong".to_vec()),
-        public_key: Some(tessera::util::keys::public_key(&[8u8; 32])),
-        ..Default::default()
-    };
+    let bad = VerifyOptions::default()
+        .hmac_key(Some(b"wrong".to_vec()))
+        .public_key(Some(tessera::util::keys::public_key(&[8u8; 32])));
     let r = f.verify(&bad);
     let fl = failures(&r);
     assert_eq!(fl.iter().filter(|(_, l)| l == "hmac").count(), 5, "{fl:?}"); // the empty array has an HMAC too
@@ -285,14 +278,7 @@ fn salvage_recovers_intact_arrays_and_names_the_lost() {
         "{fl:?}"
     );
     assert_eq!(f.tensor("R").unwrap_err().kind(), ErrorKind::Malformed);
-    let s = wtxt::open_container(
-        Cow::Borrowed(&b),
-        &ReadOptions {
-            salvage: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let s = wtxt::open_container(Cow::Borrowed(&b), &ReadOptions::default().salvage(true)).unwrap();
     let names: Vec<&str> = s.tensor_infos().iter().map(|i| i.name.as_str()).collect();
     assert_eq!(names, ["H", "empty", "s"]);
     let w = s.warnings().join("\n");
@@ -301,14 +287,7 @@ fn salvage_recovers_intact_arrays_and_names_the_lost() {
     let arr = line_of(text, "arr name=W_base");
     let c = edit_line(&a, arr, |l| l.replace("dtype=u32", "dtype=u33"));
     assert!(wtxt::open_container(Cow::Borrowed(&c), &ReadOptions::default()).is_err());
-    let s = wtxt::open_container(
-        Cow::Borrowed(&c),
-        &ReadOptions {
-            salvage: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let s = wtxt::open_container(Cow::Borrowed(&c), &ReadOptions::default().salvage(true)).unwrap();
     assert_eq!(s.tensor_infos().len(), 4);
     assert!(s
         .warnings()
@@ -322,11 +301,7 @@ fn streaming_writes_a_wsum_and_verify_needs_it() {
     let p = dir.path().join("m.wtxt");
     let m = model();
     let seed = [3u8; 32];
-    let o = WriteOptions {
-        streaming: true,
-        sign_key: Some(seed),
-        ..opts()
-    };
+    let o = opts().streaming(true).sign_key(Some(seed));
     let rep = tessera::convert::write_file(Format::Wtxt, &m, &p, &o).unwrap();
     let wp = dir.path().join("m.wtxt.wsum");
     assert_eq!(rep.extra_files, vec![wp.clone()]);
@@ -348,15 +323,9 @@ fn streaming_writes_a_wsum_and_verify_needs_it() {
         .to_string();
     assert!(w.contains(&root["root ".len()..]), "{w}\n{root}");
     let data = std::fs::read(&p).unwrap();
-    let ro = ReadOptions {
-        path: Some(p.clone()),
-        ..Default::default()
-    };
+    let ro = ReadOptions::default().path(Some(p.clone()));
     let f = wtxt::open_container(Cow::Borrowed(&data), &ro).unwrap();
-    let vo = VerifyOptions {
-        public_key: Some(tessera::util::keys::public_key(&seed)),
-        ..Default::default()
-    };
+    let vo = VerifyOptions::default().public_key(Some(tessera::util::keys::public_key(&seed)));
     let r = f.verify(&vo);
     assert!(r.is_ok(), "{:?}", failures(&r));
     assert!(r
@@ -365,14 +334,7 @@ fn streaming_writes_a_wsum_and_verify_needs_it() {
         .any(|c| c.layer == "signature" && c.status == Status::Ok));
     // Opening the .wsum opens the pair.
     let wd = std::fs::read(&wp).unwrap();
-    let f2 = tessera::open(
-        &wd,
-        &ReadOptions {
-            path: Some(wp.clone()),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let f2 = tessera::open(&wd, &ReadOptions::default().path(Some(wp.clone()))).unwrap();
     assert!(f2.verify(&vo).is_ok());
     // Without its WSUM the WTXT-S is unfinalized.
     std::fs::remove_file(&wp).unwrap();
@@ -390,11 +352,7 @@ fn merkle_chains_from_prev() {
     let p1 = dir.path().join("a.wtxt");
     let m = model();
     tessera::convert::write_file(Format::Wtxt, &m, &p1, &opts()).unwrap();
-    let o2 = WriteOptions {
-        prev: Some(p1.clone()),
-        generation: None,
-        ..opts()
-    };
+    let o2 = opts().prev(Some(p1.clone())).generation(None);
     let b = write(&m, &o2);
     let t1 = std::fs::read_to_string(&p1).unwrap();
     let this1 = t1
@@ -470,41 +428,25 @@ fn golden_vectors_from_the_independent_encoder() {
         (
             "hmac",
             Some(b"tessera-test-key".to_vec()),
-            WriteOptions {
-                hmac_key: Some(b"tessera-test-key".to_vec()),
-                fixed_salt: Some([1, 2, 3, 4, 5, 6, 7, 8]),
-                generation: Some(7),
-                build: Some("x.y-1".into()),
-                ..opts()
-            },
+            opts()
+                .hmac_key(Some(b"tessera-test-key".to_vec()))
+                .fixed_salt(Some([1, 2, 3, 4, 5, 6, 7, 8]))
+                .generation(Some(7))
+                .build(Some("x.y-1".into())),
         ),
-        (
-            "ext",
-            None,
-            WriteOptions {
-                rows_per_chunk: Some(2),
-                ..opts()
-            },
-        ),
-        (
-            "signed",
-            None,
-            WriteOptions {
-                sign_key: Some(seed),
-                ..opts()
-            },
-        ),
+        ("ext", None, opts().rows_per_chunk(Some(2))),
+        ("signed", None, opts().sign_key(Some(seed))),
     ] {
         let b = std::fs::read(format!("{DATA}{stem}.wtxt")).unwrap();
         let vals: serde_json::Value =
             serde_json::from_slice(&std::fs::read(format!("{DATA}{stem}.values.json")).unwrap())
                 .unwrap();
         let f = open(&b);
-        let r = f.verify(&VerifyOptions {
-            hmac_key: key.clone(),
-            public_key: Some(public),
-            ..Default::default()
-        });
+        let r = f.verify(
+            &VerifyOptions::default()
+                .hmac_key(key.clone())
+                .public_key(Some(public)),
+        );
         if stem == "signed" {
             assert!(r.is_ok(), "{stem}: {:?}", failures(&r));
             assert!(r
@@ -512,10 +454,7 @@ fn golden_vectors_from_the_independent_encoder() {
                 .iter()
                 .any(|c| c.layer == "signature" && c.status == Status::Ok));
             let other = tessera::util::keys::public_key(&[0; 32]);
-            let r2 = f.verify(&VerifyOptions {
-                public_key: Some(other),
-                ..Default::default()
-            });
+            let r2 = f.verify(&VerifyOptions::default().public_key(Some(other)));
             assert!(r2.failures().any(|c| c.layer == "signature"));
         } else {
             // Unsigned while a public key was given: a failed signature check.
@@ -585,15 +524,9 @@ fn verify_of_a_large_array_between_small_ones() {
         )
         .unwrap();
     }
-    let o = WriteOptions {
-        hmac_key: Some(b"k".to_vec()),
-        ..opts()
-    };
+    let o = opts().hmac_key(Some(b"k".to_vec()));
     let mut a = write(&m, &o);
-    let vo = VerifyOptions {
-        hmac_key: Some(b"k".to_vec()),
-        ..Default::default()
-    };
+    let vo = VerifyOptions::default().hmac_key(Some(b"k".to_vec()));
     let r = open(&a).verify(&vo);
     assert!(r.is_ok(), "{:?}", failures(&r));
     assert_eq!(
@@ -632,12 +565,10 @@ fn streaming_over_an_existing_pair_replaces_both() {
     let wp = dir.path().join("m.wtxt.wsum");
     let m = model();
     for (gen, no_fsync) in [(1, false), (2, true), (3, false)] {
-        let o = WriteOptions {
-            streaming: true,
-            generation: Some(gen),
-            no_fsync,
-            ..opts()
-        };
+        let o = opts()
+            .streaming(true)
+            .generation(Some(gen))
+            .no_fsync(no_fsync);
         let rep = tessera::convert::write_file(Format::Wtxt, &m, &p, &o).unwrap();
         assert_eq!(rep.extra_files, vec![wp.clone()]);
         assert!(rep.side_files.is_empty());
@@ -645,10 +576,7 @@ fn streaming_over_an_existing_pair_replaces_both() {
         assert!(std::str::from_utf8(&data)
             .unwrap()
             .contains(&format!("gen={gen:06}")));
-        let ro = ReadOptions {
-            path: Some(p.clone()),
-            ..Default::default()
-        };
+        let ro = ReadOptions::default().path(Some(p.clone()));
         let f = wtxt::open_container(Cow::Borrowed(&data), &ro).unwrap();
         let r = f.verify(&VerifyOptions::default());
         assert!(r.is_ok(), "gen {gen}: {:?}", failures(&r));

@@ -7,7 +7,7 @@ use common::*;
 use std::borrow::Cow;
 use std::io::Cursor;
 
-use tessera::convert::{write_to, WriteOptions};
+use tessera::convert::write_to;
 use tessera::formats::wtxt;
 use tessera::{
     Container, DType, ErrorKind, Format, Model, ReadOptions, TensorInfo, TensorSource, TensorView,
@@ -40,10 +40,7 @@ fn delta_round_trip_is_byte_identical_and_small() {
     let m = model();
     let base = write(&m, &opts());
     let m2 = with_row_changed(&m, 1000);
-    let o2 = WriteOptions {
-        generation: Some(124),
-        ..opts()
-    };
+    let o2 = opts().generation(Some(124));
     let target = write(&m2, &o2);
     // Any target (this one does not chain from the base) is rebuilt byte for byte by
     // the extended form, which carries the target's cap and root lines.
@@ -104,11 +101,7 @@ fn conforming_delta_has_only_the_resolutions_lines_and_rebuilds_a_chained_target
     std::fs::write(&base_path, &base).unwrap();
     let target = write(
         &with_row_changed(&m, 1000),
-        &WriteOptions {
-            prev: Some(base_path),
-            generation: None,
-            ..opts()
-        },
+        &opts().prev(Some(base_path)).generation(None),
     );
     let d = delta::make(&parse(&base), &parse(&target)).unwrap();
     let text = std::str::from_utf8(&d).unwrap();
@@ -146,19 +139,8 @@ fn delta_of_keyed_signed_snapshots_and_resigning() {
     let m = model();
     let key = Some(b"k".to_vec());
     let seed = [9u8; 32];
-    let base = write(
-        &m,
-        &WriteOptions {
-            hmac_key: key.clone(),
-            sign_key: Some(seed),
-            ..opts()
-        },
-    );
-    let o2 = WriteOptions {
-        hmac_key: key.clone(),
-        fixed_salt: Some([5; 8]),
-        ..opts()
-    };
+    let base = write(&m, &opts().hmac_key(key.clone()).sign_key(Some(seed)));
+    let o2 = opts().hmac_key(key.clone()).fixed_salt(Some([5; 8]));
     let target = write(&with_row_changed(&m, 7), &o2);
     // Keyed HMACs ride only in the extended form.
     let d = delta::make_with_target_root(&parse(&base), &parse(&target)).unwrap();
@@ -174,28 +156,19 @@ fn delta_of_keyed_signed_snapshots_and_resigning() {
     let r_line = text.lines().find(|l| l.starts_with("arr name=R ")).unwrap();
     assert!(r_line.ends_with(&format!("hmac={} salt={}", "0".repeat(64), "0".repeat(16))));
     let f = open(&conforming);
-    let r = f.verify(&VerifyOptions {
-        hmac_key: key.clone(),
-        ..Default::default()
-    });
+    let r = f.verify(&VerifyOptions::default().hmac_key(key.clone()));
     assert!(r.failures().next().is_none(), "{:?}", failures(&r));
     let signed = delta::sign(&applied, &seed).unwrap();
     assert_eq!(
         signed,
-        write(
-            &with_row_changed(&m, 7),
-            &WriteOptions {
-                sign_key: Some(seed),
-                ..o2
-            }
-        )
+        write(&with_row_changed(&m, 7), &o2.sign_key(Some(seed)))
     );
     let f = open(&signed);
-    let r = f.verify(&VerifyOptions {
-        hmac_key: key,
-        public_key: Some(tessera::util::keys::public_key(&seed)),
-        ..Default::default()
-    });
+    let r = f.verify(
+        &VerifyOptions::default()
+            .hmac_key(key)
+            .public_key(Some(tessera::util::keys::public_key(&seed))),
+    );
     assert!(r.is_ok(), "{:?}", failures(&r));
     // Re-signing replaces the line rather than adding one.
     let again = delta::sign(&signed, &[1u8; 32]).unwrap();
@@ -216,10 +189,7 @@ fn age_armored_snapshot_opens_transparently() {
     let (id, rcpt) = wtxt::crypt::generate_identity();
     let enc = wtxt::crypt::encrypt(&plain, &[rcpt], None).unwrap();
     assert_eq!(Format::detect(&enc), Some(Format::AgeArmor));
-    let ro = ReadOptions {
-        age_identities: vec![id],
-        ..Default::default()
-    };
+    let ro = ReadOptions::default().age_identities(vec![id]);
     let f = tessera::open(&enc, &ro).unwrap();
     assert_eq!(f.tensor_infos().len(), 5);
     assert!(f.verify(&VerifyOptions::default()).is_ok());
@@ -320,13 +290,11 @@ fn mutations_never_panic() {
         .unwrap(),
     )
     .unwrap();
-    let wo = WriteOptions {
-        rows_per_chunk: Some(7),
-        sign_key: Some([1; 32]),
-        hmac_key: Some(b"k".to_vec()),
-        fixed_salt: Some([2; 8]),
-        ..opts()
-    };
+    let wo = opts()
+        .rows_per_chunk(Some(7))
+        .sign_key(Some([1; 32]))
+        .hmac_key(Some(b"k".to_vec()))
+        .fixed_salt(Some([2; 8]));
     let a = write(&m, &wo);
     let mut m2 = Model::new();
     for info in m.tensor_infos() {
@@ -358,18 +326,14 @@ fn mutations_never_panic() {
             }
         }
         for salvage in [false, true] {
-            if let Ok(f) = wtxt::open_container(
-                Cow::Borrowed(&b),
-                &ReadOptions {
-                    salvage,
-                    ..Default::default()
-                },
-            ) {
-                let _ = f.verify(&VerifyOptions {
-                    hmac_key: Some(b"k".to_vec()),
-                    public_key: Some(tessera::util::keys::public_key(&[1; 32])),
-                    ..Default::default()
-                });
+            if let Ok(f) =
+                wtxt::open_container(Cow::Borrowed(&b), &ReadOptions::default().salvage(salvage))
+            {
+                let _ = f.verify(
+                    &VerifyOptions::default()
+                        .hmac_key(Some(b"k".to_vec()))
+                        .public_key(Some(tessera::util::keys::public_key(&[1; 32]))),
+                );
                 for i in f.tensor_infos() {
                     let _ = f.tensor(&i.name);
                 }
@@ -390,10 +354,7 @@ fn salvage_survives_a_broken_header_and_a_truncated_end() {
     let a = write(&model(), &opts());
     let b = edit_line(&a, 1, |l| l.replace("endian=LE", "endian=BE"));
     assert!(wtxt::open_container(Cow::Borrowed(&b), &ReadOptions::default()).is_err());
-    let ro = ReadOptions {
-        salvage: true,
-        ..Default::default()
-    };
+    let ro = ReadOptions::default().salvage(true);
     let f = wtxt::open_container(Cow::Borrowed(&b), &ro).unwrap();
     assert_eq!(f.tensor_infos().len(), 5);
     assert!(f

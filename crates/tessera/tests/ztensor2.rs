@@ -184,11 +184,9 @@ fn every_file_survives_a_rewrite_and_compressed_rewrite() {
         let f = Ztensor2File::parse(&data, &ReadOptions::default()).unwrap();
         for opts in [
             WriteOptions::default(),
-            WriteOptions {
-                compression: tessera::convert::Compression::Zstd(3),
-                digests: vec![tessera::convert::Digest::Sha256],
-                ..WriteOptions::default()
-            },
+            WriteOptions::default()
+                .compression(tessera::convert::Compression::Zstd(3))
+                .digests(vec![tessera::convert::Digest::Sha256]),
         ] {
             let out = write_v2(&f, &opts);
             let g = Ztensor2File::parse(&out, &ReadOptions::default()).unwrap();
@@ -233,10 +231,7 @@ fn broken_files_are_refused_with_the_recorded_kind() {
                 );
                 assert!(!f.verify(&VerifyOptions::default()).is_ok());
                 // Unchecked reads hand the bytes out.
-                let opts = ReadOptions {
-                    verify: false,
-                    ..ReadOptions::default()
-                };
+                let opts = ReadOptions::default().verify(false);
                 let g = Ztensor2File::parse(&data, &opts).unwrap();
                 for i in g.tensor_infos() {
                     g.tensor(&i.name).unwrap();

@@ -277,10 +277,7 @@ fn the_content_digest_is_the_references_in_every_layout() {
     // The same model rewritten by us: one canonical file, zstd parts, a shard set.
     let model = open_path(Path::new(&format!("{DIR}model.zt")), &opts).unwrap();
     for compression in [Compression::None, Compression::Zstd(3)] {
-        let w = WriteOptions {
-            compression,
-            ..WriteOptions::default()
-        };
+        let w = WriteOptions::default().compression(compression);
         let mut out = Cursor::new(Vec::new());
         write_to(tessera::Format::ZtensorV2, model.container(), &mut out, &w).unwrap();
         assert_eq!(digest(out.get_ref(), false), want["content"]["xxh3"]);

@@ -135,10 +135,7 @@ fn digest_mismatch_is_reported_at_the_right_tensor() {
             }
         }
         // Unchecked (`verify: false`), every tensor's bytes are handed out as stored.
-        let unchecked = ReadOptions {
-            verify: false,
-            ..ReadOptions::default()
-        };
+        let unchecked = ReadOptions::default().verify(false);
         let u = ZtensorFile::parse(&data, &unchecked).unwrap();
         for info in u.tensor_infos() {
             u.tensor(&info.name).unwrap();
@@ -204,13 +201,10 @@ fn flipped_data_bytes_under_a_digest_fail_verify_at_that_tensor() {
 #[test]
 fn tight_limits_are_enforced() {
     let (_, data) = vectors("valid-dense").remove(0);
-    let mut opts = ReadOptions {
-        limits: Limits {
-            max_index_bytes: 16,
-            ..Limits::default()
-        },
-        ..ReadOptions::default()
-    };
+    let mut opts = ReadOptions::default().limits(Limits {
+        max_index_bytes: 16,
+        ..Limits::default()
+    });
     let e = ZtensorFile::parse(&data, &opts).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::LimitExceeded, "{e}");
     opts.limits = Limits {

@@ -147,11 +147,11 @@ fn all_options() -> Vec<WriteOptions> {
         Compression::Zstd(-1),
     ] {
         for digests in [vec![], vec![Digest::Crc32c], vec![Digest::Sha256]] {
-            v.push(WriteOptions {
-                compression,
-                digests,
-                ..WriteOptions::default()
-            });
+            v.push(
+                WriteOptions::default()
+                    .compression(compression)
+                    .digests(digests),
+            );
         }
     }
     v
@@ -280,13 +280,7 @@ fn layout_rules_magic_padding_order_manifest() {
 #[test]
 fn digest_strings_have_the_original_form() {
     let m = model();
-    let data = write(
-        &m,
-        &WriteOptions {
-            digests: vec![Digest::Crc32c],
-            ..Default::default()
-        },
-    );
+    let data = write(&m, &WriteOptions::default().digests(vec![Digest::Crc32c]));
     let f = ZtensorFile::parse(&data, &ReadOptions::default()).unwrap();
     for info in f.tensor_infos() {
         for c in f.components(&info.name).unwrap() {
@@ -307,11 +301,9 @@ fn digest_strings_have_the_original_form() {
     }
     let data = write(
         &m,
-        &WriteOptions {
-            digests: vec![Digest::Sha256],
-            compression: Compression::Zstd(3),
-            ..Default::default()
-        },
+        &WriteOptions::default()
+            .digests(vec![Digest::Sha256])
+            .compression(Compression::Zstd(3)),
     );
     let f = ZtensorFile::parse(&data, &ReadOptions::default()).unwrap();
     let c = &f.components("w").unwrap()[0];
@@ -353,20 +345,14 @@ fn refusals_are_clear() {
     let e = ztensor::write(
         &model(),
         &mut out,
-        &WriteOptions {
-            digests: vec![Digest::Crc32c, Digest::Sha256],
-            ..Default::default()
-        },
+        &WriteOptions::default().digests(vec![Digest::Crc32c, Digest::Sha256]),
     )
     .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     let e = ztensor::write(
         &model(),
         &mut out,
-        &WriteOptions {
-            compression: Compression::Zstd(1000),
-            ..Default::default()
-        },
+        &WriteOptions::default().compression(Compression::Zstd(1000)),
     )
     .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
@@ -407,11 +393,9 @@ fn convert_file_is_atomic_and_reads_back() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("m.zt");
     let m = model();
-    let opts = WriteOptions {
-        compression: Compression::Zstd(3),
-        digests: vec![Digest::Sha256],
-        ..Default::default()
-    };
+    let opts = WriteOptions::default()
+        .compression(Compression::Zstd(3))
+        .digests(vec![Digest::Sha256]);
     tessera::convert::convert_file(&m, Format::Ztensor, &p, Default::default(), &opts).unwrap();
     let data = tessera::FileData::open(&p).unwrap();
     let f = tessera::open(&data, &ReadOptions::default()).unwrap();
@@ -454,11 +438,9 @@ mod prop {
                     .collect();
                 m.push(TensorView::dense(TensorInfo::dense(format!("t{i}"), *d, shape.clone()), Cow::Owned(data)).unwrap()).unwrap();
             }
-            let opts = WriteOptions {
-                compression: if zstd { Compression::Zstd(3) } else { Compression::None },
-                digests: match digest { 0 => vec![], 1 => vec![Digest::Crc32c], _ => vec![Digest::Sha256] },
-                ..WriteOptions::default()
-            };
+            let opts = WriteOptions::default()
+                .compression(if zstd { Compression::Zstd(3) } else { Compression::None })
+                .digests(match digest { 0 => vec![], 1 => vec![Digest::Crc32c], _ => vec![Digest::Sha256] });
             let a = write(&m, &opts);
             let f = ZtensorFile::parse(&a, &ReadOptions::default()).unwrap();
             prop_assert_eq!(f.tensor_infos().len(), tensors.len());

@@ -29,7 +29,7 @@
 //! m.metadata.insert("model_name", "tiny");
 //! let w = TensorInfo::dense("w", DType::F32, vec![2]);
 //! m.push(TensorView::dense(w, Cow::Owned([1f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect()))?)?;
-//! let opts = WriteOptions { page_hashes: Some(4096), control_integrity: true, ..Default::default() };
+//! let opts = WriteOptions::default().page_hashes(Some(4096)).control_integrity(true);
 //! let mut out = std::io::Cursor::new(Vec::new());
 //! write_to(Format::Aero, &m, &mut out, &opts)?;
 //! let bytes = out.into_inner();
@@ -37,7 +37,7 @@
 //! let file = AeroFile::open(&bytes, &Default::default())?;
 //! assert!(file.tensor("w")?.is_borrowed()); // zero-copy
 //! file.tensor_checked("w")?; // only the PHSH pages "w" touches are hashed
-//! assert!(file.verify(&VerifyOptions { control_only: true, ..Default::default() }).is_ok());
+//! assert!(file.verify(&VerifyOptions::default().control_only(true)).is_ok());
 //! # Ok::<(), tessera::Error>(())
 //! ```
 //!
