@@ -12,12 +12,10 @@ use crate::cli::ReadArgs;
 
 /// Reading options from the shared flags.
 pub fn read_options(path: &Path, args: &ReadArgs) -> anyhow::Result<ReadOptions> {
-    let mut opts = ReadOptions {
-        path: Some(path.to_path_buf()),
-        salvage: args.salvage,
-        verify: !args.no_verify,
-        ..ReadOptions::default()
-    };
+    let mut opts = ReadOptions::default()
+        .path(Some(path.to_path_buf()))
+        .salvage(args.salvage)
+        .verify(!args.no_verify);
     for id in &args.identity {
         let text = std::fs::read_to_string(id)
             .with_context(|| format!("reading identity file {}", id.display()))?;
@@ -78,9 +76,7 @@ pub fn with_file_audit<T>(
 
 /// How s3:// locations are reached (`--endpoint`).
 pub fn remote_options(args: &ReadArgs) -> tessera::remote::RemoteOptions {
-    tessera::remote::RemoteOptions {
-        endpoint: args.endpoint.clone(),
-    }
+    tessera::remote::RemoteOptions::default().endpoint(args.endpoint.clone())
 }
 
 fn open_with<T>(

@@ -57,10 +57,7 @@ fn model(scale: f32) -> Model {
 /// Writes `m` as `format` under `dir`, dropping metadata where the format has none.
 fn write(m: &Model, format: Format, dir: &Path) -> PathBuf {
     let caps = capabilities(format).unwrap();
-    let opts = ConvertOptions {
-        drop_metadata: caps.metadata == MetadataSupport::None,
-        ..Default::default()
-    };
+    let opts = ConvertOptions::default().drop_metadata(caps.metadata == MetadataSupport::None);
     // zTensor v2 shares `.zt` with v1: it gets a name of its own here.
     let ext = format
         .extensions()

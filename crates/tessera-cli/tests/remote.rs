@@ -110,9 +110,7 @@ fn stage(srv: &Servers, local: &Path, name: &str) -> (String, String) {
     tessera::remote::upload_file(
         local,
         &tessera::Location::parse(&s3).unwrap(),
-        &tessera::remote::RemoteOptions {
-            endpoint: Some(srv.endpoint.clone()),
-        },
+        &tessera::remote::RemoteOptions::default().endpoint(Some(srv.endpoint.clone())),
     )
     .unwrap();
     (s3, format!("{}/{name}", srv.http_url))
@@ -225,9 +223,7 @@ fn convert_uploads_to_s3_and_reads_back() {
     let back = dir.path().join("back.gguf");
     let src_remote = tessera::remote::RemoteSource::open(
         &tessera::Location::parse(&url).unwrap(),
-        &tessera::remote::RemoteOptions {
-            endpoint: Some(srv.endpoint.clone()),
-        },
+        &tessera::remote::RemoteOptions::default().endpoint(Some(srv.endpoint.clone())),
     )
     .unwrap();
     use tessera::source::ByteSource;

@@ -54,10 +54,7 @@ fn write(format: Format, m: &Model, path: &Path) -> bool {
     let prepared = match tessera::convert::prepare(
         m,
         format,
-        tessera::ConvertOptions {
-            drop_metadata: true,
-            ..Default::default()
-        },
+        tessera::ConvertOptions::default().drop_metadata(true),
     ) {
         Ok(p) => p,
         Err(_) => return false,

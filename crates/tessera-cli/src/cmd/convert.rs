@@ -99,10 +99,7 @@ pub fn write_options(args: &ConvertArgs) -> anyhow::Result<WriteOptions> {
         let (k, v) = parse_assignment(o).map_err(anyhow::Error::new)?;
         given.push((k, v));
     }
-    let mut opts = WriteOptions {
-        no_fsync: args.no_fsync,
-        ..WriteOptions::default()
-    };
+    let mut opts = WriteOptions::default().no_fsync(args.no_fsync);
     for (name, v) in given {
         let v = cli_value(&name, v)?;
         opts.set(&name, v).map_err(anyhow::Error::new)?;
@@ -131,24 +128,23 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     let opts = write_options(args)?;
     // Refused before the input is read: an option the target does not use.
     check_options(format, &opts).map_err(anyhow::Error::new)?;
-    let conv = ConvertOptions {
-        cast: args.cast,
-        densify: args.densify,
-        drop_metadata: args.drop_metadata,
-        dequantize: match args.dequantize.as_deref() {
+    let conv = ConvertOptions::default()
+        .cast(args.cast)
+        .densify(args.densify)
+        .drop_metadata(args.drop_metadata)
+        .dequantize(match args.dequantize.as_deref() {
             Some(d) => {
                 Some(tessera::DType::from_name(d).with_context(|| format!("unknown dtype {d:?}"))?)
             }
             None => None,
-        },
-        quantize: match args.quantize.as_deref() {
+        })
+        .quantize(match args.quantize.as_deref() {
             Some(q) => Some(
                 tessera::formats::gguf::quants::QuantKind::from_name(q)
                     .with_context(|| format!("unknown quantization {q:?}"))?,
             ),
             None => None,
-        },
-    };
+        });
     let split = match (&args.max_shard_size, args.shards) {
         (Some(s), _) => Some(tessera::set::Split::MaxBytes(parse_size(s)?)),
         (None, Some(n)) => Some(tessera::set::Split::Shards(n)),

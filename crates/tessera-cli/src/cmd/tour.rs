@@ -101,12 +101,10 @@ fn same_tensors(a: &dyn TensorSource, b: &dyn TensorSource) -> tessera::Result<(
 }
 
 fn write_one(model: &Model, format: Format, path: &Path) -> tessera::Result<Vec<String>> {
-    let conv = ConvertOptions {
-        cast: true,
-        densify: true,
-        drop_metadata: true,
-        ..Default::default()
-    };
+    let conv = ConvertOptions::default()
+        .cast(true)
+        .densify(true)
+        .drop_metadata(true);
     // Every integrity layer and compression the format takes (others would be refused).
     let mut opts = WriteOptions::default();
     for (name, value) in [
@@ -194,17 +192,8 @@ pub fn run(args: &TourArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         };
         let size = std::fs::metadata(&path)?.len();
         let data = FileData::open(&path)?;
-        let file = tessera::open(
-            &data,
-            &ReadOptions {
-                path: Some(path.clone()),
-                ..Default::default()
-            },
-        )?;
-        let report = file.verify(&VerifyOptions {
-            path: Some(path.clone()),
-            ..Default::default()
-        });
+        let file = tessera::open(&data, &ReadOptions::default().path(Some(path.clone())))?;
+        let report = file.verify(&VerifyOptions::default().path(Some(path.clone())));
         let (equal, total) = same_tensors(&model, file.as_ref())?;
         let ok = report.is_ok() && file.tensor_infos().len() == total;
         if !ok {
@@ -237,12 +226,10 @@ pub fn run(args: &TourArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             let target = dir.join(format!("tour.{}-to.{ext}", fa.name()));
             let data = FileData::open(pa)?;
             let file = tessera::open(&data, &ReadOptions::default())?;
-            let conv = ConvertOptions {
-                cast: true,
-                densify: true,
-                drop_metadata: true,
-                ..Default::default()
-            };
+            let conv = ConvertOptions::default()
+                .cast(true)
+                .densify(true)
+                .drop_metadata(true);
             match tessera::convert::convert_file(
                 file.as_ref(),
                 *fb,

@@ -34,12 +34,10 @@ use crate::term::escape;
 
 /// Runs the verb.
 pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
-    let mut opts = VerifyOptions {
-        control_only: args.control,
-        tensors: args.tensor.clone(),
-        path: Some(args.file.clone()),
-        ..VerifyOptions::default()
-    };
+    let mut opts = VerifyOptions::default()
+        .control_only(args.control)
+        .tensors(args.tensor.clone())
+        .path(Some(args.file.clone()));
     if let Some(p) = &args.hmac_key_file {
         opts.hmac_key =
             Some(std::fs::read(p).with_context(|| format!("reading HMAC key {}", p.display()))?);
@@ -65,11 +63,10 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         let hook = bar.clone();
         // With --signature, the public key is the detached signature's: an unsigned
         // WTXT is not a failure then.
-        let own = VerifyOptions {
-            public_key: opts.public_key.filter(|_| signed.is_none()),
-            ..opts.clone()
-        }
-        .with_progress(move |n| hook.inc(n));
+        let own = opts
+            .clone()
+            .public_key(opts.public_key.filter(|_| signed.is_none()))
+            .with_progress(move |n| hook.inc(n));
         let mut report = file.verify(&own);
         bar.finish();
         if let (Some(signed), Some(key)) = (&signed, &key) {

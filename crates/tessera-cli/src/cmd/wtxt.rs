@@ -23,10 +23,7 @@ use tessera::{FileData, ReadOptions};
 use crate::cli::{WtxtArgs, WtxtCommand};
 
 fn parse<'a>(path: &Path, data: &'a FileData) -> anyhow::Result<WtxtFile<'a>> {
-    let opts = ReadOptions {
-        path: Some(path.to_path_buf()),
-        ..ReadOptions::default()
-    };
+    let opts = ReadOptions::default().path(Some(path.to_path_buf()));
     WtxtFile::parse(Cow::Borrowed(data), &opts).map_err(|e| {
         anyhow::Error::new(e.in_format(tessera::Format::Wtxt)).context(path.display().to_string())
     })
