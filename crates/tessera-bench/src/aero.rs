@@ -107,12 +107,10 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
     // All three layers: chunk BLAKE3 + 4 MiB PHSH pages + hash_b3 per tensor.
     let model = synthetic_model(opts)?;
     let path2 = dir.path().join("bench-pages.aero");
-    let wo = WriteOptions {
-        tensor_hashes: true,
-        control_integrity: true,
-        page_hashes: Some(4 << 20),
-        ..Default::default()
-    };
+    let wo = WriteOptions::default()
+        .tensor_hashes(true)
+        .control_integrity(true)
+        .page_hashes(Some(4 << 20));
     write_file(Format::Aero, &model, &path2, &wo)?;
     drop(model);
     let data2 = tessera::FileData::open(&path2)?;
@@ -131,11 +129,8 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
     );
     let name = f2.tensor_infos()[f2.tensor_infos().len() / 2].name.clone();
     let one = best_of(opts.reps, || {
-        f2.verify(&VerifyOptions {
-            tensors: vec![name.clone()],
-            ..Default::default()
-        })
-        .is_ok()
+        f2.verify(&VerifyOptions::default().tensors(vec![name.clone()]))
+            .is_ok()
     });
     println!(
         "{:<44} {:>9.3} ms   (hash_b3 + the PHSH pages it touches)",

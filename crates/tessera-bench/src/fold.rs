@@ -96,12 +96,10 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
     let dir = tempfile::tempdir()?;
     for (label, ecc) in [("zstd", None), ("zstd + rs(16)", Some(16u8))] {
         let path = dir.path().join("bench.fold");
-        let wopts = WriteOptions {
-            compression: Compression::Zstd(3),
-            ecc,
-            timestamp: Some("2026-01-01T00:00:00Z".into()),
-            ..Default::default()
-        };
+        let wopts = WriteOptions::default()
+            .compression(Compression::Zstd(3))
+            .ecc(ecc)
+            .timestamp(Some("2026-01-01T00:00:00Z".into()));
         let mut err = None;
         let w = best_of(opts.reps, || {
             if let Err(e) = tessera::convert::write_file(Format::Fold, &model, &path, &wopts) {

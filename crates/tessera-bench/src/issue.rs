@@ -109,10 +109,7 @@ pub fn run(opts: &Opts) -> tessera::Result<Vec<Measured>> {
 
     // convert zstd .zt → .safetensors against zstd decode (every core) + write + fsync.
     let zc = dir.path().join("model.zstd.zt");
-    let wz = WriteOptions {
-        compression: Compression::Zstd(3),
-        ..WriteOptions::default()
-    };
+    let wz = WriteOptions::default().compression(Compression::Zstd(3));
     tessera::convert::write_file(Format::Ztensor, &model, &zc, &wz)?;
     let frames: Vec<(Vec<u8>, usize)> = model
         .tensor_infos()

@@ -41,10 +41,7 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
         ("npz deflate", Compression::Zstd(3)),
     ] {
         let path = dir.path().join("m.npz");
-        let wopts = WriteOptions {
-            compression,
-            ..Default::default()
-        };
+        let wopts = WriteOptions::default().compression(compression);
         let t_write = best_of(opts.reps, || {
             tessera::convert::write_file(Format::Npz, &model, &path, &wopts).expect("write")
         });

@@ -118,9 +118,7 @@ impl Servers {
     }
 
     fn remote(&self) -> RemoteOptions {
-        RemoteOptions {
-            endpoint: Some(self.endpoint.clone()),
-        }
+        RemoteOptions::default().endpoint(Some(self.endpoint.clone()))
     }
 
     /// Body bytes nginx logged as sent for `uri`.

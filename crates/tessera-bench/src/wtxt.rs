@@ -158,10 +158,7 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
             bytes as f64 / t.elapsed().as_secs_f64() / 1e6
         );
     }
-    let wo = WriteOptions {
-        timestamp: Some("2025-01-01T00:00:00Z".into()),
-        ..WriteOptions::default()
-    };
+    let wo = WriteOptions::default().timestamp(Some("2025-01-01T00:00:00Z".into()));
     // The output buffer is reused across runs (as the bound reuses its buffers), so
     // neither side pays page faults for fresh memory after the first run.
     let mut outbuf: Vec<u8> = Vec::with_capacity(bytes * 142 / 100);

@@ -216,10 +216,7 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
 
     // zstd, for information.
     let zst = dir.path().join("model.zstd.zt");
-    let zopts = WriteOptions {
-        compression: Compression::Zstd(3),
-        ..WriteOptions::default()
-    };
+    let zopts = WriteOptions::default().compression(Compression::Zstd(3));
     let w = best_of(opts.reps, || {
         tessera::convert::write_file(Format::Ztensor, &model, &zst, &zopts).map(|_| ())
     });
