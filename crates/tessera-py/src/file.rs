@@ -76,15 +76,13 @@ fn read_options(
     age_passphrase: Option<String>,
     path: Option<PathBuf>,
 ) -> ReadOptions {
-    ReadOptions {
-        salvage,
-        verify,
-        hmac_key,
-        age_identities: age_identities.unwrap_or_default(),
-        age_passphrase,
-        path,
-        ..ReadOptions::default()
-    }
+    ReadOptions::default()
+        .salvage(salvage)
+        .verify(verify)
+        .hmac_key(hmac_key)
+        .age_identities(age_identities.unwrap_or_default())
+        .age_passphrase(age_passphrase)
+        .path(path)
 }
 
 /// A container seen as a plain [`TensorSource`] (no trait upcasting: MSRV 1.80).
@@ -465,14 +463,13 @@ impl File {
                 )))
             })?),
         };
-        let mut opts = VerifyOptions {
-            hmac_key,
-            public_key,
-            control_only,
-            tensors: tensors.unwrap_or_default(),
-            path: self.path.clone(),
-            progress: None,
-        };
+        let mut opts = VerifyOptions::default()
+            .hmac_key(hmac_key)
+            .public_key(public_key)
+            .control_only(control_only)
+            .tensors(tensors.unwrap_or_default())
+            .path(self.path.clone())
+            .progress(None);
         let total = self
             .shared
             .with(|c| tessera::verify::progress_total(c.tensor_infos()));
