@@ -16,6 +16,7 @@ use crate::verify::{VerifyOptions, VerifyReport};
 /// Options for opening a file. Its `Debug` output never shows the keys or the
 /// passphrase it holds.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct ReadOptions {
     /// Caps on what the reader accepts.
     pub limits: Limits,

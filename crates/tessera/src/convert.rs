@@ -51,6 +51,7 @@ pub enum Digest {
 /// [`WriteOptions::set`]. Timestamps, salts and UUIDs default to "now"/random unless
 /// fixed here, which makes output byte-deterministic.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct WriteOptions {
     /// Compression (zTensor, FOLD, AERO metadata).
     pub compression: Compression,
@@ -108,6 +109,7 @@ pub struct WriteOptions {
 
 /// Options of a conversion that allow a loss, each explicitly.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConvertOptions {
     /// Decode GGUF's packed quantized tensors (layout `ggml_*`) to this float dtype
     /// (F32, F16 or BF16), bit-identical to gguf-py's `dequantize` (`--dequantize`).

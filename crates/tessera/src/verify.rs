@@ -298,6 +298,7 @@ pub fn progress_share(bytes: u64, n: u64, k: u64) -> u64 {
 
 /// What `verify` is given beyond the file.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct VerifyOptions {
     /// HMAC key (WTXT `hmac=`).
     pub hmac_key: Option<Vec<u8>>,

@@ -83,6 +83,7 @@ pub use upload::upload_file;
 /// How remote objects are reached (credentials are never here: they come from the
 /// environment).
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct RemoteOptions {
     /// An S3 endpoint (`http://127.0.0.1:9000`, MinIO, R2, …) instead of AWS's; when
     /// unset, `AWS_ENDPOINT_URL`.
