@@ -21,8 +21,9 @@
 //! `chunk()` compare every digest the format stores for those bytes (zTensor
 //! crc32c/sha256, FOLD CRC-32C/SHA-256 with ECC repair, AERO BLAKE3 / `hash_b3` / PHSH
 //! pages, WTXT chunk digests, npz CRC-32) before handing them out, once per tensor or
-//! chunk, and stay zero-copy where the bytes are stored raw. Set `verify: false` for
-//! unchecked reads; `Container::verify` audits every layer at once.
+//! chunk, and stay zero-copy where the bytes are stored raw.
+//! `ReadOptions::default().verify(false)` reads unchecked; `Container::verify` audits
+//! every layer at once.
 #![warn(missing_docs)]
 // No unwrap/expect on anything that can come from a file; tests may unwrap.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
