@@ -18,13 +18,20 @@
 //! ignored. Failures are collected and reported together, naming the file, what was
 //! expected and what happened; a panic is a failure too.
 //!
+//! The interop samples (`tests/interop-samples/`, written by the reference
+//! implementations) join as valid vectors, driven by the list in their `MANIFEST.md`;
+//! their goldens live in `tests/data/interop-samples/`, checked against
+//! `tests/data/interop-samples/expected.json`, the MANIFEST's notes on each sample
+//! transcribed (`gen_expected.py`).
+//!
 //! Beyond the outcome:
 //!
 //! - **truncation**: every valid single-file vector cut at a set of points (0, 1, 8, a
 //!   few near the start, len/4, len/2, len − 1, …) must fail with an error when opened
 //!   and read, never panic and never read as if whole;
 //! - **golden output**: the tensor list of every valid vector (name, dtype, shape, layout
-//!   and a SHA-256 of each part's bytes) is compared with the committed
+//!   and a SHA-256 of each part's bytes; the chunks, by name, type and SHA-256, where
+//!   the format has them) is compared with the committed
 //!   `<file>.golden.json` beside it; `TESSERA_BLESS=1 cargo test --test vectors`
 //!   rewrites them. A golden is written by the code under test, so it is a **change
 //!   detector, not a correctness oracle**: where the folder's generator wrote an
@@ -149,16 +156,23 @@ struct Vector {
     truncation_ok: Option<String>,
     /// Opened from its bytes alone (`"open": "bytes"`), not by path: no sibling files.
     by_bytes: bool,
+    /// An interop sample (`tests/interop-samples/<folder>/<rel>`), not a file of
+    /// `tests/data/`; its golden lives in `tests/data/interop-samples/<folder>/`.
+    sample: bool,
 }
 
 impl Vector {
     fn path(&self) -> PathBuf {
+        if self.sample {
+            return samples_root().join(&self.folder).join(&self.rel);
+        }
         data_root()
             .join(&self.folder)
             .join(self.rel.trim_end_matches('/'))
     }
     fn label(&self) -> String {
-        format!("{}/{}", self.folder, self.rel)
+        let pre = if self.sample { "interop-samples/" } else { "" };
+        format!("{pre}{}/{}", self.folder, self.rel)
     }
     fn is_dir(&self) -> bool {
         self.rel.ends_with('/')
@@ -171,7 +185,11 @@ impl Vector {
         }
     }
     fn golden_path(&self) -> PathBuf {
-        let p = self.path();
+        let p = if self.sample {
+            data_root().join("interop-samples").join(self.label())
+        } else {
+            self.path()
+        };
         let mut s = p.into_os_string();
         s.push(".golden.json");
         PathBuf::from(s)
@@ -292,6 +310,7 @@ fn classify() -> (Vec<Vector>, Vec<String>) {
                 expect,
                 truncation_ok,
                 by_bytes,
+                sample: false,
             });
         }
         for (k, e) in &listed {
@@ -307,6 +326,7 @@ fn classify() -> (Vec<Vector>, Vec<String>) {
                         expect: x,
                         truncation_ok: None,
                         by_bytes: false,
+                        sample: false,
                     });
                 }
             }
@@ -326,14 +346,53 @@ fn classify() -> (Vec<Vector>, Vec<String>) {
     (vectors, problems)
 }
 
+fn samples_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop-samples")
+}
+
+/// The interop samples the MANIFEST lists (`interop_manifest.rs` checks that the list is
+/// exactly the files, with their SHA-256). Each was written by the reference
+/// implementation and must read whole and verify: the MANIFEST's notes say so even for
+/// `…_BROKEN_ECC.fold`, whose CRC and SHA-256 pass.
+fn interop_samples() -> Vec<Vector> {
+    let text = std::fs::read_to_string(samples_root().join("MANIFEST.md")).unwrap();
+    let list = text
+        .split("\nsha256:\n")
+        .nth(1)
+        .expect("MANIFEST has a sha256: list");
+    let mut out: Vec<Vector> = list
+        .lines()
+        .filter_map(|l| {
+            let (hex, name) = l.split_once("  ")?;
+            (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(name)
+        })
+        .map(|name| {
+            let (folder, rel) = name.trim().split_once('/').unwrap();
+            Vector {
+                folder: folder.into(),
+                rel: rel.into(),
+                expect: Expect::Valid,
+                truncation_ok: None,
+                by_bytes: false,
+                sample: true,
+            }
+        })
+        .collect();
+    assert!(out.len() >= 11, "MANIFEST lists {} samples", out.len());
+    out.sort_by_key(Vector::label);
+    out
+}
+
+/// Every vector of `tests/data/`, then the interop samples.
 fn vectors() -> Vec<Vector> {
-    let (v, problems) = classify();
+    let (mut v, problems) = classify();
     assert!(
         problems.is_empty(),
         "{} problem(s) classifying tests/data:\n  {}",
         problems.len(),
         problems.join("\n  ")
     );
+    v.extend(interop_samples());
     v
 }
 
@@ -404,7 +463,18 @@ fn sha256(b: &[u8]) -> String {
     hex(&Sha256::digest(b))
 }
 
-/// Reads every tensor (checked), verifies, and lists the tensors.
+/// Keeps the first read error, but an `Unsupported` one (structural access only) gives
+/// way to a later error of another kind.
+fn note(slot: &mut Option<(String, ErrorKind, String)>, what: String, e: &tessera::Error) {
+    let replace = slot
+        .as_ref()
+        .is_none_or(|(_, k, _)| *k == ErrorKind::Unsupported && e.kind() != ErrorKind::Unsupported);
+    if replace {
+        *slot = Some((what, e.kind(), e.to_string()));
+    }
+}
+
+/// Reads every tensor and chunk (checked), verifies, and lists them.
 fn exercise(c: &dyn Container) -> Outcome {
     let mut read_error = None;
     let mut tensors = Vec::new();
@@ -424,18 +494,19 @@ fn exercise(c: &dyn Container) -> Outcome {
                     "parts": parts,
                 }));
             }
-            Err(e) if e.kind() == ErrorKind::Unsupported && read_error.is_none() => {
-                read_error = Some((info.name.clone(), e.kind(), e.to_string()));
-            }
-            Err(e) => {
-                if read_error.is_none()
-                    || read_error
-                        .as_ref()
-                        .is_some_and(|(_, k, _)| *k == ErrorKind::Unsupported)
-                {
-                    read_error = Some((info.name.clone(), e.kind(), e.to_string()));
-                }
-            }
+            Err(e) => note(&mut read_error, info.name.clone(), &e),
+        }
+    }
+    // Chunks (FOLD, AERO, …): each reads; their digests join the golden.
+    let mut chunks = Vec::new();
+    for ch in c.chunks() {
+        match c.chunk(&ch.name) {
+            Ok(bytes) => chunks.push(json!({
+                "name": ch.name,
+                "kind": ch.kind,
+                "sha256": sha256(&bytes),
+            })),
+            Err(e) => note(&mut read_error, format!("chunk {}", ch.name), &e),
         }
     }
     let report = c.verify(&VerifyOptions::default());
@@ -456,10 +527,16 @@ fn exercise(c: &dyn Container) -> Outcome {
     Outcome::Opened {
         read_error,
         verify_failures,
-        summary: json!({
-            "format": c.format().to_string(),
-            "tensors": tensors,
-        }),
+        summary: {
+            let mut j = json!({
+                "format": c.format().to_string(),
+                "tensors": tensors,
+            });
+            if !chunks.is_empty() {
+                j["chunks"] = J::Array(chunks);
+            }
+            j
+        },
     }
 }
 
@@ -696,11 +773,64 @@ fn stated_map(tensors: &J) -> BTreeMap<String, Stated> {
     out
 }
 
-/// The independent listing for a vector, if its generator wrote one: where it comes
-/// from and the tensors it states.
-fn independent(v: &Vector) -> Option<(String, BTreeMap<String, Stated>)> {
+/// An independent listing: where it comes from, the tensors it states, and the chunks
+/// (name → type and, where stated, SHA-256) when it states them.
+struct Listing {
+    source: String,
+    tensors: BTreeMap<String, Stated>,
+    chunks: Option<BTreeMap<String, (String, Option<String>)>>,
+}
+
+/// The independent listing for a vector, if one exists.
+fn independent(v: &Vector) -> Option<Listing> {
+    let (source, tensors) = independent_tensors(v)?;
+    let mut chunks = None;
+    if v.sample {
+        let j = read_json(&data_root().join("interop-samples/expected.json"))?;
+        let e = &j[format!("{}/{}", v.folder, v.rel)];
+        chunks = e["chunks"].as_object().map(|m| {
+            m.iter()
+                .map(|(name, c)| {
+                    let kind = c["kind"].as_str().unwrap().to_string();
+                    let digest = c["sha256"].as_str().map(str::to_string);
+                    (name.clone(), (kind, digest))
+                })
+                .collect()
+        });
+    }
+    Some(Listing {
+        source,
+        tensors,
+        chunks,
+    })
+}
+
+/// The tensors of a vector's independent listing, if its generator wrote one (or, for
+/// an interop sample, its MANIFEST notes transcribed).
+fn independent_tensors(v: &Vector) -> Option<(String, BTreeMap<String, Stated>)> {
     let dir = data_root().join(&v.folder);
     let rel = v.rel.as_str();
+    if v.sample {
+        let j = read_json(&data_root().join("interop-samples/expected.json"))?;
+        let e = j.get(format!("{}/{}", v.folder, v.rel))?;
+        let mut out = BTreeMap::new();
+        for (name, t) in e["tensors"].as_object()? {
+            out.insert(
+                name.clone(),
+                Stated {
+                    dtype: t["dtype"].as_str().and_then(dtype_name),
+                    shape: shape_of(&t["shape"]),
+                    layout: None,
+                    parts: t["parts"]
+                        .as_object()?
+                        .iter()
+                        .map(|(r, d)| (r.clone(), d.as_str().unwrap().to_string()))
+                        .collect(),
+                },
+            );
+        }
+        return Some(("data/interop-samples/expected.json".into(), out));
+    }
     match v.folder.as_str() {
         "npy" => {
             let j = read_json(&dir.join("expected.json"))?;
@@ -801,8 +931,33 @@ fn independent(v: &Vector) -> Option<(String, BTreeMap<String, Stated>)> {
 }
 
 /// Where a golden disagrees with the independent listing.
-fn disagreements(golden: &J, stated: &BTreeMap<String, Stated>) -> Vec<String> {
+fn disagreements(golden: &J, listing: &Listing) -> Vec<String> {
+    let stated = &listing.tensors;
     let mut out = Vec::new();
+    if let Some(chunks) = &listing.chunks {
+        let got: BTreeMap<&str, (&str, &str)> = golden["chunks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let s = |k: &str| c[k].as_str().unwrap_or("");
+                (s("name"), (s("kind"), s("sha256")))
+            })
+            .collect();
+        for (name, (kind, digest)) in chunks {
+            match got.get(name.as_str()) {
+                None => out.push(format!("chunk {name} missing")),
+                Some((k, d)) => {
+                    if k != kind {
+                        out.push(format!("chunk {name}: type {k}, listing says {kind}"));
+                    }
+                    if digest.as_ref().is_some_and(|x| x != d) {
+                        out.push(format!("chunk {name}: sha256 {d}, listing differs"));
+                    }
+                }
+            }
+        }
+    }
     let tensors = golden["tensors"].as_array().cloned().unwrap_or_default();
     let names: BTreeSet<&str> = tensors.iter().filter_map(|t| t["name"].as_str()).collect();
     let want: BTreeSet<&str> = stated.keys().map(String::as_str).collect();
@@ -872,12 +1027,13 @@ fn golden_tensor_lists_match_and_agree_with_the_independent_listings() {
         let listing = independent(v);
         let gp = v.golden_path();
         if bless {
-            if let Some((src, stated)) = &listing {
-                let d = disagreements(&summary, stated);
+            if let Some(l) = &listing {
+                let d = disagreements(&summary, l);
                 if !d.is_empty() {
                     failures.push(format!(
-                        "{}: not blessed, disagrees with {src}: {}",
+                        "{}: not blessed, disagrees with {}: {}",
                         v.label(),
+                        l.source,
                         d.join("; ")
                     ));
                     continue;
@@ -885,6 +1041,7 @@ fn golden_tensor_lists_match_and_agree_with_the_independent_listings() {
             }
             let text = serde_json::to_string_pretty(&summary).unwrap() + "\n";
             if std::fs::read_to_string(&gp).ok().as_deref() != Some(&text) {
+                std::fs::create_dir_all(gp.parent().unwrap()).unwrap();
                 std::fs::write(&gp, text).unwrap();
                 blessed += 1;
             }
@@ -906,13 +1063,14 @@ fn golden_tensor_lists_match_and_agree_with_the_independent_listings() {
                 summary
             ));
         }
-        if let Some((src, stated)) = &listing {
+        if let Some(l) = &listing {
             cross_checked += 1;
-            let d = disagreements(&golden, stated);
+            let d = disagreements(&golden, l);
             if !d.is_empty() {
                 failures.push(format!(
-                    "{}: golden disagrees with {src}: {}",
+                    "{}: golden disagrees with {}: {}",
                     v.label(),
+                    l.source,
                     d.join("; ")
                 ));
             }
