@@ -404,7 +404,8 @@ fn vectors() -> Vec<Vector> {
 #[derive(Debug)]
 enum Outcome {
     Panicked(String),
-    OpenFailed(ErrorKind, String),
+    /// Kind, message, and the format the error names.
+    OpenFailed(ErrorKind, String, Option<tessera::Format>),
     Opened {
         /// The first failed checked read: tensor, kind, message.
         read_error: Option<(String, ErrorKind, String)>,
@@ -418,7 +419,7 @@ impl Outcome {
     fn describe(&self) -> String {
         match self {
             Outcome::Panicked(m) => format!("PANICKED: {m}"),
-            Outcome::OpenFailed(k, m) => format!("open failed ({}): {m}", k.name()),
+            Outcome::OpenFailed(k, m, _) => format!("open failed ({}): {m}", k.name()),
             Outcome::Opened {
                 read_error: Some((t, k, m)),
                 ..
@@ -438,7 +439,7 @@ impl Outcome {
     /// The first error on open or read, if any.
     fn error_kind(&self) -> Option<ErrorKind> {
         match self {
-            Outcome::OpenFailed(k, _) => Some(*k),
+            Outcome::OpenFailed(k, ..) => Some(*k),
             Outcome::Opened {
                 read_error: Some((_, k, _)),
                 ..
@@ -543,7 +544,7 @@ fn exercise(c: &dyn Container) -> Outcome {
 fn run_path(path: &Path) -> Outcome {
     catch_unwind(AssertUnwindSafe(|| {
         match tessera::open_path(path, &ReadOptions::default()) {
-            Err(e) => Outcome::OpenFailed(e.kind(), e.to_string()),
+            Err(e) => Outcome::OpenFailed(e.kind(), e.to_string(), e.format()),
             Ok(opened) => exercise(opened.container()),
         }
     }))
@@ -553,7 +554,7 @@ fn run_path(path: &Path) -> Outcome {
 fn run_bytes(data: &[u8]) -> Outcome {
     catch_unwind(AssertUnwindSafe(|| {
         match tessera::open(data, &ReadOptions::default()) {
-            Err(e) => Outcome::OpenFailed(e.kind(), e.to_string()),
+            Err(e) => Outcome::OpenFailed(e.kind(), e.to_string(), e.format()),
             Ok(c) => exercise(c.as_ref()),
         }
     }))
@@ -632,6 +633,14 @@ fn every_vector_gives_the_outcome_it_states() {
                 x.label(),
                 x.expect
             ));
+        }
+        // A file's error on open says which format's reader refused it (a set's may be
+        // about the set; no format is known for unknown bytes or a missing file).
+        if let Outcome::OpenFailed(k, m, None) = &o {
+            let formatless = [ErrorKind::UnknownFormat, ErrorKind::Io];
+            if !x.is_dir() && !formatless.contains(k) {
+                failures.push(format!("{}: the error names no format: {m}", x.label()));
+            }
         }
     }
     assert!(
