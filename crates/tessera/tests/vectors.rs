@@ -1109,3 +1109,44 @@ fn survey() {
         println!("SURVEY {rel} => {d}");
     }
 }
+
+/// The harness itself: names map to outcomes, and a wrong outcome is caught.
+#[test]
+fn the_scheme_and_the_judge_catch_wrong_outcomes() {
+    assert_eq!(Expect::from_name("valid-x.aero"), Some(Expect::Valid));
+    assert_eq!(Expect::from_name("ok-x.gptrs"), Some(Expect::Valid));
+    assert_eq!(
+        Expect::from_name("verify-fail-x.aero"),
+        Some(Expect::VerifyFail)
+    );
+    assert_eq!(
+        Expect::from_name("limit-x.zt"),
+        Some(Expect::Fails(Kind::Limit))
+    );
+    assert_eq!(Expect::from_name("x.zt"), None);
+    assert_eq!(Expect::from_name("read_malformed-x.zt"), None);
+    let opened = |read_error: Option<ErrorKind>, verify: bool| Outcome::Opened {
+        read_error: read_error.map(|k| ("t".into(), k, "e".into())),
+        verify_failures: if verify { vec![] } else { vec!["v".into()] },
+        summary: json!({}),
+    };
+    let failed = |k| Outcome::OpenFailed(k, "e".into(), None);
+    let malformed = Expect::Fails(Kind::Malformed);
+    assert!(judge(Expect::Valid, &opened(None, true)).is_none());
+    assert!(judge(Expect::Valid, &opened(None, false)).is_some());
+    assert!(judge(Expect::Valid, &opened(Some(ErrorKind::Integrity), true)).is_some());
+    assert!(judge(Expect::Valid, &Outcome::Panicked("p".into())).is_some());
+    assert!(judge(malformed, &failed(ErrorKind::Malformed)).is_none());
+    assert!(judge(malformed, &opened(Some(ErrorKind::Malformed), true)).is_none());
+    assert!(judge(malformed, &failed(ErrorKind::LimitExceeded)).is_some());
+    assert!(judge(malformed, &opened(None, false)).is_some());
+    assert!(judge(Expect::VerifyFail, &opened(None, true)).is_some());
+    assert!(judge(Expect::VerifyFail, &opened(None, false)).is_none());
+    assert!(judge(Expect::Reject, &opened(Some(ErrorKind::Unsupported), true)).is_some());
+    assert!(judge(Expect::Reject, &opened(Some(ErrorKind::Malformed), true)).is_none());
+    let unsupported = Expect::Fails(Kind::Unsupported);
+    assert!(judge(unsupported, &failed(ErrorKind::UnsupportedVersion)).is_none());
+    assert!(glob("quants/*", "quants/q4_0.f32"));
+    assert!(glob("*.pem", "key.pub.pem"));
+    assert!(!glob("*.pem", "key.sig"));
+}
