@@ -585,15 +585,14 @@ impl File {
                 let src = AsSource(c);
                 let guarded =
                     crate::save::Interruptible::new(&src).with_progress(progress.as_ref());
-                let r = tessera::convert::convert_file(&guarded, format, &path, copts, &wopts);
+                let r = crate::save::convert_to_path(&guarded, format, &path, copts, &wopts);
                 (r, guarded.take_raised())
             })
         });
         if let Some(e) = raised {
             return Err(e);
         }
-        let report = r.py()?;
-        Ok((report.notes, report.extra_files))
+        r.py()
     }
 
     fn __repr__(&self) -> String {

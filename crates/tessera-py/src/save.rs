@@ -340,6 +340,39 @@ impl<S: TensorSource + ?Sized> TensorSource for Interruptible<'_, S> {
     }
 }
 
+/// Converts `src` into `path`: a local path (or `file://` URL), written atomically; or an
+/// `s3://` URL, written in a local staging directory, then uploaded (one object appears
+/// only complete; see `tessera::remote::write_staged`). Returns the notes and the other
+/// files written beside it (their URLs for an upload).
+pub(crate) fn convert_to_path(
+    src: &dyn TensorSource,
+    format: Format,
+    path: &std::path::Path,
+    copts: ConvertOptions,
+    wopts: &WriteOptions,
+) -> tessera::Result<(Vec<String>, Vec<PathBuf>)> {
+    let dest = tessera::Location::from_path(path)?;
+    let local = match &dest {
+        tessera::Location::Local(p) => p.as_path(),
+        _ => {
+            let remote = tessera::remote::RemoteOptions::default();
+            let (r, uploaded) = tessera::remote::write_staged(&dest, &remote, |local| {
+                let r = convert::convert_file(src, format, local, copts, wopts)?;
+                let mut files = r.extra_files.clone();
+                files.push(local.to_path_buf());
+                Ok((r, files))
+            })?;
+            let extra = uploaded[..uploaded.len() - 1]
+                .iter()
+                .map(|l| PathBuf::from(l.display()))
+                .collect();
+            return Ok((r.notes, extra));
+        }
+    };
+    let r = convert::convert_file(src, format, local, copts, wopts)?;
+    Ok((r.notes, r.extra_files))
+}
+
 /// Writes tensors to `path` (atomically) or, without a path, returns the file's bytes.
 /// Returns `(notes, extra_files, bytes_or_None)`.
 #[pyfunction]
@@ -392,8 +425,8 @@ pub fn save<'py>(
             }
             match &path {
                 Some(p) => {
-                    let r = convert::convert_file(&guarded, format, p, copts, &wopts)?;
-                    Ok((r.notes, r.extra_files, None))
+                    let (notes, extra) = convert_to_path(&guarded, format, p, copts, &wopts)?;
+                    Ok((notes, extra, None))
                 }
                 None => {
                     let prepared = convert::prepare(&guarded, format, copts)?;

@@ -150,32 +150,46 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         (None, Some(n)) => Some(tessera::set::Split::Shards(n)),
         (None, None) => None,
     };
-    // An s3:// output is written to a local staging file, then uploaded as one
-    // multipart upload (visible under its key only once complete; aborted on failure).
+    // An s3:// output is written to a local staging directory, then uploaded: one file
+    // as one multipart upload (visible under its key only once complete; aborted on
+    // failure), several (a set, a WTXT file and its .wsum) index or main file last.
     let dest = tessera::Location::from_path(args.output_path()).map_err(anyhow::Error::new)?;
-    if dest.is_remote() && split.is_some() {
-        bail!(
-            "a sharded output is written to a local directory, not {}",
-            dest.display()
-        );
-    }
     if let Some(split) = split {
-        return crate::cmd::convert_set::run(args, format, split, conv, &opts, out);
+        return crate::cmd::convert_set::run(args, format, split, conv, &opts, &dest, out);
     }
-    let staging = if dest.is_remote() {
-        Some(tempfile::tempdir().context("creating a staging directory for the upload")?)
-    } else {
-        None
-    };
-    let local_out = match &staging {
-        Some(dir) => dir.path().join(dest.file_name()),
-        None => args.output_path().to_path_buf(),
-    };
     with_file(&args.input, &args.read, |file| {
         let progress = ProgressSource::new(file, &format!("converting to {}", format.name()));
-        let result = tessera::convert::convert_file(&progress, format, &local_out, conv, &opts);
-        progress.finish();
-        let report = result.map_err(anyhow::Error::new)?;
+        let convert = |path: &std::path::Path| -> tessera::Result<_> {
+            let result = tessera::convert::convert_file(&progress, format, path, conv, &opts);
+            progress.finish();
+            let report = result?;
+            let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            Ok((report, size))
+        };
+        let (report, size, extra_files) = if dest.is_remote() {
+            let remote = crate::output::remote_options(&args.read);
+            let ((report, size), uploaded) =
+                tessera::remote::write_staged(&dest, &remote, |local| {
+                    let (report, size) = convert(local)?;
+                    let mut files = report.extra_files.clone();
+                    files.push(local.to_path_buf());
+                    Ok(((report, size), files))
+                })
+                .map_err(anyhow::Error::new)?;
+            let extra: Vec<String> = uploaded[..uploaded.len() - 1]
+                .iter()
+                .map(|l| l.display())
+                .collect();
+            (report, size, extra)
+        } else {
+            let (report, size) = convert(args.output_path()).map_err(anyhow::Error::new)?;
+            let extra = report
+                .extra_files
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            (report, size, extra)
+        };
         // What salvage left out (damaged arrays, unreadable tensor chunks), as the
         // reader lists it.
         let lost = if args.read.salvage {
@@ -200,18 +214,6 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         for n in &report.notes {
             writeln!(out, "note: {}", crate::term::escape(n))?;
         }
-        let size = std::fs::metadata(&local_out).map(|m| m.len()).unwrap_or(0);
-        if dest.is_remote() {
-            if !report.extra_files.is_empty() {
-                bail!(
-                    "{} writes files beside its output ({}); write it locally, then copy them",
-                    format.name(),
-                    report.extra_files.len()
-                );
-            }
-            let remote = crate::output::remote_options(&args.read);
-            tessera::remote::upload_file(&local_out, &dest, &remote).map_err(anyhow::Error::new)?;
-        }
         writeln!(
             out,
             "{} ({}) -> {} ({}): {} tensors, {}",
@@ -222,8 +224,8 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             file.tensor_infos().len(),
             crate::output::human_bytes(size)
         )?;
-        for extra in &report.extra_files {
-            writeln!(out, "also wrote {}", extra.display())?;
+        for extra in &extra_files {
+            writeln!(out, "also wrote {}", crate::term::escape(extra))?;
         }
         if !lost.is_empty() && !args.accept_loss {
             crate::term::warn(&format!(

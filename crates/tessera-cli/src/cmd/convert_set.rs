@@ -18,26 +18,51 @@ pub fn run(
     split: Split,
     conv: ConvertOptions,
     opts: &WriteOptions,
+    dest: &tessera::Location,
     out: &mut dyn Write,
 ) -> anyhow::Result<u8> {
     with_file(&args.input, &args.read, |file: &dyn Container| {
         let progress = ProgressSource::new(file, &format!("converting to {}", format.name()));
-        let result =
-            tessera::set::convert_set(&progress, format, args.output_path(), split, conv, opts);
-        progress.finish();
-        let report = result.map_err(anyhow::Error::new)?;
+        let convert = |path: &std::path::Path| -> tessera::Result<_> {
+            let result = tessera::set::convert_set(&progress, format, path, split, conv, opts);
+            progress.finish();
+            let report = result?;
+            let size: u64 = report
+                .files
+                .iter()
+                .filter_map(|p| std::fs::metadata(p).ok())
+                .map(|m| m.len())
+                .sum();
+            Ok((report, size))
+        };
+        // To s3://: written in a local staging directory, then uploaded shards first and
+        // the index last (refused over objects already there).
+        let (report, size, written) = if dest.is_remote() {
+            let remote = crate::output::remote_options(&args.read);
+            let ((report, size), uploaded) =
+                tessera::remote::write_staged(dest, &remote, |local| {
+                    let (report, size) = convert(local)?;
+                    let files = report.files.clone();
+                    Ok(((report, size), files))
+                })
+                .map_err(anyhow::Error::new)?;
+            let names = uploaded.iter().map(|l| l.display()).collect::<Vec<_>>();
+            (report, size, names)
+        } else {
+            let (report, size) = convert(args.output_path()).map_err(anyhow::Error::new)?;
+            let names = report
+                .files
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>();
+            (report, size, names)
+        };
         if args.read.no_verify {
             writeln!(out, "note: stored digests not checked (--no-verify)")?;
         }
         for n in &report.notes {
             writeln!(out, "note: {}", crate::term::escape(n))?;
         }
-        let size: u64 = report
-            .files
-            .iter()
-            .filter_map(|p| std::fs::metadata(p).ok())
-            .map(|m| m.len())
-            .sum();
         writeln!(
             out,
             "{} ({}) -> {} ({}): {} tensors in {} files, {}",
@@ -46,15 +71,11 @@ pub fn run(
             args.output_path().display(),
             format.name(),
             file.tensor_infos().len(),
-            report.files.len(),
+            written.len(),
             human_bytes(size)
         )?;
-        for f in &report.files {
-            writeln!(
-                out,
-                "wrote {}",
-                crate::term::escape(&f.display().to_string())
-            )?;
+        for f in &written {
+            writeln!(out, "wrote {}", crate::term::escape(f))?;
         }
         Ok(0)
     })

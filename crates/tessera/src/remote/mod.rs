@@ -78,7 +78,7 @@ pub use probe::{exists, list_dir};
 #[cfg(feature = "remote")]
 pub use source::RemoteSource;
 #[cfg(feature = "remote")]
-pub use upload::upload_file;
+pub use upload::{delete, upload_file, upload_files, write_staged};
 
 /// How remote objects are reached (credentials are never here: they come from the
 /// environment).
