@@ -54,7 +54,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::file::{Backing, Files, OpenedFile};
+use super::file::OpenedFile;
+#[cfg(feature = "ztensor")]
+use super::file::{Backing, Files};
 use super::names::Numbered;
 use super::opener::{choose_in_directory, Opened, LOOKED_FOR};
 #[cfg(feature = "ztensor")]
