@@ -22,8 +22,8 @@
 //!
 //! Adding a format: its folder `formats/<fmt>/` (with `SPEC`), its `pub mod` behind its
 //! feature and one line here, its stand-in in [`unbuilt`], its feature in `Cargo.toml`
-//! (in `default`, with its optional dependencies) and `.ci/run`'s list, its test data
-//! under `crates/tessera/tests/data/<fmt>/` and its fuzz target
+//! (in `default`, with its optional dependencies: `.ci/run` checks each default feature
+//! alone), its test data under `crates/tessera/tests/data/<fmt>/` and its fuzz target
 //! `fuzz/fuzz_targets/<fmt>.rs` (a test names whatever is missing).
 
 use crate::format::FormatSpec;
