@@ -119,8 +119,9 @@ pub fn reader_for(format: Format) -> Option<(OpenFn, Access)> {
 
 /// Opens the file `src` holds (a [`crate::FileData`] map, a [`crate::source::PreadFile`],
 /// a `&[u8]` or `Vec<u8>`, any `&dyn ByteSource`) as whatever format its first bytes
-/// say. A known format that is not implemented is an `Unsupported` error ("… is detected
-/// but not supported yet"), not `UnknownFormat`.
+/// say. A known format that is not implemented, or whose Cargo feature this build left
+/// out, is an `Unsupported` error ("… is detected but not supported yet", "… was built
+/// without feature `fold`"), not `UnknownFormat`.
 ///
 /// Opening reads only what the format needs to build its index (header, table of
 /// contents, manifest) — except for formats whose layout forces a full scan

@@ -116,7 +116,8 @@ pub struct ConvertOptions {
     pub dequantize: Option<DType>,
     /// Writing GGUF: encode float tensors as these blocks, bit-identical to gguf-py's
     /// `quantize`; 1-D tensors and rows that are not whole blocks stay float, noted
-    /// (`--quantize`).
+    /// (`--quantize`). Only with feature `gguf`.
+    #[cfg(feature = "gguf")]
     pub quantize: Option<crate::formats::gguf::quants::QuantKind>,
     /// Cast dtypes the target cannot hold to the nearest one it can.
     pub cast: bool,
@@ -181,6 +182,7 @@ crate::setters::setters!(ConvertOptions {
     /// Sets `dequantize`: decode GGUF's quantized tensors to this float dtype.
     dequantize: Option<DType>,
     /// Sets `quantize`: encode float tensors as these GGUF blocks.
+    #[cfg(feature = "gguf")]
     quantize: Option<crate::formats::gguf::quants::QuantKind>,
     /// Sets `cast`: cast dtypes the target cannot hold to the nearest one it can.
     cast: bool,
@@ -287,6 +289,7 @@ enum Plan {
     Cast(DType),
     DensifyCast(DType),
     /// `--dequantize` / `--quantize` (formats::gguf::quants::adapt).
+    #[cfg(feature = "gguf")]
     Quant(crate::formats::gguf::quants::adapt::Step),
 }
 
@@ -300,8 +303,16 @@ pub fn prepare<'s>(
     opts: ConvertOptions,
 ) -> Result<Prepared<'s>> {
     let caps = capabilities(target).ok_or_else(|| target.not_supported_yet())?;
+    #[cfg(feature = "gguf")]
     use crate::formats::gguf::quants::adapt;
+    #[cfg(feature = "gguf")]
     adapt::check_options(opts.dequantize, opts.quantize, target)?;
+    #[cfg(not(feature = "gguf"))]
+    if opts.dequantize.is_some() {
+        return Err(Error::unsupported(
+            "dequantizing GGUF's packed tensors: this build of Tessera was built without feature `gguf`",
+        ));
+    }
     let title = target.title();
     let mut infos = Vec::new();
     let mut plans = Vec::new();
@@ -309,6 +320,7 @@ pub fn prepare<'s>(
     let mut refused: Vec<Refusal> = Vec::new();
     for info in src.tensor_infos() {
         let name = info.name.as_str();
+        #[cfg(feature = "gguf")]
         match adapt::plan(info, opts.dequantize, opts.quantize, &mut notes) {
             Ok(Some((out, step))) => {
                 if !caps.dtypes.contains(&out.dtype) && out.layout == Layout::Dense {
@@ -349,7 +361,10 @@ pub fn prepare<'s>(
             }
             Layout::Other(_) if caps.other_layouts => false,
             Layout::Other(l) => {
+                #[cfg(feature = "gguf")]
                 let hint = adapt::packed_type(info).map(|_| Hint::Dequantize);
+                #[cfg(not(feature = "gguf"))]
+                let hint = None;
                 refused.push(Refusal::tensor(
                     name,
                     format!("in layout {l:?}, which {title} cannot store"),
@@ -423,12 +438,10 @@ pub fn prepare<'s>(
             metadata_types = Some(types.clone());
         } else if caps.metadata != MetadataSupport::None
             && !metadata.is_empty()
-            && metadata
-                .get(crate::formats::gguf::meta::TYPES_KEY)
-                .is_none()
+            && metadata.get(crate::metadata::GGUF_TYPES_KEY).is_none()
         {
             metadata.insert(
-                crate::formats::gguf::meta::TYPES_KEY,
+                crate::metadata::GGUF_TYPES_KEY,
                 crate::metadata::Value::Map(types.clone()),
             );
         }
@@ -500,6 +513,7 @@ pub fn prepare<'s>(
 /// of them as its own (`<chunk>/<name>`, as the FOLD reader does); `None` for any other
 /// chunk, or when the payload is refused or some of its tensors are not listed (a
 /// `TSAV` chunk another format carried: then the chunk is the only copy).
+#[cfg(feature = "fold")]
 fn tsav_tensors(src: &dyn TensorSource, c: &ChunkInfo) -> Option<usize> {
     if c.holds_tensors || c.kind != "TSAV" {
         return None;
@@ -512,6 +526,13 @@ fn tsav_tensors(src: &dyn TensorSource, c: &ChunkInfo) -> Option<usize> {
         .iter()
         .all(|e| listed.contains(format!("{}/{}", c.name, e.name).as_str()));
     (all && !entries.is_empty()).then_some(entries.len())
+}
+
+/// Built without feature `fold`, no reader lists a `TSAV` chunk's tensors: every such
+/// chunk is the only copy.
+#[cfg(not(feature = "fold"))]
+fn tsav_tensors(_: &dyn TensorSource, _: &ChunkInfo) -> Option<usize> {
+    None
 }
 
 impl Prepared<'_> {
@@ -536,6 +557,7 @@ impl TensorSource for Prepared<'_> {
             Plan::Densify => crate::sparse::densify(v)?,
             Plan::Cast(d) => crate::cast::cast_view(v, d)?,
             Plan::DensifyCast(d) => crate::cast::cast_view(crate::sparse::densify(v)?, d)?,
+            #[cfg(feature = "gguf")]
             Plan::Quant(step) => {
                 crate::formats::gguf::quants::adapt::apply(step, v, &self.infos[i])?
             }

@@ -321,7 +321,7 @@ fn compare_metadata((a, fa): Side<'_>, (b, fb): Side<'_>) -> MetadataDiff {
         a.metadata_types().map(|t| Value::Map(t.clone())),
         b.metadata_types().map(|t| Value::Map(t.clone())),
     );
-    let types = crate::formats::gguf::meta::TYPES_KEY;
+    let types = crate::metadata::GGUF_TYPES_KEY;
     let types_in = |m: &Metadata, other: &Option<Value>, mine: &Option<Value>| {
         other.is_some() && mine.is_none() && m.contains_key(types)
     };

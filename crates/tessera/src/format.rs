@@ -4,7 +4,9 @@
 //! magic, reader, writer, capabilities, options); the registry in [`crate::formats`]
 //! lists them, one line per format, and generates the [`Format`] enum from that list.
 //! Everything here — detection, names, extensions, `can_read`/`can_write` — reads the
-//! registry, so a new format needs its folder and its registry line, nothing else.
+//! registry, so a new format needs its folder, its registry line and its Cargo feature
+//! (see [`crate::formats`]). A format built without its feature is still detected and
+//! named, by a stand-in with no reader or writer: [`Format::is_built`].
 //!
 //! [`Format::detect`] looks only at the first bytes (a magic table, as `image` does). The
 //! file extension is a hint for the *output* format of a conversion, never for reading.

@@ -48,6 +48,7 @@ pub mod refusal;
 pub mod remote;
 pub mod set;
 mod setters;
+#[cfg(feature = "signing")]
 pub mod signing;
 pub mod source;
 pub mod sparse;

@@ -137,6 +137,11 @@ impl IntoIterator for Map {
 /// File-level metadata: an ordered map.
 pub type Metadata = Map;
 
+/// The reserved metadata key that carries the GGUF value type of every other key, when
+/// metadata from a GGUF file is kept in another format (conversion and diff use it
+/// whatever the features; `formats::gguf::meta::TYPES_KEY` is the same key).
+pub const GGUF_TYPES_KEY: &str = "tessera.gguf_types";
+
 impl Value {
     /// The string, if this is one.
     pub fn as_str(&self) -> Option<&str> {

@@ -7,12 +7,13 @@
 //! because the setters are one pattern repeated for every field.
 
 /// `setters!(Struct { /// doc  field: Type, … })`: one `#[must_use]` setter per field,
-/// named after it, taking the field's type and returning the struct.
+/// named after it, taking the field's type and returning the struct. Attributes other
+/// than docs (`#[cfg(feature = "gguf")]`) go on the setter too.
 macro_rules! setters {
-    ($ty:ident { $( $(#[doc = $doc:literal])+ $field:ident : $t:ty ),+ $(,)? }) => {
+    ($ty:ident { $( $(#[$attr:meta])+ $field:ident : $t:ty ),+ $(,)? }) => {
         impl $ty {
             $(
-                $(#[doc = $doc])+
+                $(#[$attr])+
                 #[must_use]
                 pub fn $field(mut self, $field: $t) -> $ty {
                     self.$field = $field;

@@ -73,7 +73,24 @@ mod opener;
 mod remote;
 pub mod tessera_index;
 pub mod write;
+#[cfg(feature = "ztensor")]
 mod zt2_shards;
+/// Built without feature `ztensor`, no file is a zTensor v2 root: files open alone.
+#[cfg(not(feature = "ztensor"))]
+mod zt2_shards {
+    use super::file::{Load, OpenedFile};
+    use crate::any::ReadOptions;
+    use crate::error::Result;
+
+    pub fn with_shards(
+        _: &std::path::Path,
+        file: OpenedFile,
+        _: &ReadOptions,
+        _: Load,
+    ) -> Result<OpenedFile> {
+        Ok(file)
+    }
+}
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -84,6 +101,7 @@ pub use file::{Backing, Load, OpenedFile};
 pub use opener::{open_location, open_path, open_path_remote, open_path_with, Opened};
 pub use tessera_index::TesseraSet;
 pub use write::{convert_set, Split};
+#[cfg(feature = "ztensor")]
 pub use zt2_shards::shard_path as zt2_shard_path;
 
 use crate::any::ReadOptions;

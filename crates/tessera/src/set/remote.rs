@@ -54,13 +54,18 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::file::{Backing, Files, OpenedFile};
+use super::file::OpenedFile;
+#[cfg(feature = "ztensor")]
+use super::file::{Backing, Files};
 use super::names::Numbered;
 use super::opener::{choose_in_directory, Opened, LOOKED_FOR};
-use super::{gguf_split, hf, tessera_index, zt2_shards, ModelSet};
+#[cfg(feature = "ztensor")]
+use super::zt2_shards;
+use super::{gguf_split, hf, tessera_index, ModelSet};
 use crate::any::ReadOptions;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::Format;
+#[cfg(feature = "ztensor")]
 use crate::formats::ztensor2::Ztensor2File;
 use crate::model::Container;
 use crate::remote::{Location, RemoteOptions, RemoteSource};
@@ -128,6 +133,7 @@ pub(super) fn open(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -
             return build(plan, loc, opts, remote, pre);
         }
     }
+    #[cfg(feature = "ztensor")]
     if first.format() == Format::ZtensorV2 && !loc.is_presigned() {
         return with_zt2_shards(loc, first, opts, remote).map(Opened::File);
     }
@@ -138,6 +144,7 @@ pub(super) fn open(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -
 /// the positional name `<stem>-<name>.zt` (`zt2_shards.rs`); a root without a table is
 /// returned as it is. The identity search a local root falls back on (every file of the
 /// directory hashed) is not done: a shard not at its name fails the open, naming it.
+#[cfg(feature = "ztensor")]
 fn with_zt2_shards(
     loc: &Location,
     file: OpenedFile,

@@ -36,12 +36,11 @@
 
 use std::path::{Path, PathBuf};
 
-use super::gguf_split::{SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS};
 use super::hf::INDEX_SUFFIX;
 use crate::convert::{prepare, write_file, ConvertOptions, WriteOptions, WriteReport};
 use crate::error::{Error, Result};
 use crate::format::Format;
-use crate::metadata::{Map, Metadata, Value};
+use crate::metadata::Metadata;
 use crate::model::TensorSource;
 use crate::tensor::{TensorInfo, TensorView};
 
@@ -168,6 +167,7 @@ pub fn convert_set(
     let infos = prepared.tensor_infos();
     let sizes: Vec<u64> = infos.iter().map(size_of).collect();
     let groups = plan(&sizes, split);
+    #[cfg(feature = "aero")]
     if format == Format::Aero {
         // AERO multi-shard: one file, one WTSH chunk per group.
         let mut o = opts.clone();
@@ -238,6 +238,7 @@ pub fn convert_set(
     let meta = prepared.metadata();
     let mut written = Vec::new();
     let mut index_name = None;
+    #[cfg(feature = "ztensor")]
     if format == Format::ZtensorV2 {
         written = super::zt2_shards::write_set(&prepared, &groups, path, tmp.path(), opts)?;
     }
@@ -247,6 +248,7 @@ pub fn convert_set(
         }
         let shard_infos = infos[g.clone()].to_vec();
         let (metadata, types) = match format {
+            #[cfg(feature = "gguf")]
             Format::Gguf => gguf_keys(&prepared, meta, i, n, infos.len()),
             _ if tessera && i == 0 => (meta.clone(), prepared.metadata_types().cloned()),
             _ if tessera => (Metadata::new(), None),
@@ -351,6 +353,7 @@ pub fn convert_set(
 
 /// A GGUF split's keys and their types: the model's keys in the first split only, the
 /// `split.*` keys in every one.
+#[cfg(feature = "gguf")]
 fn gguf_keys(
     src: &dyn TensorSource,
     meta: &Metadata,
@@ -358,7 +361,9 @@ fn gguf_keys(
     n: usize,
     tensors: usize,
 ) -> (Metadata, Option<Metadata>) {
+    use super::gguf_split::{SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS};
     use crate::formats::gguf::meta::TYPES_KEY;
+    use crate::metadata::{Map, Value};
     let mut types = match src.metadata_types() {
         Some(t) => t.clone(),
         None if src.source_format() != Some(Format::Gguf) => {

@@ -4,7 +4,9 @@
 pub mod atomic;
 pub mod bytes;
 pub mod clock;
+#[cfg(feature = "signing")]
 pub mod keys;
+#[cfg(any(feature = "ztensor", feature = "fold"))]
 pub(crate) mod pipeline;
 pub mod pyjson;
 

@@ -27,7 +27,7 @@ use crate::util::bytes::ByteReader;
 use super::raw::{Endian, GgufType};
 
 /// The reserved metadata key that carries the GGUF value type of every other key.
-pub const TYPES_KEY: &str = "tessera.gguf_types";
+pub const TYPES_KEY: &str = crate::metadata::GGUF_TYPES_KEY;
 /// The GGUF key (an array of strings) our writer adds when it had to store values GGUF
 /// has no type for (maps, null, mixed lists) as JSON text: it lists those keys, so our
 /// reader restores the values (annotated `json`). Only written when needed.

@@ -60,6 +60,7 @@ mod read;
 mod write;
 
 /// The parsed (not yet validated) JSON header, for FOLD's STEN chunks.
+#[cfg(feature = "fold")]
 pub(crate) use raw::Header;
 pub use raw::{dtype_from_name, dtype_name, MAX_HEADER_SIZE};
 pub use read::SafetensorsFile;
@@ -81,17 +82,9 @@ fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container 
 /// JSON object.
 pub const SPEC: FormatSpec = FormatSpec::new("safetensors", "safetensors")
     .extensions(&["safetensors"])
-    .sniff(sniff)
+    .sniff(super::sniff::safetensors)
     .reader(open, Access::Ranges, "safetensors")
     .writer(write::write, capabilities);
-
-/// A u64 LE header length of at least 2, then `{`.
-fn sniff(head: &[u8]) -> bool {
-    match (head.get(..8), head.get(8)) {
-        (Some(n), Some(b'{')) => n.try_into().map(u64::from_le_bytes).is_ok_and(|n| n >= 2),
-        _ => false,
-    }
-}
 
 /// What safetensors can hold.
 pub fn capabilities() -> Capabilities {

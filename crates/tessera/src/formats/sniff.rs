@@ -1,0 +1,51 @@
+//! The content tests of formats without a magic of their own, built whatever the Cargo
+//! features: a format built without its feature is still recognised by them.
+
+/// safetensors: a u64 LE header length of at least 2, then `{`.
+pub fn safetensors(head: &[u8]) -> bool {
+    match (head.get(..8), head.get(8)) {
+        (Some(n), Some(b'{')) => n.try_into().map(u64::from_le_bytes).is_ok_and(|n| n >= 2),
+        _ => false,
+    }
+}
+
+/// A PyTorch checkpoint: a zip one ([`is_zip_checkpoint`]) or a legacy one
+/// ([`is_legacy`]).
+pub fn pytorch(head: &[u8]) -> bool {
+    is_zip_checkpoint(head) || is_legacy(head)
+}
+
+/// The legacy magic number as the first pickle spells it (LONG1, 10 bytes).
+const LEGACY_MAGIC: [u8; 12] = [
+    0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19,
+];
+
+/// True when `head` starts a legacy checkpoint: PROTO 2–5, maybe a FRAME, the magic.
+pub fn is_legacy(head: &[u8]) -> bool {
+    let [0x80, p, rest @ ..] = head else {
+        return false;
+    };
+    let rest = match rest.first() {
+        Some(0x95) => rest.get(9..).unwrap_or(&[]),
+        _ => rest,
+    };
+    (2..=5).contains(p) && rest.starts_with(&LEGACY_MAGIC)
+}
+
+/// True when `head` starts a zip whose first record is `<archive>/data.pkl` (or
+/// `<archive>/data/<key>`, as `torch.jit.save` writes: refused later with a reason).
+pub fn is_zip_checkpoint(head: &[u8]) -> bool {
+    if !head.starts_with(b"PK\x03\x04") || head.len() < 30 {
+        return false;
+    }
+    let n = u16::from_le_bytes([head[26], head[27]]) as usize;
+    let Some(name) = head.get(30..30 + n) else {
+        return false;
+    };
+    let parts: Vec<&[u8]> = name.split(|&b| b == b'/').collect();
+    match parts[..] {
+        [a, b"data.pkl"] => !a.is_empty(),
+        [a, b"data", k] => !a.is_empty() && !k.is_empty(),
+        _ => false,
+    }
+}
