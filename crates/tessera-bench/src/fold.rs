@@ -8,13 +8,44 @@
 //! Write = stream every tensor into a FOLD file on disk (atomic, fsynced). Read+verify =
 //! map the file, open it, run `verify` (CRC-32C, SHA-256, parity, hashes, manifest,
 //! decompression) and read every tensor. MB/s are over the model's tensor bytes.
+//!
+//! Those raw bounds leave out work the format requires, so each goal row (kept as it
+//! is) is also set beside a fairer bound: for the write, zstd level 3 plus CRC-32C and
+//! SHA-256 of every frame on the pool, then writing the frames and an fsync; for
+//! read+verify, CRC-32C, SHA-256 and decompression of every frame (verify) and a second
+//! decompression (the read). `open` and `open + verify` alone show where a read+verify's
+//! time goes. Every measurement also prints its median wall time and its CPU time per
+//! run (the work, whatever else loads a shared machine).
+
+use std::io::Write;
 
 use rayon::prelude::*;
 use tessera::convert::{Compression, WriteOptions};
 use tessera::formats::fold::ecc;
 use tessera::{FileData, Format, ReadOptions, TensorSource, VerifyOptions};
 
-use crate::common::{best_of, report, synthetic_model, Opts};
+use crate::common::{median, report, synthetic_model, Opts};
+
+/// Runs `f` `reps` times; returns the best wall time in seconds, and prints the median
+/// wall time and the CPU time per run (user + system, every thread: the work done,
+/// whatever else loads the machine).
+fn best_of<T>(reps: usize, mut f: impl FnMut() -> T) -> f64 {
+    let mut walls = Vec::new();
+    let cpu = crate::wtxt::cpu_secs();
+    for _ in 0..reps.max(1) {
+        let t = std::time::Instant::now();
+        std::hint::black_box(f());
+        walls.push(t.elapsed().as_secs_f64());
+    }
+    let cpu = (crate::wtxt::cpu_secs() - cpu) / walls.len() as f64;
+    println!(
+        "    (median {:.0} ms, CPU {:.0} ms per run, of {} runs)",
+        median(&walls) * 1e3,
+        cpu * 1e3,
+        walls.len()
+    );
+    walls.iter().cloned().fold(f64::INFINITY, f64::min)
+}
 
 pub fn run(opts: &Opts) -> tessera::Result<()> {
     let model = synthetic_model(opts)?;
@@ -71,13 +102,77 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
             })
             .sum::<usize>()
     });
-    drop(frames);
     report(
         &format!("raw zstd decompress, {threads} threads"),
         bytes,
         unzstd_all,
         None,
     );
+    // Fairer bounds beside the raw ones (which the goal rows keep): the work the format
+    // requires. A FOLD write hashes every stored frame (CRC-32C, SHA-256) and writes it
+    // durably; a read+verify checks every frame (CRC-32C, SHA-256, decompression) and
+    // then decompresses it again for the read.
+    let dir = tempfile::tempdir()?;
+    let bound_path = dir.path().join("bound.bin");
+    let mut bound_err = None;
+    let write_bound = best_of(opts.reps, || {
+        let res = (|| -> std::io::Result<()> {
+            let enc: Vec<(Vec<u8>, u32, [u8; 32])> = tensors
+                .par_iter()
+                .map(|t| {
+                    let z = zstd::bulk::compress(t, 3).unwrap_or_default();
+                    let (c, s) = (tessera::util::crc32c(&z), tessera::util::sha256(&z));
+                    (z, c, s)
+                })
+                .collect();
+            let mut f = std::fs::File::create(&bound_path)?;
+            for (z, c, s) in &enc {
+                f.write_all(&c.to_be_bytes())?;
+                f.write_all(s)?;
+                f.write_all(z)?;
+            }
+            f.sync_all()
+        })();
+        if let Err(e) = res {
+            bound_err = Some(e);
+        }
+    });
+    if let Some(e) = bound_err {
+        return Err(e.into());
+    }
+    let write_bound_name =
+        format!("bound: zstd + crc32c + sha256, {threads} threads; write + fsync");
+    report(&write_bound_name, bytes, write_bound, None);
+    let read_bound = best_of(opts.reps, || {
+        let verify = frames
+            .par_iter()
+            .zip(&tensors)
+            .map(|(f, t)| {
+                // Both digests, always (no short-circuit).
+                let crc = tessera::util::crc32c(f);
+                let sha = tessera::util::sha256(f);
+                let digests = std::hint::black_box((crc, sha));
+                zstd::bulk::decompress(f, t.len())
+                    .map(|d| d.len() + usize::from(digests.1[0] & 1))
+                    .unwrap_or(0)
+            })
+            .sum::<usize>();
+        let read = frames
+            .par_iter()
+            .zip(&tensors)
+            .map(|(f, t)| {
+                zstd::bulk::decompress(f, t.len())
+                    .map(|d| d.len())
+                    .unwrap_or(0)
+            })
+            .sum::<usize>();
+        verify + read
+    });
+    drop(frames);
+    let read_bound_name = format!(
+        "bound: crc32c + sha256 + zstd decompress, then decompress again, {threads} threads"
+    );
+    report(&read_bound_name, bytes, read_bound, None);
     let sha = best_of(opts.reps, || {
         tensors
             .iter()
@@ -93,7 +188,6 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
     });
     report("raw reed-solomon rs(16) parity", bytes, rs, None);
 
-    let dir = tempfile::tempdir()?;
     for (label, ecc) in [("zstd", None), ("zstd + rs(16)", Some(16u8))] {
         let path = dir.path().join("bench.fold");
         let wopts = WriteOptions::default()
@@ -116,6 +210,14 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
             w,
             Some((&format!("raw zstd, {threads} threads"), zstd_all)),
         );
+        if ecc.is_none() {
+            report(
+                &format!("fold write, {label} (fairer bound)"),
+                bytes,
+                w,
+                Some(("bound: zstd + crc32c + sha256; write + fsync", write_bound)),
+            );
+        }
         let mut failed = None;
         let r = best_of(opts.reps, || {
             let res = (|| -> tessera::Result<u64> {
@@ -143,6 +245,25 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
                 unzstd_all,
             )),
         );
+        if ecc.is_none() {
+            report(
+                &format!("fold read+verify, {label} (fairer bound)"),
+                bytes,
+                r,
+                Some(("bound: crc32c + sha256 + 2 zstd decompressions", read_bound)),
+            );
+        }
+        if ecc.is_none() {
+            // Where a read+verify's time goes: the open alone, and open + verify.
+            for (what, check) in [("open", false), ("open + verify", true)] {
+                let t = best_of(opts.reps, || -> tessera::Result<bool> {
+                    let data = FileData::open(&path)?;
+                    let f = tessera::open(&data, &ReadOptions::default())?;
+                    Ok(!check || f.verify(&VerifyOptions::default()).is_ok())
+                });
+                report(&format!("fold {what}, {label}"), bytes, t, None);
+            }
+        }
         // Reading alone: open, then every tensor (checked reads: CRC-32C, SHA-256), in
         // parallel as `load_file` reads them.
         let rd = best_of(opts.reps, || -> tessera::Result<u64> {

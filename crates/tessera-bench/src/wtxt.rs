@@ -61,7 +61,7 @@ fn bound_decode(chunks: &[Vec<u8>], raw_len: usize) -> usize {
 }
 
 /// Process CPU time (user + system) in seconds, from /proc/self/stat (Linux; 0 elsewhere).
-fn cpu_secs() -> f64 {
+pub(crate) fn cpu_secs() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let rest = stat.rsplit(')').next().unwrap_or("");
     let f: Vec<&str> = rest.split_whitespace().collect();

@@ -144,19 +144,68 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// Decodes `input` into a buffer of exactly `n` bytes (see [`zstd_decode_bounded`]).
-fn zstd_decode_exact(input: &[u8], n: usize) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(n);
-    let got = DCTX.with(|c| {
+/// How many bytes the zstd stream `input` decodes to, counting no further than `n + 1`
+/// (more than `n` is reported as `n + 1`), with no buffer handed out: what `verify`
+/// checks of a chunk whose bytes it does not keep. Up to [`ZSTD_CHECK_BUFFER`] bytes it
+/// decodes in one pass into a buffer of this thread's, reused while at most 16 MiB (its
+/// pages already mapped); a larger claim is streamed into nothing.
+pub fn zstd_decoded_len(input: &[u8], n: u64) -> Result<u64> {
+    use std::io::Read;
+    thread_local! {
+        static OUT: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    if n <= ZSTD_CHECK_BUFFER && n <= (input.len() as u64).saturating_mul(ZSTD_MAX_EXPANSION) {
+        let got = OUT.with(|o| {
+            let mut out = o.borrow_mut();
+            let n = n as usize;
+            // Only grows (zero-filled once); the decoder overwrites what it uses.
+            if out.len() < n {
+                out.resize(n, 0);
+            }
+            let got = with_dctx(|dec| dec.decompress_to_buffer(input, &mut out[..n]));
+            // Kept for the next chunk only while small: no thread holds on to more.
+            if out.len() as u64 > ZSTD_CHECK_KEEP {
+                *out = Vec::new();
+            }
+            got
+        });
+        return match got {
+            Ok(m) => Ok(m as u64),
+            // The one error a full buffer gives: the data goes on past it.
+            Err(e) if e.to_string().contains("too small") => Ok(n.saturating_add(1)),
+            Err(e) => Err(Error::malformed("zstd: corrupt compressed data").with_source(e)),
+        };
+    }
+    let dec = zstd::stream::read::Decoder::with_buffer(input)
+        .map_err(|e| Error::malformed("zstd: cannot start decoding").with_source(e))?;
+    std::io::copy(&mut dec.take(n.saturating_add(1)), &mut std::io::sink())
+        .map_err(|e| Error::malformed("zstd: corrupt compressed data").with_source(e))
+}
+
+/// Largest output [`zstd_decoded_len`] decodes into a buffer (one per thread).
+pub const ZSTD_CHECK_BUFFER: u64 = 64 << 20;
+
+/// Largest buffer [`zstd_decoded_len`] keeps for the thread's next call.
+const ZSTD_CHECK_KEEP: u64 = 16 << 20;
+
+/// Runs `f` with this thread's reused decoding context.
+fn with_dctx<T>(
+    f: impl FnOnce(&mut zstd::bulk::Decompressor<'static>) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    DCTX.with(|c| {
         let mut slot = c.borrow_mut();
         let dec = match slot.as_mut() {
             Some(d) => d,
             None => slot.insert(zstd::bulk::Decompressor::new()?),
         };
-        dec.decompress_to_buffer(input, &mut out)
-    });
+        f(dec)
+    })
+}
+
+/// What decoding into a buffer of `n` bytes gave, as [`zstd_decode_bounded`] reports it.
+fn exact_result(got: std::io::Result<usize>, n: usize) -> Result<()> {
     match got {
-        Ok(m) if m == n && out.len() == n => Ok(out),
+        Ok(m) if m == n => Ok(()),
         Ok(m) => Err(Error::malformed(format!(
             "zstd: decompresses to {m} bytes, {n} declared"
         ))),
@@ -166,6 +215,20 @@ fn zstd_decode_exact(input: &[u8], n: usize) -> Result<Vec<u8>> {
         ))),
         Err(e) => Err(Error::malformed("zstd: corrupt compressed data").with_source(e)),
     }
+}
+
+/// Decodes `input` into a buffer of exactly `n` bytes (see [`zstd_decode_bounded`]).
+fn zstd_decode_exact(input: &[u8], n: usize) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(n);
+    let got = with_dctx(|dec| dec.decompress_to_buffer(input, &mut out));
+    exact_result(got, n)?;
+    if out.len() != n {
+        return Err(Error::malformed(format!(
+            "zstd: decompresses to {} bytes, {n} declared",
+            out.len()
+        )));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -183,6 +246,23 @@ mod tests {
     #[test]
     fn crc32c_known_answer() {
         assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+    }
+
+    #[test]
+    fn zstd_decoded_len_counts_up_to_one_past_the_bound() {
+        let data = vec![7u8; 10_000];
+        let z = zstd::bulk::compress(&data, 3).unwrap();
+        // Into the reused buffer, twice (the second call reuses it).
+        for _ in 0..2 {
+            assert_eq!(zstd_decoded_len(&z, 10_000).unwrap(), 10_000);
+            assert_eq!(zstd_decoded_len(&z, 20_000).unwrap(), 10_000);
+            assert_eq!(zstd_decoded_len(&z, 9_999).unwrap(), 10_000);
+        }
+        // A claim the input cannot produce: streamed, counted the same way.
+        let claim = z.len() as u64 * ZSTD_MAX_EXPANSION + 1;
+        assert_eq!(zstd_decoded_len(&z, claim).unwrap(), 10_000);
+        assert!(zstd_decoded_len(&z[..z.len() - 1], 10_000).is_err());
+        assert!(zstd_decoded_len(b"not zstd", 100).is_err());
     }
 
     #[test]

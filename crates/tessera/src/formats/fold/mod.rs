@@ -42,12 +42,15 @@
 //! `STEN`/`NPZ0` chunk's tensors are listed only from bytes that passed their CRC-32C
 //! (or were repaired with the parity), and a tensor chunk damaged beyond repair fails
 //! the open — the stored payload of every tensor chunk, one chunk at a time (its parity
-//! only when a repair needs it). Opaque chunks are not read at open. So FOLD's open
+//! only when a repair needs it; a mapped or in-memory file has its `STEN` chunks
+//! checked and their headers decoded on every core, then listed in file order). Opaque chunks are not read at open. So FOLD's open
 //! touches the tensor bytes once, unlike the other range-read formats; relaxing that
 //! (listing from the safetensors header alone, checking on read) would change the
 //! contract above. The manifest hash needs only the index. Each tensor and chunk is
 //! then read by range when asked: borrowed from an in-memory source (zero-copy), one
-//! owned read otherwise.
+//! owned read otherwise. Read in file order by one thread, the next `STEN` chunk is
+//! decoded ahead on another core; a caller already on the rayon pool (the parallel
+//! `tensors`) reads none ahead.
 //!
 //! Integrity (§6 step 4–6) is checked when bytes are read and by `verify`, in that
 //! order: CRC-32C and SHA-256 **first**; only when one fails is the parity used to

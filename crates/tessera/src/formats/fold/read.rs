@@ -234,11 +234,28 @@ impl<'d> FoldFile<'d> {
     }
 
     fn list_contents(&mut self, lenient: bool) -> Result<()> {
+        // In memory, the `STEN` chunks' checks and headers are read on every core
+        // first (nothing but the parsed header is kept), then listed in file order as
+        // below; a source read by range is read one chunk at a time.
+        let mut headers: Vec<Option<Result<sten::Header>>> = Vec::new();
+        if self.src.as_slice().is_some() {
+            use rayon::prelude::*;
+            headers = (0..self.entries.len())
+                .into_par_iter()
+                .map(|i| (&self.entries[i].header.ctype == b"STEN").then(|| self.sten_header(i)))
+                .collect();
+        }
         for i in 0..self.entries.len() {
             let e = &self.entries[i];
             let ctype = e.ctype();
             let holds = match ctype.as_str() {
-                "STEN" => self.list_sten(i),
+                "STEN" => {
+                    let h = match headers.get_mut(i).and_then(Option::take) {
+                        Some(h) => h,
+                        None => self.sten_header(i),
+                    };
+                    h.and_then(|h| self.list_sten(i, &h))
+                }
                 "NPZ0" => self.list_npz(i),
                 "TSAV" => Ok(self.list_tsav(i)),
                 _ => Ok(false),
@@ -308,21 +325,25 @@ impl<'d> FoldFile<'d> {
         }
     }
 
-    fn list_sten(&mut self, i: usize) -> Result<bool> {
+    /// The safetensors header of `STEN` chunk `i`, read from its checked stored bytes.
+    fn sten_header(&self, i: usize) -> Result<sten::Header> {
         // Check (and repair) the stored bytes first, CRC-32C only, so the listing never
         // comes from damaged bytes; then decode just the safetensors header.
         // Listing at open checks CRC-32C only (and repairs): the full check (SHA-256,
         // chunk_hashes) runs when the tensor's bytes are read, so opening stays cheap.
         let stored = self.checked(i, false)?.bytes;
         let e = &self.entries[i];
-        let h = match e.header.flags {
+        match e.header.flags {
             FLAG_COMP_ZSTD => zstd::stream::read::Decoder::with_buffer(stored.as_ref())
                 .map_err(|err| Error::malformed("zstd").with_source(err))
-                .and_then(|d| sten::read_header(d, e.header.uncomp_len))?,
-            _ => sten::read_header(stored.as_ref(), e.header.uncomp_len)?,
-        };
+                .and_then(|d| sten::read_header(d, e.header.uncomp_len)),
+            _ => sten::read_header(stored.as_ref(), e.header.uncomp_len),
+        }
+    }
+
+    fn list_sten(&mut self, i: usize, h: &sten::Header) -> Result<bool> {
         let name = self.entries[i].name.clone();
-        for (mut info, parts) in sten::logical_tensors(&name, &h)? {
+        for (mut info, parts) in sten::logical_tensors(&name, h)? {
             self.limits.check_name(info.name.len() as u64)?;
             if self.infos.iter().any(|t| t.name == info.name) {
                 return Err(Error::malformed(format!(
@@ -548,6 +569,11 @@ impl<'d> FoldFile<'d> {
         let _ = self.verified[i].set(());
     }
 
+    /// Whether chunk `i`'s stored payload passed every check unrepaired.
+    pub(super) fn is_verified(&self, i: usize) -> bool {
+        self.verified[i].get().is_some()
+    }
+
     /// Chunk `i`'s decoded bytes: [`FoldFile::payload`], decompressed.
     ///
     /// A compressed, mapped chunk not yet checked is decompressed on a second core while
@@ -582,6 +608,12 @@ impl<'d> FoldFile<'d> {
     /// The chunk kept is checked exactly as `decoded` checks it (its error, if any, is
     /// the one returned when it is asked for); a call past it drops it.
     fn decoded_ahead(&self, i: usize) -> Result<Cow<'d, [u8]>> {
+        // Called on a pool thread, the caller is itself parallel (`tensors` reads on
+        // every core): the cores are busy already, and two threads sharing the one
+        // read-ahead slot would each drop the chunk the other decoded ahead.
+        if rayon::current_thread_index().is_some() {
+            return self.decoded(i);
+        }
         let (cached, forward) = match self.ahead.lock() {
             Ok(mut a) => {
                 let forward = a.last.is_none_or(|l| l < i);
