@@ -32,7 +32,7 @@ seed_dir() { # target -> directory of seeds
   local src=(tests/interop-samples crates/tessera/tests/data)
   for s in "${src[@]}"; do
     [ -d "$s" ] || continue
-    find "$s" -type f ! -name '*.md' ! -name '*.py' ! -name '*.txt' | while read -r f; do
+    find "$s" -type f ! -name '*.md' ! -name '*.py' ! -name '*.txt' ! -name '*.golden.json' ! -name 'vectors.json' | while read -r f; do
       cp -n "$f" "$d/$(basename "$f")" 2>/dev/null || true
     done
   done

@@ -409,3 +409,108 @@ fn remote_reads_show_the_bytes_fetched_after_a_second() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn convert_writes_a_set_and_a_wtxt_pair_to_s3_and_never_over_old_objects() {
+    let Some(srv) =
+        servers("convert_writes_a_set_and_a_wtxt_pair_to_s3_and_never_over_old_objects")
+    else {
+        return;
+    };
+    let ep = ["--endpoint".as_ref(), srv.endpoint.as_ref()] as [&OsStr; 2];
+    let index = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tessera/tests/data/sets/hf/model.safetensors.index.json");
+    let want = tensor_names(&ok(&[
+        "inspect".as_ref(),
+        "--json".as_ref(),
+        index.as_os_str(),
+    ]));
+    assert!(want.len() >= 3, "{want:?}");
+    // A prefix of this run's own: the servers may hold an earlier run's objects.
+    let run = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+
+    // A set: three shards, then the index; each named on stdout as uploaded.
+    let url = format!("s3://{}/cli/resharded-{run}/model.safetensors", srv.bucket);
+    let mut args: Vec<&OsStr> = vec![
+        "convert".as_ref(),
+        index.as_os_str(),
+        url.as_ref(),
+        "--shards".as_ref(),
+        "3".as_ref(),
+    ];
+    args.extend(ep);
+    let out = ok(&args);
+    let base = format!("s3://{}/cli/resharded-{run}", srv.bucket);
+    let wrote: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("wrote "))
+        .collect();
+    assert_eq!(
+        wrote,
+        vec![
+            format!("{base}/model-00001-of-00003.safetensors"),
+            format!("{base}/model-00002-of-00003.safetensors"),
+            format!("{base}/model-00003-of-00003.safetensors"),
+            format!("{base}/model.safetensors.index.json"),
+        ],
+        "{out}"
+    );
+    let index_url = format!("{base}/model.safetensors.index.json");
+    let mut args: Vec<&OsStr> = vec!["inspect".as_ref(), "--json".as_ref(), index_url.as_ref()];
+    args.extend(ep);
+    assert_eq!(tensor_names(&ok(&args)), want);
+    let mut args: Vec<&OsStr> = vec!["diff".as_ref(), index.as_os_str(), index_url.as_ref()];
+    args.extend(ep);
+    ok(&args);
+
+    // The same command again: refused (the old set's objects are there), nothing changed.
+    let mut args: Vec<&OsStr> = vec![
+        "convert".as_ref(),
+        index.as_os_str(),
+        url.as_ref(),
+        "--shards".as_ref(),
+        "2".as_ref(),
+    ];
+    args.extend(ep);
+    let o = tessera(&args);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("exists"), "{}", text(&o));
+    let mut args: Vec<&OsStr> = vec!["verify".as_ref(), index_url.as_ref()];
+    args.extend(ep);
+    let v = ok(&args);
+    assert!(v.contains("shard present"), "{v}");
+
+    // Streamed WTXT and its .wsum (the root line): the side file first, the file last;
+    // both readable back.
+    let wtxt = format!("s3://{}/cli/pair-{run}/m.wtxt", srv.bucket);
+    let drop: &OsStr = "--drop-metadata".as_ref();
+    let streaming: &OsStr = "--streaming".as_ref();
+    let mut args: Vec<&OsStr> = vec![
+        "convert".as_ref(),
+        index.as_os_str(),
+        wtxt.as_ref(),
+        drop,
+        streaming,
+    ];
+    args.extend(ep);
+    let out = ok(&args);
+    assert!(out.contains(&format!("also wrote {wtxt}.wsum")), "{out}");
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("m.wtxt");
+    ok(&[
+        "convert".as_ref(),
+        index.as_os_str(),
+        local.as_os_str(),
+        drop,
+    ]);
+    let mut args: Vec<&OsStr> = vec!["diff".as_ref(), local.as_os_str(), wtxt.as_ref()];
+    args.extend(ep);
+    ok(&args);
+}

@@ -154,3 +154,35 @@ def test_a_directory_url_opens_the_set_in_it(servers, tmp_path, monkeypatch):
     with pytest.raises(tessera.NotFoundError) as e:
         tessera.open(f"s3://{BUCKET}/py/no-such-dir/")
     assert "no model" in str(e.value)
+
+
+def test_save_and_convert_to_s3_upload_what_the_local_write_writes(servers, tmp_path, monkeypatch):
+    import boto3  # installed with moto
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", S3_ENDPOINT)
+    s3 = boto3.client("s3", endpoint_url=S3_ENDPOINT, region_name="us-east-1")
+    want = _tensors()
+    url = f"s3://{BUCKET}/py-save/m.safetensors"
+    tessera.numpy.save_file(want, url)
+    body = s3.get_object(Bucket=BUCKET, Key="py-save/m.safetensors")["Body"].read()
+    # Read back by the safetensors package, not by tessera.
+    got = safetensors.numpy.load(body)
+    assert sorted(got) == sorted(want)
+    for k, v in want.items():
+        np.testing.assert_array_equal(got[k], v)
+    # File.convert to a key, and a format with a side file (streamed WTXT's .wsum): both objects
+    # are there, the side file named in the report as its URL.
+    local = tmp_path / "m.safetensors"
+    safetensors.numpy.save_file(want, str(local))
+    report = tessera.open(str(local)).convert(f"s3://{BUCKET}/py-save/m.zt")
+    assert report is not None
+    zt = tessera.open(f"s3://{BUCKET}/py-save/m.zt")
+    np.testing.assert_array_equal(np.asarray(zt["layer.2.weight"]), want["layer.2.weight"])
+    report = tessera.open(str(local)).convert(f"s3://{BUCKET}/py-save/m.wtxt", streaming=True)
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix="py-save/")["Contents"]}
+    assert {"py-save/m.wtxt", "py-save/m.wtxt.wsum"} <= keys, keys
+    assert f"s3://{BUCKET}/py-save/m.wtxt.wsum" in [str(p) for p in report.extra_files]
+    # An HTTP server takes no uploads: refused, naming the URL, nothing written locally.
+    with pytest.raises(tessera.UnsupportedError) as e:
+        tessera.numpy.save_file(want, f"{HTTP_URL}/py-save.safetensors")
+    assert "s3://" in str(e.value)

@@ -1142,3 +1142,67 @@ fn a_ztensor2_root_reads_its_shards_beside_its_url() {
         got.container().warnings()
     );
 }
+
+#[test]
+fn a_multi_file_upload_leaves_nothing_when_it_fails_and_never_writes_over_objects() {
+    let Some(srv) =
+        servers("a_multi_file_upload_leaves_nothing_when_it_fails_and_never_writes_over_objects")
+    else {
+        return;
+    };
+    use tessera::remote::{exists, upload_files};
+    use tessera::source::ByteSource;
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, bytes: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    };
+    let shard = file("m-00001-of-00002.bin", b"first shard");
+    let index = file("m.index.json", b"{\"index\": true}");
+    // A prefix of this run's own: the server may hold an earlier run's objects.
+    let run = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let dest = Location::parse(&format!("s3://{}/multi-{run}/m.index.json", srv.bucket)).unwrap();
+    let at = |name: &str| dest.sibling(name);
+    let read = |loc: &Location| {
+        let s = RemoteSource::open(loc, &srv.remote()).unwrap();
+        s.read_at(0, s.len()).unwrap().to_vec()
+    };
+
+    // The last file cannot be read (a directory): the shard already uploaded is deleted.
+    let unreadable = dir.path().join("sub").join("m.index.json");
+    std::fs::create_dir_all(&unreadable).unwrap();
+    let e = upload_files(&[&shard, &unreadable], &dest, &srv.remote()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    assert!(
+        !exists(&at("m-00001-of-00002.bin"), &srv.remote()).unwrap(),
+        "a failed multi-file upload left its first object behind"
+    );
+    assert!(!exists(&dest, &srv.remote()).unwrap());
+
+    // Complete: both objects, in the order given, each with its file's bytes.
+    let got = upload_files(&[&shard, &index], &dest, &srv.remote()).unwrap();
+    assert_eq!(
+        got.iter().map(|l| l.display()).collect::<Vec<_>>(),
+        vec![
+            at("m-00001-of-00002.bin").display(),
+            at("m.index.json").display()
+        ]
+    );
+    assert_eq!(read(&at("m-00001-of-00002.bin")), b"first shard");
+    assert_eq!(read(&dest), b"{\"index\": true}");
+
+    // Again over those keys: refused before anything is sent, naming the key.
+    let other = file("m-00001-of-00002.bin", b"another model's shard");
+    let e = upload_files(&[&other, &index], &dest, &srv.remote()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    assert!(e.to_string().contains("m-00001-of-00002.bin exists"), "{e}");
+    assert_eq!(read(&at("m-00001-of-00002.bin")), b"first shard");
+}
