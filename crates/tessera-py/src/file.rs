@@ -576,7 +576,7 @@ impl File {
         format: Option<&str>,
         options: Option<Bound<'py, PyDict>>,
         progress: Option<Py<PyAny>>,
-    ) -> PyResult<(Vec<String>, Vec<PathBuf>)> {
+    ) -> PyResult<(Vec<String>, Vec<String>)> {
         let format = crate::save::resolve_format(format, Some(&path))?;
         let (wopts, copts) = crate::save::parse_options(options.as_ref())?;
         tessera::options::check_options(format, &wopts).py()?;

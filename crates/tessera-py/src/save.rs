@@ -350,7 +350,7 @@ pub(crate) fn convert_to_path(
     path: &std::path::Path,
     copts: ConvertOptions,
     wopts: &WriteOptions,
-) -> tessera::Result<(Vec<String>, Vec<PathBuf>)> {
+) -> tessera::Result<(Vec<String>, Vec<String>)> {
     let dest = tessera::Location::from_path(path)?;
     let local = match &dest {
         tessera::Location::Local(p) => p.as_path(),
@@ -362,15 +362,21 @@ pub(crate) fn convert_to_path(
                 files.push(local.to_path_buf());
                 Ok((r, files))
             })?;
+            // URLs as text: a path object would fold `s3://` into `s3:/`.
             let extra = uploaded[..uploaded.len() - 1]
                 .iter()
-                .map(|l| PathBuf::from(l.display()))
+                .map(|l| l.display())
                 .collect();
             return Ok((r.notes, extra));
         }
     };
     let r = convert::convert_file(src, format, local, copts, wopts)?;
-    Ok((r.notes, r.extra_files))
+    let extra = r
+        .extra_files
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    Ok((r.notes, extra))
 }
 
 /// Writes tensors to `path` (atomically) or, without a path, returns the file's bytes.
@@ -386,7 +392,7 @@ pub fn save<'py>(
     metadata: Option<Bound<'py, PyDict>>,
     options: Option<Bound<'py, PyDict>>,
     progress: Option<Py<PyAny>>,
-) -> PyResult<(Vec<String>, Vec<PathBuf>, Option<Bound<'py, PyBytes>>)> {
+) -> PyResult<(Vec<String>, Vec<String>, Option<Bound<'py, PyBytes>>)> {
     let format = resolve_format(format, path.as_ref())?;
     let (wopts, copts) = parse_options(options.as_ref())?;
     check_options(format, &wopts).py()?;
@@ -416,7 +422,7 @@ pub fn save<'py>(
     }
     let guarded = Interruptible::new(&src).with_progress(progress.as_ref());
     let out = py.detach(
-        || -> tessera::Result<(Vec<String>, Vec<PathBuf>, Option<Vec<u8>>)> {
+        || -> tessera::Result<(Vec<String>, Vec<String>, Option<Vec<u8>>)> {
             // The caller's tensors: a bad one is invalid input, not a malformed file.
             for info in &src.infos {
                 src.tensor(&info.name)?
@@ -434,7 +440,12 @@ pub fn save<'py>(
                     let r = convert::write_to(format, &prepared, &mut cur, &wopts)?;
                     let mut notes = prepared.notes().to_vec();
                     notes.extend(r.notes);
-                    Ok((notes, r.extra_files, Some(cur.into_inner())))
+                    let extra = r
+                        .extra_files
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect();
+                    Ok((notes, extra, Some(cur.into_inner())))
                 }
             }
         },

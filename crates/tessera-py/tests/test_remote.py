@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 
 import numpy as np
 import pytest
@@ -162,9 +163,11 @@ def test_save_and_convert_to_s3_upload_what_the_local_write_writes(servers, tmp_
     monkeypatch.setenv("AWS_ENDPOINT_URL", S3_ENDPOINT)
     s3 = boto3.client("s3", endpoint_url=S3_ENDPOINT, region_name="us-east-1")
     want = _tensors()
-    url = f"s3://{BUCKET}/py-save/m.safetensors"
+    # A prefix of this run's own: the server may hold an earlier run's objects.
+    prefix = f"py-save-{uuid.uuid4().hex}"
+    url = f"s3://{BUCKET}/{prefix}/m.safetensors"
     tessera.numpy.save_file(want, url)
-    body = s3.get_object(Bucket=BUCKET, Key="py-save/m.safetensors")["Body"].read()
+    body = s3.get_object(Bucket=BUCKET, Key=f"{prefix}/m.safetensors")["Body"].read()
     # Read back by the safetensors package, not by tessera.
     got = safetensors.numpy.load(body)
     assert sorted(got) == sorted(want)
@@ -174,14 +177,14 @@ def test_save_and_convert_to_s3_upload_what_the_local_write_writes(servers, tmp_
     # are there, the side file named in the report as its URL.
     local = tmp_path / "m.safetensors"
     safetensors.numpy.save_file(want, str(local))
-    report = tessera.open(str(local)).convert(f"s3://{BUCKET}/py-save/m.zt")
+    report = tessera.open(str(local)).convert(f"s3://{BUCKET}/{prefix}/m.zt")
     assert report is not None
-    zt = tessera.open(f"s3://{BUCKET}/py-save/m.zt")
+    zt = tessera.open(f"s3://{BUCKET}/{prefix}/m.zt")
     np.testing.assert_array_equal(np.asarray(zt["layer.2.weight"]), want["layer.2.weight"])
-    report = tessera.open(str(local)).convert(f"s3://{BUCKET}/py-save/m.wtxt", streaming=True)
-    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix="py-save/")["Contents"]}
-    assert {"py-save/m.wtxt", "py-save/m.wtxt.wsum"} <= keys, keys
-    assert f"s3://{BUCKET}/py-save/m.wtxt.wsum" in [str(p) for p in report.extra_files]
+    report = tessera.open(str(local)).convert(f"s3://{BUCKET}/{prefix}/m.wtxt", streaming=True)
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{prefix}/")["Contents"]}
+    assert {f"{prefix}/m.wtxt", f"{prefix}/m.wtxt.wsum"} <= keys, keys
+    assert f"s3://{BUCKET}/{prefix}/m.wtxt.wsum" in [str(p) for p in report.extra_files]
     # An HTTP server takes no uploads: refused, naming the URL, nothing written locally.
     with pytest.raises(tessera.UnsupportedError) as e:
         tessera.numpy.save_file(want, f"{HTTP_URL}/py-save.safetensors")

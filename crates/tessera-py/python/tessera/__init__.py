@@ -178,7 +178,7 @@ def diff(
     rtol: float = 0.0,
     **kwargs: Any,
 ) -> Dict[str, Any]:
-    """Compares two files (paths or opened :class:`File`\ s, any formats) as ``tessera
+    """Compares two files (paths or opened :class:`File` objects, any formats) as ``tessera
     diff --json`` does: tensors ``added`` / ``removed`` / ``changed`` (dtype, shape,
     layout, element counts and largest differences), ``within_tolerance`` (values all
     close: numpy's ``isclose`` with ``atol``/``rtol``, exact by default), ``metadata``
