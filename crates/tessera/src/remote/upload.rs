@@ -17,9 +17,9 @@ const PART: usize = 16 << 20;
 /// Parts in flight at once.
 const CONCURRENCY: usize = 4;
 
-/// Uploads the file at `local` to `dest` (an `s3://` location; HTTP servers take no
-/// uploads). Returns the bytes sent.
-pub fn upload_file(local: &Path, dest: &Location, opts: &RemoteOptions) -> Result<u64> {
+/// Refuses a location no upload can write: anything but `s3://` (HTTP servers take no
+/// uploads), and a key prefix ending with `/`.
+fn writable(dest: &Location) -> Result<()> {
     if !matches!(dest, Location::S3 { .. }) {
         return Err(Error::unsupported(format!(
             "{}: writing is supported to s3:// locations only",
@@ -32,6 +32,13 @@ pub fn upload_file(local: &Path, dest: &Location, opts: &RemoteOptions) -> Resul
             dest.display()
         )));
     }
+    Ok(())
+}
+
+/// Uploads the file at `local` to `dest` (an `s3://` location; HTTP servers take no
+/// uploads). Returns the bytes sent.
+pub fn upload_file(local: &Path, dest: &Location, opts: &RemoteOptions) -> Result<u64> {
+    writable(dest)?;
     let t = target(dest, opts)?;
     let mut file = std::fs::File::open(local)
         .map_err(|e| Error::from(e).at_subject(local.display().to_string()))?;
@@ -150,18 +157,8 @@ pub fn write_staged<T>(
     opts: &RemoteOptions,
     write: impl FnOnce(&Path) -> Result<(T, Vec<std::path::PathBuf>)>,
 ) -> Result<(T, Vec<Location>)> {
-    if !matches!(dest, Location::S3 { .. }) {
-        return Err(Error::unsupported(format!(
-            "{}: writing is supported to s3:// locations only",
-            dest.display()
-        )));
-    }
-    if dest.is_dir() {
-        return Err(Error::invalid_input(format!(
-            "{}: a directory (a key prefix ending with /); name the object to write",
-            dest.display()
-        )));
-    }
+    // Checked before anything is written to the staging directory.
+    writable(dest)?;
     let staging = tempfile::Builder::new()
         .prefix(".tessera-upload.")
         .tempdir()
