@@ -8,7 +8,7 @@ use std::io::Cursor;
 use proptest::prelude::*;
 use tessera::convert::{self, WriteOptions};
 use tessera::formats::gguf::raw::GGML_TYPES;
-use tessera::formats::gguf::GgufFile;
+use tessera::formats::gguf::{GgufFile, GgufWriter};
 use tessera::{
     DType, Format, Layout, Limits, Model, Part, TensorInfo, TensorSource, TensorView, Value,
 };
@@ -150,5 +150,60 @@ proptest! {
         prop_assert_eq!(f.metadata(), &m.metadata);
         // GGUF -> GGUF is byte-exact.
         prop_assert_eq!(&write(&f), &a);
+        // The streaming writer, fed the tensors in its order, writes the same bytes; and
+        // from the GGUF file with its value types given, the same bytes again.
+        let stream = |src: &dyn TensorSource, types: Option<&tessera::Map>| -> Vec<u8> {
+            let mut w = GgufWriter::new(Vec::new(), src.tensor_infos(), src.metadata(), types)
+                .unwrap();
+            let order: Vec<String> = w.order().map(str::to_string).collect();
+            for name in &order {
+                let v = src.tensor(name).unwrap();
+                w.write_tensor(name, &v.parts[0].bytes).unwrap();
+            }
+            w.finish().unwrap()
+        };
+        prop_assert_eq!(&stream(&m, None), &a);
+        prop_assert_eq!(&stream(&f, f.metadata_types()), &a);
     }
+}
+
+#[test]
+fn the_streaming_writer_checks_order_sizes_and_completeness() {
+    let infos = vec![
+        TensorInfo::dense("b", DType::F32, vec![2]),
+        TensorInfo::dense("a", DType::I8, vec![3]),
+    ];
+    let mut meta = tessera::Metadata::new();
+    meta.insert("general.architecture", Value::Str("llama".into()));
+    let mut w = GgufWriter::new(Vec::new(), &infos, &meta, None).unwrap();
+    assert!(w.notes().is_empty(), "{:?}", w.notes());
+    // The order given, not sorted.
+    assert_eq!(w.order().collect::<Vec<_>>(), ["b", "a"]);
+    let e = w.write_tensor("a", &[1, 2, 3]).unwrap_err();
+    assert!(e.to_string().contains("where \"b\" was expected"), "{e}");
+    assert!(w.write_tensor("b", &[0; 7]).is_err(), "7 bytes for 2 f32");
+    w.write_tensor("b", &1.5f32.to_le_bytes().repeat(2))
+        .unwrap();
+    let e = w.finish().unwrap_err();
+    assert!(e.to_string().contains("before tensor \"a\""), "{e}");
+
+    // A complete file reads back, its second tensor at the 32-byte alignment.
+    let mut w = GgufWriter::new(Vec::new(), &infos, &meta, None).unwrap();
+    w.write_tensor("b", &1.5f32.to_le_bytes().repeat(2))
+        .unwrap();
+    w.write_tensor("a", &[1, 2, 3]).unwrap();
+    assert!(w.write_tensor("c", &[]).is_err(), "after the last");
+    let bytes = w.finish().unwrap();
+    let f = GgufFile::parse(&bytes, &Limits::default()).unwrap();
+    assert_eq!(f.tensor("a").unwrap().data().unwrap(), &[1, 2, 3]);
+    assert_eq!(f.tensor("a").unwrap().info.storage.offset.unwrap() % 32, 0);
+    assert_eq!(f.tensor("b").unwrap().to_vec::<f32>().unwrap(), [1.5, 1.5]);
+
+    // No architecture key: a note, as `tessera convert` reports it.
+    let w = GgufWriter::new(Vec::new(), &infos, &tessera::Metadata::new(), None).unwrap();
+    assert!(
+        w.notes()[0].contains("general.architecture"),
+        "{:?}",
+        w.notes()
+    );
 }

@@ -207,3 +207,57 @@ fn records_in_torch_2_order() {
         assert_eq!(s, want, "{name}");
     }
 }
+
+/// `PytorchWriter`, fed one tensor at a time, writes the bytes `write_to` does, and
+/// checks the order, each tensor's size and that every tensor came.
+#[test]
+fn the_streaming_writer_writes_what_write_to_does() {
+    use tessera::formats::pytorch::PytorchWriter;
+    let mut meta = Map::new();
+    meta.insert("epoch", Value::Int(3));
+    let m = model(
+        meta,
+        &[
+            ("z.last", DType::F16, vec![4, 2]),
+            ("a.first", DType::I64, vec![3]),
+        ],
+    );
+    let want = write(&m, &WriteOptions::default()).unwrap();
+    let mut w =
+        PytorchWriter::new(Cursor::new(Vec::new()), m.tensor_infos(), &m.metadata, None).unwrap();
+    assert_eq!(w.order().collect::<Vec<_>>(), ["z.last", "a.first"]);
+    let e = w.write_tensor("a.first", &[0; 24]).unwrap_err();
+    assert!(
+        e.to_string().contains("where \"z.last\" was expected"),
+        "{e}"
+    );
+    assert!(
+        w.write_tensor("z.last", &[0; 15]).is_err(),
+        "15 bytes for 4x2 f16"
+    );
+    for name in ["z.last", "a.first"] {
+        w.write_tensor(name, m.tensor(name).unwrap().data().unwrap())
+            .unwrap();
+    }
+    assert_eq!(w.finish().unwrap().into_inner(), want);
+
+    let mut w = PytorchWriter::new(
+        Cursor::new(Vec::new()),
+        m.tensor_infos(),
+        &m.metadata,
+        Some("ckpt"),
+    )
+    .unwrap();
+    w.write_tensor("z.last", &[0; 16]).unwrap();
+    let e = w.finish().unwrap_err();
+    assert!(e.to_string().contains("before tensor \"a.first\""), "{e}");
+    let e = PytorchWriter::new(
+        Cursor::new(Vec::new()),
+        m.tensor_infos(),
+        &m.metadata,
+        Some("a/b"),
+    )
+    .err()
+    .unwrap();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+}

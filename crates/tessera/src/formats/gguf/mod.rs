@@ -123,6 +123,7 @@ use crate::dtype::DType;
 use crate::format::{Format, FormatSpec};
 
 pub use read::GgufFile;
+pub use write::GgufWriter;
 
 /// GGUF in the format registry.
 pub const SPEC: FormatSpec = FormatSpec::new("gguf", "GGUF")

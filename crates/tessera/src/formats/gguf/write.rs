@@ -6,7 +6,7 @@ use std::io::Write;
 
 use crate::convert::{WriteOptions, WriteReport, WriteSeek};
 use crate::error::{Error, Result};
-use crate::metadata::Value;
+use crate::metadata::{Map, Metadata, Value};
 use crate::model::TensorSource;
 use crate::tensor::{Layout, TensorInfo};
 
@@ -106,14 +106,18 @@ fn plan_tensor(info: &TensorInfo, notes: &mut Vec<String>) -> Result<Planned> {
     })
 }
 
-/// Encodes the metadata KVs; returns (bytes, count, alignment).
-fn encode_metadata(src: &dyn TensorSource, notes: &mut Vec<String>) -> Result<(Vec<u8>, u64, u64)> {
-    let meta = src.metadata();
+/// Encodes the metadata KVs; returns (bytes, count, alignment). `side` is the value
+/// types held beside the metadata (a GGUF source's own); `from_gguf` says the metadata
+/// is a GGUF file's, so a `tessera.gguf_types` key in it is that file's own key.
+fn encode_metadata(
+    meta: &Metadata,
+    side: Option<&Map>,
+    from_gguf: bool,
+    notes: &mut Vec<String>,
+) -> Result<(Vec<u8>, u64, u64)> {
     // The value types: beside the metadata when the source is a GGUF file (a key of
     // that name is then the file's own), else in it, as conversions to other formats
     // keep them.
-    let side = src.metadata_types();
-    let from_gguf = src.source_format() == Some(crate::format::Format::Gguf);
     // The key carries our annotations only in metadata that went through another format.
     let legacy = side.is_none() && !from_gguf;
     let anns = match side {
@@ -143,7 +147,6 @@ fn encode_metadata(src: &dyn TensorSource, notes: &mut Vec<String>) -> Result<(V
         } else if encode_kv(&mut out, key, value, anns.get(key).copied())? {
             // Nothing to report when the value already was JSON text in a GGUF source.
             let ann = anns.get(key).and_then(|a| a.as_str());
-            let from_gguf = src.source_format() == Some(crate::format::Format::Gguf);
             if ann != Some(JSON_ANNOTATION) && !from_gguf {
                 notes.push(format!(
                     "metadata {key:?}: GGUF has no type for this value; stored as JSON text \
@@ -196,88 +199,181 @@ fn pad(w: &mut impl Write, n: u64) -> Result<()> {
 /// The key llama.cpp needs to load a model.
 pub const ARCHITECTURE_KEY: &str = "general.architecture";
 
+/// A streaming GGUF v3 writer. [`GgufWriter::new`] writes the header (KVs and tensor
+/// infos: it needs every tensor's dtype, shape and layout, not its bytes);
+/// [`GgufWriter::write_tensor`] then takes each tensor's bytes (a packed `ggml_*`
+/// tensor's blocks as they are) in [`GgufWriter::order`], the order given, each padded
+/// to the alignment; [`GgufWriter::finish`] checks that all came.
+pub struct GgufWriter<W: Write> {
+    out: std::io::BufWriter<W>,
+    plans: Vec<Planned>,
+    next: usize,
+    alignment: u64,
+    notes: Vec<String>,
+}
+
+impl<W: Write> GgufWriter<W> {
+    /// Plans the file and writes its header. The GGUF value type of each metadata key
+    /// comes from `types` (key → `u32`, `[str]`, … as [`super::meta`] names them, what
+    /// a GGUF source's `TensorSource::metadata_types` gives), else from a
+    /// `tessera.gguf_types` key in `metadata` (what conversions to other formats keep),
+    /// else from the value. Errors name a tensor GGUF cannot store, or a duplicate name.
+    pub fn new(
+        out: W,
+        infos: &[TensorInfo],
+        metadata: &Metadata,
+        types: Option<&Map>,
+    ) -> Result<Self> {
+        Self::plan(out, infos, metadata, types, false)
+    }
+
+    fn plan(
+        out: W,
+        infos: &[TensorInfo],
+        metadata: &Metadata,
+        types: Option<&Map>,
+        from_gguf: bool,
+    ) -> Result<Self> {
+        let mut notes = Vec::new();
+        // llama.cpp refuses a model without it ("key not found in model:
+        // general.architecture"); gguf-py and Tessera read such a file.
+        if metadata.get(ARCHITECTURE_KEY).is_none() {
+            notes.push(format!(
+                "no {ARCHITECTURE_KEY} in the metadata: llama.cpp will not load this GGUF"
+            ));
+        }
+        let (kv, kv_count, alignment) = encode_metadata(metadata, types, from_gguf, &mut notes)?;
+        let plans = infos
+            .iter()
+            .map(|i| plan_tensor(i, &mut notes))
+            .collect::<Result<Vec<_>>>()?;
+        let mut seen = std::collections::HashSet::new();
+        if let Some(p) = plans.iter().find(|p| !seen.insert(p.name.as_str())) {
+            return Err(Error::invalid_input(format!(
+                "duplicate tensor name {:?}: GGUF readers refuse it",
+                p.name
+            )));
+        }
+
+        let mut head = Vec::with_capacity(24 + kv.len());
+        head.extend_from_slice(GGUF_MAGIC);
+        head.extend_from_slice(&GGUF_VERSION.to_le_bytes());
+        head.extend_from_slice(&(plans.len() as u64).to_le_bytes());
+        head.extend_from_slice(&kv_count.to_le_bytes());
+        head.extend_from_slice(&kv);
+        let mut offset = 0u64;
+        for p in &plans {
+            put_str(&mut head, &p.name);
+            head.extend_from_slice(&(p.dims.len() as u32).to_le_bytes());
+            for d in &p.dims {
+                head.extend_from_slice(&d.to_le_bytes());
+            }
+            head.extend_from_slice(&p.ty.id.to_le_bytes());
+            head.extend_from_slice(&offset.to_le_bytes());
+            offset = offset
+                .checked_add(p.nbytes)
+                .and_then(|o| align_up(o, alignment))
+                .ok_or_else(|| Error::invalid_input("total tensor size overflows u64"))?;
+        }
+        let head_len = head.len() as u64;
+        let data_start = align_up(head_len, alignment)
+            .ok_or_else(|| Error::invalid_input("header size overflows"))?;
+
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
+        out.write_all(&head)?;
+        pad(&mut out, data_start - head_len)?;
+        Ok(GgufWriter {
+            out,
+            plans,
+            next: 0,
+            alignment,
+            notes,
+        })
+    }
+
+    /// Tensor names in the order their bytes must be given (the order of `infos`).
+    pub fn order(&self) -> impl Iterator<Item = &str> {
+        self.plans.iter().map(|p| p.name.as_str())
+    }
+
+    /// What the plan noticed that GGUF readers may not take (no architecture key, ranks
+    /// over 4, long names, dropped attributes, values stored as JSON text).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Writes the next tensor's bytes (`name` must be the next in [`Self::order`]) and
+    /// the padding after them.
+    pub fn write_tensor(&mut self, name: &str, data: &[u8]) -> Result<()> {
+        let p = self.plans.get(self.next).ok_or_else(|| {
+            Error::invalid_input(format!("tensor {name:?} given after the last tensor"))
+        })?;
+        if p.name != name {
+            return Err(Error::invalid_input(format!(
+                "tensor {name:?} given where {:?} was expected",
+                p.name
+            )));
+        }
+        if data.len() as u64 != p.nbytes {
+            return Err(Error::invalid_input(format!(
+                "tensor {name:?}: {} bytes, {} of {:?} (innermost first) needs {}",
+                data.len(),
+                p.ty.name,
+                p.dims,
+                p.nbytes
+            )));
+        }
+        self.out.write_all(data)?;
+        let padded = align_up(p.nbytes, self.alignment).unwrap_or(p.nbytes);
+        pad(&mut self.out, padded - p.nbytes)?;
+        self.next += 1;
+        Ok(())
+    }
+
+    /// Checks every planned tensor was written, flushes and returns the sink.
+    pub fn finish(self) -> Result<W> {
+        if let Some(p) = self.plans.get(self.next) {
+            return Err(Error::invalid_input(format!(
+                "GGUF writer finished before tensor {:?}",
+                p.name
+            )));
+        }
+        self.out
+            .into_inner()
+            .map_err(|e| Error::from(e.into_error()))
+    }
+}
+
 /// Writes `src` as GGUF v3. See the module docs for the mapping.
 pub fn write(
     src: &dyn TensorSource,
     out: &mut dyn WriteSeek,
     _opts: &WriteOptions,
 ) -> Result<WriteReport> {
-    let mut notes = Vec::new();
-    // llama.cpp refuses a model without it ("key not found in model:
-    // general.architecture"); gguf-py and Tessera read such a file.
-    if src.metadata().get(ARCHITECTURE_KEY).is_none() {
-        notes.push(format!(
-            "no {ARCHITECTURE_KEY} in the metadata: llama.cpp will not load this GGUF"
-        ));
-    }
-    let (kv, kv_count, alignment) = encode_metadata(src, &mut notes)?;
-    let plans = src
-        .tensor_infos()
-        .iter()
-        .map(|i| plan_tensor(i, &mut notes))
-        .collect::<Result<Vec<_>>>()?;
-    let mut seen = std::collections::HashSet::new();
-    if let Some(p) = plans.iter().find(|p| !seen.insert(p.name.as_str())) {
-        return Err(Error::invalid_input(format!(
-            "duplicate tensor name {:?}: GGUF readers refuse it",
-            p.name
-        )));
-    }
-
-    let mut head = Vec::with_capacity(24 + kv.len());
-    head.extend_from_slice(GGUF_MAGIC);
-    head.extend_from_slice(&GGUF_VERSION.to_le_bytes());
-    head.extend_from_slice(&(plans.len() as u64).to_le_bytes());
-    head.extend_from_slice(&kv_count.to_le_bytes());
-    head.extend_from_slice(&kv);
-    let mut offset = 0u64;
-    for p in &plans {
-        put_str(&mut head, &p.name);
-        head.extend_from_slice(&(p.dims.len() as u32).to_le_bytes());
-        for d in &p.dims {
-            head.extend_from_slice(&d.to_le_bytes());
-        }
-        head.extend_from_slice(&p.ty.id.to_le_bytes());
-        head.extend_from_slice(&offset.to_le_bytes());
-        offset = offset
-            .checked_add(p.nbytes)
-            .and_then(|o| align_up(o, alignment))
-            .ok_or_else(|| Error::invalid_input("total tensor size overflows u64"))?;
-    }
-    let head_len = head.len() as u64;
-    let data_start = align_up(head_len, alignment)
-        .ok_or_else(|| Error::invalid_input("header size overflows"))?;
-
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, &mut *out);
-    w.write_all(&head)?;
-    pad(&mut w, data_start - head_len)?;
-    for p in &plans {
-        let view = src.tensor(&p.name)?;
+    let from_gguf = src.source_format() == Some(crate::format::Format::Gguf);
+    let mut w = GgufWriter::plan(
+        &mut *out,
+        src.tensor_infos(),
+        src.metadata(),
+        src.metadata_types(),
+        from_gguf,
+    )?;
+    let order: Vec<String> = w.order().map(str::to_string).collect();
+    for name in &order {
+        let view = src.tensor(name)?;
         let bytes = match (&view.info.layout, view.parts.as_slice()) {
             (Layout::Dense, _) => view.data()?,
             (_, [part]) if part.role == "data" => part.bytes.as_ref(),
             _ => {
                 return Err(Error::invalid_input(format!(
-                    "tensor {:?}: a packed ggml tensor has exactly one part, \"data\"",
-                    p.name
+                    "tensor {name:?}: a packed ggml tensor has exactly one part, \"data\""
                 )))
             }
         };
-        if bytes.len() as u64 != p.nbytes {
-            return Err(Error::invalid_input(format!(
-                "tensor {:?}: {} bytes, {} {:?} needs {}",
-                p.name,
-                bytes.len(),
-                p.ty.name,
-                view.info.shape,
-                p.nbytes
-            )));
-        }
-        w.write_all(bytes)?;
-        let padded = align_up(p.nbytes, alignment).unwrap_or(p.nbytes);
-        pad(&mut w, padded - p.nbytes)?;
+        w.write_tensor(name, bytes)?;
     }
-    w.flush()?;
+    let notes = std::mem::take(&mut w.notes);
+    w.finish()?.flush()?;
     Ok(WriteReport {
         notes,
         ..Default::default()

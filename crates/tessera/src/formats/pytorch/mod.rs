@@ -125,6 +125,7 @@ mod write;
 mod zip;
 
 pub use read::PytorchFile;
+pub use write::PytorchWriter;
 
 use std::collections::HashMap;
 

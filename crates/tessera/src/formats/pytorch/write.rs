@@ -1,7 +1,7 @@
 //! The `.pt` writer: a state dict as `torch.save` writes it (zip, stored records, data
 //! 64-byte aligned), one storage per tensor, streamed one tensor at a time.
 
-use std::io::Write;
+use std::io::{Seek, Write};
 
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipWriter};
@@ -9,9 +9,10 @@ use zip::{CompressionMethod, ZipWriter};
 use super::pickler::{self, Entry};
 use crate::convert::{WriteOptions, WriteReport, WriteSeek};
 use crate::error::{Error, Result};
+use crate::metadata::Metadata;
 use crate::model::TensorSource;
 use crate::options::{OptionKind, OptionSpec};
-use crate::tensor::Layout;
+use crate::tensor::{Layout, TensorInfo};
 
 /// `-O archive=NAME`: the folder the records sit in (torch names it after the file's
 /// stem; Tessera writes `archive`, as torch does for a buffer).
@@ -32,8 +33,8 @@ fn zip_err(e: zip::result::ZipError) -> Error {
     }
 }
 
-fn archive_name(opts: &WriteOptions) -> Result<String> {
-    let name = opts.extra_text(ARCHIVE.name).unwrap_or("archive");
+fn archive_name(name: Option<&str>) -> Result<String> {
+    let name = name.unwrap_or("archive");
     let ok = !name.is_empty()
         && name.len() <= 200
         && name != "."
@@ -50,77 +51,153 @@ fn archive_name(opts: &WriteOptions) -> Result<String> {
     Ok(name.to_string())
 }
 
+/// A streaming `.pt` writer. [`PytorchWriter::new`] writes the pickled state dict (it
+/// needs every tensor's name, dtype and shape, not its bytes) and the records torch
+/// writes before the data; [`PytorchWriter::write_tensor`] then takes each tensor's
+/// bytes in [`PytorchWriter::order`] (the order given), one 64-byte aligned stored
+/// record each; [`PytorchWriter::finish`] writes the `version` record and the zip's
+/// central directory.
+pub struct PytorchWriter<W: Write + Seek> {
+    zip: ZipWriter<W>,
+    archive: String,
+    /// Name, storage key and byte length of each tensor, in order.
+    plan: Vec<(String, String, u64)>,
+    next: usize,
+}
+
+impl<W: Write + Seek> PytorchWriter<W> {
+    /// Plans the state dict and writes everything before the first tensor's data.
+    /// `archive` is the folder inside the zip (`archive` unless given:
+    /// [`ARCHIVE`]). Errors name a tensor that is not dense, one whose dtype torch has
+    /// no storage for, or a duplicate name.
+    pub fn new(
+        out: W,
+        infos: &[TensorInfo],
+        metadata: &Metadata,
+        archive: Option<&str>,
+    ) -> Result<Self> {
+        let archive = archive_name(archive)?;
+        let mut names = std::collections::HashSet::new();
+        let mut entries = Vec::with_capacity(infos.len());
+        let mut plan = Vec::with_capacity(infos.len());
+        for (i, info) in infos.iter().enumerate() {
+            if info.layout != Layout::Dense {
+                return Err(Error::unsupported(format!(
+                    "tensor {:?} is {}; .pt is written with dense tensors only",
+                    info.name, info.layout
+                ))
+                .with_hint(crate::refusal::Hint::Densify));
+            }
+            if pickler::storage_class(info.dtype).is_none() {
+                return Err(Error::unsupported(format!(
+                    "tensor {:?} is {}, which torch 1.13 has no storage for",
+                    info.name, info.dtype
+                ))
+                .with_hint(crate::refusal::Hint::Cast));
+            }
+            if !names.insert(info.name.as_str()) {
+                return Err(Error::invalid_input(format!(
+                    "duplicate tensor name {:?}",
+                    info.name
+                )));
+            }
+            entries.push(Entry {
+                name: &info.name,
+                key: i.to_string(),
+                dtype: info.dtype,
+                shape: &info.shape,
+            });
+            plan.push((info.name.clone(), i.to_string(), info.dense_nbytes()?));
+        }
+        let pkl = pickler::state_dict(&entries, metadata, super::pickle::METADATA_ATTR);
+        let mut w = PytorchWriter {
+            zip: ZipWriter::new(out),
+            archive,
+            plan,
+            next: 0,
+        };
+        w.record("data.pkl", &pkl)?;
+        // As torch 2.x: storages in numeric key order (format version 1), 64-byte aligned.
+        w.record(".format_version", b"1")?;
+        w.record(".storage_alignment", ALIGN.to_string().as_bytes())?;
+        w.record("byteorder", b"little")?;
+        Ok(w)
+    }
+
+    fn record(&mut self, name: &str, bytes: &[u8]) -> Result<()> {
+        let o = SimpleFileOptions::default()
+            .compression_method(CompressionMethod::Stored)
+            .with_alignment(ALIGN)
+            .large_file(bytes.len() as u64 >= u32::MAX as u64);
+        self.zip
+            .start_file(format!("{}/{name}", self.archive), o)
+            .map_err(zip_err)?;
+        self.zip.write_all(bytes)?;
+        Ok(())
+    }
+
+    /// Tensor names in the order their bytes must be given (the order of `infos`).
+    pub fn order(&self) -> impl Iterator<Item = &str> {
+        self.plan.iter().map(|p| p.0.as_str())
+    }
+
+    /// Writes the next tensor's bytes (`name` must be the next in [`Self::order`]) as
+    /// its storage record.
+    pub fn write_tensor(&mut self, name: &str, data: &[u8]) -> Result<()> {
+        let (want, key, nbytes) = self.plan.get(self.next).ok_or_else(|| {
+            Error::invalid_input(format!("tensor {name:?} given after the last tensor"))
+        })?;
+        if want != name {
+            return Err(Error::invalid_input(format!(
+                "tensor {name:?} given where {want:?} was expected"
+            )));
+        }
+        if data.len() as u64 != *nbytes {
+            return Err(Error::invalid_input(format!(
+                "tensor {name:?}: {} bytes given, {nbytes} expected",
+                data.len()
+            )));
+        }
+        let record = format!("data/{key}");
+        self.record(&record, data)?;
+        self.next += 1;
+        Ok(())
+    }
+
+    /// Checks every planned tensor was written, writes the `version` record and the
+    /// central directory, flushes and returns the sink.
+    pub fn finish(mut self) -> Result<W> {
+        if let Some(p) = self.plan.get(self.next) {
+            return Err(Error::invalid_input(format!(
+                ".pt writer finished before tensor {:?}",
+                p.0
+            )));
+        }
+        self.record("version", b"3\n")?;
+        let mut out = self.zip.finish().map_err(zip_err)?;
+        out.flush()?;
+        Ok(out)
+    }
+}
+
 /// The `WRITE` entry point: `src` as a `torch.save` state dict.
 pub fn write(
     src: &dyn TensorSource,
     out: &mut dyn WriteSeek,
     opts: &WriteOptions,
 ) -> Result<WriteReport> {
-    let archive = archive_name(opts)?;
     let infos = src.tensor_infos();
-    let mut names = std::collections::HashSet::new();
-    let mut entries = Vec::with_capacity(infos.len());
-    for (i, info) in infos.iter().enumerate() {
-        if info.layout != Layout::Dense {
-            return Err(Error::unsupported(format!(
-                "tensor {:?} is {}; .pt is written with dense tensors only",
-                info.name, info.layout
-            ))
-            .with_hint(crate::refusal::Hint::Densify));
-        }
-        if pickler::storage_class(info.dtype).is_none() {
-            return Err(Error::unsupported(format!(
-                "tensor {:?} is {}, which torch 1.13 has no storage for",
-                info.name, info.dtype
-            ))
-            .with_hint(crate::refusal::Hint::Cast));
-        }
-        if !names.insert(info.name.as_str()) {
-            return Err(Error::invalid_input(format!(
-                "duplicate tensor name {:?}",
-                info.name
-            )));
-        }
-        entries.push(Entry {
-            name: &info.name,
-            key: i.to_string(),
-            dtype: info.dtype,
-            shape: &info.shape,
-        });
-    }
-    let pkl = pickler::state_dict(&entries, src.metadata(), super::pickle::METADATA_ATTR);
-
-    let base = SimpleFileOptions::default()
-        .compression_method(CompressionMethod::Stored)
-        .with_alignment(ALIGN);
-    let mut zip = ZipWriter::new(out);
-    let record = |zip: &mut ZipWriter<_>, name: &str, bytes: &[u8]| -> Result<()> {
-        let o = base.large_file(bytes.len() as u64 >= u32::MAX as u64);
-        zip.start_file(format!("{archive}/{name}"), o)
-            .map_err(zip_err)?;
-        zip.write_all(bytes)?;
-        Ok(())
-    };
-    record(&mut zip, "data.pkl", &pkl)?;
-    // As torch 2.x: storages in numeric key order (format version 1), 64-byte aligned.
-    record(&mut zip, ".format_version", b"1")?;
-    record(&mut zip, ".storage_alignment", ALIGN.to_string().as_bytes())?;
-    record(&mut zip, "byteorder", b"little")?;
-    for (e, info) in entries.iter().zip(infos) {
+    let mut w = PytorchWriter::new(
+        &mut *out,
+        infos,
+        src.metadata(),
+        opts.extra_text(ARCHIVE.name),
+    )?;
+    for info in infos {
         let view = src.tensor(&info.name)?;
-        let data = view.data()?;
-        let want = info.dense_nbytes()?;
-        if data.len() as u64 != want {
-            return Err(Error::invalid_input(format!(
-                "tensor {:?}: {} bytes given, {want} expected",
-                info.name,
-                data.len()
-            )));
-        }
-        record(&mut zip, &format!("data/{}", e.key), data)?;
+        w.write_tensor(&info.name, view.data()?)?;
     }
-    record(&mut zip, "version", b"3\n")?;
-    zip.finish().map_err(zip_err)?.flush()?;
+    w.finish()?;
     let mut report = WriteReport::default();
     let with_attrs = infos.iter().filter(|i| !i.attrs.is_empty()).count();
     if with_attrs > 0 {
