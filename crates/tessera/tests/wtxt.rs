@@ -583,3 +583,55 @@ fn streaming_over_an_existing_pair_replaces_both() {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
     }
 }
+
+/// `WtxtWriter`, fed one array at a time, writes the bytes `write_to` does (signed, and
+/// streamed with its WSUM text), and checks the order and completeness.
+#[test]
+fn the_streaming_writer_writes_what_write_to_does() {
+    use std::io::Cursor;
+    use tessera::formats::wtxt::WtxtWriter;
+    let m = model();
+    let feed = |o: &tessera::WriteOptions| {
+        let mut w = WtxtWriter::new(Cursor::new(Vec::new()), m.tensor_infos(), o).unwrap();
+        let order: Vec<String> = w.order().map(str::to_string).collect();
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(order, sorted, "ASCII name order");
+        for name in &order {
+            w.write_tensor(name, m.tensor(name).unwrap().data().unwrap())
+                .unwrap();
+        }
+        w.finish().unwrap()
+    };
+    let signed = opts().sign_key(Some([9u8; 32]));
+    let done = feed(&signed);
+    assert!(done.wsum.is_none());
+    assert_eq!(done.out.into_inner(), write(&m, &signed));
+
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.wtxt");
+    let streamed = opts().streaming(true).path(Some(p.clone()));
+    tessera::convert::write_file(Format::Wtxt, &m, &p, &streamed).unwrap();
+    let done = feed(&streamed);
+    assert_eq!(done.out.into_inner(), std::fs::read(&p).unwrap());
+    let wsum = std::fs::read_to_string(dir.path().join("s.wtxt.wsum")).unwrap();
+    assert_eq!(done.wsum.as_deref(), Some(wsum.as_str()));
+
+    let mut w = WtxtWriter::new(Cursor::new(Vec::new()), m.tensor_infos(), &opts()).unwrap();
+    let order: Vec<String> = w.order().map(str::to_string).collect();
+    let e = w.write_tensor(&order[1], &[]).unwrap_err();
+    assert!(e.to_string().contains("was expected"), "{e}");
+    let first = m.tensor(&order[0]).unwrap();
+    let data = first.data().unwrap();
+    assert!(
+        w.write_tensor(&order[0], &data[1..]).is_err(),
+        "a byte short"
+    );
+    w.write_tensor(&order[0], data).unwrap();
+    let e = w.finish().unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("before tensor {:?}", order[1])),
+        "{e}"
+    );
+}

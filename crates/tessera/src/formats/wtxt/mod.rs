@@ -103,6 +103,7 @@ use std::borrow::Cow;
 
 pub use armor::{lines_for, parity};
 pub use read::WtxtFile;
+pub use write::WtxtWriter;
 
 use crate::any::{Access, ReadOptions};
 use crate::convert::{Capabilities, MetadataSupport};

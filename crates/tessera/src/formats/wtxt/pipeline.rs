@@ -37,7 +37,9 @@ type Hashed<'v> = (String, TensorView<'v>);
 /// previous step's text, the pool hashes the step's arrays (SHA-256, HMAC), adds the
 /// previous step's arrays to `sha256_all` and encodes the step's chunks. An array over
 /// [`SEGMENT`] bytes is its own step and is encoded a segment at a time, its share of
-/// `sha256_all` running beside.
+/// `sha256_all` running beside. `fastxor` and `sha256_all` carry on across calls;
+/// `total` is the bytes of arrays before these (their place in the XOR stream), and is
+/// advanced past them. Writes no trailer ([`end_arrays`]).
 pub fn encode_arrays<'s>(
     src: &'s dyn TensorSource,
     arrays: &[(&TensorInfo, u64, Chunking)],
@@ -45,8 +47,8 @@ pub fn encode_arrays<'s>(
     out: &mut dyn WriteSeek,
     all: &mut Sha256,
     fastxor: &mut u64,
+    total: &mut u64,
 ) -> Result<()> {
-    let mut total = 0u64;
     let mut pending: Vec<Hashed<'s>> = Vec::new();
     let mut unwritten: Vec<Vec<u8>> = Vec::new();
     let mut spare: Vec<Vec<u8>> = Vec::new();
@@ -87,7 +89,7 @@ pub fn encode_arrays<'s>(
             .collect();
         let bases: Vec<u64> = step
             .iter()
-            .scan(total, |t, (_, b, _)| {
+            .scan(*total, |t, (_, b, _)| {
                 let base = *t;
                 *t += b;
                 Some(base)
@@ -237,7 +239,7 @@ pub fn encode_arrays<'s>(
                 pending.push((line, v));
             }
         }
-        total += size;
+        *total += size;
         i = j;
     }
     // The last step's share of sha256_all, beside writing its text.
@@ -253,6 +255,11 @@ pub fn encode_arrays<'s>(
         joined(h)?;
         Ok(written?)
     })?;
+    Ok(())
+}
+
+/// The lines after the last array: `audit` (when set) and `endwtxt`.
+pub fn end_arrays(opts: &WriteOptions, out: &mut dyn WriteSeek) -> Result<()> {
     if let Some(audit) = &opts.audit {
         check_audit(audit)?;
         out.write_all(b"audit ")?;

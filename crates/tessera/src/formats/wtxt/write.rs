@@ -6,7 +6,7 @@
 //! rayon pool a step (~4 MiB) or a 16 MiB segment at a time, so memory stays near one
 //! step of tensors and text plus the hash states.
 
-use std::io::SeekFrom;
+use std::io::{Seek, SeekFrom, Write};
 
 use sha2::{Digest, Sha256};
 
@@ -94,173 +94,306 @@ fn read_prev(opts: &WriteOptions) -> Result<([u8; 32], Option<u64>)> {
     Ok((root.merkle_this, f.meta.gen.parse().ok()))
 }
 
+/// A WTXT file being written. [`WtxtWriter::new`] plans every array (it needs each
+/// tensor's name, dtype and shape, not its bytes) and writes the header lines with a
+/// placeholder root; [`WtxtWriter::write_tensor`] then takes the arrays in
+/// [`WtxtWriter::order`] (ASCII name order, as the spec lays them out), each hashed and
+/// encoded on every core; [`WtxtWriter::finish`] writes `audit`/`endwtxt` and patches
+/// the root (and `sign`) lines in place — or, with `streaming`, leaves `root_pending`
+/// and returns the WSUM text that must go beside the file (`OUT.wsum`).
+///
+/// The options are [`WriteOptions`]' WTXT fields: `generation`/`prev` (chaining),
+/// `timestamp`, `build`, `host`, `cuda`, `rows_per_chunk`, `hmac_key`, `sign_key`,
+/// `streaming`, `audit`.
+pub struct WtxtWriter<W: Write + Seek> {
+    out: W,
+    opts: WriteOptions,
+    meta: Meta,
+    exts: Vec<&'static str>,
+    /// The arrays in file order, with their byte lengths and chunkings.
+    arrays: Vec<(TensorInfo, u64, Chunking)>,
+    next: usize,
+    start: u64,
+    root_pos: u64,
+    head_len: usize,
+    merkle_prev: [u8; 32],
+    sign_key: Option<[u8; 32]>,
+    all: Sha256,
+    fastxor: u64,
+    /// Bytes of arrays written so far (each array's place in the XOR stream).
+    offset: u64,
+}
+
+/// What [`WtxtWriter::finish`] gives back.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Finished<W> {
+    /// The sink, positioned after `endwtxt`.
+    pub out: W,
+    /// With `streaming`: the WSUM file's text (its root and `sign` line), to be written
+    /// as `OUT.wsum` ([`super::wsum::wsum_path`]) together with the main file.
+    pub wsum: Option<String>,
+}
+
+impl<W: Write + Seek> WtxtWriter<W> {
+    /// Plans the arrays of `infos` and writes the header. Errors name a tensor WTXT
+    /// cannot store (not dense, a dtype outside its list, a name outside its
+    /// characters, too many bytes or chunks) or a bad option value.
+    pub fn new(mut out: W, infos: &[TensorInfo], opts: &WriteOptions) -> Result<Self> {
+        let (merkle_prev, prev_gen) = read_prev(opts)?;
+        let gen = opts.generation.or(prev_gen.map(|g| g + 1)).unwrap_or(0);
+        let ts = match &opts.timestamp {
+            Some(t) if is_timestamp(t) => t.clone(),
+            Some(t) => {
+                return Err(Error::invalid_input(format!(
+                    "wtxt timestamp {t:?} is not YYYY-MM-DDTHH:MM:SSZ"
+                )))
+            }
+            None => crate::util::clock::utc_string(crate::util::clock::stamp_secs()?),
+        };
+        let meta = Meta {
+            schema: "weights/v1".into(),
+            gen: format!("{gen:06}"),
+            ts,
+            build: token(
+                opts.build.as_ref(),
+                concat!("tessera-", env!("CARGO_PKG_VERSION")),
+                "build",
+            )?,
+            host: token(opts.host.as_ref(), "cpu", "host")?,
+            cuda: token(opts.cuda.as_ref(), "off", "cuda")?,
+        };
+
+        // Plan every array first: names, dtypes, chunkings, extensions.
+        let mut infos: Vec<&TensorInfo> = infos.iter().collect();
+        infos.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+        if let Some(w) = infos.windows(2).find(|w| w[0].name == w[1].name) {
+            return Err(Error::invalid_input(format!(
+                "duplicate tensor name {:?}",
+                w[0].name
+            )));
+        }
+        let mut exts = vec!["crc32c", "line_parity"];
+        if opts.hmac_key.is_some() {
+            exts.push("arr_hmac");
+        }
+        let mut arrays = Vec::with_capacity(infos.len());
+        for info in &infos {
+            let name = &info.name;
+            if info.layout != Layout::Dense {
+                return Err(Error::unsupported(format!(
+                    "tensor {name:?} is {}; WTXT stores dense arrays only",
+                    info.layout
+                ))
+                .with_hint(crate::refusal::Hint::Densify));
+            }
+            if raw::EXT_DTYPES.contains(&info.dtype) {
+                exts.push("ext_dtypes");
+            } else if !raw::BASE_DTYPES.contains(&info.dtype) {
+                return Err(Error::unsupported(format!(
+                    "tensor {name:?}: WTXT cannot store {}",
+                    info.dtype
+                ))
+                .with_hint(crate::refusal::Hint::Cast));
+            }
+            if !raw::is_spec_name(name) {
+                if !raw::is_ext_name(name) {
+                    return Err(Error::invalid_input(format!(
+                        "tensor name {name:?} cannot be written to WTXT (printable ASCII without space, '=' or '\"')"
+                    )));
+                }
+                exts.push("ext_names");
+            }
+            let bytes = info.dense_nbytes()?;
+            if bytes > raw::MAX_ARRAY_BYTES {
+                return Err(Error::invalid_input(format!(
+                    "tensor {name:?}: {bytes} bytes, WTXT arrays hold at most {} (off= has 12 digits)",
+                    raw::MAX_ARRAY_BYTES
+                )));
+            }
+            let ch = chunking(info, bytes, opts.rows_per_chunk)?;
+            if bytes.div_ceil(ch.chunk) > raw::MAX_CHUNKS {
+                return Err(Error::invalid_input(format!(
+                    "tensor {name:?}: more than {} chunks (ix= has 6 digits); raise rows_per_chunk",
+                    raw::MAX_CHUNKS
+                )));
+            }
+            if ch.idx.is_some() {
+                exts.push("row_blocking");
+                exts.push("delta_v2");
+            }
+            arrays.push(((*info).clone(), bytes, ch));
+        }
+        if let Some(audit) = &opts.audit {
+            super::pipeline::check_audit(audit)?;
+        }
+
+        let sign_key = if opts.streaming { None } else { opts.sign_key };
+        let mut head = format!("WTXT 1\n{}\n{}\n", meta.line(), cap_line(&exts));
+        let root_pos = head.len() as u64;
+        if opts.streaming {
+            head.push_str(ROOT_PENDING);
+            head.push('\n');
+        } else {
+            head.push_str(
+                &Root {
+                    sha256_all: [0; 32],
+                    merkle_prev,
+                    merkle_this: [0; 32],
+                    fastxor: 0,
+                }
+                .line(),
+            );
+            head.push('\n');
+            if sign_key.is_some() {
+                head.push_str(
+                    &Sign {
+                        sig: [0; 64],
+                        keyid: [0; 8],
+                    }
+                    .line(),
+                );
+                head.push('\n');
+            }
+        }
+        let start = out.stream_position()?;
+        out.write_all(head.as_bytes())?;
+        Ok(WtxtWriter {
+            out,
+            opts: opts.clone(),
+            meta,
+            exts,
+            arrays,
+            next: 0,
+            start,
+            root_pos,
+            head_len: head.len(),
+            merkle_prev,
+            sign_key,
+            all: Sha256::new(),
+            fastxor: 0,
+            offset: 0,
+        })
+    }
+
+    /// Tensor names in the order their bytes must be given (ASCII order).
+    pub fn order(&self) -> impl Iterator<Item = &str> {
+        self.arrays.iter().map(|a| a.0.name.as_str())
+    }
+
+    /// Encodes the next array (`name` must be the next in [`Self::order`]).
+    pub fn write_tensor(&mut self, name: &str, data: &[u8]) -> Result<()> {
+        let (info, _, _) = self.arrays.get(self.next).ok_or_else(|| {
+            Error::invalid_input(format!("tensor {name:?} given after the last tensor"))
+        })?;
+        if info.name != name {
+            return Err(Error::invalid_input(format!(
+                "tensor {name:?} given where {:?} was expected",
+                info.name
+            )));
+        }
+        let mut one = crate::model::Model::new();
+        one.push(crate::tensor::TensorView::dense(
+            info.clone(),
+            std::borrow::Cow::Borrowed(data),
+        )?)?;
+        self.encode(&one, self.next + 1)
+    }
+
+    /// Encodes the arrays from the next up to `end` (exclusive), reading them from
+    /// `src`, a step of arrays at a time on every core.
+    fn encode(&mut self, src: &dyn TensorSource, end: usize) -> Result<()> {
+        let arrays: Vec<(&TensorInfo, u64, Chunking)> = self.arrays[self.next..end]
+            .iter()
+            .map(|(i, b, c)| (i, *b, *c))
+            .collect();
+        super::pipeline::encode_arrays(
+            src,
+            &arrays,
+            &self.opts,
+            &mut self.out,
+            &mut self.all,
+            &mut self.fastxor,
+            &mut self.offset,
+        )?;
+        self.next = end;
+        Ok(())
+    }
+
+    /// Checks every array was written, writes the trailer and the root.
+    pub fn finish(mut self) -> Result<Finished<W>> {
+        if let Some((info, _, _)) = self.arrays.get(self.next) {
+            return Err(Error::invalid_input(format!(
+                "WTXT writer finished before tensor {:?}",
+                info.name
+            )));
+        }
+        super::pipeline::end_arrays(&self.opts, &mut self.out)?;
+        let sha256_all: [u8; 32] = self.all.finalize().into();
+        let merkle_prev = self.merkle_prev;
+        let merkle_this = header::merkle_this(&merkle_prev, &sha256_all, &self.meta);
+        let root = Root {
+            sha256_all,
+            merkle_prev,
+            merkle_this,
+            fastxor: self.fastxor,
+        };
+        let mut out = self.out;
+        let wsum = if self.opts.streaming {
+            Some(Wsum::new(root, self.opts.sign_key.as_ref()).text())
+        } else {
+            let end = out.stream_position()?;
+            let mut patched = format!(
+                "WTXT 1\n{}\n{}\n{}\n",
+                self.meta.line(),
+                cap_line(&self.exts),
+                root.line()
+            );
+            if let Some(seed) = &self.sign_key {
+                let sig = Sign::create(seed, patched.as_bytes());
+                patched.push_str(&sig.line());
+                patched.push('\n');
+            }
+            debug_assert_eq!(patched.len(), self.head_len);
+            out.seek(SeekFrom::Start(self.start + self.root_pos))?;
+            out.write_all(&patched.as_bytes()[self.root_pos as usize..])?;
+            out.seek(SeekFrom::Start(end))?;
+            None
+        };
+        out.flush()?;
+        Ok(Finished { out, wsum })
+    }
+}
+
 /// Writes `src` as WTXT.
 pub fn write(
     src: &dyn TensorSource,
     out: &mut dyn WriteSeek,
     opts: &WriteOptions,
 ) -> Result<WriteReport> {
-    let (merkle_prev, prev_gen) = read_prev(opts)?;
-    let gen = opts.generation.or(prev_gen.map(|g| g + 1)).unwrap_or(0);
-    let ts = match &opts.timestamp {
-        Some(t) if is_timestamp(t) => t.clone(),
-        Some(t) => {
-            return Err(Error::invalid_input(format!(
-                "wtxt timestamp {t:?} is not YYYY-MM-DDTHH:MM:SSZ"
-            )))
-        }
-        None => crate::util::clock::utc_string(crate::util::clock::stamp_secs()?),
-    };
-    let meta = Meta {
-        schema: "weights/v1".into(),
-        gen: format!("{gen:06}"),
-        ts,
-        build: token(
-            opts.build.as_ref(),
-            concat!("tessera-", env!("CARGO_PKG_VERSION")),
-            "build",
-        )?,
-        host: token(opts.host.as_ref(), "cpu", "host")?,
-        cuda: token(opts.cuda.as_ref(), "off", "cuda")?,
-    };
-
-    // Plan every array first: names, dtypes, chunkings, extensions.
-    let mut infos: Vec<&TensorInfo> = src.tensor_infos().iter().collect();
-    infos.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
-    let mut exts = vec!["crc32c", "line_parity"];
-    if opts.hmac_key.is_some() {
-        exts.push("arr_hmac");
-    }
-    let mut plans = Vec::with_capacity(infos.len());
-    for info in &infos {
-        let name = &info.name;
-        if info.layout != Layout::Dense {
-            return Err(Error::unsupported(format!(
-                "tensor {name:?} is {}; WTXT stores dense arrays only",
-                info.layout
-            ))
-            .with_hint(crate::refusal::Hint::Densify));
-        }
-        if raw::EXT_DTYPES.contains(&info.dtype) {
-            exts.push("ext_dtypes");
-        } else if !raw::BASE_DTYPES.contains(&info.dtype) {
-            return Err(Error::unsupported(format!(
-                "tensor {name:?}: WTXT cannot store {}",
-                info.dtype
-            ))
-            .with_hint(crate::refusal::Hint::Cast));
-        }
-        if !raw::is_spec_name(name) {
-            if !raw::is_ext_name(name) {
-                return Err(Error::invalid_input(format!(
-                    "tensor name {name:?} cannot be written to WTXT (printable ASCII without space, '=' or '\"')"
-                )));
-            }
-            exts.push("ext_names");
-        }
-        let bytes = info.dense_nbytes()?;
-        if bytes > raw::MAX_ARRAY_BYTES {
-            return Err(Error::invalid_input(format!(
-                "tensor {name:?}: {bytes} bytes, WTXT arrays hold at most {} (off= has 12 digits)",
-                raw::MAX_ARRAY_BYTES
-            )));
-        }
-        let ch = chunking(info, bytes, opts.rows_per_chunk)?;
-        if bytes.div_ceil(ch.chunk) > raw::MAX_CHUNKS {
-            return Err(Error::invalid_input(format!(
-                "tensor {name:?}: more than {} chunks (ix= has 6 digits); raise rows_per_chunk",
-                raw::MAX_CHUNKS
-            )));
-        }
-        if ch.idx.is_some() {
-            exts.push("row_blocking");
-            exts.push("delta_v2");
-        }
-        plans.push((bytes, ch));
-    }
-
-    let sign_key = if opts.streaming { None } else { opts.sign_key };
-    let mut head = format!("WTXT 1\n{}\n{}\n", meta.line(), cap_line(&exts));
-    let root_pos = head.len() as u64;
-    if opts.streaming {
-        head.push_str(ROOT_PENDING);
-        head.push('\n');
-    } else {
-        head.push_str(
-            &Root {
-                sha256_all: [0; 32],
-                merkle_prev,
-                merkle_this: [0; 32],
-                fastxor: 0,
-            }
-            .line(),
-        );
-        head.push('\n');
-        if sign_key.is_some() {
-            head.push_str(
-                &Sign {
-                    sig: [0; 64],
-                    keyid: [0; 8],
-                }
-                .line(),
-            );
-            head.push('\n');
-        }
-    }
-    let start = out.stream_position()?;
-    out.write_all(head.as_bytes())?;
-
-    let mut all = Sha256::new();
-    let mut fastxor = 0u64;
-    let arrays: Vec<(&TensorInfo, u64, Chunking)> = infos
-        .iter()
-        .zip(&plans)
-        .map(|(i, (b, c))| (*i, *b, *c))
-        .collect();
-    super::pipeline::encode_arrays(src, &arrays, opts, out, &mut all, &mut fastxor)?;
-    let sha256_all: [u8; 32] = all.finalize().into();
-    let merkle_this = header::merkle_this(&merkle_prev, &sha256_all, &meta);
-    let root = Root {
-        sha256_all,
-        merkle_prev,
-        merkle_this,
-        fastxor,
-    };
-
-    let mut report = WriteReport::default();
-    if opts.streaming {
-        let path = opts.path.as_ref().ok_or_else(|| {
-            Error::invalid_input(
+    // With streaming, OUT.wsum goes beside OUT: refuse before writing anything.
+    let wpath = match (&opts.path, opts.streaming) {
+        (Some(p), true) => Some(super::wsum::wsum_path(p)),
+        (None, true) => {
+            return Err(Error::invalid_input(
                 "wtxt streaming writes OUT.wsum beside OUT: an output path is needed",
-            )
-        })?;
-        let wsum = Wsum::new(root, opts.sign_key.as_ref());
-        let wpath = super::wsum::wsum_path(path);
+            ))
+        }
+        _ => None,
+    };
+    let mut w = WtxtWriter::new(&mut *out, src.tensor_infos(), opts)?;
+    let n = w.arrays.len();
+    w.encode(src, n)?;
+    let done = w.finish()?;
+    let mut report = WriteReport::default();
+    if let (Some(wpath), Some(text)) = (wpath, done.wsum) {
         // Committed with the main file by the caller (module docs: "Writing").
         report.side_files.push(crate::util::atomic::SideFile {
             path: wpath.clone(),
-            bytes: wsum.text().into_bytes(),
+            bytes: text.into_bytes(),
         });
         report.extra_files.push(wpath);
-    } else {
-        let end = out.stream_position()?;
-        let mut patched = format!(
-            "WTXT 1\n{}\n{}\n{}\n",
-            meta.line(),
-            cap_line(&exts),
-            root.line()
-        );
-        if let Some(seed) = &sign_key {
-            let sig = Sign::create(seed, patched.as_bytes());
-            patched.push_str(&sig.line());
-            patched.push('\n');
-        }
-        debug_assert_eq!(patched.len(), head.len());
-        out.seek(SeekFrom::Start(start + root_pos))?;
-        out.write_all(&patched.as_bytes()[root_pos as usize..])?;
-        out.seek(SeekFrom::Start(end))?;
     }
-    out.flush()?;
     Ok(report)
 }
 
