@@ -4,7 +4,7 @@
 //! deviation from the spec, and describes itself in one `SPEC: FormatSpec` (name, title,
 //! extensions, magic, reader, writer, capabilities): see [`crate::format::FormatSpec`].
 //!
-//! The [`registry!`] below lists those descriptions, one line per format, and generates
+//! The `registry!` below lists those descriptions, one line per format, and generates
 //! the [`Format`] enum, [`Format::ALL`] and [`Format::spec`] from them. Detection, names,
 //! `reader_for`, `writer_for`, `capabilities`, `tessera formats`, the conversion matrix,
 //! the fuzz regressions and `scripts/fuzz.sh` all read this one list.

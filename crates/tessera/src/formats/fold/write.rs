@@ -1,6 +1,6 @@
 //! [`FoldWriter`]: the streaming writer. Each chunk is first [`Encoded`] — compressed
 //! (zstd, one frame with its content size), CRC-32C, SHA-256 and parity computed — which
-//! needs no writer, so [`write_chunks`] encodes a batch of chunks on every core while
+//! needs no writer, so `write_chunks` encodes a batch of chunks on every core while
 //! the previous batch is written; then its header, payload and parity are written in
 //! order. `finish` writes the index and patches the global header, as pyfolds does.
 //! Peak memory is two batches of compressed chunks (a batch is [`BATCH_BYTES`] of

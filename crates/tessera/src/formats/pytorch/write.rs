@@ -67,9 +67,9 @@ pub struct PytorchWriter<W: Write + Seek> {
 
 impl<W: Write + Seek> PytorchWriter<W> {
     /// Plans the state dict and writes everything before the first tensor's data.
-    /// `archive` is the folder inside the zip (`archive` unless given:
-    /// [`ARCHIVE`]). Errors name a tensor that is not dense, one whose dtype torch has
-    /// no storage for, or a duplicate name.
+    /// `archive` is the folder inside the zip (`archive` when `None`, as the
+    /// `-O archive=` option). Errors name a tensor that is not dense, one whose dtype
+    /// torch has no storage for, or a duplicate name.
     pub fn new(
         out: W,
         infos: &[TensorInfo],
