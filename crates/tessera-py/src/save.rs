@@ -352,31 +352,16 @@ pub(crate) fn convert_to_path(
     wopts: &WriteOptions,
 ) -> tessera::Result<(Vec<String>, Vec<String>)> {
     let dest = tessera::Location::from_path(path)?;
-    let local = match &dest {
-        tessera::Location::Local(p) => p.as_path(),
-        _ => {
-            let remote = tessera::remote::RemoteOptions::default();
-            let (r, uploaded) = tessera::remote::write_staged(&dest, &remote, |local| {
-                let r = convert::convert_file(src, format, local, copts, wopts)?;
-                let mut files = r.extra_files.clone();
-                files.push(local.to_path_buf());
-                Ok((r, files))
-            })?;
-            // URLs as text: a path object would fold `s3://` into `s3:/`.
-            let extra = uploaded[..uploaded.len() - 1]
-                .iter()
-                .map(|l| l.display())
-                .collect();
-            return Ok((r.notes, extra));
-        }
-    };
-    let r = convert::convert_file(src, format, local, copts, wopts)?;
-    let extra = r
-        .extra_files
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    Ok((r.notes, extra))
+    let remote = tessera::remote::RemoteOptions::default();
+    let (notes, mut files) = tessera::remote::write_at(&dest, &remote, |local| {
+        let r = convert::convert_file(src, format, local, copts, wopts)?;
+        let mut files = r.extra_files.clone();
+        files.push(local.to_path_buf());
+        Ok((r.notes, files))
+    })?;
+    // The main file is known to the caller; the others are reported.
+    files.pop();
+    Ok((notes, files))
 }
 
 /// Writes tensors to `path` (atomically) or, without a path, returns the file's bytes.

@@ -166,30 +166,17 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
             Ok((report, size))
         };
-        let (report, size, extra_files) = if dest.is_remote() {
-            let remote = crate::output::remote_options(&args.read);
-            let ((report, size), uploaded) =
-                tessera::remote::write_staged(&dest, &remote, |local| {
-                    let (report, size) = convert(local)?;
-                    let mut files = report.extra_files.clone();
-                    files.push(local.to_path_buf());
-                    Ok(((report, size), files))
-                })
-                .map_err(anyhow::Error::new)?;
-            let extra: Vec<String> = uploaded[..uploaded.len() - 1]
-                .iter()
-                .map(|l| l.display())
-                .collect();
-            (report, size, extra)
-        } else {
-            let (report, size) = convert(args.output_path()).map_err(anyhow::Error::new)?;
-            let extra = report
-                .extra_files
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect();
-            (report, size, extra)
-        };
+        let remote = crate::output::remote_options(&args.read);
+        let ((report, size), mut extra_files) =
+            tessera::remote::write_at(&dest, &remote, |local| {
+                let (report, size) = convert(local)?;
+                let mut files = report.extra_files.clone();
+                files.push(local.to_path_buf());
+                Ok(((report, size), files))
+            })
+            .map_err(anyhow::Error::new)?;
+        // The main file is named below; the others follow as "also wrote".
+        extra_files.pop();
         // What salvage left out (damaged arrays, unreadable tensor chunks), as the
         // reader lists it.
         let lost = if args.read.salvage {

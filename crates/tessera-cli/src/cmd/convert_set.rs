@@ -37,26 +37,13 @@ pub fn run(
         };
         // To s3://: written in a local staging directory, then uploaded shards first and
         // the index last (refused over objects already there).
-        let (report, size, written) = if dest.is_remote() {
-            let remote = crate::output::remote_options(&args.read);
-            let ((report, size), uploaded) =
-                tessera::remote::write_staged(dest, &remote, |local| {
-                    let (report, size) = convert(local)?;
-                    let files = report.files.clone();
-                    Ok(((report, size), files))
-                })
-                .map_err(anyhow::Error::new)?;
-            let names = uploaded.iter().map(|l| l.display()).collect::<Vec<_>>();
-            (report, size, names)
-        } else {
-            let (report, size) = convert(args.output_path()).map_err(anyhow::Error::new)?;
-            let names = report
-                .files
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>();
-            (report, size, names)
-        };
+        let remote = crate::output::remote_options(&args.read);
+        let ((report, size), written) = tessera::remote::write_at(dest, &remote, |local| {
+            let (report, size) = convert(local)?;
+            let files = report.files.clone();
+            Ok(((report, size), files))
+        })
+        .map_err(anyhow::Error::new)?;
         if args.read.no_verify {
             writeln!(out, "note: stored digests not checked (--no-verify)")?;
         }

@@ -116,6 +116,38 @@ pub fn totals() -> (u64, u64) {
 /// True when this build reads remote locations (the `remote` feature).
 pub const ENABLED: bool = cfg!(feature = "remote");
 
+/// Writes one output, or a set of files, at `dest`. `write(path)` writes it at a local
+/// path and returns its value and the files it wrote, in the order they must become
+/// visible (shards or side files first, the index or main file last). A local `dest`
+/// is written in place (each file atomically, by the writer); a remote one is written
+/// in a staging directory and uploaded ([`write_staged`]: refused before anything is
+/// written if the target cannot take it, each object complete or absent). Returns the
+/// value and the files written, as text (local paths, or URLs: a path would fold
+/// `s3://` into `s3:/`), in that order.
+pub fn write_at<T>(
+    dest: &Location,
+    opts: &RemoteOptions,
+    write: impl FnOnce(&std::path::Path) -> crate::Result<(T, Vec<std::path::PathBuf>)>,
+) -> crate::Result<(T, Vec<String>)> {
+    match dest {
+        Location::Local(path) => {
+            let (value, files) = write(path)?;
+            let _ = opts;
+            Ok((
+                value,
+                files.iter().map(|p| p.display().to_string()).collect(),
+            ))
+        }
+        #[cfg(feature = "remote")]
+        _ => {
+            let (value, uploaded) = write_staged(dest, opts, write)?;
+            Ok((value, uploaded.iter().map(Location::display).collect()))
+        }
+        #[cfg(not(feature = "remote"))]
+        _ => Err(not_enabled(dest)),
+    }
+}
+
 /// The error for a remote location in a build without the `remote` feature.
 pub fn not_enabled(loc: &Location) -> crate::Error {
     crate::Error::unsupported(format!(
