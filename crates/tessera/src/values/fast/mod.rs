@@ -18,7 +18,10 @@
 //! - `avx2.rs` (x86-64 with AVX2, FMA and F16C): intrinsics over the file's bytes, eight
 //!   elements decoded per step, every accumulator in a register. Its histogram takes
 //!   `floor((v - lo) * norm)` as the bin unless that position is within rounding of a
-//!   whole number, where it applies numpy's edge rule ([`Grid::bin`]).
+//!   whole number, where it applies numpy's edge rule ([`Grid::bin`]). The position is
+//!   computed in f32, eight elements a step, when the grid's ends are f32 values and
+//!   f32's rounding stays far below a bin ([`Grid::slack32`]: the usual case, a
+//!   histogram over a tensor's own min and max), else in f64.
 //! - the portable loops here, written for the compiler's vectoriser (the baseline build
 //!   has SSE2 only; the histogram is also compiled with AVX2 enabled). Each tile is
 //!   decoded to f32 into a stack buffer first, so every pass after the decode reads L1.
@@ -390,6 +393,11 @@ pub(super) fn histogram<D: Kernel>(d: D, bytes: &[u8], edges: &[f64], norm: f64,
     #[cfg(target_arch = "x86_64")]
     if has_avx2() && !h.is_empty() && edges.len() == h.len() + 1 {
         let grid = Grid::new(edges, norm);
+        if let Some(eps) = grid.slack32() {
+            // SAFETY: the CPU has AVX2, FMA and F16C (checked just above).
+            #[allow(unsafe_code)]
+            return unsafe { avx2::histogram32(d, bytes, &grid, eps, h) };
+        }
         if let Some(eps) = grid.slack() {
             // SAFETY: the CPU has AVX2, FMA and F16C (checked just above).
             #[allow(unsafe_code)]
@@ -511,6 +519,28 @@ impl Grid {
         let ulps = self.bins as f64 + (self.lo.abs() + self.hi.abs()) * self.norm;
         let eps = ulps * f64::EPSILON * 256.0;
         (self.arithmetic && eps.is_finite() && eps < 1e-3).then_some(eps)
+    }
+
+    /// [`Grid::slack`] for positions computed in f32 (`(v - lo) * norm` with `lo`, `hi`
+    /// and `norm` rounded to f32): the error of that position is a few f32 ulps of the
+    /// same quantity, so the same bound with f32's epsilon, and a margin of 16. `None`
+    /// also when `lo` or `hi` is not an f32 (an element between `lo` and its f32 would be
+    /// counted inside or outside wrongly), or when the position's range overflows f32.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    pub(super) fn slack32(&self) -> Option<f32> {
+        let exact = |x: f64| f64::from(x as f32) == x;
+        let ulps = self.bins as f64 + (self.lo.abs() + self.hi.abs()) * self.norm;
+        let eps = ulps * f64::from(f32::EPSILON) * 16.0;
+        let fits = (self.hi - self.lo).abs() * self.norm < f64::from(f32::MAX) / 4.0
+            && self.norm < f64::from(f32::MAX);
+        (self.arithmetic
+            && exact(self.lo)
+            && exact(self.hi)
+            && fits
+            && self.bins < 1 << 24
+            && eps.is_finite()
+            && eps < 1e-2)
+            .then_some(eps as f32)
     }
 
     /// Edge `i` as numpy's `linspace` makes it.
@@ -685,12 +715,18 @@ mod tests {
             let tol = 1e-12 * b.m2.abs().max(1e-300);
             assert!((a.m2 - b.m2).abs() <= tol, "{what}: {} vs {}", a.m2, b.m2);
             // Grids: one the values' edges fall on (every element a whole number of
-            // bins, each close to an edge), ordinary ones, and one too fine for its
-            // magnitude to take the fast path.
+            // bins, each close to an edge), ordinary ones, ones over f32 ends that are
+            // not round (the f32-position kernel: `Grid::slack32`), fine ones, one
+            // whose ends are not f32 values, and one too fine for its magnitude to take
+            // a fast path.
             for (lo, hi, bins) in [
                 (-2.0, 2.0, 40),
                 (-60.0, 60.0, 120),
                 (-1.0, 1.5, 7),
+                (f64::from(-1.3f32), f64::from(1.7f32), 40),
+                (f64::from(-0.77f32), f64::from(2.13f32), 1000),
+                (f64::from(0.1f32), f64::from(0.9f32), 65_536),
+                (-1.3, 1.7, 40),
                 (1.0, 1.0 + 1e-9, 40),
             ] {
                 let edges = crate::values::histogram_edges(lo, hi, bins);
