@@ -159,10 +159,7 @@ pub fn write_staged<T>(
 ) -> Result<(T, Vec<Location>)> {
     // Checked before anything is written to the staging directory.
     writable(dest)?;
-    let staging = tempfile::Builder::new()
-        .prefix(".tessera-upload.")
-        .tempdir()
-        .map_err(|e| Error::from(e).at_subject("creating a staging directory for the upload"))?;
+    let staging = crate::util::atomic::staging_dir(&std::env::temp_dir())?;
     let local = staging.path().join(dest.file_name());
     let (value, files) = write(&local)?;
     let refs: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();

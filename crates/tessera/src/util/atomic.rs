@@ -131,6 +131,90 @@ pub fn remove_temporaries() -> usize {
     n
 }
 
+/// The name of a staging directory starts with this, then the process id and a dot.
+const STAGING_PREFIX: &str = ".tessera-staging.";
+
+/// A new staging directory in `parent` (uploads stage in the system temporary
+/// directory), named after this process, removed when dropped. Staging directories of
+/// processes that no longer run are removed first: one killed by a signal during an
+/// upload cannot remove its own (a signal handler can only unlink the files it knows,
+/// [`remove_temporaries`]), so the next staging removes it.
+pub fn staging_dir(parent: &Path) -> Result<tempfile::TempDir> {
+    sweep_staging(parent);
+    tempfile::Builder::new()
+        .prefix(&format!("{STAGING_PREFIX}{}.", std::process::id()))
+        .tempdir_in(parent)
+        .map_err(|e| {
+            Error::from(e).at_subject(format!(
+                "creating a staging directory in {}",
+                parent.display()
+            ))
+        })
+}
+
+/// Removes the staging directories in `parent` of processes that no longer run and
+/// that belong to this user; returns how many.
+fn sweep_staging(parent: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return 0;
+    };
+    let mut n = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|s| s.strip_prefix(STAGING_PREFIX))
+            .and_then(|rest| rest.split('.').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() || process_runs(pid) {
+            continue;
+        }
+        let path = e.path();
+        let Ok(md) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        #[cfg(unix)]
+        let ours = {
+            use std::os::unix::fs::MetadataExt;
+            #[allow(unsafe_code)]
+            // SAFETY: geteuid has no preconditions.
+            let me = unsafe { libc::geteuid() };
+            md.uid() == me
+        };
+        #[cfg(not(unix))]
+        let ours = true;
+        if md.is_dir() && ours && std::fs::remove_dir_all(&path).is_ok() {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Whether process `pid` exists (or may: an unknown answer counts as running).
+fn process_runs(pid: u32) -> bool {
+    #[cfg(unix)]
+    {
+        let Ok(pid) = libc::pid_t::try_from(pid) else {
+            return true;
+        };
+        if pid <= 0 {
+            return true;
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: signal 0 only checks that the process exists; nothing is sent.
+        let r = unsafe { libc::kill(pid, 0) };
+        r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pid;
+        true
+    }
+}
+
 /// The mode a new file gets from the process umask (`0666 & !umask`).
 #[cfg(unix)]
 fn umask_mode() -> u32 {
@@ -671,5 +755,48 @@ mod tests {
             .file_name()
             .to_string_lossy()
             .ends_with(".tmp")));
+    }
+
+    #[test]
+    fn staging_directories_of_ended_processes_are_swept() {
+        let parent = tempfile::tempdir().unwrap();
+        // A process that has ended: its id is free (until reused, which only keeps its
+        // directory one more time).
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let stale = parent.path().join(format!("{STAGING_PREFIX}{dead}.abc"));
+        std::fs::create_dir(&stale).unwrap();
+        std::fs::write(stale.join("model-00001-of-00002.safetensors"), b"x").unwrap();
+        // Ours (a live process), and names that only look alike.
+        let live = parent
+            .path()
+            .join(format!("{STAGING_PREFIX}{}.keep", std::process::id()));
+        std::fs::create_dir(&live).unwrap();
+        let other = parent.path().join(".tessera-staging.notapid.x");
+        std::fs::create_dir(&other).unwrap();
+        let file = parent.path().join(format!("{STAGING_PREFIX}{dead}.file"));
+        std::fs::write(&file, b"a file, not a staging directory").unwrap();
+
+        let made = staging_dir(parent.path()).unwrap();
+        assert!(
+            !stale.exists(),
+            "the ended process's staging directory is removed"
+        );
+        assert!(live.exists() && other.exists() && file.exists());
+        let name = made
+            .path()
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            name.starts_with(&format!("{STAGING_PREFIX}{}.", std::process::id())),
+            "{name}"
+        );
+        let kept = made.path().to_path_buf();
+        drop(made);
+        assert!(!kept.exists(), "removed when dropped");
     }
 }
