@@ -76,7 +76,7 @@ pub fn to_usize(v: u64, what: &str) -> Result<usize> {
 }
 
 /// Checks that `[off, off + len)` lies within a `total`-byte file, with the same message
-/// as [`slice`].
+/// as [`fn@slice`].
 pub fn check_range(off: u64, len: u64, total: u64, what: &str) -> Result<()> {
     let end = off.checked_add(len).ok_or_else(|| {
         Error::malformed(format!("{what}: offset {off} + length {len} overflows"))

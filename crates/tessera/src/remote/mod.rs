@@ -41,7 +41,7 @@
 //! A permanent error (404, 403, a 500 that outlasts the retries) names the URL and the
 //! HTTP status. Nothing here prints or logs a credential.
 //!
-//! Reads: [`RemoteSource::read_ranges`] merges ranges less than 1 MiB apart
+//! Reads: [`RemoteSource`]'s `read_ranges` merges ranges less than 1 MiB apart
 //! (`object_store::coalesce_ranges`) and fetches up to 10 at once; one large read is
 //! split into 8 MiB parts fetched 8 at a time.
 //!

@@ -94,7 +94,7 @@ pub fn write(
     write_in_shards(src, out, opts, None)
 }
 
-/// [`write`] with the tensors cut into given shards: `groups` are consecutive ranges of
+/// [`fn@write`] with the tensors cut into given shards: `groups` are consecutive ranges of
 /// `src`'s tensors, one WTSH chunk `weights.shard{i}` each (with its PHSH when page
 /// hashes are on); `None` cuts by `opts.shard_size`. `tessera convert --shards N /
 /// --max-shard-size` uses it (`crate::set::write`).

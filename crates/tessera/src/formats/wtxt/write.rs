@@ -406,7 +406,7 @@ pub fn hmac(key: &[u8], salt: &[u8; 8], raw: &[u8]) -> [u8; 32] {
 }
 
 /// An HMAC-SHA256 state keyed with `key` that has taken `salt`: feed it the raw bytes
-/// (in pieces), then finalize: [`hmac`] incrementally.
+/// (in pieces), then finalize: [`fn@hmac`] incrementally.
 pub fn hmac_start(key: &[u8], salt: &[u8; 8]) -> hmac::SimpleHmac<Sha256> {
     use hmac::{Mac, SimpleHmac};
     // HMAC takes keys of any length, so this never fails.

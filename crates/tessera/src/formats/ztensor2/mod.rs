@@ -24,7 +24,7 @@
 //! Opening reads two ranges, the footer and the manifest, and checks spec §3.6: magic
 //! at both ends, footer version 2, manifest inside the data region, 4096-aligned, at
 //! most 1 GiB (and `Limits::max_index_bytes`), its XXH3-64 (an `Integrity` error); the
-//! CBOR deterministic ([`cbor`]: shortest heads and floats, one NaN, sorted keys, no
+//! CBOR deterministic (`cbor.rs`: shortest heads and floats, one NaN, sorted keys, no
 //! duplicates, no tags or indefinite lengths, 32 levels); the schema (required fields,
 //! `blob` of exactly two integers, `decoded_length` iff `encoding`, logical type on its
 //! required dtype, names 1..=1024 bytes without NUL, rank ≤ 64, shape product without
