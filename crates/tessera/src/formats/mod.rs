@@ -43,6 +43,13 @@ pub mod pytorch;
 #[cfg(feature = "safetensors")]
 pub mod safetensors;
 pub mod sniff;
+#[cfg(any(
+    feature = "safetensors",
+    feature = "gguf",
+    feature = "wtxt",
+    feature = "pytorch"
+))]
+mod stream;
 #[doc(hidden)]
 pub mod unbuilt;
 #[cfg(feature = "wtxt")]

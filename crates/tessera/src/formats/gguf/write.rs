@@ -6,6 +6,7 @@ use std::io::Write;
 
 use crate::convert::{WriteOptions, WriteReport, WriteSeek};
 use crate::error::{Error, Result};
+use crate::formats::stream::{all_written, next_planned};
 use crate::metadata::{Map, Metadata, Value};
 use crate::model::TensorSource;
 use crate::tensor::{Layout, TensorInfo};
@@ -305,15 +306,7 @@ impl<W: Write> GgufWriter<W> {
     /// Writes the next tensor's bytes (`name` must be the next in [`Self::order`]) and
     /// the padding after them.
     pub fn write_tensor(&mut self, name: &str, data: &[u8]) -> Result<()> {
-        let p = self.plans.get(self.next).ok_or_else(|| {
-            Error::invalid_input(format!("tensor {name:?} given after the last tensor"))
-        })?;
-        if p.name != name {
-            return Err(Error::invalid_input(format!(
-                "tensor {name:?} given where {:?} was expected",
-                p.name
-            )));
-        }
+        let p = next_planned(&self.plans, self.next, name, |p| &p.name)?;
         if data.len() as u64 != p.nbytes {
             return Err(Error::invalid_input(format!(
                 "tensor {name:?}: {} bytes, {} of {:?} (innermost first) needs {}",
@@ -332,12 +325,7 @@ impl<W: Write> GgufWriter<W> {
 
     /// Checks every planned tensor was written, flushes and returns the sink.
     pub fn finish(self) -> Result<W> {
-        if let Some(p) = self.plans.get(self.next) {
-            return Err(Error::invalid_input(format!(
-                "GGUF writer finished before tensor {:?}",
-                p.name
-            )));
-        }
+        all_written("GGUF writer", &self.plans, self.next, |p| &p.name)?;
         self.out
             .into_inner()
             .map_err(|e| Error::from(e.into_error()))

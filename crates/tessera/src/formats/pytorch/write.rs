@@ -9,6 +9,7 @@ use zip::{CompressionMethod, ZipWriter};
 use super::pickler::{self, Entry};
 use crate::convert::{WriteOptions, WriteReport, WriteSeek};
 use crate::error::{Error, Result};
+use crate::formats::stream::{all_written, next_planned};
 use crate::metadata::Metadata;
 use crate::model::TensorSource;
 use crate::options::{OptionKind, OptionSpec};
@@ -144,14 +145,7 @@ impl<W: Write + Seek> PytorchWriter<W> {
     /// Writes the next tensor's bytes (`name` must be the next in [`Self::order`]) as
     /// its storage record.
     pub fn write_tensor(&mut self, name: &str, data: &[u8]) -> Result<()> {
-        let (want, key, nbytes) = self.plan.get(self.next).ok_or_else(|| {
-            Error::invalid_input(format!("tensor {name:?} given after the last tensor"))
-        })?;
-        if want != name {
-            return Err(Error::invalid_input(format!(
-                "tensor {name:?} given where {want:?} was expected"
-            )));
-        }
+        let (_, key, nbytes) = next_planned(&self.plan, self.next, name, |p| &p.0)?;
         if data.len() as u64 != *nbytes {
             return Err(Error::invalid_input(format!(
                 "tensor {name:?}: {} bytes given, {nbytes} expected",
@@ -167,12 +161,7 @@ impl<W: Write + Seek> PytorchWriter<W> {
     /// Checks every planned tensor was written, writes the `version` record and the
     /// central directory, flushes and returns the sink.
     pub fn finish(mut self) -> Result<W> {
-        if let Some(p) = self.plan.get(self.next) {
-            return Err(Error::invalid_input(format!(
-                ".pt writer finished before tensor {:?}",
-                p.0
-            )));
-        }
+        all_written(".pt writer", &self.plan, self.next, |p| &p.0)?;
         self.record("version", b"3\n")?;
         let mut out = self.zip.finish().map_err(zip_err)?;
         out.flush()?;

@@ -6,6 +6,7 @@ use std::io::Write;
 use super::raw::{self, METADATA_KEY};
 use crate::convert::{WriteOptions, WriteReport, WriteSeek};
 use crate::error::{Error, Result};
+use crate::formats::stream::{all_written, next_planned};
 use crate::metadata::{Metadata, Value};
 use crate::model::TensorSource;
 use crate::tensor::{Layout, TensorInfo};
@@ -163,15 +164,7 @@ impl<W: Write> SafetensorsWriter<W> {
 
     /// Writes the next tensor's bytes; `name` must be the next in [`Self::order`].
     pub fn write_tensor(&mut self, name: &str, data: &[u8]) -> Result<()> {
-        let p = self.plan.get(self.next).ok_or_else(|| {
-            Error::invalid_input(format!("tensor {name:?} given after the last tensor"))
-        })?;
-        if p.name != name {
-            return Err(Error::invalid_input(format!(
-                "tensor {name:?} given where {:?} was expected",
-                p.name
-            )));
-        }
+        let p = next_planned(&self.plan, self.next, name, |p| &p.name)?;
         if data.len() as u64 != p.nbytes {
             return Err(Error::invalid_input(format!(
                 "tensor {name:?}: {} bytes given, {} planned",
@@ -186,12 +179,7 @@ impl<W: Write> SafetensorsWriter<W> {
 
     /// Checks every planned tensor was written, flushes and returns the sink.
     pub fn finish(mut self) -> Result<W> {
-        if let Some(p) = self.plan.get(self.next) {
-            return Err(Error::invalid_input(format!(
-                "safetensors writer finished before tensor {:?}",
-                p.name
-            )));
-        }
+        all_written("safetensors writer", &self.plan, self.next, |p| &p.name)?;
         self.out.flush()?;
         Ok(self.out)
     }

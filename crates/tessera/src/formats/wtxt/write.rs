@@ -15,6 +15,7 @@ use super::raw::{self, IdxLine};
 use super::wsum::Wsum;
 use crate::convert::{WriteOptions, WriteReport, WriteSeek};
 use crate::error::{Error, Result};
+use crate::formats::stream::{all_written, next_planned};
 use crate::model::TensorSource;
 use crate::tensor::{Layout, TensorInfo};
 
@@ -283,15 +284,7 @@ impl<W: Write + Seek> WtxtWriter<W> {
 
     /// Encodes the next array (`name` must be the next in [`Self::order`]).
     pub fn write_tensor(&mut self, name: &str, data: &[u8]) -> Result<()> {
-        let (info, _, _) = self.arrays.get(self.next).ok_or_else(|| {
-            Error::invalid_input(format!("tensor {name:?} given after the last tensor"))
-        })?;
-        if info.name != name {
-            return Err(Error::invalid_input(format!(
-                "tensor {name:?} given where {:?} was expected",
-                info.name
-            )));
-        }
+        let (info, _, _) = next_planned(&self.arrays, self.next, name, |a| &a.0.name)?;
         let mut one = crate::model::Model::new();
         one.push(crate::tensor::TensorView::dense(
             info.clone(),
@@ -322,12 +315,7 @@ impl<W: Write + Seek> WtxtWriter<W> {
 
     /// Checks every array was written, writes the trailer and the root.
     pub fn finish(mut self) -> Result<Finished<W>> {
-        if let Some((info, _, _)) = self.arrays.get(self.next) {
-            return Err(Error::invalid_input(format!(
-                "WTXT writer finished before tensor {:?}",
-                info.name
-            )));
-        }
+        all_written("WTXT writer", &self.arrays, self.next, |a| &a.0.name)?;
         super::pipeline::end_arrays(&self.opts, &mut self.out)?;
         let sha256_all: [u8; 32] = self.all.finalize().into();
         let merkle_prev = self.merkle_prev;
