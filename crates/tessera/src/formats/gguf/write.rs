@@ -347,8 +347,8 @@ pub fn write(
         from_gguf,
     )?;
     let order: Vec<String> = w.order().map(str::to_string).collect();
-    for name in &order {
-        let view = src.tensor(name)?;
+    let names: Vec<&str> = order.iter().map(String::as_str).collect();
+    crate::formats::stream::each_read_ahead(src, &names, |name, view| {
         let bytes = match (&view.info.layout, view.parts.as_slice()) {
             (Layout::Dense, _) => view.data()?,
             (_, [part]) if part.role == "data" => part.bytes.as_ref(),
@@ -358,8 +358,8 @@ pub fn write(
                 )))
             }
         };
-        w.write_tensor(name, bytes)?;
-    }
+        w.write_tensor(name, bytes)
+    })?;
     let notes = std::mem::take(&mut w.notes);
     w.finish()?.flush()?;
     Ok(WriteReport {

@@ -161,9 +161,12 @@ pub fn write_npz(
     let mut w = NpzWriter::new(&mut *out, deflate);
     for info in src.tensor_infos() {
         check_dense(info)?;
-        let view = src.tensor(&info.name)?;
-        w.add(&info.name, info.dtype, &info.shape, view.data()?)?;
     }
+    let names: Vec<&str> = src.tensor_infos().iter().map(|i| i.name.as_str()).collect();
+    crate::formats::stream::each_read_ahead(src, &names, |name, view| {
+        let info = &view.info;
+        w.add(name, info.dtype, &info.shape, view.data()?)
+    })?;
     w.finish()?.flush()?;
     let mut notes = notes(src);
     if let Compression::Zstd(_) = opts.compression {

@@ -182,10 +182,10 @@ pub fn write(
         src.metadata(),
         opts.extra_text(ARCHIVE.name),
     )?;
-    for info in infos {
-        let view = src.tensor(&info.name)?;
-        w.write_tensor(&info.name, view.data()?)?;
-    }
+    let names: Vec<&str> = infos.iter().map(|i| i.name.as_str()).collect();
+    crate::formats::stream::each_read_ahead(src, &names, |name, view| {
+        w.write_tensor(name, view.data()?)
+    })?;
     w.finish()?;
     let mut report = WriteReport::default();
     let with_attrs = infos.iter().filter(|i| !i.attrs.is_empty()).count();

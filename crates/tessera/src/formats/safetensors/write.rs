@@ -194,10 +194,10 @@ pub fn write(
     let infos = src.tensor_infos();
     let mut w = SafetensorsWriter::new(&mut *out, infos, src.metadata())?;
     let order: Vec<String> = w.order().map(str::to_string).collect();
-    for name in &order {
-        let view = src.tensor(name)?;
-        w.write_tensor(name, view.data()?)?;
-    }
+    let names: Vec<&str> = order.iter().map(String::as_str).collect();
+    crate::formats::stream::each_read_ahead(src, &names, |name, view| {
+        w.write_tensor(name, view.data()?)
+    })?;
     w.finish()?;
     let mut report = WriteReport::default();
     let with_attrs = infos.iter().filter(|i| !i.attrs.is_empty()).count();
