@@ -59,7 +59,11 @@ const TABLE: &[(&str, &str, f64)] = &[
         0.9,
     ),
     ("fold write, zstd", "FOLD write with zstd", 0.9),
-    ("fold read+verify, zstd", "FOLD read with zstd", 0.9),
+    (
+        "fold read every tensor, zstd",
+        "FOLD read with zstd (every tensor, digests checked)",
+        0.9,
+    ),
     ("wtxt decode+verify", "WTXT decode + verify", 0.9),
     (
         "stats f32, against numpy",
