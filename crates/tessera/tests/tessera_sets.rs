@@ -405,3 +405,48 @@ fn writing_is_refused_for_npy_and_for_chunks_it_would_lose() {
         "nothing left"
     );
 }
+
+/// Writing a set where the same set already is replaces each file in one step and
+/// leaves nothing else behind: no staging directory, no old shard under a hidden name.
+#[cfg(unix)]
+#[test]
+fn a_set_written_over_itself_leaves_exactly_its_files() {
+    let src = hf_source();
+    let dir = tempfile::tempdir().unwrap();
+    let first = write_set(src.container(), dir.path(), "zt", 3);
+    let before: Vec<u64> = first
+        .iter()
+        .map(|p| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(p).unwrap().ino()
+        })
+        .collect();
+    let again = write_set(src.container(), dir.path(), "zt", 3);
+    assert_eq!(first, again);
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut want: Vec<String> = again
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    want.sort();
+    assert_eq!(names, want);
+    // New files (new inodes) under the old names, and they read back.
+    for (p, ino) in again.iter().zip(before) {
+        use std::os::unix::fs::MetadataExt;
+        assert_ne!(std::fs::metadata(p).unwrap().ino(), ino, "{}", p.display());
+    }
+    let o = open_path(dir.path(), &ReadOptions::default()).unwrap();
+    assert_eq!(
+        o.container().tensor_infos().len(),
+        src.container().tensor_infos().len()
+    );
+    for info in src.container().tensor_infos() {
+        let a = src.container().tensor(&info.name).unwrap();
+        let b = o.container().tensor(&info.name).unwrap();
+        assert!(a.data().unwrap() == b.data().unwrap(), "{}", info.name);
+    }
+}

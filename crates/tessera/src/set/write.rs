@@ -334,7 +334,7 @@ pub fn convert_set(
     let mut moved: Vec<PathBuf> = Vec::new();
     for name in written.iter().chain(index_name.iter()) {
         let to = dir.join(name);
-        if let Err(e) = std::fs::rename(tmp.path().join(name), &to) {
+        if let Err(e) = crate::util::atomic::rename_over(&tmp.path().join(name), &to) {
             for m in &moved {
                 let _ = std::fs::remove_file(m);
             }

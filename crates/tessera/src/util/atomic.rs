@@ -612,33 +612,35 @@ pub fn write_atomic_group<T>(
 /// leaves the old file under the temporary's hidden name, as a crash during the write
 /// leaves the temporary; the target holds the old or the new file at every moment.
 /// The old file's name goes before this returns; its space is freed on a thread of its
-/// own (see the body).
+/// own ([`rename_over`]).
 /// Where the swap is not available (another OS, a filesystem without it, a new target,
 /// a target that is not a regular file), a plain rename.
 fn replace(tmp: tempfile::TempPath, path: &Path) -> Result<()> {
+    rename_over(&tmp, path).map_err(|e| Error::from(e).at_subject(path.display().to_string()))?;
+    // Renamed (or, after a swap, removed): nothing is left to delete under its name.
+    let _ = tmp.keep();
+    Ok(())
+}
+
+/// `rename(from, to)` in one step, swapping with an existing regular file at `to` and
+/// removing it rather than renaming over it (Linux; see [`replace`]): for the writers
+/// that stage whole directories (model sets) as for single files. On an error `from`
+/// is still there, for the caller to remove.
+pub(crate) fn rename_over(from: &Path, to: &Path) -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
-    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file())
-        && exchange(&tmp, path)
-    {
-        // `tmp` names the old file now. A directory swapped in under us (between the
+    if std::fs::symlink_metadata(to).is_ok_and(|m| m.file_type().is_file()) && exchange(from, to) {
+        // `from` names the old file now. A directory swapped in under us (between the
         // check above and the swap) goes back, and the plain rename below reports it.
-        if std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_dir()) {
-            if !exchange(&tmp, path) {
-                return Err(Error::invalid_input(format!(
-                    "{} became a directory during the write; the new file is at {}",
-                    path.display(),
-                    tmp.display()
-                )));
-            }
-        } else {
-            // Dropping the TempPath removes what it names: the old file. Freeing a
-            // large file's cached pages and blocks is the slow part (0.3 s per GiB
-            // here), and it happens when the last reference goes: a descriptor opened
-            // first and closed on another thread takes it off the caller's time. The
-            // name is gone before this returns; if the process ends first, the kernel
-            // frees the file as it closes the descriptor.
-            let old = File::open(&tmp).ok();
-            drop(tmp);
+        if !std::fs::symlink_metadata(from).is_ok_and(|m| m.is_dir()) {
+            // Freeing a large file's cached pages and blocks is the slow part (0.3 s
+            // per GiB here), and it happens when the last reference goes: a descriptor
+            // opened first and closed on another thread takes it off the caller's
+            // time. The name is gone before this returns; if the process ends first,
+            // the kernel frees the file as it closes the descriptor.
+            // The new file is in place whatever happens next: a failed removal leaves
+            // the old one under the hidden name, as a crash here would.
+            let old = File::open(from).ok();
+            let _ = std::fs::remove_file(from);
             if let Some(old) = old {
                 let _ = std::thread::Builder::new()
                     .name("tessera-free-old".into())
@@ -646,10 +648,15 @@ fn replace(tmp: tempfile::TempPath, path: &Path) -> Result<()> {
             }
             return Ok(());
         }
+        if !exchange(from, to) {
+            return Err(std::io::Error::other(format!(
+                "{} became a directory during the write (now at {})",
+                to.display(),
+                from.display()
+            )));
+        }
     }
-    tmp.persist(path)
-        .map_err(|e| Error::from(e.error).at_subject(path.display().to_string()))?;
-    Ok(())
+    std::fs::rename(from, to)
 }
 
 /// Swaps the directory entries `a` and `b` (`renameat2(RENAME_EXCHANGE)`); false when
