@@ -47,7 +47,8 @@ pub mod sniff;
     feature = "safetensors",
     feature = "gguf",
     feature = "wtxt",
-    feature = "pytorch"
+    feature = "pytorch",
+    feature = "npy"
 ))]
 mod stream;
 #[doc(hidden)]
