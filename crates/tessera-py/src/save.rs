@@ -325,6 +325,9 @@ impl<S: TensorSource + ?Sized> TensorSource for Interruptible<'_, S> {
         self.advance(tessera::verify::progress_bytes(&v.info))?;
         Ok(v)
     }
+    fn interrupted(&self) -> tessera::Result<()> {
+        self.check()
+    }
     fn chunks(&self) -> &[tessera::ChunkInfo] {
         self.inner.chunks()
     }

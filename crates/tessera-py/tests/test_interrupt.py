@@ -36,9 +36,10 @@ def _temporaries(d):
     return [n for n in os.listdir(d) if n.endswith(".tmp")]
 
 
-@pytest.mark.parametrize("mode", ["save", "convert"])
-def test_ctrl_c_leaves_nothing_behind(tmp_path, mode):
-    out = tmp_path / "out.zt"
+def _interrupt_once(d, mode):
+    """Runs the script in `d`, sends SIGINT once the target's temporary appears; returns
+    (returncode, stdout, stderr, seconds from the signal to the exit)."""
+    out = d / "out.zt"
     out.write_bytes(b"old")
     p = subprocess.Popen(
         [sys.executable, "-c", SCRIPT, mode, str(out)],
@@ -48,16 +49,30 @@ def test_ctrl_c_leaves_nothing_behind(tmp_path, mode):
     )
     deadline = time.monotonic() + 60
     # The temporary of the target (not the convert's source) shows the write under way.
-    while not [t for t in _temporaries(tmp_path) if t.startswith(".out.zt.")]:
+    while not [t for t in _temporaries(d) if t.startswith(".out.zt.") and ".src." not in t]:
         assert p.poll() is None, p.communicate()
         assert time.monotonic() < deadline, "no temporary appeared"
         time.sleep(0.01)
     sent = time.monotonic()
     p.send_signal(signal.SIGINT)
     stdout, stderr = p.communicate(timeout=30)
-    took = time.monotonic() - sent
-    assert p.returncode == 42, (stdout, stderr)
+    return p.returncode, stdout, stderr, time.monotonic() - sent
+
+
+@pytest.mark.parametrize("mode", ["save", "convert"])
+def test_ctrl_c_leaves_nothing_behind(tmp_path, mode):
+    # A signal that lands after the write's last check (a loaded machine can delay
+    # it past the end of a short write) proves nothing either way: try again, up to
+    # three times. A write that never honours Ctrl-C finishes every time and fails.
+    for attempt in range(3):
+        d = tmp_path / f"try{attempt}"
+        d.mkdir()
+        code, stdout, stderr, took = _interrupt_once(d, mode)
+        if code == 0 and "finished" in stdout:
+            continue
+        break
+    assert code == 42, (stdout, stderr)
     assert "KeyboardInterrupt" in stdout
     assert took < 10, f"stopped {took:.1f} s after Ctrl-C"
-    assert [t for t in _temporaries(tmp_path) if t.startswith(".out.zt.")] == []
-    assert out.read_bytes() == b"old"
+    assert [t for t in _temporaries(d) if t.startswith(".out.zt.")] == []
+    assert (d / "out.zt").read_bytes() == b"old"

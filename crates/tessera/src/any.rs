@@ -210,6 +210,9 @@ impl TensorSource for Labeled<'_> {
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         self.inner.tensor(name).map_err(|e| self.label(e))
     }
+    fn interrupted(&self) -> Result<()> {
+        self.inner.interrupted()
+    }
     fn chunks(&self) -> &[ChunkInfo] {
         self.inner.chunks()
     }

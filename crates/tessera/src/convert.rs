@@ -549,6 +549,9 @@ impl TensorSource for Prepared<'_> {
     fn tensor_infos(&self) -> &[TensorInfo] {
         &self.infos
     }
+    fn interrupted(&self) -> Result<()> {
+        self.src.interrupted()
+    }
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         let i = crate::model::tensor_position(&self.index, name)?;
         let v = self.src.tensor(name).map_err(|e| self.source_error(e))?;

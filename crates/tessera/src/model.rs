@@ -39,6 +39,12 @@ pub trait TensorSource: Send + Sync {
         use rayon::prelude::*;
         names.par_iter().map(|n| self.tensor(n)).collect()
     }
+    /// Whether the work reading this source should stop (the Python package's Ctrl-C),
+    /// asked by writers between tensors on the thread that drives the write (reads may
+    /// run on pool threads, where Python cannot see a signal). Wrappers forward it.
+    fn interrupted(&self) -> Result<()> {
+        Ok(())
+    }
     /// Opaque chunks (not tensors), in file order.
     fn chunks(&self) -> &[ChunkInfo] {
         &[]

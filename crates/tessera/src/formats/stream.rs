@@ -130,7 +130,10 @@ mod ahead {
                 let mut written = Ok(());
                 if let Some((b, views)) = pending.take() {
                     for (name, v) in b.iter().zip(views) {
-                        written = v.and_then(|v| each(name, v));
+                        // Asked here, on the writing thread: the reads ran on others.
+                        written = src
+                            .interrupted()
+                            .and_then(|()| v.and_then(|v| each(name, v)));
                         if written.is_err() {
                             break;
                         }
@@ -163,7 +166,7 @@ mod ahead {
         use std::sync::atomic::{AtomicUsize, Ordering};
 
         /// A model that counts the tensors read from it.
-        struct Counting(Model, AtomicUsize);
+        struct Counting(Model, AtomicUsize, usize);
 
         impl TensorSource for Counting {
             fn metadata(&self) -> &crate::Metadata {
@@ -176,6 +179,13 @@ mod ahead {
                 self.1.fetch_add(1, Ordering::SeqCst);
                 self.0.tensor(name)
             }
+            /// "Ctrl-C" once more than `self.2` tensors were read.
+            fn interrupted(&self) -> Result<()> {
+                if self.1.load(Ordering::SeqCst) > self.2 {
+                    return Err(Error::invalid_input("interrupted"));
+                }
+                Ok(())
+            }
         }
 
         fn model(n: u8) -> Counting {
@@ -185,7 +195,7 @@ mod ahead {
                 m.push(TensorView::dense(info, Cow::Owned(vec![i; 1000])).unwrap())
                     .unwrap();
             }
-            Counting(m, AtomicUsize::new(0))
+            Counting(m, AtomicUsize::new(0), usize::MAX)
         }
 
         #[test]
@@ -201,6 +211,25 @@ mod ahead {
             .unwrap();
             assert_eq!(seen, names);
             assert_eq!(m.1.load(Ordering::SeqCst), 10);
+        }
+
+        /// The source's `interrupted` is asked before each tensor is written, on the
+        /// writing thread, and stops the work.
+        #[test]
+        fn an_interrupted_source_stops_the_writing() {
+            let mut m = model(10);
+            m.2 = 4;
+            let names = ["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9"];
+            let mut seen = Vec::new();
+            let e = read_ahead_by(&m, &names, 3000, |name, _| {
+                seen.push(name.to_string());
+                Ok(())
+            })
+            .unwrap_err();
+            assert!(e.to_string().contains("interrupted"));
+            // Batches of 3, the next read while one is written: the interruption (more
+            // than 4 read) is seen before the last batch is written, whatever the timing.
+            assert!(seen.len() <= 6, "{seen:?}");
         }
 
         #[test]

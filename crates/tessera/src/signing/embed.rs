@@ -59,6 +59,9 @@ impl TensorSource for Reframed<'_> {
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         self.inner.tensor(name)
     }
+    fn interrupted(&self) -> Result<()> {
+        self.inner.interrupted()
+    }
     fn chunks(&self) -> &[ChunkInfo] {
         self.inner.chunks()
     }
