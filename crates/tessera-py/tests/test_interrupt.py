@@ -13,7 +13,11 @@ import pytest
 
 SCRIPT = textwrap.dedent(
     """
-    import sys, numpy as np, tessera
+    import signal, sys, numpy as np, tessera
+    # Python's own Ctrl-C handler, whatever this process inherited: a shell that
+    # starts a job in the background hands it SIGINT ignored, and Python then
+    # installs no handler at all.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     mode, out = sys.argv[1], sys.argv[2]
     tensors = {f"t{i}": np.full((1 << 20,), i, dtype=np.float32) for i in range(96)}
     try:
