@@ -454,18 +454,20 @@ impl File {
         tensors: Option<Vec<String>>,
         progress: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let public_key = match public_key {
+        // Any public key form (32 bytes, hex, PEM); a secret key is refused. With a key,
+        // a signature is required, embedded ones checked too, as `tessera verify` does.
+        let key = match public_key {
             None => None,
-            Some(k) => Some(<[u8; 32]>::try_from(k.as_slice()).map_err(|_| {
-                crate::values::to_py_err(tessera::Error::invalid_input(format!(
-                    "public_key must be 32 bytes, got {}",
-                    k.len()
-                )))
-            })?),
+            Some(k) => Some(tessera::signing::key::PublicKey::from_bytes(&k).py()?),
         };
+        let ed25519 = match &key {
+            Some(tessera::signing::key::PublicKey::Ed25519(k)) => Some(*k),
+            _ => None,
+        };
+        let only = tensors.clone().unwrap_or_default();
         let mut opts = VerifyOptions::default()
             .hmac_key(hmac_key)
-            .public_key(public_key)
+            .public_key(ed25519)
             .control_only(control_only)
             .tensors(tensors.unwrap_or_default())
             .path(self.path.clone())
@@ -480,7 +482,15 @@ impl File {
                 h.advance(n);
             });
         }
-        let report = py.detach(|| self.shared.with(|c| c.verify(&opts)));
+        let report = py.detach(|| {
+            self.shared.with(|c| {
+                let mut report = c.verify(&opts);
+                if let Some(k) = &key {
+                    tessera::signing::embed::check_with_key(c, k, &only, &mut report);
+                }
+                report
+            })
+        });
         if let Some(e) = hook.and_then(|h| h.take_raised()) {
             return Err(e);
         }
@@ -599,7 +609,14 @@ impl File {
         let path = self
             .path
             .as_ref()
-            .map(|p| format!(" {:?}", p.display().to_string()))
+            .map(|p| {
+                // A URL's secrets (a presigned signature, a token) redacted, as the CLI
+                // shows it.
+                let shown = tessera::Location::from_path(p)
+                    .map(|l| l.display())
+                    .unwrap_or_else(|_| p.display().to_string());
+                format!(" {shown:?}")
+            })
             .unwrap_or_default();
         format!(
             "<tessera.File{path} {} {}, {} tensors>",

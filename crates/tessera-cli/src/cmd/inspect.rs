@@ -184,7 +184,7 @@ pub fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     with_file_audit(&args.file, &args.read, |file| {
         let filter = args.filter.as_deref();
         if args.json {
-            let doc = inspect_json_filtered(file, &args.file.display().to_string(), filter);
+            let doc = inspect_json_filtered(file, &crate::output::shown(&args.file), filter);
             writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
             return Ok(0);
         }
@@ -211,7 +211,7 @@ pub fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         writeln!(
             out,
             "{}: {}{version}, {count}{chunks}",
-            args.file.display(),
+            crate::output::shown(&args.file),
             file.format().title(),
         )?;
         if n > 0 {

@@ -103,26 +103,13 @@ def public_key(secret: bytes) -> bytes:
 
 
 def _key_bytes(key: Union[bytes, PathLike], what: str) -> bytes:
-    """A key as bytes: an Ed25519 key as 32 bytes (given raw, or the path of a key file as
-    ``tessera keygen`` writes it: 64 hex digits, 32 raw bytes accepted too), or an ECDSA
-    P-256 key as PEM text (given, or the path of a PEM file), passed on as is."""
+    """A key as bytes: given as bytes (PEM text, or an Ed25519 key as 32 raw bytes or 64
+    hex digits), passed on as is; given as a path, read by the library with the CLI's
+    rules (a key file of the wrong kind, secret for public or public for secret, is
+    refused, an untyped one too when it can be told apart) and passed on as PEM."""
     if isinstance(key, (bytes, bytearray, memoryview)):
-        raw = bytes(key)
-    else:
-        with _builtin_open(os.fspath(key), "rb") as f:
-            raw = f.read(16384)
-    if len(raw) == 32 or raw.lstrip().startswith(b"-----BEGIN"):
-        return raw
-    text = raw.decode("ascii", "replace")
-    words = text.split()
-    try:
-        value = bytes.fromhex(words[-1]) if words else b""
-    except ValueError:
-        value = b""
-    if len(value) != 32:
-        raise InvalidInputError(
-            f"not a {what}: Ed25519 (32 bytes, or 64 hex digits) or ECDSA P-256 PEM")
-    return value
+        return bytes(key)
+    return _tessera._read_key_file(os.fspath(key), what == "public key").encode()
 
 
 def _signature_bytes(signature: Union[str, bytes, PathLike]) -> bytes:
@@ -317,7 +304,7 @@ class File(Mapping):
         self,
         *,
         hmac_key: Union[bytes, str, None] = None,
-        public_key: Optional[bytes] = None,
+        public_key: Union[bytes, PathLike, None] = None,
         control_only: bool = False,
         tensors: Optional[Sequence[str]] = None,
         progress: Any = False,
@@ -333,7 +320,7 @@ class File(Mapping):
             hmac_key = hmac_key.encode()
         r = self._f.verify(
             hmac_key=hmac_key,
-            public_key=public_key,
+            public_key=None if public_key is None else _key_bytes(public_key, "public key"),
             control_only=control_only,
             tensors=list(tensors) if tensors is not None else None,
             progress=_progress.reporter(progress, "verifying"),

@@ -99,7 +99,7 @@ class File(Mapping[str, Any]):
         self,
         *,
         hmac_key: Union[bytes, str, None] = None,
-        public_key: Optional[bytes] = None,
+        public_key: Union[bytes, _Path, None] = None,
         control_only: bool = False,
         tensors: Optional[Sequence[str]] = None,
     ) -> VerifyReport: ...

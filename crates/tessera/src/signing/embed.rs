@@ -107,6 +107,23 @@ pub fn verify_embedded(
     Some(signed.verify(&Reframed::without_signature(src), key, only))
 }
 
+/// What a trusted `key` checks in `src` beside the format's own layers (which the caller
+/// ran, WTXT's signature with the key among them, into `report`): the embedded signature
+/// when there is one, its checks put first, then [`super::require_signature`]: no
+/// signature checked with the key is a failure.
+pub fn check_with_key(
+    src: &dyn TensorSource,
+    key: &PublicKey,
+    only: &[String],
+    report: &mut VerifyReport,
+) {
+    if let Some(mut r) = verify_embedded(src, key, only) {
+        r.checks.append(&mut report.checks);
+        report.checks = r.checks;
+    }
+    super::require_signature(report);
+}
+
 /// Refuses a format whose metadata cannot carry an embedded signature, saying why.
 pub fn check_format(format: Format) -> Result<()> {
     let caps = crate::convert::capabilities(format).ok_or_else(|| format.not_supported_yet())?;

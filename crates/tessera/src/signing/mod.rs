@@ -59,6 +59,30 @@ pub const TYPE: &str = "tessera-signed-manifest/1";
 pub const LAYER: &str = "signed manifest";
 /// Signature files larger than this are refused before parsing.
 pub const MAX_SIGNATURE_FILE: u64 = 256 << 20;
+pub use crate::verify::NO_SIGNATURE;
+
+/// Whether `layer` is one that checks a signature: WTXT's `signature`, [`LAYER`] (a
+/// signed manifest, detached or embedded), [`bundle::LAYER`] (model-signing).
+pub fn is_signature_layer(layer: &str) -> bool {
+    layer == "signature" || layer == LAYER || layer == bundle::LAYER
+}
+
+/// With a trusted key given, a signature is required: when no check of `report` checked
+/// a signature with it (passed or failed), a failure is put first, [`NO_SIGNATURE`]. A
+/// file that carries no signature, or whose signature a conversion dropped, never
+/// passes a verification that names a key.
+pub fn require_signature(report: &mut VerifyReport) {
+    let checked = report
+        .checks
+        .iter()
+        .any(|c| is_signature_layer(&c.layer) && matches!(c.status, Status::Ok | Status::Failed));
+    if !checked {
+        let mut r = VerifyReport::default();
+        r.failed("signature", "signature", NO_SIGNATURE);
+        r.checks.append(&mut report.checks);
+        report.checks = r.checks;
+    }
+}
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -317,13 +341,16 @@ impl SignedManifest {
     /// Checks the signature against `public_key` (the key the caller trusts; a manifest
     /// signed by another key fails, saying so).
     pub fn check_signature(&self, public_key: &PublicKey) -> Result<()> {
+        if public_key.is_secret_of(&self.public_key) {
+            return Err(Error::invalid_input(key::SECRET_KEY_GIVEN));
+        }
         if &self.public_key != public_key {
+            // Only the signer's keyid: the trusted key came from a file that may not be
+            // what it claims, and nothing derived from a secret is ever printed.
             return Err(Error::integrity(format!(
-                "signed by the {} key {}, not by the trusted key ({} {})",
+                "signed by the {} key with keyid {}, not by the trusted key",
                 self.public_key.algorithm(),
-                self.public_key.to_hex(),
-                public_key.algorithm(),
-                public_key.to_hex()
+                self.public_key.keyid(),
             )));
         }
         let doc = manifest_doc(self.id, self.metadata, &self.tensors);
