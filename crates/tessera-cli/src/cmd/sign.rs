@@ -105,7 +105,7 @@ fn run_embed(
     let id = tessera::identity::model_id(&progress, args.metadata);
     progress.finish();
     let id = id?;
-    let text = SignedManifest::sign_id(&id, key)?.to_json()?;
+    let text = SignedManifest::sign_id(&id, key)?.to_compact_json()?;
     let signed = Reframed::with_signature(file, &text);
     tessera::convert::convert_file(
         &signed,

@@ -38,14 +38,24 @@ class File:
     def chunks(self) -> List[Dict[str, Any]]: ...
     def chunk(self, name: str) -> bytes: ...
     def tensor(
-        self, name: str, *, densify: bool = False, copy: bool = False
+        self, name: str, *, densify: bool = False, copy: bool = False, dequantize: Optional[str] = None
     ) -> Tuple[Dict[str, Any], List[Tuple[str, Buffer]]]: ...
     def tensors(
-        self, names: Sequence[str], *, densify: bool = False, copy: bool = False
+        self, names: Sequence[str], *, densify: bool = False, copy: bool = False, dequantize: Optional[str] = None
     ) -> List[Tuple[Dict[str, Any], List[Tuple[str, Buffer]]]]: ...
     def convert(
-        self, path: Union[str, PathLike[str]], *, format: Optional[str] = None, options: Optional[Dict[str, Any]] = None
+        self,
+        path: Union[str, PathLike[str]],
+        *,
+        format: Optional[str] = None,
+        options: Optional[Dict[str, Any]] = None,
+        progress: Any = None,
+        max_shard_size: Optional[int] = None,
+        shards: Optional[int] = None,
     ) -> Tuple[List[str], List[str]]: ...
+    def sign_embedded(
+        self, secret_key: bytes, output: Union[str, PathLike[str]], *, metadata: bool = False
+    ) -> str: ...
     def verify(
         self,
         *,
@@ -87,6 +97,9 @@ def save(
     format: Optional[str] = None,
     metadata: Optional[Dict[str, Any]] = None,
     options: Optional[Dict[str, Any]] = None,
+    progress: Any = None,
+    max_shard_size: Optional[int] = None,
+    shards: Optional[int] = None,
 ) -> Tuple[List[str], List[str], Optional[bytes]]: ...
 def formats() -> List[Dict[str, Any]]: ...
 def dtypes() -> List[Tuple[str, int]]: ...

@@ -267,9 +267,8 @@ impl SignedManifest {
         })
     }
 
-    /// The signature file's text.
-    pub fn to_json(&self) -> Result<String> {
-        let doc = FileDoc {
+    fn doc(&self) -> FileDoc {
+        FileDoc {
             kind: TYPE.to_string(),
             manifest: manifest_doc(self.id, self.metadata, &self.tensors),
             signature: SignatureDoc {
@@ -277,11 +276,23 @@ impl SignedManifest {
                 public_key: self.public_key.to_hex(),
                 value: crate::util::hex(&self.signature),
             },
-        };
-        let mut s = serde_json::to_string_pretty(&doc)
+        }
+    }
+
+    /// The signature file's text (indented JSON, a final newline).
+    pub fn to_json(&self) -> Result<String> {
+        let mut s = serde_json::to_string_pretty(&self.doc())
             .map_err(|e| Error::invalid_input(format!("encoding the signature file: {e}")))?;
         s.push('\n');
         Ok(s)
+    }
+
+    /// The canonical form of an embedded signature ([`embed::KEY`]): the document of
+    /// [`SignedManifest::to_json`], fields in the same order, as compact JSON (one line,
+    /// no whitespace between tokens, no trailing newline, non-ASCII kept as UTF-8).
+    pub fn to_compact_json(&self) -> Result<String> {
+        serde_json::to_string(&self.doc())
+            .map_err(|e| Error::invalid_input(format!("encoding the signature: {e}")))
     }
 
     /// Parses a signature file. Its structure is checked here (type, algorithm, digest
