@@ -124,6 +124,11 @@ pub struct ReadArgs {
     /// (faster, and unsafe: damaged bytes pass through). The output says so.
     #[arg(long)]
     pub no_verify: bool,
+    /// Open the file named as the one file it is, never the model set it belongs to: a
+    /// shard of a set alone (its own tensors and metadata), a zTensor v2 root without
+    /// its shard files. A directory or a set's index is then refused.
+    #[arg(long)]
+    pub shard_only: bool,
     /// HMAC key file to authenticate a WTXT input's arrays as they are read (an array
     /// whose HMAC fails, or that carries none, is refused).
     #[arg(
