@@ -39,7 +39,30 @@ export TESSERA_REQUIRE_REMOTE=1
 export TESSERA_PYTHON="$(cd "$(dirname "$VENV/bin/python")" && pwd)/python"
 
 echo "== cargo test"
-cargo test --workspace --quiet 2>&1 | tail -n 200
+# The whole log goes to a file; the terminal gets one line per test binary (which
+# binary, its result line), then, if anything failed, the failures and build errors.
+LOG="${CARGO_TARGET_DIR:-$PWD/target}/test-rust.log"
+mkdir -p "$(dirname "$LOG")"
+set +e
+cargo test --workspace --no-fail-fast -- --quiet >"$LOG" 2>&1
+rc_rust=$?
+set -e
+awk '
+  /^ *Running / {
+    line = $0; sub(/^ *Running /, "", line)
+    bin = line; sub(/^.*\(/, "", bin); sub(/\)$/, "", bin); sub(/^.*\//, "", bin)
+    sub(/-[0-9a-f]+$/, "", bin); sub(/ \(.*$/, "", line)
+    name = line " [" bin "]"
+  }
+  /^ *Doc-tests / { name = $0; sub(/^ *Doc-tests /, "doc-tests ", name) }
+  /^test result:/ { printf "%-58s %s\n", name, $0; n++ }
+  END { printf "%d test binaries ran\n", n }
+' "$LOG"
+echo "(full log: $LOG)"
+if [ "$rc_rust" -ne 0 ]; then
+  echo "== cargo test FAILED (exit $rc_rust): failures and errors"
+  grep -n -E -A30 '^failures:$|^error(\[E[0-9]+\])?:|panicked at' "$LOG" | head -n 400
+fi
 
 echo "== cargo build (CLI for the peer tests)"
 cargo build --release --quiet -p tessera-cli
@@ -66,5 +89,8 @@ rc_py=$?
 set -e
 if [ "$rc" -eq 0 ]; then
   rc=$rc_py
+fi
+if [ "$rc" -eq 0 ]; then
+  rc=$rc_rust
 fi
 exit "$rc"

@@ -155,6 +155,99 @@ pub struct ReadArgs {
     pub token: bool,
 }
 
+/// Options for reading a file that a verb audits rather than hands the bytes of on
+/// (`inspect`, `verify`): [`ReadArgs`] without `--no-verify`, which means nothing there.
+#[derive(Debug, Args, Clone, Default)]
+pub struct AuditReadArgs {
+    /// Recover every intact tensor of a damaged file (WTXT), saying which were lost.
+    #[arg(
+        long,
+        help_heading = "Damaged, encrypted, authenticated or remote inputs"
+    )]
+    pub salvage: bool,
+    /// age identity file (X25519 secret keys) to decrypt an encrypted input.
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Damaged, encrypted, authenticated or remote inputs"
+    )]
+    pub identity: Vec<PathBuf>,
+    /// age passphrase file to decrypt an encrypted input.
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Damaged, encrypted, authenticated or remote inputs"
+    )]
+    pub passphrase_file: Option<PathBuf>,
+    /// Open the file named as the one file it is, never the model set it belongs to: a
+    /// shard of a set alone (its own tensors and metadata), a zTensor v2 root without
+    /// its shard files. A directory or a set's index is then refused.
+    #[arg(long)]
+    pub shard_only: bool,
+    /// HMAC key file to authenticate a WTXT input's arrays as they are read (an array
+    /// whose HMAC fails, or that carries none, is refused).
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Damaged, encrypted, authenticated or remote inputs"
+    )]
+    pub input_hmac_key_file: Option<PathBuf>,
+    /// S3 endpoint for s3:// locations (MinIO, R2, a local server:
+    /// `http://127.0.0.1:9000`); AWS_ENDPOINT_URL when not given.
+    #[arg(
+        long,
+        value_name = "URL",
+        help_heading = "Damaged, encrypted, authenticated or remote inputs"
+    )]
+    pub endpoint: Option<String>,
+    /// Send TESSERA_HTTP_TOKEN as the bearer token to this URL's host (without it, the
+    /// token goes only to the hosts TESSERA_HTTP_TOKEN_HOSTS names; HF_TOKEN only to
+    /// Hugging Face over https).
+    #[arg(
+        long,
+        help_heading = "Damaged, encrypted, authenticated or remote inputs"
+    )]
+    pub token: bool,
+}
+
+impl AuditReadArgs {
+    /// The same options as [`ReadArgs`] (digests checked).
+    pub fn to_read(&self) -> ReadArgs {
+        ReadArgs {
+            salvage: self.salvage,
+            identity: self.identity.clone(),
+            passphrase_file: self.passphrase_file.clone(),
+            no_verify: false,
+            shard_only: self.shard_only,
+            input_hmac_key_file: self.input_hmac_key_file.clone(),
+            endpoint: self.endpoint.clone(),
+            token: self.token,
+        }
+    }
+}
+
+/// The keys that decrypt an age-encrypted file (`wtxt decrypt`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct DecryptKeyArgs {
+    /// age identity file (X25519 secret keys).
+    #[arg(long, value_name = "FILE")]
+    pub identity: Vec<PathBuf>,
+    /// age passphrase file.
+    #[arg(long, value_name = "FILE")]
+    pub passphrase_file: Option<PathBuf>,
+}
+
+impl DecryptKeyArgs {
+    /// As [`ReadArgs`] (only the keys set).
+    pub fn to_read(&self) -> ReadArgs {
+        ReadArgs {
+            identity: self.identity.clone(),
+            passphrase_file: self.passphrase_file.clone(),
+            ..ReadArgs::default()
+        }
+    }
+}
+
 /// `tessera inspect`.
 #[derive(Debug, Args)]
 pub struct InspectArgs {
@@ -169,7 +262,7 @@ pub struct InspectArgs {
     pub filter: Option<String>,
     /// Reading options.
     #[command(flatten)]
-    pub read: ReadArgs,
+    pub read: AuditReadArgs,
 }
 
 /// `tessera verify`.
@@ -217,7 +310,7 @@ pub struct VerifyArgs {
     pub values: bool,
     /// Reading options.
     #[command(flatten)]
-    pub read: ReadArgs,
+    pub read: AuditReadArgs,
 }
 
 /// `tessera convert`.
@@ -376,7 +469,7 @@ pub struct ConvertArgs {
         help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
     )]
     pub salt: Option<String>,
-    /// AERO: maximum shard size (bytes; K, M, G suffixes allowed).
+    /// AERO: maximum shard size (bytes; sizes as --max-shard-size takes them).
     #[arg(
         long,
         value_name = "BYTES",
@@ -386,8 +479,10 @@ pub struct ConvertArgs {
     /// Write a model set (safetensors: Hugging Face shards + index; GGUF: llama.cpp
     /// splits; zTensor v2: a shard table; AERO: one file of several WTSH shards; any
     /// other format: shards + a Tessera index `<stem>.tessera-set.json`) of shards
-    /// holding at most this many tensor bytes (K, M, G = 2^10, 2^20, 2^30); the output
-    /// names the set (`dir/model.safetensors`).
+    /// holding at most this many tensor bytes; the output names the set
+    /// (`dir/model.safetensors`). Sizes: `2G`, `2.5M`; K, M, G, T and KiB … TiB are
+    /// powers of 1024 (`5G` = `5GiB` = 5·2^30), KB, MB, GB, TB powers of 1000 as in
+    /// huggingface_hub (`5GB` = 5·10^9).
     #[arg(
         long,
         value_name = "BYTES",
@@ -395,7 +490,8 @@ pub struct ConvertArgs {
         help_heading = "Sharded output"
     )]
     pub max_shard_size: Option<String>,
-    /// Write a model set of this many shards of about equal size (see --max-shard-size).
+    /// Write a model set of this many shards (at least 1) of about equal size (see
+    /// --max-shard-size).
     #[arg(long, value_name = "N", help_heading = "Sharded output")]
     pub shards: Option<u32>,
     /// AERO: store a BLAKE3 hash per tensor.
@@ -459,6 +555,11 @@ pub struct ExtractArgs {
     /// `-` writes to standard output (never to a terminal).
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
+    /// Decode GGUF's quantized tensors (q4_0 … q6_k, tq*, mxfp4, iq*) to f32, f16 or
+    /// bf16, as gguf-py's dequantize does (without it a quantized tensor is written as
+    /// stored, to a format that holds it: .gguf).
+    #[arg(long, value_name = "DTYPE", value_parser = ["f32", "f16", "bf16"])]
+    pub dequantize: Option<String>,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,
@@ -481,6 +582,12 @@ pub struct DiffArgs {
     /// Relative tolerance (see --atol). Default 0: exact.
     #[arg(long, value_name = "X", default_value_t = 0.0)]
     pub rtol: f64,
+    /// Decode GGUF's quantized tensors (q4_0 … q6_k, tq*, mxfp4, iq*) to f32, f16 or
+    /// bf16, as gguf-py's dequantize does before comparing (a quantized model against
+    /// its float original: the values compared with --atol/--rtol; without it, the type
+    /// change is reported).
+    #[arg(long, value_name = "DTYPE", value_parser = ["f32", "f16", "bf16"])]
+    pub dequantize: Option<String>,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,
@@ -501,6 +608,10 @@ pub struct StatsArgs {
     /// file; with --json each tensor gets a "histogram" {"edges", "counts"}.
     #[arg(long, value_name = "OUT.svg")]
     pub plot: Option<PathBuf>,
+    /// Decode GGUF's quantized tensors (q4_0 … q6_k, tq*, mxfp4, iq*) to f32, f16 or
+    /// bf16, as gguf-py's dequantize does (without it their statistics are not computed).
+    #[arg(long, value_name = "DTYPE", value_parser = ["f32", "f16", "bf16"])]
+    pub dequantize: Option<String>,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,
@@ -632,6 +743,6 @@ pub enum WtxtCommand {
         output: PathBuf,
         /// Reading options (identity or passphrase).
         #[command(flatten)]
-        read: ReadArgs,
+        read: DecryptKeyArgs,
     },
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use tessera::{Container, ReadOptions, TensorSource};
 
-use crate::cli::ReadArgs;
+use crate::cli::{AuditReadArgs, ReadArgs};
 
 /// Reading options from the shared flags.
 pub fn read_options(path: &Path, args: &ReadArgs) -> anyhow::Result<ReadOptions> {
@@ -59,10 +59,10 @@ pub fn with_file<T>(
 
 /// [`with_file`] for the verbs that audit a file rather than hand its bytes out
 /// (`inspect`, `verify`): a part too damaged to list is reported, not fatal.
-/// `--no-verify` means nothing to them and is refused.
+/// `--no-verify` means nothing to them: they do not offer it ([`AuditReadArgs`]).
 pub fn with_file_audit<T>(
     path: &Path,
-    args: &ReadArgs,
+    args: &AuditReadArgs,
     f: impl FnOnce(&dyn Container) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     with_opened_audit(path, args, |opened| f(opened.container()))
@@ -73,14 +73,10 @@ pub fn with_file_audit<T>(
 /// ([`tessera::set::ModelSet::refusal`]).
 pub fn with_opened_audit<T>(
     path: &Path,
-    args: &ReadArgs,
+    args: &AuditReadArgs,
     f: impl FnOnce(&tessera::set::Opened) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
-    if args.no_verify {
-        return Err(anyhow::Error::new(tessera::Error::invalid_input(
-            "--no-verify applies to the verbs that read tensor bytes (convert, extract, diff); this one hands none out",
-        )));
-    }
+    let args = &args.to_read();
     let mut opts = read_options(path, args)?;
     opts.audit = true;
     open_opened(path, args, opts, f)
@@ -350,6 +346,115 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
+/// A count with its noun, singular or plural: `1 tensor`, `2 tensors` (`noun` is the
+/// singular; the plural adds `s`).
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// Per-tensor notes (`dequantized "w" q8_0 -> f32`) grouped as refusals are: notes
+/// that differ only in the tensor's name become one line, `dequantized 12 tensors q8_0
+/// -> f32: "a", "b", … and 7 more`, in first-seen order. Other notes pass unchanged.
+pub fn group_notes(notes: &[String]) -> Vec<String> {
+    // (text before the name, text after it, the quoted names, the first note).
+    let mut groups: Vec<(String, String, Vec<String>, String)> = Vec::new();
+    let mut out_of_group: Vec<(usize, String)> = Vec::new();
+    for n in notes {
+        match split_quoted_name(n) {
+            Some((pre, name, post)) => {
+                match groups.iter_mut().find(|g| g.0 == pre && g.1 == post) {
+                    Some(g) => g.2.push(name.to_string()),
+                    None => groups.push((
+                        pre.to_string(),
+                        post.to_string(),
+                        vec![name.to_string()],
+                        n.clone(),
+                    )),
+                }
+            }
+            None => out_of_group.push((groups.len(), n.clone())),
+        }
+    }
+    let mut out = Vec::new();
+    let mut other = out_of_group.into_iter().peekable();
+    for (i, (pre, post, names, first)) in groups.into_iter().enumerate() {
+        while let Some((_, n)) = other.next_if(|(at, _)| *at <= i) {
+            out.push(n);
+        }
+        if names.len() == 1 {
+            out.push(first);
+            continue;
+        }
+        let shown = tessera::refusal::NAMED;
+        let mut list = names[..names.len().min(shown)].join(", ");
+        if names.len() > shown {
+            list.push_str(&format!(" and {} more", names.len() - shown));
+        }
+        out.push(format!(
+            "{pre}{}{post}: {list}",
+            count(names.len(), "tensor")
+        ));
+    }
+    out.extend(other.map(|(_, n)| n));
+    out
+}
+
+/// `verb "name" rest` as (`verb `, `"name"`, ` rest`): the first double-quoted name
+/// (Rust's `{:?}` quoting: `\"` inside does not end it).
+fn split_quoted_name(s: &str) -> Option<(&str, &str, &str)> {
+    let start = s.find('"')?;
+    let mut escaped = false;
+    for (i, c) in s[start + 1..].char_indices() {
+        match c {
+            '\\' if !escaped => escaped = true,
+            '"' if !escaped => {
+                let end = start + 1 + i + 1;
+                return Some((&s[..start], &s[start..end], &s[end..]));
+            }
+            _ => escaped = false,
+        }
+    }
+    None
+}
+
+/// A number as people read it: `sig` significant digits, trailing zeros dropped, in
+/// exponent form (`1.19e-07`, as C's and Python's `%g`) when it is below 1e-4 or of
+/// `sig` digits or more before the point. For text output; `--json` keeps every digit.
+pub fn readable(x: f64, sig: usize) -> String {
+    let sig = sig.max(1);
+    if x == 0.0 {
+        return "0".into();
+    }
+    if x.is_nan() {
+        return "NaN".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    // The exponent after rounding to `sig` digits (9.9996 at 4 digits is 1.000e1).
+    let rounded = format!("{x:.prec$e}", prec = sig - 1);
+    let (mant, exp) = rounded.split_once('e').unwrap_or((&rounded, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if exp < -4 || exp >= sig as i32 {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mant), exp.unsigned_abs())
+    } else {
+        let decimals = (sig as i32 - 1 - exp).max(0) as usize;
+        trim(&format!("{x:.decimals$}"))
+    }
+}
+
 /// Parses `1024`, `4K`, `512MiB`, `1G` into bytes.
 pub fn parse_size(s: &str) -> anyhow::Result<u64> {
     tessera::options::parse_size(s).map_err(anyhow::Error::new)
@@ -383,5 +488,41 @@ mod tests {
         assert!(parse_size("3X").is_err());
         assert!(parse_size("99999999999999999999G").is_err());
         assert_eq!(human_bytes(1536), "1.5 KiB");
+    }
+
+    #[test]
+    fn numbers_read_as_people_read_them() {
+        assert_eq!(readable(1.1920928955078125e-7, 3), "1.19e-07");
+        assert_eq!(readable(0.5, 6), "0.5");
+        assert_eq!(readable(-1234.5678, 6), "-1234.57");
+        assert_eq!(readable(123456789.0, 6), "1.23457e+08");
+        assert_eq!(readable(9.9996, 4), "10");
+        assert_eq!(readable(0.0001, 3), "0.0001");
+        assert_eq!(readable(0.0, 3), "0");
+        assert_eq!(readable(f64::INFINITY, 3), "inf");
+        assert_eq!(count(1, "tensor"), "1 tensor");
+        assert_eq!(count(0, "tensor"), "0 tensors");
+        assert_eq!(count(2, "tensor"), "2 tensors");
+    }
+
+    #[test]
+    fn per_tensor_notes_are_grouped() {
+        let notes: Vec<String> = (0..8)
+            .map(|i| format!("dequantized \"t{i}\" q8_0 -> f32"))
+            .chain([
+                "cast \"x\" f64 -> f32".to_string(),
+                "kept metadata".to_string(),
+            ])
+            .chain(["dequantized \"q\\\"x\" q4_0 -> f32".to_string()])
+            .collect();
+        assert_eq!(
+            group_notes(&notes),
+            vec![
+                "dequantized 8 tensors q8_0 -> f32: \"t0\", \"t1\", \"t2\", \"t3\", \"t4\" and 3 more",
+                "cast \"x\" f64 -> f32",
+                "kept metadata",
+                "dequantized \"q\\\"x\" q4_0 -> f32",
+            ]
+        );
     }
 }

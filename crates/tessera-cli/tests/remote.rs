@@ -514,3 +514,37 @@ fn convert_writes_a_set_and_a_wtxt_pair_to_s3_and_never_over_old_objects() {
     args.extend(ep);
     ok(&args);
 }
+
+/// The object store's raw errors said as a user reads them: a missing object is "no
+/// such object"; no XML, no library wording. (A missing bucket answers a HEAD with a
+/// bare 404 too, so it reads the same; a GET's NoSuchBucket reply names the bucket.)
+#[test]
+fn a_missing_object_or_bucket_is_said_plainly() {
+    let Some(srv) = servers("a_missing_object_or_bucket_is_said_plainly") else {
+        return;
+    };
+    for (url, want) in [
+        (
+            format!("s3://{}/cli/no-such.safetensors", srv.bucket),
+            "no such object".to_string(),
+        ),
+        (
+            "s3://tessera-no-such-bucket/m.safetensors".to_string(),
+            "no such object".to_string(),
+        ),
+    ] {
+        let o = tessera(&[
+            "inspect".as_ref(),
+            url.as_ref(),
+            "--endpoint".as_ref(),
+            srv.endpoint.as_ref(),
+        ]);
+        let t = text(&o);
+        assert_ne!(o.status.code(), Some(0), "{t}");
+        assert!(t.contains(&want), "{url}: {t}");
+        assert!(
+            !t.contains("<?xml") && !t.contains("Client error"),
+            "{url}: {t}"
+        );
+    }
+}

@@ -67,7 +67,7 @@ fn read(d: DType, b: &[u8], i: usize) -> Result<Num> {
 fn write(d: DType, n: Num, out: &mut Vec<u8>, name: &str) -> Result<()> {
     use DType::*;
     let range_err = |v: i128| {
-        Error::invalid_input(format!(
+        Error::unsupported(format!(
             "tensor {name:?}: value {v} does not fit in {d}; cast refused"
         ))
     };
@@ -75,7 +75,7 @@ fn write(d: DType, n: Num, out: &mut Vec<u8>, name: &str) -> Result<()> {
     // not ask for: refuse it, as an out-of-range integer is refused.
     let overflow = |v: f64, narrowed: f64| {
         if v.is_finite() && !narrowed.is_finite() {
-            Err(Error::invalid_input(format!(
+            Err(Error::unsupported(format!(
                 "tensor {name:?}: value {v} overflows {d}; cast refused"
             )))
         } else {

@@ -96,6 +96,9 @@ pub struct WriteOptions {
     pub uuid: Option<[u8; 16]>,
     /// Store base_id 0 as the original Python exporter does (GPTRS).
     pub zero_base_id: bool,
+    /// Store no digest where the format would store one by default (zTensor v1's
+    /// crc32c): `digests=none` (or an empty list).
+    pub no_digest: bool,
     /// Where the output goes, for writers that also write a sibling file (WTXT `.wsum`).
     pub path: Option<PathBuf>,
     /// Skip the fsyncs of [`write_file`] (Python's `durable=False`, `tessera convert
@@ -170,6 +173,9 @@ crate::setters::setters!(WriteOptions {
     uuid: Option<[u8; 16]>,
     /// Sets `zero_base_id`: store base_id 0 as the original exporter does (GPTRS).
     zero_base_id: bool,
+    /// Sets `no_digest`: store no digest where the format stores one by default
+    /// (zTensor v1's crc32c).
+    no_digest: bool,
     /// Sets `path`, where the output goes (for sibling files such as WTXT's `.wsum`).
     path: Option<PathBuf>,
     /// Sets `no_fsync`: skip the fsyncs of `write_file` (still atomic).

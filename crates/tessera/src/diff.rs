@@ -2,7 +2,12 @@
 //! and for numeric tensors how many elements differ, the largest absolute and relative
 //! difference and the RMS difference), and metadata keys added, removed or changed.
 //! Works across formats: sparse tensors are compared by their dense values, so the same
-//! model in two formats has no differences. `tessera diff` renders a [`DiffReport`];
+//! model in two formats has no differences; a sparse tensor against its dense form is
+//! reported as a layout change (its content identity differs), with the values
+//! compared. GGUF's quantized tensors are compared as stored (a type and layout
+//! change against a float tensor) unless [`DiffOptions::dequantize`] decodes them
+//! first ([`crate::values::dequantize`]): then the values are compared with the
+//! tolerance. `tessera diff` renders a [`DiffReport`];
 //! Python's `tessera.diff` returns one as a dict.
 //!
 //! Numeric equality is numpy's `isclose` with [`DiffOptions::atol`]/[`DiffOptions::rtol`]
@@ -36,6 +41,10 @@ pub struct DiffOptions {
     pub atol: f64,
     /// Relative tolerance.
     pub rtol: f64,
+    /// Decode GGUF's quantized tensors to this float dtype (F32, F16 or BF16) before
+    /// comparing ([`crate::values::dequantize`]), so a quantized model compares with
+    /// its float original value by value; without it the type change is reported.
+    pub dequantize: Option<crate::dtype::DType>,
 }
 
 impl DiffOptions {
@@ -53,6 +62,12 @@ impl DiffOptions {
     #[must_use]
     pub fn rtol(mut self, rtol: f64) -> DiffOptions {
         self.rtol = rtol;
+        self
+    }
+    /// Sets [`DiffOptions::dequantize`].
+    #[must_use]
+    pub fn dequantize(mut self, to: Option<crate::dtype::DType>) -> DiffOptions {
+        self.dequantize = to;
         self
     }
     /// The tolerance, after checking both are finite and >= 0 (an `InvalidInput` error
@@ -222,7 +237,7 @@ fn run(
         if !in_b.contains(info.name.as_str()) {
             continue;
         }
-        if let Some(d) = compare(a, b, &info.name, &tol)? {
+        if let Some(d) = compare(a, b, &info.name, &tol, opts.dequantize)? {
             if d.within_tolerance() {
                 report.within_tolerance.push(d);
             } else {
@@ -246,16 +261,43 @@ fn compare(
     b: &dyn TensorSource,
     name: &str,
     tol: &Tolerance,
+    dequantize: Option<crate::dtype::DType>,
 ) -> Result<Option<TensorDiff>> {
-    let va = dense(a.tensor(name)?)?;
-    let vb = dense(b.tensor(name)?)?;
+    let (va, vb) = (a.tensor(name)?, b.tensor(name)?);
+    // The stored layouts: a sparse tensor against its dense form is a layout change
+    // (the content identity differs), even when the values are the same.
+    let layouts = (va.info.layout.clone(), vb.info.layout.clone());
+    // Identical stored tensors (a quantized one against the same blocks) need no
+    // decoding.
+    let same_stored = va.info.dtype_label() == vb.info.dtype_label()
+        && va.info.shape == vb.info.shape
+        && layouts.0 == layouts.1
+        && va.parts.len() == vb.parts.len()
+        && va
+            .parts
+            .iter()
+            .zip(&vb.parts)
+            .all(|(x, y)| x.role == y.role && x.bytes == y.bytes);
+    if same_stored {
+        return Ok(None);
+    }
+    fn decode(v: TensorView<'_>, to: Option<crate::dtype::DType>) -> Result<TensorView<'_>> {
+        match to {
+            Some(to) => dense(crate::values::dequantize(v, to)?),
+            None => dense(v),
+        }
+    }
+    let (va, vb) = (decode(va, dequantize)?, decode(vb, dequantize)?);
     let mut d = TensorDiff {
         name: name.to_string(),
         ..TensorDiff::default()
     };
+    let quantized = |l: &Layout| matches!(l, Layout::Other(n) if n.starts_with("ggml_"));
+    // Decoded for the comparison: the dtype it was decoded to is not a difference.
+    let decoded = dequantize.is_some() && (quantized(&layouts.0) || quantized(&layouts.1));
     // Compared as users know them: a GGUF q8_0 tensor against a q4_0 one differs in
     // type although both are stored as u8 blocks.
-    if va.info.dtype_label() != vb.info.dtype_label() {
+    if va.info.dtype_label() != vb.info.dtype_label() && !decoded {
         d.dtype = Some((
             va.info.dtype_label().to_string(),
             vb.info.dtype_label().to_string(),
@@ -266,6 +308,8 @@ fn compare(
     }
     if va.info.layout != vb.info.layout {
         d.layout = Some((va.info.layout.to_string(), vb.info.layout.to_string()));
+    } else if layouts.0 != layouts.1 && !decoded {
+        d.layout = Some((layouts.0.to_string(), layouts.1.to_string()));
     }
     d.bytes_equal = va.parts.len() == vb.parts.len()
         && va

@@ -75,6 +75,17 @@ pub fn to_usize(v: u64, what: &str) -> Result<usize> {
     usize::try_from(v).map_err(|_| Error::limit(format!("{what} {v} does not fit in memory")))
 }
 
+/// The error for a range `[off, end)` that a file's index gives but the `total`-byte
+/// file does not reach: named as the truncation it usually is. Every reader's range
+/// checks ([`check_range`], [`fn@slice`], `SourceRef::slice`) make it here.
+pub fn past_end(what: &str, off: u64, end: u64, total: u64) -> Error {
+    Error::malformed(format!(
+        "{what}: the file ends at byte {total}; its index puts it at {off}..{end} \
+         (truncated, or a damaged offset)"
+    ))
+    .at_offset(off)
+}
+
 /// Checks that `[off, off + len)` lies within a `total`-byte file, with the same message
 /// as [`fn@slice`].
 pub fn check_range(off: u64, len: u64, total: u64, what: &str) -> Result<()> {
@@ -82,10 +93,7 @@ pub fn check_range(off: u64, len: u64, total: u64, what: &str) -> Result<()> {
         Error::malformed(format!("{what}: offset {off} + length {len} overflows"))
     })?;
     if end > total {
-        return Err(Error::malformed(format!(
-            "{what}: range {off}..{end} exceeds the file size {total}"
-        ))
-        .at_offset(off));
+        return Err(past_end(what, off, end, total));
     }
     Ok(())
 }
@@ -97,11 +105,7 @@ pub fn slice<'a>(data: &'a [u8], off: u64, len: u64, what: &str) -> Result<&'a [
         Error::malformed(format!("{what}: offset {off} + length {len} overflows"))
     })?;
     if end > data.len() as u64 {
-        return Err(Error::malformed(format!(
-            "{what}: range {off}..{end} exceeds the file size {}",
-            data.len()
-        ))
-        .at_offset(off));
+        return Err(past_end(what, off, end, data.len() as u64));
     }
     // Both fit in usize: end <= data.len().
     Ok(&data[off as usize..end as usize])
@@ -125,6 +129,21 @@ mod tests {
             slice(&d, u64::MAX, 2, "x").unwrap_err().kind(),
             ErrorKind::Malformed
         );
+    }
+
+    #[test]
+    fn a_range_past_the_end_is_named_as_a_truncation() {
+        let e = check_range(100, 50, 120, "tensor \"w\" data").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Malformed);
+        let m = e.to_string();
+        assert!(
+            m.contains("the file ends at byte 120")
+                && m.contains("100..150")
+                && m.contains("truncated"),
+            "{m}"
+        );
+        let m = slice(&[0u8; 4], 2, 4, "x").unwrap_err().to_string();
+        assert!(m.contains("the file ends at byte 4"), "{m}");
     }
 
     #[test]

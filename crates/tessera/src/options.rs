@@ -117,8 +117,8 @@ pub const COMPRESSION: OptionSpec = aka(
 pub const DIGESTS: OptionSpec = aka(
     opt(
         "digests",
-        OptionKind::Choice(&["crc32c", "sha256"]),
-        "digest stored per tensor (repeatable)",
+        OptionKind::Choice(&["crc32c", "sha256", "none"]),
+        "digest stored per tensor (repeatable; zTensor v1 stores crc32c unless told none)",
     ),
     &["digest"],
 );
@@ -331,23 +331,53 @@ fn as_int(o: &OptionSpec, v: &OptionValue) -> Result<u64> {
     }
 }
 
-/// Parses a size: digits, then an optional unit (`K`, `KB`, `KiB`, … `T`), 1024-based.
+/// Parses a size: a number (decimals allowed: `2.5M`), then an optional unit. `K`, `M`,
+/// `G`, `T` and `KiB` … `TiB` are powers of 1024 (`1G` = 2^30, as Tessera always took
+/// it); `KB`, `MB`, `GB`, `TB` are powers of 1000, as huggingface_hub's
+/// `max_shard_size="5GB"` (5·10^9) means them. Case is ignored; a fraction of a byte
+/// is dropped.
 pub fn parse_size(s: &str) -> Result<u64> {
     let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| Error::invalid_input(format!("invalid size {s:?}")))?;
-    let mul: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        _ => return Err(Error::invalid_input(format!("invalid size unit in {s:?}"))),
+    let invalid = || Error::invalid_input(format!("invalid size {s:?}"));
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if int.is_empty() && frac.is_empty() || frac.contains('.') || frac.len() > 18 {
+        return Err(invalid());
+    }
+    let int: u128 = if int.is_empty() {
+        0
+    } else {
+        int.parse().map_err(|_| invalid())?
     };
-    n.checked_mul(mul)
+    let mul: u128 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        _ => {
+            return Err(Error::invalid_input(format!(
+                "invalid size unit in {s:?} (K, M, G, T or KiB … TiB: powers of 1024; \
+                 KB, MB, GB, TB: powers of 1000)"
+            )))
+        }
+    };
+    let frac_bytes = if frac.is_empty() {
+        0
+    } else {
+        let digits: u128 = frac.parse().map_err(|_| invalid())?;
+        digits * mul / 10u128.pow(frac.len() as u32)
+    };
+    int.checked_mul(mul)
+        .and_then(|b| b.checked_add(frac_bytes))
+        .and_then(|b| u64::try_from(b).ok())
         .ok_or_else(|| Error::invalid_input(format!("size {s:?} overflows")))
 }
 
@@ -486,6 +516,14 @@ impl WriteOptions {
                     OptionValue::List(l) => l.clone(),
                     one => vec![one.clone()],
                 };
+                let none = |i: &OptionValue| matches!(i, OptionValue::Text(s) if s.trim().eq_ignore_ascii_case("none"));
+                if items.is_empty() || items.iter().all(none) {
+                    // No digest at all (zTensor v1 otherwise stores crc32c).
+                    self.no_digest = true;
+                    self.digests.clear();
+                    return Ok(());
+                }
+                self.no_digest = false;
                 for i in &items {
                     let d = parse_digest(o, i)?;
                     if !self.digests.contains(&d) {
@@ -547,7 +585,7 @@ impl WriteOptions {
             }
         };
         add(self.compression != d.compression, "compression");
-        add(!self.digests.is_empty(), "digests");
+        add(!self.digests.is_empty() || self.no_digest, "digests");
         add(self.ecc.is_some(), "ecc");
         add(self.timestamp.is_some(), "timestamp");
         add(self.hmac_key.is_some(), "hmac_key");
@@ -624,6 +662,21 @@ mod tests {
             o.fixed_salt,
             Some([0, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77])
         );
+    }
+
+    #[test]
+    fn sizes_take_decimals_and_huggingface_units() {
+        assert_eq!(parse_size("2.5M").unwrap(), 5 << 19);
+        assert_eq!(parse_size("5G").unwrap(), 5 << 30);
+        assert_eq!(parse_size("5GiB").unwrap(), 5 << 30);
+        assert_eq!(parse_size("5GB").unwrap(), 5_000_000_000);
+        assert_eq!(parse_size("1.5kb").unwrap(), 1500);
+        assert_eq!(parse_size("0.5").unwrap(), 0);
+        assert_eq!(parse_size("1.0000001K").unwrap(), 1024);
+        for bad in ["", ".", "1.2.3", "2.5Q", "M", "-1"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+        assert!(parse_size("99999999999999999999G").is_err());
     }
 
     #[test]

@@ -367,17 +367,15 @@ impl<'d> SourceRef<'d> {
         }
     }
     /// `len` bytes at `offset`, for a part of the file called `what`: a range past the
-    /// end says "`what`: range a..b exceeds the file size N".
+    /// end says "`what`: the file ends at byte N; its index puts it at a..b"
+    /// ([`crate::limits::past_end`]).
     pub fn slice(&self, offset: u64, len: u64, what: &str) -> Result<Cow<'d, [u8]>> {
         let total = self.len();
         let end = offset.checked_add(len).ok_or_else(|| {
             Error::malformed(format!("{what}: offset {offset} + length {len} overflows"))
         })?;
         if end > total {
-            return Err(Error::malformed(format!(
-                "{what}: range {offset}..{end} exceeds the file size {total}"
-            ))
-            .at_offset(offset));
+            return Err(crate::limits::past_end(what, offset, end, total));
         }
         self.read_at(offset, len)
     }
@@ -389,10 +387,7 @@ impl<'d> SourceRef<'d> {
             Error::malformed(format!("{what}: offset {offset} + length {len} overflows"))
         })?;
         if end > total {
-            return Err(Error::malformed(format!(
-                "{what}: range {offset}..{end} exceeds the file size {total}"
-            ))
-            .at_offset(offset));
+            return Err(crate::limits::past_end(what, offset, end, total));
         }
         Ok(())
     }

@@ -222,8 +222,10 @@ pub const SECRET_KEY_GIVEN: &str =
 /// Classifies a layer name as the readers report it.
 pub fn layer_kind(layer: &str) -> LayerKind {
     match layer {
+        // GPTRS's base_id is BLAKE3 of the tensor's name, not of its data: a check of
+        // the index, not of the bytes.
         "structure" | "layout" | "data" | "decode" | "zstd" | "uncomp_len" | "checksum"
-        | "digest" => LayerKind::Structure,
+        | "digest" | "base_id" | "trailing bytes" => LayerKind::Structure,
         "shard present"
         | "shard format"
         | "shard size"

@@ -5,6 +5,8 @@
 //! make a loss explicit, `--dequantize` and `--quantize` decode or encode GGUF's
 //! quantized blocks, and every change is printed. The output is written to a
 //! temporary sibling and renamed, so `convert a a` and a crash mid-way never lose data.
+//! `-o -` (with `--to`) writes the file to standard output instead, as `extract -o -`
+//! does (refused for a terminal, a model set, or streaming WTXT's side file).
 
 use std::io::Write;
 
@@ -107,6 +109,61 @@ pub fn write_options(args: &ConvertArgs) -> anyhow::Result<WriteOptions> {
     Ok(opts)
 }
 
+/// A usage error (exit 2).
+fn bail_usage<T>(msg: &str) -> anyhow::Result<T> {
+    Err(tessera::Error::invalid_input(msg).into())
+}
+
+/// `convert IN -o - --to FORMAT`: the output on standard output (never a terminal),
+/// as `extract -o -` writes it; the report goes to stderr. The file is built in an
+/// unnamed temporary file first (writers seek), which disappears with the process.
+fn to_stdout(
+    args: &ConvertArgs,
+    format: Format,
+    conv: ConvertOptions,
+    opts: &WriteOptions,
+) -> anyhow::Result<u8> {
+    use std::io::{IsTerminal, Seek};
+    if std::io::stdout().is_terminal() {
+        return bail_usage("refusing to write binary data to a terminal: redirect or pipe `-o -`");
+    }
+    with_file(&args.input, &args.read, |file| {
+        let progress = ProgressSource::new(file, &format!("converting to {}", format.name()));
+        let prepared = tessera::convert::prepare(&progress, format, conv);
+        let mut tmp = tempfile::tempfile()?;
+        let report = prepared.and_then(|p| {
+            let r = tessera::convert::write_to(format, &p, &mut tmp, opts);
+            r.map(|r| (p.notes().to_vec(), r))
+        });
+        progress.finish();
+        let (notes, report) = report?;
+        if args.read.salvage && !file.lost().is_empty() {
+            return bail_usage(
+                "--salvage lost tensors: name the output (not -), so the loss is reported with it",
+            );
+        }
+        let size = tmp.stream_position()?;
+        tmp.rewind()?;
+        let stdout = std::io::stdout();
+        let mut lock = stdout.lock();
+        std::io::copy(&mut tmp, &mut lock)?;
+        lock.flush()?;
+        let all: Vec<String> = notes.into_iter().chain(report.notes).collect();
+        for n in crate::output::group_notes(&all) {
+            crate::term::warn(&format!("note: {n}"));
+        }
+        crate::term::warn(&format!(
+            "{} ({}) -> standard output ({}): {}, {}",
+            args.input.display(),
+            file.format().name(),
+            format.name(),
+            crate::output::count(file.tensor_infos().len(), "tensor"),
+            crate::output::human_bytes(size)
+        ));
+        Ok(0)
+    })
+}
+
 /// Exit code of a `--salvage` conversion that lost tensors (the rest written), unless
 /// `--accept-loss`.
 pub const EXIT_SALVAGED: u8 = 6;
@@ -146,10 +203,23 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             None => None,
         });
     let split = match (&args.max_shard_size, args.shards) {
-        (Some(s), _) => Some(tessera::set::Split::MaxBytes(parse_size(s)?)),
+        (Some(s), _) => match parse_size(s)? {
+            0 => bail_usage("--max-shard-size must be at least 1 byte, not 0")?,
+            n => Some(tessera::set::Split::MaxBytes(n)),
+        },
+        (None, Some(0)) => bail_usage("--shards must be at least 1, not 0")?,
         (None, Some(n)) => Some(tessera::set::Split::Shards(n)),
         (None, None) => None,
     };
+    if args.output_path() == std::path::Path::new("-") {
+        if split.is_some() {
+            bail_usage("a model set is several files: name its output, not -")?;
+        }
+        if opts.streaming {
+            bail_usage("streaming WTXT writes OUT.wsum beside the output: name the output, not -")?;
+        }
+        return to_stdout(args, format, conv, &opts);
+    }
     // An s3:// output is written to a local staging directory, then uploaded: one file
     // as one multipart upload (visible under its key only once complete; aborted on
     // failure), several (a set, a WTXT file and its .wsum) index or main file last.
@@ -198,17 +268,17 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         if args.read.no_verify {
             writeln!(out, "note: stored digests not checked (--no-verify)")?;
         }
-        for n in &report.notes {
-            writeln!(out, "note: {}", crate::term::escape(n))?;
+        for n in crate::output::group_notes(&report.notes) {
+            writeln!(out, "note: {}", crate::term::escape(&n))?;
         }
         writeln!(
             out,
-            "{} ({}) -> {} ({}): {} tensors, {}",
+            "{} ({}) -> {} ({}): {}, {}",
             crate::output::shown(&args.input),
             file.format().name(),
             crate::output::shown(args.output_path()),
             format.name(),
-            file.tensor_infos().len(),
+            crate::output::count(file.tensor_infos().len(), "tensor"),
             crate::output::human_bytes(size)
         )?;
         for extra in &extra_files {

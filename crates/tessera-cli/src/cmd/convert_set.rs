@@ -47,18 +47,18 @@ pub fn run(
         if args.read.no_verify {
             writeln!(out, "note: stored digests not checked (--no-verify)")?;
         }
-        for n in &report.notes {
-            writeln!(out, "note: {}", crate::term::escape(n))?;
+        for n in crate::output::group_notes(&report.notes) {
+            writeln!(out, "note: {}", crate::term::escape(&n))?;
         }
         writeln!(
             out,
-            "{} ({}) -> {} ({}): {} tensors in {} files, {}",
+            "{} ({}) -> {} ({}): {} in {}, {}",
             crate::output::shown(&args.input),
             file.format().name(),
             args.output_path().display(),
             format.name(),
-            file.tensor_infos().len(),
-            written.len(),
+            crate::output::count(file.tensor_infos().len(), "tensor"),
+            crate::output::count(written.len(), "file"),
             human_bytes(size)
         )?;
         for f in &written {

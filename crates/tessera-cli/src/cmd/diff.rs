@@ -16,6 +16,11 @@
 //! compared as the text that format would hold; when one carries none (npy, WTXT), the
 //! other's keys are listed as not compared, and do not count.
 //!
+//! GGUF's quantized tensors against float ones: without `--dequantize` the dtype and
+//! layout change is reported (values not compared); with `--dequantize f32|f16|bf16`
+//! they are decoded (`tessera::values::dequantize`) and compared with the tolerance. A
+//! sparse tensor against its dense form is a layout change.
+//!
 //! Exit 0 when the tensors and the compared metadata are the same, 1 when they differ.
 //!
 //! JSON shape: `{"a", "b", "same", "tensors_same", "metadata_same", "tolerance":
@@ -35,7 +40,7 @@ use tessera::values::ValueDiff;
 use tessera::Value;
 
 use crate::cli::DiffArgs;
-use crate::output::{with_file, Progress};
+use crate::output::{count, with_file, Progress};
 use crate::term::escape;
 
 fn tensor_json(d: &TensorDiff) -> serde_json::Value {
@@ -55,12 +60,14 @@ fn tensor_json(d: &TensorDiff) -> serde_json::Value {
     })
 }
 
+/// The error magnitudes, three significant digits (`--json` has every digit).
 fn errors(v: &ValueDiff) -> String {
+    let r = |x: f64| crate::output::readable(x, 3);
     format!(
         "max abs diff {}, max rel diff {}, rms diff {}",
-        v.max_abs,
-        v.max_rel,
-        v.rms()
+        r(v.max_abs),
+        r(v.max_rel),
+        r(v.rms())
     )
 }
 
@@ -78,16 +85,31 @@ fn tensor_text(d: &TensorDiff) -> String {
     match &d.values {
         Some(v) if v.differing > 0 => {
             parts.push(format!(
-                "{} of {} elements differ, {}",
+                "{} of {} differ, {}",
                 v.differing,
-                v.compared,
+                count(v.compared as usize, "element"),
                 errors(v)
             ));
             if v.nonfinite_mismatches > 0 {
-                parts.push(format!("{} NaN/Inf mismatches", v.nonfinite_mismatches));
+                parts.push(format!(
+                    "{} NaN/Inf mismatch{}",
+                    v.nonfinite_mismatches,
+                    if v.nonfinite_mismatches == 1 {
+                        ""
+                    } else {
+                        "es"
+                    }
+                ));
             }
         }
         Some(_) => {}
+        None if d
+            .layout
+            .as_ref()
+            .is_some_and(|(x, y)| x.starts_with("ggml_") || y.starts_with("ggml_")) =>
+        {
+            parts.push("values not compared (--dequantize f32 decodes the quantized blocks)".into())
+        }
         None if !d.bytes_equal => parts.push("bytes differ".into()),
         None => {}
     }
@@ -112,7 +134,12 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             ))));
         }
     }
-    let opts = DiffOptions::new().atol(args.atol).rtol(args.rtol);
+    let opts = DiffOptions::new()
+        .atol(args.atol)
+        .rtol(args.rtol)
+        .dequantize(crate::cmd::extract::dequantize_dtype(
+            args.dequantize.as_deref(),
+        )?);
     with_file(&args.a, &args.read, |a| {
         with_file(&args.b, &args.read, |b| {
             let total = a
@@ -177,8 +204,8 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                             out,
                             "= {}: equal within --atol {} --rtol {} ({})",
                             escape(&d.name),
-                            tol.atol,
-                            tol.rtol,
+                            crate::output::readable(tol.atol, 6),
+                            crate::output::readable(tol.rtol, 6),
                             errors(v)
                         )?;
                     }
@@ -205,17 +232,16 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                     let (side, why) = (meta.not_compared[0].1, &meta.not_compared[0].2);
                     writeln!(
                         out,
-                        "not compared: {} metadata key{} of {side} ({why})",
-                        meta.not_compared.len(),
-                        if meta.not_compared.len() == 1 {
-                            ""
-                        } else {
-                            "s"
-                        },
+                        "not compared: {} of {side} ({why})",
+                        count(meta.not_compared.len(), "metadata key"),
                     )?;
                 }
                 if same {
-                    writeln!(out, "no differences in {} tensors", report.tensors_in_a)?;
+                    writeln!(
+                        out,
+                        "no differences in {}",
+                        count(report.tensors_in_a, "tensor")
+                    )?;
                 }
             }
             Ok(if same { 0 } else { 1 })

@@ -2,6 +2,9 @@
 //! (`.npy`, or none, for NumPy; `.safetensors`, `.zt`, … — one tensor in that format, or
 //! a refusal saying why), or a chunk as its raw bytes. `-o -` writes the same bytes to
 //! standard output, unless it is a terminal. An unknown name suggests the closest ones.
+//! A GGUF quantized tensor is written as stored to a format that holds its packed
+//! blocks (`.gguf`); `--dequantize f32|f16|bf16` decodes it first (as `convert` does),
+//! which any format then takes.
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -28,6 +31,15 @@ fn tensor_format(output: &Path) -> anyhow::Result<Format> {
     }
 }
 
+/// The dtype of `--dequantize` (f32, f16 or bf16; clap allows only those).
+pub fn dequantize_dtype(name: Option<&str>) -> anyhow::Result<Option<tessera::DType>> {
+    name.map(|d| {
+        tessera::DType::from_name(d)
+            .ok_or_else(|| anyhow::anyhow!("unknown dtype {d:?} for --dequantize"))
+    })
+    .transpose()
+}
+
 /// Writes `bytes` to OUT, or to stdout for `-` (refused when stdout is a terminal: raw
 /// tensor bytes would reach it unescaped).
 fn emit(output: &Path, bytes: &[u8]) -> anyhow::Result<()> {
@@ -51,7 +63,27 @@ pub fn run(args: &ExtractArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     with_file(&args.file, &args.read, |file| {
         if file.tensor_infos().iter().any(|t| t.name == args.name) {
             let format = tensor_format(&args.output)?;
-            let view = tessera::sparse::densify(file.tensor(&args.name)?)?;
+            let mut view = file.tensor(&args.name)?;
+            if let Some(to) = dequantize_dtype(args.dequantize.as_deref())? {
+                view = tessera::values::dequantize(view, to)?;
+            }
+            if tessera::values::is_quantized(&view.info) {
+                // Packed ggml blocks stay as they are, to a format that holds them.
+                let holds = tessera::convert::capabilities(format).is_some_and(|c| c.other_layouts);
+                if !holds {
+                    return Err(tessera::Error::unsupported(format!(
+                        "tensor {:?} is {} (GGUF's packed blocks), which {} cannot store; \
+                         extract it to .gguf as it is",
+                        args.name,
+                        view.info.dtype_label(),
+                        format.title()
+                    ))
+                    .with_hint(tessera::Hint::Dequantize)
+                    .into());
+                }
+            } else {
+                view = tessera::sparse::densify(view)?;
+            }
             let mut m = Model::new();
             m.push(view)?;
             // `.npy` takes the tensor as it is (a dtype NumPy has no name for is written
@@ -87,9 +119,9 @@ pub fn run(args: &ExtractArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             if !to_stdout {
                 writeln!(
                     out,
-                    "chunk {} ({} bytes) -> {}",
+                    "chunk {} ({}) -> {}",
                     escape(&format!("{:?}", args.name)),
-                    bytes.len(),
+                    crate::output::count(bytes.len(), "byte"),
                     args.output.display()
                 )?;
             }

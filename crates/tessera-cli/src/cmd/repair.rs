@@ -58,8 +58,10 @@ pub fn run(args: &RepairArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             match (c.status, &c.detail) {
                 ("repaired", _) => writeln!(
                     out,
-                    "repaired          chunk {:?}: {} bytes fixed in {} blocks",
-                    c.name, c.bytes_fixed, c.blocks_fixed
+                    "repaired          chunk {:?}: {} fixed in {}",
+                    c.name,
+                    crate::output::count(c.bytes_fixed as usize, "byte"),
+                    crate::output::count(c.blocks_fixed as usize, "block")
                 )?,
                 ("parity rewritten", _) => writeln!(
                     out,

@@ -56,9 +56,9 @@ pub fn run(args: &SignArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         tessera::util::atomic::write_bytes_atomic(&args.output, text.as_bytes())?;
         writeln!(
             out,
-            "signed {} ({} tensors{}{}{}, id {}) -> {}",
+            "signed {} ({}{}{}{}, id {}) -> {}",
             crate::output::shown(&args.file),
-            id.tensors.len(),
+            crate::output::count(id.tensors.len(), "tensor"),
             if args.metadata { " and metadata" } else { "" },
             if what.is_empty() { "" } else { ", " },
             what,
@@ -116,9 +116,9 @@ fn run_embed(
     )?;
     writeln!(
         out,
-        "signed {} ({} tensors{}, id {}) -> {} (embedded as {:?})",
+        "signed {} ({}{}, id {}) -> {} (embedded as {:?})",
         crate::output::shown(&args.file),
-        id.tensors.len(),
+        crate::output::count(id.tensors.len(), "tensor"),
         if args.metadata { " and metadata" } else { "" },
         id.root,
         args.output.display(),

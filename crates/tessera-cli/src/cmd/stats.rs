@@ -5,8 +5,9 @@
 //! Values are decoded (f32/f16/bf16/fp8, integers, bool as 0/1; a complex number's real
 //! part), never read as bytes; min, max, mean and std are over the finite elements, std
 //! is numpy's (`ddof=0`). Sparse tensors are densified first. GGUF's quantized blocks
-//! are not decoded here (`convert --dequantize` does): such a tensor is listed as not
-//! computed, with the reason. One tensor is read at a time (zero-copy when stored raw)
+//! are decoded with `--dequantize f32|f16|bf16` (as `convert --dequantize`, through
+//! `tessera::values::dequantize`); without it such a tensor is listed as not computed,
+//! with the reason, and the summary counts them and names the flag. One tensor is read at a time (zero-copy when stored raw)
 //! and its blocks are summed in parallel, so memory stays near the largest tensor.
 //! Reads check the file's digests as every reading verb does.
 //!
@@ -45,28 +46,36 @@ pub fn tensor_stats(
     file: &dyn Container,
     info: &TensorInfo,
 ) -> anyhow::Result<Result<Stats, String>> {
-    Ok(tensor_stats_hist(file, info, false)?.map(|(s, _)| s))
+    Ok(tensor_stats_hist(file, info, false, None)?.map(|(s, _)| s))
 }
 
-/// [`tensor_stats`], with the histogram when `hist`.
+/// Why a quantized tensor's statistics were not computed (the text summary counts them).
+const NEEDS_DEQUANTIZE: &str = "blocks are not decoded without --dequantize f32|f16|bf16";
+
+/// [`tensor_stats`], with the histogram when `hist`; GGUF's quantized tensors are
+/// decoded to `dequantize` when given (`tessera::values::dequantize`).
 fn tensor_stats_hist(
     file: &dyn Container,
     info: &TensorInfo,
     hist: bool,
+    dequantize: Option<tessera::DType>,
 ) -> anyhow::Result<Result<Computed, String>> {
+    let quantized = tessera::values::is_quantized(info);
     match &info.layout {
         Layout::Dense | Layout::SparseCsr | Layout::SparseCoo => {}
+        Layout::Other(_) if quantized && dequantize.is_some() => {}
         Layout::Other(l) => {
             return Ok(Err(match l.strip_prefix("ggml_") {
-                Some(q) => format!("{q} blocks are not decoded (convert --dequantize)"),
+                Some(q) => format!("{q} {NEEDS_DEQUANTIZE}"),
                 None => format!("layout {l} is not decoded"),
             }))
         }
         other => return Ok(Err(format!("layout {} is not decoded", other.name()))),
     }
     let view = file.tensor(&info.name)?;
-    let view = match view.info.layout {
-        Layout::SparseCsr | Layout::SparseCoo => tessera::sparse::densify(view)?,
+    let view = match (&view.info.layout, dequantize) {
+        (Layout::SparseCsr | Layout::SparseCoo, _) => tessera::sparse::densify(view)?,
+        (Layout::Other(_), Some(to)) => tessera::values::dequantize(view, to)?,
         _ => view,
     };
     let (dtype, data) = (view.info.dtype, view.data()?);
@@ -97,11 +106,10 @@ pub fn sparkline(counts: &[u64]) -> String {
         .collect()
 }
 
-/// Six significant figures, in exponent form when large or small.
+/// Six significant figures, in exponent form when large or small (`%g`).
 fn num(x: Option<f64>) -> String {
     match x {
-        Some(v) if v != 0.0 && !(1e-4..1e6).contains(&v.abs()) => format!("{v:.5e}"),
-        Some(v) => format!("{v:.6}"),
+        Some(v) => crate::output::readable(v, 6),
         None => "-".into(),
     }
 }
@@ -116,6 +124,7 @@ pub fn run(args: &StatsArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             );
         }
     }
+    let dequantize = crate::cmd::extract::dequantize_dtype(args.dequantize.as_deref())?;
     with_file(&args.file, &args.read, |file| {
         let filter = args.filter.as_deref();
         let infos: Vec<&TensorInfo> = file
@@ -129,7 +138,7 @@ pub fn run(args: &StatsArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         for info in &infos {
             // The histogram feeds --plot, and the text table's sparkline.
             let hist = args.plot.is_some() || !args.json;
-            rows.push((*info, tensor_stats_hist(file, info, hist)?));
+            rows.push((*info, tensor_stats_hist(file, info, hist, dequantize)?));
             progress.inc(info.dense_nbytes().unwrap_or(0));
         }
         progress.finish();
@@ -237,7 +246,7 @@ pub fn run(args: &StatsArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             }
         }
         let n = rows.len();
-        let mut summary = format!("{n} tensor{}", if n == 1 { "" } else { "s" });
+        let mut summary = crate::output::count(n, "tensor");
         if let Some(g) = filter {
             summary.push_str(&format!(" matching {:?}", escape(g)));
         }
@@ -251,6 +260,17 @@ pub fn run(args: &StatsArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             ));
         }
         writeln!(out, "{summary}")?;
+        let packed = rows
+            .iter()
+            .filter(|(_, r)| r.as_ref().is_err_and(|why| why.ends_with(NEEDS_DEQUANTIZE)))
+            .count();
+        if packed > 0 {
+            writeln!(
+                out,
+                "not computed: {} quantized (GGUF blocks); --dequantize f32 decodes them",
+                crate::output::count(packed, "tensor")
+            )?;
+        }
         Ok(0)
     })
 }

@@ -144,7 +144,11 @@ fn check_values(file: &dyn Container, only: &[String], report: &mut VerifyReport
                 report.failed(
                     subject,
                     "values",
-                    format!("{} of {} elements", what.join(", "), s.count),
+                    format!(
+                        "{} of {}",
+                        what.join(", "),
+                        crate::output::count(s.count as usize, "element")
+                    ),
                 );
             }
             Ok(Err(why)) => report.push(subject, "values", Status::NotChecked, Some(why)),
@@ -155,11 +159,15 @@ fn check_values(file: &dyn Container, only: &[String], report: &mut VerifyReport
     bar.finish();
 }
 
-/// True when the file carries a signed manifest that was not checked (no key given).
+/// True when the file carries a signed manifest that was not checked because no key
+/// was given (not a part left out by the signer or by --tensor, with a key given).
 fn unkeyed_signature(report: &VerifyReport) -> bool {
     report.checks.iter().any(|c| {
         c.layer == tessera::signing::LAYER
             && matches!(c.status, Status::NotChecked | Status::Unauthenticated)
+            && c.detail.as_deref().is_some_and(|d| {
+                d.contains("no --public-key given") || d.contains("no public key given")
+            })
     })
 }
 
@@ -347,8 +355,8 @@ fn print_text(
             let failed = report.failures().count();
             writeln!(
                 out,
-                "{label}: FAILED: {failed} of {} checks failed ({title})",
-                report.checks.len()
+                "{label}: FAILED: {failed} of {} failed ({title})",
+                crate::output::count(report.checks.len(), "check")
             )?;
         }
         Outcome::Repaired => {

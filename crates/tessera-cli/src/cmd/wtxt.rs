@@ -124,7 +124,7 @@ pub fn run(args: &WtxtArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             writeln!(out, "encrypted {} -> {}", file.display(), output.display())?;
         }
         WtxtCommand::Decrypt { file, output, read } => {
-            let opts = crate::output::read_options(file, read)?;
+            let opts = crate::output::read_options(file, &read.to_read())?;
             let data =
                 std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
             let plain =

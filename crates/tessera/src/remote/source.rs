@@ -450,7 +450,31 @@ pub(crate) fn store_error(url: &str, e: object_store::Error) -> Error {
         E::NotSupported { .. } => ErrorKind::Unsupported,
         _ => ErrorKind::Io,
     };
-    Error::new(kind, scrub(&chain(&e))).in_file(url)
+    let raw = scrub(&chain(&e));
+    // The library's own words ("Object at location … not found: Client error with
+    // status 404 Not Found: <?xml …") said as a user reads them; the server's reply
+    // stays for anything else.
+    let said = match &e {
+        E::NotFound { .. } if raw.contains("NoSuchBucket") => match bucket_of(url) {
+            Some(b) => format!("no such bucket {b:?} (HTTP 404 NoSuchBucket)"),
+            None => "no such bucket (HTTP 404 NoSuchBucket)".into(),
+        },
+        E::NotFound { .. } => "no such object (HTTP 404 Not Found)".into(),
+        E::PermissionDenied { .. } => {
+            "access denied (HTTP 403 Forbidden): the credentials may not read this object".into()
+        }
+        E::Unauthenticated { .. } => {
+            "not authenticated (HTTP 401): the server wants credentials".into()
+        }
+        _ => raw,
+    };
+    Error::new(kind, said).in_file(url)
+}
+
+/// The bucket of an `s3://bucket/key` location, as shown.
+fn bucket_of(url: &str) -> Option<&str> {
+    let rest = url.strip_prefix("s3://")?;
+    rest.split('/').next().filter(|b| !b.is_empty())
 }
 
 /// `msg` with the secret-looking query values of any URL in it redacted (object_store's

@@ -145,6 +145,19 @@ pub fn convert_set(
     convert: ConvertOptions,
     opts: &WriteOptions,
 ) -> Result<SetReport> {
+    match split {
+        Split::MaxBytes(0) => {
+            return Err(Error::invalid_input(
+                "a model set's maximum shard size must be at least 1 byte, not 0",
+            ))
+        }
+        Split::Shards(0) => {
+            return Err(Error::invalid_input(
+                "a model set needs at least 1 shard, not 0",
+            ))
+        }
+        _ => {}
+    }
     if format == Format::Npy {
         return Err(Error::unsupported(
             "writing a model set as npy: an .npy file holds one array; write .npz shards",

@@ -80,7 +80,9 @@
 //!   not a u32 power of two, tensor offsets that are not multiples of the alignment or
 //!   run past the end of the file: `Malformed`. Offsets out of order or overlapping,
 //!   and a missing final padding, are accepted with a warning (llama.cpp refuses them;
-//!   gguf-py does not).
+//!   gguf-py does not). Bytes after the last tensor's padding (no writer puts any
+//!   there) are accepted with a warning on opening and fail `verify`'s "trailing
+//!   bytes" check.
 //! - More than 4 dimensions or names over 64 bytes: accepted with a warning (ggml
 //!   limits, not the format's); the writer notes them.
 //! - A file's own `tessera.gguf_types` key is ordinary metadata (read, rewritten as a

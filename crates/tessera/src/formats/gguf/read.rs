@@ -59,6 +59,8 @@ pub struct GgufFile<'d> {
     /// Why llama.cpp would refuse the data layout (tensors not packed in tensor-info
     /// order, or the final padding missing), if it would.
     layout_problem: Option<String>,
+    /// The bytes after the last tensor's padding, described, if there are any.
+    trailing: Option<String>,
 }
 
 impl<'d> GgufFile<'d> {
@@ -240,6 +242,23 @@ impl<'d> GgufFile<'d> {
             None
         };
         warnings.extend(layout_problem.map(String::from));
+        // Bytes after the last tensor and its padding belong to no tensor: gguf-py,
+        // llama.cpp and Tessera write none. Kept as a warning here and a failed check
+        // in `verify` (a file truncated or overwritten in its middle, or appended to).
+        let data_end = ranges
+            .iter()
+            .map(|&(abs, n)| abs.saturating_add(n))
+            .max()
+            .map_or(data_offset, |e| align_up(e, alignment).unwrap_or(u64::MAX));
+        let trailing = (total > data_end).then(|| {
+            let n = total - data_end;
+            format!(
+                "{n} trailing byte{} after the end of the tensor data (byte {data_end}; \
+                 the file ends at byte {total}): they belong to no tensor",
+                if n == 1 { "" } else { "s" }
+            )
+        });
+        warnings.extend(trailing.clone());
         if endian.big {
             warnings.push(
                 "big-endian file: plain tensors are byte-swapped on reading (not zero-copy); \
@@ -273,6 +292,7 @@ impl<'d> GgufFile<'d> {
             endian,
             warnings,
             layout_problem: layout_problem.map(String::from),
+            trailing,
         })
     }
 
@@ -492,6 +512,10 @@ impl Container for GgufFile<'_> {
         match &self.layout_problem {
             None => rep.ok("file", "layout"),
             Some(p) => rep.failed("file", "layout", p.clone()),
+        }
+        match &self.trailing {
+            None => rep.ok("file", "trailing bytes"),
+            Some(t) => rep.failed("file", "trailing bytes", t.clone()),
         }
         rep.push(
             "file",

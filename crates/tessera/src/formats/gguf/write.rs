@@ -237,8 +237,11 @@ impl<W: Write> GgufWriter<W> {
     ) -> Result<Self> {
         let mut notes = Vec::new();
         // llama.cpp refuses a model without it ("key not found in model:
-        // general.architecture"); gguf-py and Tessera read such a file.
-        if metadata.get(ARCHITECTURE_KEY).is_none() {
+        // general.architecture"); gguf-py and Tessera read such a file. A split after
+        // the first (`split.no` > 0) carries no model keys: llama.cpp reads them from
+        // the first.
+        let later_split = matches!(metadata.get("split.no"), Some(Value::Int(n)) if *n > 0);
+        if metadata.get(ARCHITECTURE_KEY).is_none() && !later_split {
             notes.push(format!(
                 "no {ARCHITECTURE_KEY} in the metadata: llama.cpp will not load this GGUF"
             ));

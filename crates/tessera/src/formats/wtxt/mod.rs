@@ -284,13 +284,11 @@ pub fn open_container<'d>(data: Cow<'d, [u8]>, opts: &ReadOptions) -> Result<Wtx
 fn decode_checked(f: &WtxtFile<'_>, a: &read::ArrayRef, chunk_sha: bool) -> Result<Vec<u8>> {
     let d = chunk::decode_array(f.bytes(), a, chunk_sha, 0);
     if let Some(fault) = d.faults.first() {
+        // Damage inside a chunk's lines (armor, parity, base64, digests) is found by
+        // WTXT's per-chunk integrity layers: an integrity failure (exit 1), as `verify`
+        // reports it, whichever layer caught it.
         let msg = format!("{}: {}", fault.layer, fault.detail);
-        let e = if fault.malformed {
-            Error::malformed(msg)
-        } else {
-            Error::integrity(msg)
-        };
-        return Err(e.at_subject(fault.subject(&a.arr.name)));
+        return Err(Error::integrity(msg).at_subject(fault.subject(&a.arr.name)));
     }
     let sha = crate::util::sha256(&d.buf);
     if sha != a.arr.sha256 {

@@ -91,9 +91,11 @@
 //! The manifest is a definite-length CBOR map with minimal integers in the key order
 //! `version, generator, attributes, tensors`, `version` `"1.0"`, `tensors` and
 //! `components` sorted by key, `encoding` omitted for raw, `"zstd"` otherwise (a
-//! streaming frame without content size, as `zstd::encode_all` writes), `digest` only
-//! when asked: `crc32c:0x%08X` (uppercase) or `sha256:<lowercase hex>` over the stored
-//! bytes. One digest per component, so asking for both is an error.
+//! streaming frame without content size, as `zstd::encode_all` writes), `digest`
+//! `crc32c:0x%08X` (uppercase; the default, so `verify` has something to check — the
+//! original stores none unless asked) or `sha256:<lowercase hex>` over the stored
+//! bytes, none with `digests=none`. One digest per component, so asking for both is an
+//! error.
 //!
 //! - `generator` is `tessera v<version>` (the original writes `zTensor-Rust v0.1.0`);
 //!   everything else is byte-identical for the same tensors.

@@ -85,7 +85,10 @@ impl<W: Write> ZtensorWriter<W> {
     pub fn new(mut out: W, opts: &WriteOptions) -> Result<ZtensorWriter<W>> {
         let digest =
             match opts.digests.as_slice() {
-                [] => None,
+                // crc32c by default, so `verify` has something to check (ztensor 1.0.1
+                // reads and checks it); `digests=none` stores none.
+                [] if opts.no_digest => None,
+                [] => Some(Digest::Crc32c),
                 [d] => Some(*d),
                 [a, rest @ ..] if rest.iter().all(|d| d == a) => Some(*a),
                 _ => return Err(Error::invalid_input(

@@ -330,10 +330,10 @@ pub fn f32_to_bytes(name: &str, v: &[f32], to: DType) -> Result<Vec<u8>> {
                 DType::F16 => {
                     let h = half::f16::from_f32(f);
                     if f.is_finite() && h.is_infinite() {
-                        return Err(Error::invalid_input(format!(
-                            "tensor {name:?}: value {f} overflows f16"
-                        ))
-                        .with_hint(crate::refusal::Hint::Dequantize));
+                        return Err(Error::unsupported(format!(
+                            "tensor {name:?}: value {f} overflows f16; dequantize to f32 \
+                             or bf16, which hold it"
+                        )));
                     }
                     ob.copy_from_slice(&h.to_le_bytes());
                 }
