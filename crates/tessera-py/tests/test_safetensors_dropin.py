@@ -273,3 +273,15 @@ def test_safe_open_get_tensors_and_pread_backend(path):
     for k in want:
         np.testing.assert_array_equal(got[k], want[k])
         assert got[k].flags.writeable
+
+
+def test_a_missing_file_says_so_as_safetensors(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for framework in ("np", "pt"):
+        with pytest.raises(FileNotFoundError) as want:
+            st_open("notafile", framework=framework)
+        with pytest.raises(FileNotFoundError) as got:
+            ts_open("notafile", framework=framework)
+        assert str(got.value) == str(want.value)
+    assert got.value.strerror == __import__("os").strerror(errno.ENOENT)
+    assert got.value.filename == "notafile"
