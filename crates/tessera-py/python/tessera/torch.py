@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 import torch
 
+from . import _refuse_unasked
 from . import load as _load_bytes
 from . import open as _open
 from . import save as _save
@@ -231,10 +232,13 @@ def save_file(
     _save(tensors, filename, format=_format_for(filename, format), metadata=metadata, durable=durable, **options)
 
 
-def load(data: bytes, device: Any = "cpu", *, verify: bool = True) -> Dict[str, Any]:
+def load(
+    data: bytes, device: Any = "cpu", *, verify: bool = True, dequantize: Optional[str] = None
+) -> Dict[str, Any]:
     """Deserializes bytes of any supported format into torch tensors (stored digests
-    checked unless ``verify=False``)."""
-    f = _load_bytes(data, framework="pt", verify=verify)
+    checked unless ``verify=False``; ``dequantize`` as in :func:`load_file`)."""
+    f = _load_bytes(data, framework="pt", verify=verify, dequantize=dequantize)
+    _refuse_unasked(f, dequantize)
     f._device = device
     return {k: f.get_tensor(k, densify=True) for k in f}
 
@@ -245,14 +249,18 @@ def load_file(
     *,
     backend: Optional[str] = None,
     verify: bool = True,
+    dequantize: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Loads every tensor of a file of any supported format as torch tensors; every
-    digest the file stores is checked first unless ``verify=False``. ``backend``
-    ("mmap" or "pread") is accepted as safetensors takes it: tessera maps the file and
-    copies with positional reads either way."""
+    digest the file stores is checked first (over the copy handed out) unless
+    ``verify=False``. GGUF packed tensors need ``dequantize=`` ("f32", "f16", "bf16"),
+    as in :func:`tessera.numpy.load_file`. ``backend`` ("mmap" or "pread") is accepted
+    as safetensors takes it: tessera maps the file and copies with positional reads
+    either way."""
     if backend not in (None, "mmap", "pread"):
         from .errors import InvalidInputError
 
         raise InvalidInputError(f"backend={backend!r}: expected 'mmap' or 'pread'")
-    f = _open(filename, "pt", device=device, verify=verify)
+    f = _open(filename, "pt", device=device, verify=verify, dequantize=dequantize)
+    _refuse_unasked(f, dequantize)
     return {k: f.get_tensor(k, densify=True) for k in f}

@@ -17,9 +17,16 @@ def save_file(
     durable: bool = ...,
     **options: Any,
 ) -> None: ...
-def load(data: bytes, device: Any = "cpu", *, verify: bool = True) -> Dict[str, Any]: ...
+def load(
+    data: bytes, device: Any = "cpu", *, verify: bool = True, dequantize: Optional[str] = None
+) -> Dict[str, Any]: ...
 def load_file(
-    filename: Union[str, PathLike[str]], device: Any = "cpu", *, backend: Optional[str] = None, verify: bool = True
+    filename: Union[str, PathLike[str]],
+    device: Any = "cpu",
+    *,
+    backend: Optional[str] = None,
+    verify: bool = True,
+    dequantize: Optional[str] = None,
 ) -> Dict[str, Any]: ...
 def save_model(
     model: Any,
