@@ -69,7 +69,7 @@ fn make_exception(py: Python<'_>, e: &tessera::Error, missing_file: bool) -> PyR
         (k, _) => class_name(k),
     };
     let class = module.getattr(name)?;
-    let exc = class.call1((e.render(&python_hint),))?;
+    let exc = class.call1((message(e),))?;
     // The structured refusal: `exc.hints` (keyword names) and `exc.refusals`
     // (`(tensor or None, reason, keyword or None)` each).
     let hints: Vec<&str> = e.hints().into_iter().map(python_keyword).collect();
@@ -88,7 +88,7 @@ fn make_exception(py: Python<'_>, e: &tessera::Error, missing_file: bool) -> PyR
     exc.setattr("refusals", refusals)?;
     if let Some(n) = errno {
         exc.setattr("errno", n)?;
-        exc.setattr("strerror", std::io::Error::from_raw_os_error(n).to_string())?;
+        exc.setattr("strerror", strerror(n))?;
         if let Some(f) = e.file().or(e.subject()) {
             exc.setattr("filename", f)?;
         }
@@ -98,6 +98,27 @@ fn make_exception(py: Python<'_>, e: &tessera::Error, missing_file: bool) -> PyR
     exc.setattr("subject", e.subject())?;
     exc.setattr("offset", e.offset())?;
     Ok(PyErr::from_value(exc))
+}
+
+/// The system's text for an OS error number, as Python's `strerror` (without Rust's
+/// " (os error N)").
+fn strerror(n: i32) -> String {
+    let text = std::io::Error::from_raw_os_error(n).to_string();
+    let suffix = format!(" (os error {n})");
+    text.strip_suffix(&suffix).unwrap_or(&text).to_string()
+}
+
+/// An exception's message: the error as rendered, except that a bare OS error on a path
+/// reads as Python's (and safetensors') do: "No such file or directory: model.safetensors".
+fn message(e: &tessera::Error) -> String {
+    let rendered = e.render(&python_hint);
+    if let (Some(n), Some(file)) = (e.os_error(), e.file()) {
+        let bare = format!("{file}: {}", std::io::Error::from_raw_os_error(n));
+        if rendered == bare {
+            return format!("{}: {file}", strerror(n));
+        }
+    }
+    rendered
 }
 
 /// How Python spells a [`tessera::Hint`] in an error message: as the keyword argument.

@@ -118,11 +118,13 @@ def test_loaded_tensors_are_writable_and_independent(tmp):
 
 
 def test_parameters_views_and_grad_tensors_save(tmp):
+    """tessera.save packs views and strided tensors (tessera.torch.save_file refuses
+    them, as safetensors does: test_save_file_refuses_as_safetensors)."""
     fmt = ROUNDTRIP[0]
     p = torch.nn.Parameter(torch.randn(3, 4))
     t = {"param": p, "transposed": p.detach().t(), "strided": torch.arange(10.0)[::3]}
     path = tmp / f"m.{ext(fmt)}"
-    ttorch.save_file(t, path)
+    tessera.save(t, path)
     back = ttorch.load_file(path)
     assert_same(back["param"], p.detach())
     assert_same(back["transposed"], p.detach().t().contiguous())
@@ -137,3 +139,164 @@ def test_numpy_and_torch_agree_on_bf16(tmp):
     arr = tessera.open(path)["x"]
     assert str(arr.dtype) == "bfloat16"
     assert np.array_equal(arr.astype(np.float32), x.float().numpy())
+
+
+# --- safetensors.torch's checks and helpers, side by side with safetensors ---------
+
+
+def _outcome(fn):
+    try:
+        return ("ok", fn())
+    except Exception as e:  # noqa: BLE001 - compared below
+        return ("raised", e)
+
+
+def _refused(tmp):
+    a = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    return {
+        "sparse": {"test": torch.sparse_coo_tensor(size=(2, 3))},
+        "not a tensor": {"test": {"some": "thing"}},
+        "not a dict": "notadict",
+        "non contiguous": {"test": torch.arange(6.0).reshape(1, 2, 3)[:, :, 1]},
+        "shared": {"A": a, "B": a[:1]},
+        "shared tail": {"A": a, "B": a[1:]},
+        "meta": {"test": torch.zeros((2, 2), device="meta")},
+    }
+
+
+@pytest.mark.parametrize("case", list(_refused(None)))
+def test_save_file_refuses_as_safetensors(tmp, case):
+    tensors = _refused(tmp)[case]
+    want = _outcome(lambda: storch.save_file(tensors, str(tmp / "theirs.safetensors")))
+    got = _outcome(lambda: ttorch.save_file(tensors, tmp / "ours.safetensors"))
+    assert want[0] == got[0] == "raised"
+    assert isinstance(got[1], type(want[1])) or isinstance(want[1], type(got[1])), (want, got)
+    if case in ("sparse", "not a tensor", "not a dict"):
+        assert str(got[1]) == str(want[1])
+    assert not (tmp / "ours.safetensors").exists()
+    with pytest.raises(type(want[1])):
+        ttorch.save(tensors)
+
+
+def test_disjoint_views_of_one_storage_save(tmp):
+    a = torch.zeros((10, 10))
+    t = {"test": a[1:], "test2": a[:1]}
+    storch.save_file(t, str(tmp / "theirs.safetensors"))
+    ttorch.save_file(t, tmp / "ours.safetensors")
+    assert (tmp / "ours.safetensors").read_bytes() == (tmp / "theirs.safetensors").read_bytes()
+
+
+def _shared_cases():
+    a = torch.zeros((3, 3))
+    v = torch.zeros((4,))
+    m = torch.randn(10)
+    n = torch.empty([], dtype=m.dtype)
+    n.set_(source=m.untyped_storage()[:16])
+    c = torch.zeros((2, 2), device="meta")
+    return [
+        {"A": a, "B": a[:1, :]},
+        {"A": a},
+        {"B": a[:1, :]},
+        {"B": v[:2], "C": v[2:]},
+        {"B": v[:2], "C": v[1:]},
+        {"B": v[:2], "C": v[2:], "D": v[:1]},
+        {"m": m, "n": n},
+        {"C": c, "D": c[:1]},
+        {"x": torch.zeros(3), "y": torch.zeros(0), "z": torch.ones(2, 2)},
+    ]
+
+
+def test_shared_tensor_helpers_agree_with_safetensors():
+    for case in _shared_cases():
+        assert ttorch._find_shared_tensors(case) == storch._find_shared_tensors(case), case
+        for name, t in case.items():
+            assert ttorch._is_complete(t) == storch._is_complete(t), name
+            assert ttorch.storage_ptr(t) == storch.storage_ptr(t), name
+            assert ttorch.storage_size(t) == storch.storage_size(t), name
+            if t.device.type != "meta":
+                assert ttorch._end_ptr(t) == storch._end_ptr(t), name
+        want = _outcome(lambda: storch._remove_duplicate_names(case))
+        got = _outcome(lambda: ttorch._remove_duplicate_names(case))
+        assert got[0] == want[0], case
+        if want[0] == "ok":
+            assert dict(got[1]) == dict(want[1])
+        else:
+            assert type(got[1]) is type(want[1])
+    strided = torch.zeros(16, dtype=torch.float16)[::4]
+    assert ttorch._end_ptr(strided) == storch._end_ptr(strided)
+
+
+class _Tied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = self.a
+
+
+class _Untied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = torch.nn.Linear(4, 4)
+
+
+def test_save_model_and_load_model_as_safetensors(tmp):
+    torch.manual_seed(0)
+    model = _Tied()
+    storch.save_model(model, str(tmp / "theirs.safetensors"))
+    ttorch.save_model(model, tmp / "ours.safetensors")
+    with safetensors.safe_open(str(tmp / "theirs.safetensors"), "pt") as a, tessera.safe_open(
+        tmp / "ours.safetensors", "pt"
+    ) as b:
+        assert a.metadata() == b.metadata() == {"b.weight": "a.weight", "b.bias": "a.bias"}
+        assert a.keys() == b.keys()
+    # The same tensor bytes after headers of the same length (metadata order aside).
+    theirs, ours = (tmp / "theirs.safetensors").read_bytes(), (tmp / "ours.safetensors").read_bytes()
+    assert len(theirs) == len(ours) and theirs[-32 * 4 :] == ours[-32 * 4 :]
+    for load_model in (storch.load_model, ttorch.load_model):
+        fresh = _Tied()
+        load_model(fresh, tmp / "ours.safetensors")
+        for k, v in model.state_dict().items():
+            assert torch.equal(fresh.state_dict()[k], v)
+    # A model without the tie misses the dropped names; one with it has two tensors too many.
+    for model2, path in ((_Untied(), "ours.safetensors"), (_Tied(), "untied.safetensors")):
+        ttorch.save_model(_Untied(), tmp / "untied.safetensors")
+        want = _outcome(lambda: storch.load_model(model2, str(tmp / path)))
+        got = _outcome(lambda: ttorch.load_model(model2, tmp / path))
+        assert want[0] == got[0] == "raised"
+        assert type(got[1]) is RuntimeError and str(got[1]) == str(want[1])
+        missing, unexpected = ttorch.load_model(model2, tmp / path, strict=False)
+        assert (sorted(missing), sorted(unexpected)) == tuple(
+            sorted(x) for x in storch.load_model(model2, str(tmp / path), strict=False)
+        )
+
+
+def test_save_model_non_contiguous(tmp):
+    class NonContiguous(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(3, 3)
+            self.a.weight = torch.nn.Parameter(torch.zeros((3, 3)).t())
+
+    with pytest.raises(ValueError, match=r"use save_model\(\.\.\., force_contiguous=True\)"):
+        ttorch.save_model(NonContiguous(), tmp / "m.safetensors", force_contiguous=False)
+    assert not (tmp / "m.safetensors").exists()
+    ttorch.save_model(NonContiguous(), tmp / "m.safetensors")
+    fresh = NonContiguous()
+    ttorch.load_model(fresh, tmp / "m.safetensors")
+
+
+def test_pread_backend_and_get_tensors(tmp):
+    t = tensors()
+    path = tmp / "m.safetensors"
+    storch.save_file(t, str(path))
+    for opener in (safetensors.safe_open, tessera.safe_open):
+        with opener(str(path), framework="pt", backend="pread") as f:
+            got = f.get_tensors()
+        assert set(got) == set(t)
+        for k in t:
+            assert_same(got[k], t[k])
+    for k, v in ttorch.load_file(path, backend="pread").items():
+        assert_same(v, t[k])
+    with pytest.raises(tessera.InvalidInputError):
+        ttorch.load_file(path, backend="not_a_backend")

@@ -34,6 +34,7 @@ from .errors import (
     IoError,
     LimitError,
     NotFoundError,
+    SafetensorError,
     TesseraError,
     TesseraFileNotFoundError,
     TesseraIsADirectoryError,
@@ -43,6 +44,7 @@ from .errors import (
     UnsupportedVersionError,
 )
 from .tensor import Tensor
+from ._safetensors import TensorSpec, handle_source, spec_item
 
 __version__: str = _tessera.__version__
 
@@ -52,6 +54,8 @@ __all__ = [
     "save",
     "convert",
     "safe_open",
+    "TensorSpec",
+    "SafetensorError",
     "serialize",
     "serialize_file",
     "deserialize",
@@ -763,10 +767,15 @@ def _refuse_unasked(f: "File", dequantize: Optional[str]) -> None:
 
 
 def _check_index(index: Any, shape: Sequence[int]) -> Tuple[Any, ...]:
-    """safetensors' slicing rules: ints, slices and one ``...`` only (no fancy indexing,
-    no ``None``), every bound inside its dimension (no silent clamping), at most as many
-    indices as dimensions. Raises :class:`InvalidInputError` (a ``ValueError``) saying
-    which index and which dimension."""
+    """safetensors' slicing rules, with its error texts: ints, slices and one ``...``
+    only (no fancy indexing, no ``None``; an empty list selects nothing of the first
+    dimension), every bound inside its dimension (no silent clamping), at most as many
+    indices as dimensions. Beyond safetensors: negative slice bounds and positive steps.
+    Raises :class:`InvalidInputError` (a ``ValueError``, a ``SafetensorError``)."""
+    if isinstance(index, list):
+        if index:
+            raise InvalidInputError("Non empty lists are not implemented")
+        index = (slice(0, 0),)
     items = index if isinstance(index, tuple) else (index,)
     dims = list(shape)
     if sum(1 for x in items if x is Ellipsis) > 1:
@@ -787,34 +796,76 @@ def _check_index(index: Any, shape: Sequence[int]) -> Tuple[Any, ...]:
     if Ellipsis in items:
         e = items.index(Ellipsis)
         before, after = items[:e], items[e + 1 :]
-        targets = list(zip(before, range(len(before)))) + list(
-            zip(after, range(len(dims) - len(after), len(dims)))
-        )
+        dim_of = list(range(len(before))) + [None] + list(range(len(dims) - len(after), len(dims)))
     else:
-        targets = list(zip(items, range(len(items))))
-    for x, d in targets:
+        dim_of = list(range(len(items)))
+    # Negative positions count from the end; one before the start is refused, in
+    # safetensors' words. `shown` is the index as its error messages print it.
+    norm: List[Tuple[Any, Optional[int]]] = []
+    for x, d in zip(items, dim_of):
+        if d is None:
+            norm.append((x, d))
+            continue
         size = dims[d]
         if isinstance(x, slice):
-            if x.step is not None and (not isinstance(x.step, (int, _np.integer)) or x.step < 1):
+            if x.step is not None and (isinstance(x.step, bool) or not isinstance(x.step, (int, _np.integer)) or x.step < 1):
                 raise InvalidInputError(f"slice step {x.step!r} for dimension #{d}: only positive steps")
+            bounds = []
             for bound in (x.start, x.stop):
-                if bound is None:
-                    continue
-                if isinstance(bound, bool) or not isinstance(bound, (int, _np.integer)):
-                    raise InvalidInputError(f"slice bound {bound!r} for dimension #{d} is not an int")
-                if not -size <= bound <= size:
-                    raise InvalidInputError(
-                        f"index {bound} out of bounds for tensor dimension #{d} of size {size}"
-                    )
-            start = 0 if x.start is None else (x.start + size if x.start < 0 else x.start)
-            stop = size if x.stop is None else (x.stop + size if x.stop < 0 else x.stop)
-            if start > stop:
+                if bound is not None:
+                    if isinstance(bound, bool) or not isinstance(bound, (int, _np.integer)):
+                        raise InvalidInputError(f"slice bound {bound!r} for dimension #{d} is not an int")
+                    if bound < 0:
+                        if bound + size < 0:
+                            raise InvalidInputError(f"Invalid index {bound} for dimension {d} of size {size}")
+                        bound += size
+                    bound = int(bound)
+                bounds.append(bound)
+            norm.append((slice(bounds[0], bounds[1], x.step), d))
+        else:
+            if x < 0:
+                if x + size < 0:
+                    raise InvalidInputError(f"Invalid index {x} for dimension {d} of size {size}")
+                x += size
+            norm.append((int(x), d))
+
+    def shown() -> str:
+        def one(x: Any) -> str:
+            if x is Ellipsis:
+                return "..."
+            if isinstance(x, slice):
+                text = ("" if x.start is None else str(x.start)) + ":" + ("" if x.stop is None else str(x.stop))
+                return text + (f":{x.step}" if x.step not in (None, 1) else "")
+            return str(x)
+
+        return "[" + ", ".join(one(x) for x, _ in norm) + "]"
+
+    # Bounds, last dimension first (safetensors reports the last bad one).
+    for x, d in reversed(norm):
+        if d is None:
+            continue
+        size = dims[d]
+        asked = None
+        if isinstance(x, slice):
+            start = 0 if x.start is None else x.start
+            stop = size if x.stop is None else x.stop
+            if start > size:
+                asked = start
+            elif stop > size:
+                asked = stop - 1
+            elif start > stop:
                 raise InvalidInputError(
-                    f"slice {start}:{stop} for dimension #{d} of size {size} ends before it starts"
+                    f"Error during slicing {shown()} with shape {dims}: slice {start}:{stop} for "
+                    f"dimension #{d} of size {size} ends before it starts"
                 )
-        elif not -size <= x < size:
-            raise InvalidInputError(f"index {x} out of bounds for tensor dimension #{d} of size {size}")
-    return items
+        elif x >= size:
+            asked = x
+        if asked is not None:
+            raise InvalidInputError(
+                f"Error during slicing {shown()} with shape {dims}: index {asked} out of bounds "
+                f"for tensor dimension #{d} of size {size}"
+            )
+    return tuple(x for x, _ in norm)
 
 
 class safe_open:
@@ -842,16 +893,20 @@ class safe_open:
         dequantize: Optional[str] = None,
         backend: Optional[str] = None,
     ) -> None:
-        # safetensors' backend= picks its I/O path; tessera has one (a memory map).
-        if backend not in (None, "rust", "mmap"):
-            raise InvalidInputError(f"backend={backend!r}: tessera reads through a memory map only")
+        # safetensors' backend= picks its I/O path ("mmap" or "pread"); tessera maps the
+        # file and makes its copies with positional reads (File.positional_reads) either way.
+        if backend not in (None, "rust", "mmap", "pread"):
+            raise InvalidInputError(f"backend={backend!r}: expected 'mmap' or 'pread'")
         self._closed = False
         self._framework = _framework(framework)
         self._device = device
         self._copy = bool(copy)
         self._verify = bool(verify)
         self._dequantize = dequantize
-        self._file = open(filename, self._framework, device=device, verify=self._verify)
+        self._file = self._open(filename, self._verify)
+
+    def _open(self, filename: PathLike, check: bool) -> File:
+        return open(filename, self._framework, device=self._device, verify=check)
 
     def _dequantized(self, info: Dict[str, Any]) -> Optional[str]:
         """The dtype a packed tensor is decoded to (None: not packed, or not asked)."""
@@ -887,6 +942,15 @@ class safe_open:
             _refuse_packed(info)
         return self._file.get_tensor(name, densify=True, copy=self._copy, dequantize=dq)
 
+    def get_tensors(self) -> Dict[str, Any]:
+        """Every tensor by name, in file order (safetensors 0.8's ``get_tensors``): read
+        in one batch, as :func:`tessera.numpy.load_file` does."""
+        self._check_open()
+        infos = self._file.tensor_infos()
+        if any(_is_packed(i) for i in infos):  # refused, or dequantized, one by one
+            return {i["name"]: self.get_tensor(i["name"]) for i in infos}
+        return self._file.get_tensors(densify=True, copy=self._copy)
+
     def get_slice(self, name: str) -> _Slice:
         self._check_open()
         return _Slice(self, name)
@@ -900,30 +964,58 @@ class safe_open:
         self._file.close()
 
 
+class _safe_open_handle(safe_open):
+    """safetensors' ``_safe_open_handle``: :class:`safe_open` on a file object already
+    opened (``open(path, "rb")``, an ``fsspec`` file…). When the object's ``name`` is
+    the path of the very file it has open, that file is memory-mapped; otherwise its
+    bytes are read once through the object (``fileno()`` or ``read()``)."""
+
+    def __init__(
+        self,
+        f: Any,
+        framework: str,
+        device: Any = "cpu",
+        *,
+        copy: bool = True,
+        verify: bool = True,
+        dequantize: Optional[str] = None,
+        backend: Optional[str] = None,
+    ) -> None:
+        self._source = handle_source(f)
+        super().__init__(
+            self._source if isinstance(self._source, str) else "<file object>",
+            framework,
+            device,
+            copy=copy,
+            verify=verify,
+            dequantize=dequantize,
+            backend=backend,
+        )
+
+    def _open(self, filename: PathLike, check: bool) -> File:
+        if isinstance(self._source, str):
+            return super()._open(self._source, check)
+        f = load(self._source, self._framework, verify=check)
+        f._device = self._device
+        return f
+
+
 # --- safetensors' bytes-level functions -------------------------------------------
 
 
-def _spec(name: str, spec: Any) -> Tuple[str, str, List[int], str, List[Tuple[str, Any]]]:
-    if isinstance(spec, Mapping):
-        dtype, shape, data = spec.get("dtype"), spec.get("shape"), spec.get("data")
-    else:
-        dtype, shape, data = (getattr(spec, k, None) for k in ("dtype", "shape", "data"))
-    if dtype is None or shape is None or data is None:
-        raise InvalidInputError(f"tensor {name!r}: needs dtype, shape and data (bytes)")
-    return (name, _tessera.canonical_dtype(str(dtype)), [int(d) for d in shape], "dense", [("data", bytes(data))])
-
-
 def serialize(tensor_dict: Mapping, metadata: Optional[Dict[str, str]] = None) -> bytes:
-    """safetensors' ``serialize``: ``{name: {"dtype", "shape", "data"}}`` (dtype as
-    ``"F32"`` or ``"float32"``, data as bytes) to the bytes of a .safetensors file."""
-    items = [_spec(n, t) for n, t in tensor_dict.items()]
+    """safetensors' ``serialize``: ``{name: TensorSpec}`` to the bytes of a
+    .safetensors file. A dict ``{"dtype", "shape", "data"}`` (dtype as ``"F32"`` or
+    ``"float32"``, data as bytes: safetensors 0.7's input) is taken too."""
+    items = [spec_item(n, t) for n, t in tensor_dict.items()]
     _, _, data = _tessera.save(items, None, format="safetensors", metadata=metadata, options={})
     return bytes(data)
 
 
 def serialize_file(tensor_dict: Mapping, filename: PathLike, metadata: Optional[Dict[str, str]] = None) -> None:
-    """safetensors' ``serialize_file``: as :func:`serialize`, written atomically."""
-    items = [_spec(n, t) for n, t in tensor_dict.items()]
+    """safetensors' ``serialize_file``: as :func:`serialize`, written atomically, with
+    the GIL released while it writes."""
+    items = [spec_item(n, t) for n, t in tensor_dict.items()]
     _tessera.save(items, _os.fspath(filename), format="safetensors", metadata=metadata, options={})
 
 

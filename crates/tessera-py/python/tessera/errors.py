@@ -33,6 +33,7 @@ __all__ = [
     "TesseraIsADirectoryError",
     "TesseraPermissionError",
     "ConversionWarning",
+    "SafetensorError",
 ]
 
 
@@ -45,6 +46,11 @@ class TesseraError(Exception):
     offset: Optional[int] = None
     hints: List[str] = []
     refusals: List[Tuple[Optional[str], str, Optional[str]]] = []
+
+
+# safetensors' one exception class, by its name: every tessera error is one, so code
+# written for safetensors (``except SafetensorError``) catches tessera's errors.
+SafetensorError = TesseraError
 
 
 class FormatError(TesseraError):

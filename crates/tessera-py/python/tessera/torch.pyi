@@ -1,5 +1,5 @@
 from os import PathLike
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 def save(
     tensors: Dict[str, Any],
@@ -24,6 +24,33 @@ def load_file(
     filename: Union[str, PathLike[str]],
     device: Any = "cpu",
     *,
+    backend: Optional[str] = None,
     verify: bool = True,
     dequantize: Optional[str] = None,
 ) -> Dict[str, Any]: ...
+def save_model(
+    model: Any,
+    filename: Union[str, PathLike[str]],
+    metadata: Optional[Dict[str, str]] = None,
+    force_contiguous: bool = True,
+) -> None: ...
+def load_model(
+    model: Any,
+    filename: Union[str, PathLike[str]],
+    strict: bool = True,
+    device: Any = "cpu",
+    *,
+    backend: Optional[str] = None,
+    verify: bool = True,
+) -> Tuple[List[str], List[str]]: ...
+def storage_ptr(tensor: Any) -> int: ...
+def storage_size(tensor: Any) -> int: ...
+def _end_ptr(tensor: Any) -> int: ...
+def _is_complete(tensor: Any) -> bool: ...
+def _find_shared_tensors(state_dict: Dict[str, Any]) -> List[Set[str]]: ...
+def _remove_duplicate_names(
+    state_dict: Dict[str, Any],
+    *,
+    preferred_names: Optional[List[str]] = None,
+    discard_names: Optional[List[str]] = None,
+) -> Dict[str, List[str]]: ...
