@@ -1,8 +1,12 @@
 //! The `tessera` binary: parse arguments, run the verb, map errors to exit codes.
 //!
-//! Signals: SIGINT and SIGTERM remove every temporary file a write in progress has open
-//! (the target is untouched: it is replaced only by the final rename) and exit with the
-//! conventional 130 / 143. SIGBUS, which a memory-mapped input raises when another
+//! Signals: SIGINT and SIGTERM remove every temporary file and directory a write in
+//! progress has (the target is untouched: it is replaced only by the final rename; a
+//! set's shards wait in a hidden directory until all are written) and exit with the
+//! conventional 130 / 143. During an upload to object storage the signal is passed on
+//! instead (`tessera::util::interrupt`): the upload stops, aborts its multipart upload,
+//! deletes the objects the run had completed and removes its staging directory, says
+//! so, and the process exits 130 / 143; a second signal exits at once. SIGBUS, which a memory-mapped input raises when another
 //! process truncates it while it is read, does the same and exits 2 with a message that
 //! says so, instead of a bare "Bus error".
 
@@ -16,7 +20,17 @@ mod signals {
     use libc::c_int;
 
     extern "C" fn on_signal(sig: c_int) {
-        // Async-signal-safe only: atomic loads, unlink(2), write(2), _exit(2).
+        // Async-signal-safe only: atomic operations, unlink(2) and the calls that remove
+        // a directory (getdents64, unlinkat), write(2), _exit(2).
+        if sig != libc::SIGBUS && tessera::util::interrupt::defer(sig) {
+            let msg: &[u8] = b"\ntessera: stopping the upload and deleting what this run uploaded \
+(signal again to stop at once)\n";
+            // SAFETY: write(2) is async-signal-safe; the slice is static.
+            unsafe {
+                libc::write(2, msg.as_ptr().cast(), msg.len());
+            }
+            return;
+        }
         let removed = tessera::util::atomic::remove_temporaries() > 0;
         let (msg, code): (&[u8], c_int) = match sig {
             libc::SIGINT => (b"\ntessera: interrupted", 130),
@@ -49,6 +63,9 @@ mod signals {
                 let mut sa: libc::sigaction = std::mem::zeroed();
                 sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
                 libc::sigemptyset(&mut sa.sa_mask);
+                // A signal passed on to an upload returns: system calls it interrupted
+                // resume rather than fail.
+                sa.sa_flags = libc::SA_RESTART;
                 libc::sigaction(sig, &sa, std::ptr::null_mut());
             }
         }
@@ -64,6 +81,13 @@ fn main() -> ExitCode {
     let mut stdout = tessera_cli::term::SafeWriter::new(std::io::stdout().lock());
     let result = tessera_cli::run(cli, &mut stdout);
     drop(stdout);
+    // A signal passed on to an upload (which stopped, cleaned up and says what it
+    // removed in its error): the conventional exit code.
+    let interrupted = tessera::util::interrupt::requested().map(|s| (128 + s.clamp(0, 127)) as u8);
+    if let (Some(code), Ok(_)) = (interrupted, &result) {
+        tessera_cli::term::warn("tessera: interrupted after the output was complete");
+        return ExitCode::from(code);
+    }
     match result {
         Ok(code) => ExitCode::from(code),
         // `tessera inspect big.gguf | head`: the reader closed the pipe; not an error.
@@ -80,7 +104,7 @@ fn main() -> ExitCode {
                 };
                 tessera_cli::term::warn(&format!("{indent}{line}"));
             }
-            ExitCode::from(tessera_cli::exit_code_for(&e))
+            ExitCode::from(interrupted.unwrap_or_else(|| tessera_cli::exit_code_for(&e)))
         }
     }
 }

@@ -1,6 +1,12 @@
 //! A local file to object storage as one multipart upload: the object appears under its
 //! key only when every part is in and the upload completes; on any failure the upload is
 //! aborted (its parts discarded), so a reader never sees a partial object.
+//!
+//! Interruption: while [`upload_files`] runs, the CLI's SIGINT / SIGTERM handler passes
+//! the signal on (`util::interrupt`) instead of exiting. The upload in flight stops
+//! (within 20 ms of waiting for the network), its multipart upload is aborted, the
+//! objects this run completed are deleted, [`write_staged`] removes the staging
+//! directory, and the error says what was removed. A second signal exits at once.
 
 use std::io::Read;
 use std::path::Path;
@@ -39,10 +45,69 @@ fn writable(dest: &Location) -> Result<()> {
 /// uploads). Returns the bytes sent.
 pub fn upload_file(local: &Path, dest: &Location, opts: &RemoteOptions) -> Result<u64> {
     writable(dest)?;
+    match upload_one(local, dest, opts)? {
+        Ok(sent) => Ok(sent),
+        Err(Stopped) => Err(crate::util::interrupt::error(&format!(
+            "the upload to {} was stopped and its multipart upload aborted",
+            dest.display()
+        ))),
+    }
+}
+
+/// An upload stopped by an interrupt passed on (`util::interrupt`): its multipart
+/// upload is aborted, nothing is under its key.
+struct Stopped;
+
+/// Waits for `f`, or for an interrupt passed on (looked for every 20 ms): `None` then.
+async fn unless_interrupted<F: std::future::Future>(f: F) -> Option<F::Output> {
+    use crate::util::interrupt::requested;
+    if requested().is_some() {
+        return None;
+    }
+    let watch = async {
+        while requested().is_none() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    let (f, watch) = (std::pin::pin!(f), std::pin::pin!(watch));
+    match futures::future::select(f, watch).await {
+        futures::future::Either::Left((v, _)) => Some(v),
+        futures::future::Either::Right(_) => None,
+    }
+}
+
+/// Uploads completed by this process (for the test hook below).
+static COMPLETED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Test hook: `TESSERA_TEST_PAUSE_MID_UPLOAD_MS=N` pauses N ms (or until an interrupt)
+/// once the first part of the second file this process uploads is in, so that a test
+/// can signal while one object of a set is complete and a multipart upload is open.
+fn pause_mid_upload() -> Option<std::time::Duration> {
+    static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let ms: u64 = std::env::var("TESSERA_TEST_PAUSE_MID_UPLOAD_MS")
+        .ok()?
+        .parse()
+        .ok()?;
+    (COMPLETED.load(std::sync::atomic::Ordering::Relaxed) == 1
+        && !DONE.swap(true, std::sync::atomic::Ordering::Relaxed))
+    .then(|| std::time::Duration::from_millis(ms))
+}
+
+/// [`upload_file`]'s work: `Ok(Err(Stopped))` when an interrupt stopped it.
+fn upload_one(
+    local: &Path,
+    dest: &Location,
+    opts: &RemoteOptions,
+) -> Result<std::result::Result<u64, Stopped>> {
     let t = target(dest, opts)?;
     let mut file = std::fs::File::open(local)
         .map_err(|e| Error::from(e).at_subject(local.display().to_string()))?;
     runtime()?.block_on(async {
+        if crate::util::interrupt::requested().is_some() {
+            return Ok(Err(Stopped));
+        }
+        // Not raced with the interrupt: cut short after the server made the upload, its
+        // id would be lost and the upload left open.
         let upload = t
             .store
             .put_multipart(&t.path)
@@ -51,26 +116,48 @@ pub fn upload_file(local: &Path, dest: &Location, opts: &RemoteOptions) -> Resul
         let mut w = WriteMultipart::new_with_chunk_size(upload, PART);
         let mut buf = vec![0u8; 1 << 20];
         let mut sent = 0u64;
-        let outcome: Result<()> = async {
+        let mut paused = false;
+        let outcome: Result<Option<()>> = async {
             loop {
                 let n = file
                     .read(&mut buf)
                     .map_err(|e| Error::from(e).at_subject(local.display().to_string()))?;
                 if n == 0 {
-                    return Ok(());
+                    return Ok(Some(()));
                 }
-                w.wait_for_capacity(CONCURRENCY)
-                    .await
-                    .map_err(|e| store_error(&t.url, e))?;
+                match unless_interrupted(w.wait_for_capacity(CONCURRENCY)).await {
+                    None => return Ok(None),
+                    Some(r) => r.map_err(|e| store_error(&t.url, e))?,
+                }
                 w.write(&buf[..n]);
                 sent += n as u64;
+                if !paused && sent > PART as u64 {
+                    paused = true;
+                    if let Some(d) = pause_mid_upload() {
+                        match unless_interrupted(w.wait_for_capacity(0)).await {
+                            None => return Ok(None),
+                            Some(r) => r.map_err(|e| store_error(&t.url, e))?,
+                        }
+                        if unless_interrupted(tokio::time::sleep(d)).await.is_none() {
+                            return Ok(None);
+                        }
+                    }
+                }
             }
         }
         .await;
         match outcome {
-            Ok(()) => {
+            Ok(Some(())) => {
+                // Not raced either: the completion is one request, and an object that
+                // completes is deleted by the caller when the interrupt is seen after.
                 w.finish().await.map_err(|e| store_error(&t.url, e))?;
-                Ok(sent)
+                COMPLETED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(Ok(sent))
+            }
+            Ok(None) => {
+                // The parts in flight are cancelled and the upload's parts discarded.
+                let _ = w.abort().await;
+                Ok(Err(Stopped))
             }
             Err(e) => {
                 // The upload's parts are discarded; the key keeps what it held.
@@ -123,10 +210,17 @@ pub fn upload_files(
             }
         }
     }
+    // A SIGINT / SIGTERM from here on is answered here (module docs).
+    let _handling = crate::util::interrupt::handling();
     let mut done: Vec<&Location> = Vec::new();
+    let mut stopped: Option<&Location> = None;
     for (f, t) in files.iter().zip(&targets) {
-        match upload_file(f, t, opts) {
-            Ok(_) => done.push(t),
+        match upload_one(f, t, opts) {
+            Ok(Ok(_)) => done.push(t),
+            Ok(Err(Stopped)) => {
+                stopped = Some(t);
+                break;
+            }
             Err(e) => {
                 for d in done {
                     // Best effort: the error that stopped the upload is the one to report.
@@ -136,7 +230,37 @@ pub fn upload_files(
             }
         }
     }
-    Ok(targets)
+    if stopped.is_none() && crate::util::interrupt::requested().is_none() {
+        return Ok(targets);
+    }
+    // Interrupted (while uploading, or as the last upload completed): what this run
+    // wrote goes, as a failed upload's does.
+    let mut said = Vec::new();
+    if let Some(t) = stopped {
+        said.push(format!(
+            "the upload to {} was stopped and its multipart upload aborted",
+            t.display()
+        ));
+    }
+    let mut deleted = Vec::new();
+    for d in done {
+        match delete(d, opts) {
+            Ok(()) => deleted.push(d.display()),
+            Err(e) => said.push(format!("could not delete {}: {e}", d.display())),
+        }
+    }
+    if !deleted.is_empty() {
+        said.push(format!(
+            "deleted the {} object{} this run had uploaded ({})",
+            deleted.len(),
+            if deleted.len() == 1 { "" } else { "s" },
+            deleted.join(", ")
+        ));
+    }
+    if said.is_empty() {
+        said.push("nothing had been uploaded".into());
+    }
+    Err(crate::util::interrupt::error(&said.join("; ")))
 }
 
 /// Deletes the object at `loc` (an `s3://` location).
@@ -163,6 +287,17 @@ pub fn write_staged<T>(
     let local = staging.path().join(dest.file_name());
     let (value, files) = write(&local)?;
     let refs: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
-    let uploaded = upload_files(&refs, dest, opts)?;
+    let uploaded = match upload_files(&refs, dest, opts) {
+        Ok(u) => u,
+        Err(e) if crate::util::interrupt::requested().is_some() => {
+            let place = staging.path().display().to_string();
+            drop(staging);
+            let done = e.message().split_once(": ").map_or(e.message(), |(_, d)| d);
+            return Err(crate::util::interrupt::error(&format!(
+                "{done}; removed the staging directory {place}"
+            )));
+        }
+        Err(e) => return Err(e),
+    };
     Ok((value, uploaded))
 }
