@@ -483,6 +483,7 @@ def open(
     age_passphrase: Optional[str] = None,
     signature: Optional[Union[str, bytes, PathLike]] = None,
     public_key: Optional[Union[bytes, PathLike]] = None,
+    shard: bool = False,
 ) -> File:
     """Opens a tensor container of any supported format, detected by content (never by
     extension). The file is memory-mapped unless ``mmap=False``.
@@ -502,7 +503,11 @@ def open(
     :func:`tessera.torch.load_file`, :class:`safe_open`, :func:`convert`) check by
     default and take ``verify=False`` to skip it. ``hmac_key``: a WTXT file's arrays
     are authenticated as they are read (an array whose HMAC fails, or that has none, is
-    refused)."""
+    refused).
+
+    A model set opens whole from its directory, its index or any shard;
+    ``shard=True`` opens the file named alone (one shard's own tensors and metadata;
+    a directory or an index is then refused)."""
     native = _tessera.open_file(
         os.fspath(path),
         mmap=mmap,
@@ -513,6 +518,7 @@ def open(
         age_passphrase=age_passphrase,
         signature=None if signature is None else _signature_bytes(signature),
         public_key=None if public_key is None else _key_bytes(public_key, "public key"),
+        shard=shard,
     )
     return File(native, framework, device)
 
@@ -725,6 +731,7 @@ class safe_open:
         copy: bool = True,
         verify: Optional[bool] = None,
         backend: Optional[str] = None,
+        shard: bool = False,
     ) -> None:
         # safetensors' backend= picks its I/O path; tessera has one (a memory map).
         if backend not in (None, "rust", "mmap"):
@@ -735,7 +742,7 @@ class safe_open:
         self._copy = bool(copy)
         # Copies are checked against the stored digests; zero-copy views only if asked.
         check = self._copy if verify is None else bool(verify)
-        self._file = open(filename, self._framework, device=device, verify=check)
+        self._file = open(filename, self._framework, device=device, verify=check, shard=shard)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -146,6 +146,9 @@ def open(
     hmac_key: Optional[bytes] = None,
     age_identities: Optional[Sequence[str]] = None,
     age_passphrase: Optional[str] = None,
+    signature: Optional[Union[str, bytes, _Path]] = None,
+    public_key: Optional[Union[bytes, _Path]] = None,
+    shard: bool = False,
 ) -> File: ...
 def convert(
     src: _Path, dst: _Path, format: Optional[str] = None, *, verify: bool = True, **options: Any
@@ -184,6 +187,7 @@ class safe_open:
         copy: bool = True,
         verify: Optional[bool] = None,
         backend: Optional[str] = None,
+        shard: bool = False,
     ) -> None: ...
     def keys(self) -> List[str]: ...
     def offset_keys(self) -> List[str]: ...

@@ -81,6 +81,7 @@ def load_file(
     copy: bool = True,
     verify: Optional[bool] = None,
     progress: Any = False,
+    shard: bool = False,
 ) -> Dict[str, np.ndarray]:
     """Loads every tensor of a file of any supported format into writable arrays the
     caller owns (as ``safetensors.numpy.load_file``). ``copy=False``: zero-copy,
@@ -94,9 +95,9 @@ def load_file(
     skips the check for copies too. ``progress=True`` shows a bar on stderr (tqdm's
     when installed, on a terminal), a callable gets ``(done_bytes, total_bytes)`` in the
     tensors' dense bytes: the tensors are then read in batches of about 64 MiB, one call
-    each."""
+    each. ``shard=True``: the file named alone, not the model set it is a shard of."""
     check = copy if verify is None else bool(verify)
-    f = _open(filename, verify=check)
+    f = _open(filename, verify=check, shard=shard)
     bar = _progress.reporter(progress, "loading")
     if bar is None:
         return f.get_tensors(densify=True, copy=copy)

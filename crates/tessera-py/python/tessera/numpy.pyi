@@ -21,5 +21,10 @@ def save_file(
 ) -> None: ...
 def load(data: bytes, *, copy: bool = True, verify: Optional[bool] = None) -> Dict[str, np.ndarray]: ...
 def load_file(
-    filename: Union[str, PathLike[str]], *, copy: bool = True, verify: Optional[bool] = None
+    filename: Union[str, PathLike[str]],
+    *,
+    copy: bool = True,
+    verify: Optional[bool] = None,
+    progress: Any = False,
+    shard: bool = False,
 ) -> Dict[str, np.ndarray]: ...

@@ -50,8 +50,11 @@ def load(data: bytes, device: Any = "cpu", *, verify: bool = True) -> Dict[str, 
     return {k: f.get_tensor(k, densify=True) for k in f}
 
 
-def load_file(filename: Union[str, "os.PathLike[str]"], device: Any = "cpu", *, verify: bool = True) -> Dict[str, Any]:
+def load_file(
+    filename: Union[str, "os.PathLike[str]"], device: Any = "cpu", *, verify: bool = True, shard: bool = False
+) -> Dict[str, Any]:
     """Loads every tensor of a file of any supported format as torch tensors; every
-    digest the file stores is checked first unless ``verify=False``."""
-    f = _open(filename, "pt", device=device, verify=verify)
+    digest the file stores is checked first unless ``verify=False``. ``shard=True``:
+    the file named alone, not the model set it is a shard of."""
+    f = _open(filename, "pt", device=device, verify=verify, shard=shard)
     return {k: f.get_tensor(k, densify=True) for k in f}
