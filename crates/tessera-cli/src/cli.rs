@@ -145,6 +145,14 @@ pub struct ReadArgs {
         help_heading = "Damaged, encrypted, authenticated or remote inputs"
     )]
     pub endpoint: Option<String>,
+    /// Send TESSERA_HTTP_TOKEN as the bearer token to this URL's host (without it, the
+    /// token goes only to the hosts TESSERA_HTTP_TOKEN_HOSTS names; HF_TOKEN only to
+    /// Hugging Face over https).
+    #[arg(
+        long,
+        help_heading = "Damaged, encrypted, authenticated or remote inputs"
+    )]
+    pub token: bool,
 }
 
 /// `tessera inspect`.

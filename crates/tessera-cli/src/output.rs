@@ -51,7 +51,7 @@ pub fn with_file<T>(
     if args.no_verify {
         crate::term::warn(&format!(
             "note: --no-verify: the digests {} stores are not checked; its bytes are used as stored",
-            path.display()
+            shown(path)
         ));
     }
     open_with(path, args, read_options(path, args)?, f)
@@ -86,9 +86,21 @@ pub fn with_opened_audit<T>(
     open_opened(path, args, opts, f)
 }
 
-/// How s3:// locations are reached (`--endpoint`).
+/// A path or URL as every printer shows it (text and `--json`): a URL with its
+/// `user:password@` and secret-looking query values (a presigned URL's signature,
+/// credential, token) redacted ([`tessera::Location::display`]), a path as it is.
+pub fn shown(path: &Path) -> String {
+    match tessera::Location::from_path(path) {
+        Ok(l) => l.display(),
+        Err(_) => path.display().to_string(),
+    }
+}
+
+/// How remote locations are reached (`--endpoint`, `--token`).
 pub fn remote_options(args: &ReadArgs) -> tessera::remote::RemoteOptions {
-    tessera::remote::RemoteOptions::default().endpoint(args.endpoint.clone())
+    tessera::remote::RemoteOptions::default()
+        .endpoint(args.endpoint.clone())
+        .token(args.token)
 }
 
 fn open_with<T>(

@@ -201,7 +201,7 @@ fn print(args: &InspectArgs, file: &dyn Container, out: &mut dyn Write) -> anyho
     {
         let filter = args.filter.as_deref();
         if args.json {
-            let doc = inspect_json_filtered(file, &args.file.display().to_string(), filter);
+            let doc = inspect_json_filtered(file, &crate::output::shown(&args.file), filter);
             writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
             return Ok(0);
         }
@@ -228,7 +228,7 @@ fn print(args: &InspectArgs, file: &dyn Container, out: &mut dyn Write) -> anyho
         writeln!(
             out,
             "{}: {}{version}, {count}{chunks}",
-            args.file.display(),
+            crate::output::shown(&args.file),
             file.format().title(),
         )?;
         if n > 0 {

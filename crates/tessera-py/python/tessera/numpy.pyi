@@ -19,12 +19,15 @@ def save_file(
     durable: bool = ...,
     **options: Any,
 ) -> None: ...
-def load(data: bytes, *, copy: bool = True, verify: Optional[bool] = None) -> Dict[str, np.ndarray]: ...
+def load(
+    data: bytes, *, copy: bool = True, verify: bool = True, dequantize: Optional[str] = None
+) -> Dict[str, np.ndarray]: ...
 def load_file(
     filename: Union[str, PathLike[str]],
     *,
     copy: bool = True,
-    verify: Optional[bool] = None,
+    verify: bool = True,
+    dequantize: Optional[str] = None,
     progress: Any = False,
     shard: bool = False,
 ) -> Dict[str, np.ndarray]: ...

@@ -17,7 +17,14 @@ def save_file(
     durable: bool = ...,
     **options: Any,
 ) -> None: ...
-def load(data: bytes, device: Any = "cpu", *, verify: bool = True) -> Dict[str, Any]: ...
+def load(
+    data: bytes, device: Any = "cpu", *, verify: bool = True, dequantize: Optional[str] = None
+) -> Dict[str, Any]: ...
 def load_file(
-    filename: Union[str, PathLike[str]], device: Any = "cpu", *, verify: bool = True, shard: bool = False
+    filename: Union[str, PathLike[str]],
+    device: Any = "cpu",
+    *,
+    verify: bool = True,
+    dequantize: Optional[str] = None,
+    shard: bool = False,
 ) -> Dict[str, Any]: ...
