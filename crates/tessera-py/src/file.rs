@@ -137,7 +137,8 @@ impl TensorSource for AsSource<'_> {
 #[pyfunction]
 /// With `signature` (a `tessera sign` file's bytes) and `public_key`, the file is held
 /// to that signed manifest (see `crate::signed`).
-#[pyo3(signature = (path, *, mmap=true, salvage=false, verify=true, hmac_key=None, age_identities=None, age_passphrase=None, signature=None, public_key=None))]
+/// `shard`: open the file alone, never the model set it is a shard of.
+#[pyo3(signature = (path, *, mmap=true, salvage=false, verify=true, hmac_key=None, age_identities=None, age_passphrase=None, signature=None, public_key=None, shard=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn open_file(
     py: Python<'_>,
@@ -150,6 +151,7 @@ pub fn open_file(
     age_passphrase: Option<String>,
     signature: Option<Vec<u8>>,
     public_key: Option<Vec<u8>>,
+    shard: bool,
 ) -> PyResult<File> {
     let opts = read_options(
         salvage,
@@ -158,7 +160,8 @@ pub fn open_file(
         age_identities,
         age_passphrase,
         Some(path.clone()),
-    );
+    )
+    .shard_only(shard);
     py.detach(|| {
         let load = if mmap { Load::Map } else { Load::Read };
         let opened = tessera::set::open_path_with(&path, &opts, load)?;

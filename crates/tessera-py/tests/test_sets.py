@@ -55,6 +55,66 @@ def test_a_set_fault_raises_naming_the_shard():
     assert "tiny-00002-of-00003.gguf" in str(e.value)
 
 
+def hf_cache(cache_dir, src, repo_id="org/name", rev="5d0f8c2a91b7e34f6a0c1d2e3f405162738495a6"):
+    """`src`'s files put in a Hugging Face cache by huggingface_hub's own helpers, as
+    `hf_hub_download` leaves them (no network): blobs named by the file's SHA-256 (LFS
+    files) or git blob SHA-1 (the JSON), snapshot links into them, refs/main."""
+    import os
+
+    from huggingface_hub import file_download as fd
+
+    storage = os.path.join(cache_dir, fd.repo_folder_name(repo_id=repo_id, repo_type="model"))
+    for p in sorted(src.iterdir()):
+        data = p.read_bytes()
+        if p.suffix == ".json":
+            etag = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        else:
+            etag = hashlib.sha256(data).hexdigest()
+        blob = os.path.join(storage, "blobs", etag)
+        os.makedirs(os.path.dirname(blob), exist_ok=True)
+        with open(blob, "wb") as f:
+            f.write(data)
+        pointer = fd._get_pointer_path(storage, rev, p.name)
+        os.makedirs(os.path.dirname(pointer), exist_ok=True)
+        fd._create_symlink(blob, pointer, new_blob=True)
+    fd._cache_commit_hash_for_specific_revision(storage, "main", rev)
+    return storage
+
+
+def test_a_hugging_face_cache_opens_and_shard_true_opens_one_shard(tmp_path):
+    import os
+
+    from huggingface_hub import try_to_load_from_cache
+
+    want = MANIFEST["hf"]["tensors"]
+    shards = MANIFEST["hf"]["shards"]
+    repo = hf_cache(str(tmp_path), DATA / "hf")
+    # huggingface_hub finds its files there: the layout is its own.
+    index = try_to_load_from_cache("org/name", "model.safetensors.index.json", cache_dir=str(tmp_path))
+    assert isinstance(index, str) and os.path.islink(index)
+    snapshot = os.path.dirname(index)
+    for path in [snapshot, repo, index, os.path.join(snapshot, shards[0])]:
+        f = tessera.open(path)
+        assert sorted(f.keys()) == sorted(want), path
+        assert f"set of {len(shards)} shards" in f.version
+        loaded = tn.load_file(path)
+        for n, w in want.items():
+            assert digest(loaded[n]) == w["sha256"], n
+    # shard=True: the file alone, its own tensors and metadata.
+    shard = os.path.join(snapshot, shards[1])
+    own = sorted(n for n, w in want.items() if w["shard"] == shards[1])
+    f = tessera.open(shard, shard=True)
+    assert sorted(f.keys()) == own
+    assert "set of" not in f.version
+    assert sorted(tn.load_file(shard, shard=True)) == own
+    with tessera.safe_open(shard, "np", shard=True) as s:
+        assert sorted(s.keys()) == own
+        assert s.metadata() == {"format": "np"}
+    for path in [snapshot, index]:
+        with pytest.raises(tessera.InvalidInputError):
+            tessera.open(path, shard=True)
+
+
 # --- writing sets from Python (issue 30 §5) ---------------------------------------
 
 

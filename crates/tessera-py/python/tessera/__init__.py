@@ -520,6 +520,7 @@ def open(
     age_passphrase: Optional[str] = None,
     signature: Optional[Union[str, bytes, PathLike]] = None,
     public_key: Optional[Union[bytes, PathLike]] = None,
+    shard: bool = False,
 ) -> File:
     """Opens a tensor container of any supported format, detected by content (never by
     extension). The file is memory-mapped unless ``mmap=False``.
@@ -546,7 +547,11 @@ def open(
     whose HMAC fails, or that has none, is refused).
 
     A path that does not exist (a local file, or a remote object) raises
-    :class:`TesseraFileNotFoundError`, a ``FileNotFoundError``."""
+    :class:`TesseraFileNotFoundError`, a ``FileNotFoundError``.
+
+    A model set opens whole from its directory, its index or any shard;
+    ``shard=True`` opens the file named alone (one shard's own tensors and metadata;
+    a directory or an index is then refused)."""
     native = _tessera.open_file(
         _os.fspath(path),
         mmap=mmap,
@@ -557,6 +562,7 @@ def open(
         age_passphrase=age_passphrase,
         signature=None if signature is None else _signature_bytes(signature),
         public_key=None if public_key is None else _key_bytes(public_key, "public key"),
+        shard=shard,
     )
     return File(native, framework, device, dequantize)
 
@@ -892,6 +898,7 @@ class safe_open:
         verify: bool = True,
         dequantize: Optional[str] = None,
         backend: Optional[str] = None,
+        shard: bool = False,
     ) -> None:
         # safetensors' backend= picks its I/O path ("mmap" or "pread"); tessera maps the
         # file and makes its copies with positional reads (File.positional_reads) either way.
@@ -903,10 +910,11 @@ class safe_open:
         self._copy = bool(copy)
         self._verify = bool(verify)
         self._dequantize = dequantize
+        self._shard = bool(shard)
         self._file = self._open(filename, self._verify)
 
     def _open(self, filename: PathLike, check: bool) -> File:
-        return open(filename, self._framework, device=self._device, verify=check)
+        return open(filename, self._framework, device=self._device, verify=check, shard=self._shard)
 
     def _dequantized(self, info: Dict[str, Any]) -> Optional[str]:
         """The dtype a packed tensor is decoded to (None: not packed, or not asked)."""

@@ -159,6 +159,7 @@ def open(
     age_passphrase: Optional[str] = None,
     signature: Optional[Union[str, bytes, _Path]] = None,
     public_key: Optional[Union[bytes, _Path]] = None,
+    shard: bool = False,
 ) -> File: ...
 def convert(
     src: _Path, dst: _Path, format: Optional[str] = None, *, verify: bool = True, **options: Any
@@ -201,6 +202,7 @@ class safe_open:
         verify: bool = True,
         dequantize: Optional[_Dequantize] = None,
         backend: Optional[str] = None,
+        shard: bool = False,
     ) -> None: ...
     def keys(self) -> List[str]: ...
     def offset_keys(self) -> List[str]: ...

@@ -80,6 +80,9 @@ def open_file(
     hmac_key: Optional[bytes] = None,
     age_identities: Optional[Sequence[str]] = None,
     age_passphrase: Optional[str] = None,
+    signature: Optional[bytes] = None,
+    public_key: Optional[bytes] = None,
+    shard: bool = False,
 ) -> File: ...
 def open_bytes(
     data: bytes,

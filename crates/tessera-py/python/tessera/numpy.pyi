@@ -29,4 +29,5 @@ def load_file(
     verify: bool = True,
     dequantize: Optional[str] = None,
     progress: Any = False,
+    shard: bool = False,
 ) -> Dict[str, np.ndarray]: ...

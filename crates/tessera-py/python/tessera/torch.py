@@ -250,17 +250,19 @@ def load_file(
     backend: Optional[str] = None,
     verify: bool = True,
     dequantize: Optional[str] = None,
+    shard: bool = False,
 ) -> Dict[str, Any]:
     """Loads every tensor of a file of any supported format as torch tensors; every
     digest the file stores is checked first (over the copy handed out) unless
     ``verify=False``. GGUF packed tensors need ``dequantize=`` ("f32", "f16", "bf16"),
     as in :func:`tessera.numpy.load_file`. ``backend`` ("mmap" or "pread") is accepted
     as safetensors takes it: tessera maps the file and copies with positional reads
-    either way."""
+    either way. ``shard=True``: the file named alone, not the model set it is a
+    shard of."""
     if backend not in (None, "mmap", "pread"):
         from .errors import InvalidInputError
 
         raise InvalidInputError(f"backend={backend!r}: expected 'mmap' or 'pread'")
-    f = _open(filename, "pt", device=device, verify=verify, dequantize=dequantize)
+    f = _open(filename, "pt", device=device, verify=verify, dequantize=dequantize, shard=shard)
     _refuse_unasked(f, dequantize)
     return {k: f.get_tensor(k, densify=True) for k in f}

@@ -27,6 +27,7 @@ def load_file(
     backend: Optional[str] = None,
     verify: bool = True,
     dequantize: Optional[str] = None,
+    shard: bool = False,
 ) -> Dict[str, Any]: ...
 def save_model(
     model: Any,
