@@ -44,7 +44,16 @@ pub struct ReadOptions {
     /// HMAC key for formats whose arrays carry keyed MACs (WTXT `arr … hmac=`): with a
     /// key, a read also checks the array's HMAC, and refuses an array that carries none.
     pub hmac_key: Option<Vec<u8>>,
+    /// How a sibling file (`<path><suffix>`: WTXT's `.wsum`) is read when `path` names
+    /// a remote object: fetched beside it (set by the remote opener, `set/remote.rs`).
+    /// `None`: read from disk beside `path`.
+    pub(crate) sibling: Option<Sibling>,
 }
+
+/// Reads the sibling `<path><suffix>` of at most `max` bytes; the error is the message
+/// to report (`unfinalized: URL not found` when there is none).
+pub(crate) type Sibling =
+    std::sync::Arc<dyn Fn(&str, u64) -> std::result::Result<Vec<u8>, String> + Send + Sync>;
 
 impl std::fmt::Debug for ReadOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -73,6 +82,7 @@ impl Default for ReadOptions {
             verify: true,
             audit: false,
             hmac_key: None,
+            sibling: None,
         }
     }
 }
