@@ -1309,9 +1309,11 @@ fn inspect_of_a_remote_fold_fetches_its_index_not_its_chunks() {
             t.data().unwrap(),
             local.tensor("t2").unwrap().data().unwrap()
         );
+        // FOLD decodes the next chunk ahead, and those two reads in a row may open
+        // one 8 MiB read-ahead window: never the whole file.
         let one = src.bytes_fetched() - fetched;
         assert!(
-            one <= 2 * (chunk as u64 + 64 * 1024),
+            one <= chunk as u64 + (8 << 20) + 64 * 1024 && one < total,
             "{label}: one tensor fetched {one}"
         );
         // verify still reports every layer, and reads each chunk once more at most.
