@@ -8,20 +8,15 @@ use std::borrow::Cow;
 use std::io::Cursor;
 
 use proptest::prelude::*;
+
+#[path = "common/matrix.rs"]
+mod common;
+use common::{carries_metadata, formats, model_of, Spec};
 use tessera::convert::{capabilities, prepare, write_to, MetadataSupport};
 use tessera::{
     ConvertOptions, DType, ErrorKind, Format, Model, ReadOptions, TensorInfo, TensorSource,
     TensorView, WriteOptions,
 };
-
-/// Formats with both a reader and a writer that hold a model (not one array, as `.npy`),
-/// which the matrix covers: every such line of the registry.
-fn formats() -> Vec<Format> {
-    Format::ALL
-        .into_iter()
-        .filter(|f| f.can_read() && f.can_write() && !f.spec().single_tensor)
-        .collect()
-}
 
 #[test]
 fn the_matrix_covers_the_registry() {
@@ -65,40 +60,6 @@ fn through(format: Format, src: &dyn TensorSource) -> tessera::Result<Model> {
     Model::from_source(file.as_ref())
 }
 
-#[derive(Debug, Clone)]
-struct Spec {
-    name: String,
-    dtype: DType,
-    shape: Vec<u64>,
-    seed: u8,
-}
-
-fn model_of(specs: &[Spec], with_metadata: bool) -> Model {
-    let mut m = Model::new();
-    if with_metadata {
-        m.metadata.insert("description", "matrix model");
-        m.metadata.insert("license", "MIT");
-    }
-    for s in specs {
-        let n = tessera::tensor::dense_nbytes(s.dtype, &s.shape).unwrap() as usize;
-        let mut bytes: Vec<u8> = (0..n)
-            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(s.seed))
-            .collect();
-        if s.dtype == DType::Bool {
-            bytes.iter_mut().for_each(|b| *b &= 1);
-        }
-        m.push(
-            TensorView::dense(
-                TensorInfo::dense(s.name.clone(), s.dtype, s.shape.clone()),
-                Cow::Owned(bytes),
-            )
-            .unwrap(),
-        )
-        .unwrap();
-    }
-    m
-}
-
 fn common_dtypes(a: Format, b: Format) -> Vec<DType> {
     let (ca, cb) = (capabilities(a).unwrap(), capabilities(b).unwrap());
     ca.dtypes
@@ -106,10 +67,6 @@ fn common_dtypes(a: Format, b: Format) -> Vec<DType> {
         .copied()
         .filter(|d| cb.dtypes.contains(d))
         .collect()
-}
-
-fn carries_metadata(f: Format) -> bool {
-    capabilities(f).is_some_and(|c| c.metadata != MetadataSupport::None)
 }
 
 fn assert_same_tensors(want: &Model, got: &Model, path: &str) {

@@ -254,6 +254,30 @@ fn tensor_subclasses_as_torch_2_writes_them() {
     );
 }
 
+/// File metadata and tensors are separate namespaces (issue 29): a state dict whose
+/// `_tessera_metadata` attribute has a key equal to a tensor's name, pickled as torch.save
+/// pickles it (`gen_metadata_attr.py`), reads both.
+#[test]
+fn metadata_named_like_a_tensor_reads_beside_it() {
+    let data = load("valid-metadata-named-like-tensors.pt");
+    let f = open(&data).unwrap();
+    let names: Vec<&str> = f.tensor_infos().iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["w", "b"]);
+    for (i, name) in names.iter().enumerate() {
+        let want: Vec<u8> = (0..6)
+            .flat_map(|k| (k as f32 + 10.0 * i as f32).to_le_bytes())
+            .collect();
+        assert_eq!(f.tensor(name).unwrap().data().unwrap(), &want[..], "{name}");
+    }
+    let m = f.metadata();
+    assert_eq!(
+        m.get("w"),
+        Some(&tessera::Value::Str("a note named like a tensor".into()))
+    );
+    assert_eq!(m.get("epoch"), Some(&tessera::Value::Int(3)));
+    assert_eq!(m.len(), 2);
+}
+
 // ---- synthetic pickles ----
 
 fn unicode(s: &str) -> Vec<u8> {

@@ -133,6 +133,30 @@ fn metadata_trees_round_trip_beside_the_state_dict() {
     assert!(back.warnings().is_empty(), "{:?}", back.warnings());
 }
 
+/// Metadata keys live apart from tensor names (issue 29): a key equal to a tensor's name
+/// is written, and read back, beside the tensor.
+#[test]
+fn metadata_named_like_a_tensor_round_trips() {
+    let mut meta = Map::new();
+    meta.insert("w", Value::Str("about w".into()));
+    meta.insert("layer.0", Value::Int(7));
+    let m = model(
+        meta.clone(),
+        &[("w", DType::F32, vec![2]), ("layer.0", DType::I8, vec![3])],
+    );
+    let bytes = write(&m, &WriteOptions::default()).unwrap();
+    let back = tessera::open(&bytes[..], &ReadOptions::default())
+        .unwrap_or_else(|e| panic!("our .pt does not read back: {e}"));
+    assert_eq!(back.metadata(), &meta);
+    for info in m.tensor_infos() {
+        let b = back.tensor(&info.name).unwrap();
+        assert_eq!(
+            b.data().unwrap(),
+            m.tensor(&info.name).unwrap().data().unwrap()
+        );
+    }
+}
+
 #[test]
 fn what_torch_cannot_store_is_refused_naming_the_tensor() {
     for dtype in [DType::U16, DType::U32, DType::U64, DType::F8E4M3FN] {

@@ -86,7 +86,9 @@
 //! from what torch writes:
 //! - file metadata goes into the state dict's attribute `_tessera_metadata` (a dict, set
 //!   by `BUILD` as torch sets `_metadata`), where `load_state_dict` never sees it; the
-//!   reader turns it back into metadata. Float and bytes values in it use `BINFLOAT` and
+//!   reader turns it back into metadata. Its keys are apart from the state dict's
+//!   entries, so a key may equal a tensor's name (metadata and tensors are separate
+//!   namespaces in every format); one equal to another metadata key is an error. Float and bytes values in it use `BINFLOAT` and
 //!   `BINBYTES`, which torch 1.13's `weights_only` loader refuses (torch 2.x accepts
 //!   them; a plain `torch.load` always does). A checkpoint's top-level non-tensor entries
 //!   (`epoch`) read as metadata therefore come back in that attribute, not as entries.

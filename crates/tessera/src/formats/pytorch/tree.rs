@@ -6,7 +6,8 @@
 //! `optimizer.param_groups`); tensors never go into metadata. The root container's
 //! entries are always walked one by one, so a checkpoint without tensors still gives
 //! one metadata key per top-level entry. The root dict's attribute `_tessera_metadata`
-//! (set by Tessera's writer) gives one metadata value per entry too.
+//! (set by Tessera's writer) gives one metadata value per entry too; its keys are not
+//! entries of the state dict, so one may be named like a tensor.
 
 use std::collections::HashSet;
 
@@ -175,7 +176,10 @@ impl Walk<'_> {
     }
 
     /// The root dict's [`METADATA_ATTR`] (what Tessera's writer stores file metadata
-    /// in): each of its entries one metadata value, named by its key.
+    /// in): each of its entries one metadata value, named by its key. Its keys are
+    /// metadata names only, never entries of the state dict: one may equal a tensor's
+    /// name (file metadata and tensors are separate namespaces in every format), but
+    /// not another metadata key (a non-tensor entry of the state dict, or a key twice).
     fn metadata_attr(&mut self) -> Result<()> {
         let root = self.g.root;
         let attrs: Vec<Id> = (self.g.metadata_attrs.iter())
@@ -190,7 +194,12 @@ impl Walk<'_> {
                 )));
             }
             for (k, c) in self.children(v)? {
-                self.claim(&k)?;
+                self.limits.check_name(k.len() as u64)?;
+                if self.out.metadata.get(&k).is_some() {
+                    return Err(Error::malformed(format!(
+                        "two metadata entries of the checkpoint are both named {k:?}"
+                    )));
+                }
                 let value = self.value(c, 1)?;
                 self.out.metadata.insert(k, value);
             }

@@ -49,8 +49,8 @@
 //!   step's text, the rayon pool hashes the next step's arrays, adds the previous step
 //!   to `sha256_all` and encodes the chunks (crc32c, SHA-256, base64 with `base64-simd`,
 //!   parity); an array up to 2 MiB is hashed and encoded by one task, so the second
-//!   pass finds it in cache. An array over 16 MiB is encoded 16 MiB at a time with its `sha256_all`
-//!   share hashed beside. Memory: one step of tensors and text (or one 16 MiB segment),
+//!   pass finds it in cache. An array over 16 MiB is encoded a segment at a time (the whole chunks
+//!   that fit in 16 MiB, so no chunk is cut) with its `sha256_all` share hashed beside. Memory: one step of tensors and text (or one 16 MiB segment),
 //!   plus the hash states. SHA-256 is `sha2`, which uses the SHA-NI instructions when
 //!   the CPU has them (no `asm` feature needed).
 //!

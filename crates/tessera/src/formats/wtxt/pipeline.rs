@@ -13,13 +13,21 @@ use crate::error::{Error, Result};
 use crate::model::TensorSource;
 use crate::tensor::{TensorInfo, TensorView};
 
-/// Raw bytes encoded per parallel batch of one big array.
+/// Raw bytes encoded per parallel batch of one big array (about: a segment is a whole
+/// number of chunks, [`segment_len`]).
 pub const SEGMENT: u64 = 16 << 20;
 /// Raw bytes of small arrays grouped into one pipeline step.
 pub const STEP: u64 = 4 << 20;
 /// Raw bytes one task hashes and encodes (arrays up to this size stay on one core, so
 /// the encoding pass finds them in cache after the SHA-256 pass).
 pub const TASK: usize = 2 << 20;
+
+/// The bytes of one segment of an array cut into `chunk`-byte chunks: the largest
+/// multiple of `chunk` within [`SEGMENT`] (one chunk when a chunk is larger), so that
+/// segments end on chunk boundaries and no chunk is cut in two.
+pub fn segment_len(chunk: u64) -> usize {
+    (SEGMENT / chunk).max(1).saturating_mul(chunk) as usize
+}
 
 fn joined<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> Result<T> {
     h.join().map_err(|_| {
@@ -85,7 +93,8 @@ pub fn encode_arrays<'s>(
         let datas: Vec<&[u8]> = views.iter().map(|v| v.data().unwrap_or(&[])).collect();
         let firsts: Vec<usize> = datas
             .iter()
-            .map(|d| d.len().min(SEGMENT as usize))
+            .zip(step)
+            .map(|(d, (_, _, ch))| d.len().min(segment_len(ch.chunk)))
             .collect();
         let bases: Vec<u64> = step
             .iter()
@@ -218,7 +227,7 @@ pub fn encode_arrays<'s>(
                     let mut pos = firsts[k];
                     let mut r = Ok(());
                     while pos < data.len() && r.is_ok() {
-                        let end = (pos + SEGMENT as usize).min(data.len());
+                        let end = (pos + segment_len(ch.chunk)).min(data.len());
                         let texts = encode_segment(data, pos, end, ch.chunk, bases[k], fastxor);
                         r = texts.iter().try_for_each(|t| out.write_all(t));
                         pos = end;
@@ -389,4 +398,20 @@ fn encode_segment(
             t
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_end_on_chunk_boundaries() {
+        // 2 rows of 3000 f32: 24000-byte chunks, which do not divide 16 MiB.
+        for chunk in [1, 24_000, 24_004, 32 * 1024, SEGMENT - 1, SEGMENT, SEGMENT + 1] {
+            let s = segment_len(chunk) as u64;
+            assert_eq!(s % chunk, 0, "chunk {chunk}");
+            assert!(s <= SEGMENT.max(chunk), "chunk {chunk}");
+            assert!(s + chunk > SEGMENT || s == chunk, "chunk {chunk}");
+        }
+    }
 }
