@@ -49,7 +49,16 @@ pub struct ReadOptions {
     /// without its shard files; a directory or a set's index is then an error. Off by
     /// default (`--shard-only`, `shard=True`).
     pub shard_only: bool,
+    /// How a sibling file (`<path><suffix>`: WTXT's `.wsum`) is read when `path` names
+    /// a remote object: fetched beside it (set by the remote opener, `set/remote.rs`).
+    /// `None`: read from disk beside `path`.
+    pub(crate) sibling: Option<Sibling>,
 }
+
+/// Reads the sibling `<path><suffix>` of at most `max` bytes; the error is the message
+/// to report (`unfinalized: URL not found` when there is none).
+pub(crate) type Sibling =
+    std::sync::Arc<dyn Fn(&str, u64) -> std::result::Result<Vec<u8>, String> + Send + Sync>;
 
 impl std::fmt::Debug for ReadOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -80,6 +89,7 @@ impl Default for ReadOptions {
             audit: false,
             hmac_key: None,
             shard_only: false,
+            sibling: None,
         }
     }
 }

@@ -587,6 +587,83 @@ impl DerefMut for OwnedBytes {
     }
 }
 
+/// A source with some of its ranges read ahead of use, in one batch
+/// ([`ByteSource::read_ranges`]: a remote source fetches them in a few coalesced
+/// requests): a reader that will read many small, scattered pieces at open (FOLD's
+/// chunk headers, an npz's local headers) asks for them all at once, then reads them
+/// one by one from here. A read the batch holds whole is answered from it; any other
+/// goes to the source. Over an in-memory source nothing is read ahead.
+pub struct Prefetched<'d> {
+    inner: SourceRef<'d>,
+    /// Disjoint segments `(offset, bytes)`, sorted by offset.
+    segments: Vec<(u64, Cow<'d, [u8]>)>,
+}
+
+impl<'d> Prefetched<'d> {
+    /// Reads `ranges` (`(offset, len)`, clamped to the source; overlapping ones merged)
+    /// from `inner` in one batch.
+    pub fn new(inner: SourceRef<'d>, ranges: &[(u64, u64)]) -> Result<Prefetched<'d>> {
+        let mut segments = Vec::new();
+        if inner.as_slice().is_none() {
+            let total = inner.len();
+            let mut rs: Vec<(u64, u64)> = ranges
+                .iter()
+                .filter(|&&(o, _)| o < total)
+                .map(|&(o, n)| (o, o.saturating_add(n).min(total)))
+                .filter(|&(o, e)| e > o)
+                .collect();
+            rs.sort_unstable();
+            let mut merged: Vec<(u64, u64)> = Vec::with_capacity(rs.len());
+            for (o, e) in rs {
+                match merged.last_mut() {
+                    Some(last) if o <= last.1 => last.1 = last.1.max(e),
+                    _ => merged.push((o, e)),
+                }
+            }
+            let asked: Vec<(u64, u64)> = merged.iter().map(|&(o, e)| (o, e - o)).collect();
+            let got = inner.read_ranges(&asked)?;
+            segments = merged.iter().map(|&(o, _)| o).zip(got).collect();
+        }
+        Ok(Prefetched { inner, segments })
+    }
+
+    /// Adds bytes the caller read itself (`bytes` at `offset` of the source).
+    pub fn insert(&mut self, offset: u64, bytes: Cow<'d, [u8]>) {
+        if self.inner.as_slice().is_some() {
+            return;
+        }
+        let i = self.segments.partition_point(|(o, _)| *o <= offset);
+        self.segments.insert(i, (offset, bytes));
+    }
+
+    /// `[offset, offset + len)` when one segment holds it whole.
+    fn held(&self, offset: u64, len: u64) -> Option<&[u8]> {
+        let i = self.segments.partition_point(|(o, _)| *o <= offset);
+        let (o, b) = self.segments.get(i.checked_sub(1)?)?;
+        let at = offset - o;
+        let end = at.checked_add(len)?;
+        (end <= b.len() as u64).then(|| &b[at as usize..end as usize])
+    }
+}
+
+impl ByteSource for Prefetched<'_> {
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn read_at(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>> {
+        match self.held(offset, len) {
+            Some(b) => Ok(Cow::Borrowed(b)),
+            None => self.inner.read_at(offset, len),
+        }
+    }
+    fn as_slice(&self) -> Option<&[u8]> {
+        self.inner.as_slice()
+    }
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

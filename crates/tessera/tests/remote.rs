@@ -55,6 +55,7 @@ impl Servers {
     /// Puts `bytes` on both servers as `name`; returns the S3 and HTTP URLs.
     fn stage(&self, name: &str, bytes: &[u8]) -> (String, String) {
         let path = self.http_root.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, bytes).unwrap();
         let s3 = format!("s3://{}/{name}", self.bucket);
         upload_file(&path, &Location::parse(&s3).unwrap(), &self.remote()).unwrap();
@@ -757,9 +758,10 @@ fn sequential_reads_fetch_ahead_and_random_reads_do_not() {
         }
         let (requests, fetched) = (src.requests() - r0, src.bytes_fetched() - b0);
         if sequential {
-            // Two reads one by one, then one window to the end of the file.
+            // Reads one by one until 1 MiB was read in a row (four 256 KiB tensors:
+            // a few small reads are header probes), then one window to the end.
             assert!(
-                requests <= 3,
+                requests <= 5,
                 "in file order: {requests} requests for 16 tensors"
             );
             assert!(
@@ -1226,4 +1228,340 @@ fn a_multi_file_upload_leaves_nothing_when_it_fails_and_never_writes_over_object
     assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     assert!(e.to_string().contains("m-00001-of-00002.bin exists"), "{e}");
     assert_eq!(read(&at("m-00001-of-00002.bin")), b"first shard");
+}
+
+/// Requests nginx logged for `name` so far, and their body bytes, once the count has
+/// settled (nginx logs a request after answering it).
+fn http_log(srv: &Servers, name: &str, since: (u64, u64)) -> (u64, u64) {
+    let read = || {
+        let log = std::fs::read_to_string(&srv.http_log).unwrap_or_default();
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.split(' ').nth(1) == Some(&format!("/{name}")))
+            .collect();
+        let bytes = lines
+            .iter()
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>();
+        (lines.len() as u64 - since.0, bytes - since.1)
+    };
+    let mut last = read();
+    for _ in 0..10 {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let now = read();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    last
+}
+
+/// `count` tensors of `each` bytes (pseudo-random: compression keeps most of their
+/// size), written as `format`.
+fn model_bytes(format: Format, count: u32, each: usize, opts: &WriteOptions) -> Vec<u8> {
+    let mut m = Model::new();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for t in 0..count {
+        let bytes: Vec<u8> = (0..each)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 32) as u8
+            })
+            .collect();
+        let info = TensorInfo::dense(format!("t{t}"), DType::U8, vec![each as u64]);
+        m.push(TensorView::dense(info, Cow::Owned(bytes)).unwrap())
+            .unwrap();
+    }
+    let p = prepare(&m, format, ConvertOptions::default()).unwrap();
+    let mut out = Cursor::new(Vec::new());
+    write_to(format, &p, &mut out, opts).unwrap();
+    out.into_inner()
+}
+
+/// Issue 30 §3: a FOLD file opens from its index and its chunk headers (and the first
+/// bytes of each STEN chunk, its safetensors header), fetched in one batch — not its
+/// tensor chunks, which it read whole before (the whole file, over HTTP). A chunk's
+/// checks run when its bytes are first used.
+#[test]
+fn inspect_of_a_remote_fold_fetches_its_index_not_its_chunks() {
+    let Some(srv) = servers("inspect_of_a_remote_fold_fetches_its_index_not_its_chunks") else {
+        return;
+    };
+    let chunk = 2 << 20;
+    for (label, opts) in [
+        ("raw", WriteOptions::default()),
+        (
+            "zstd+ecc",
+            WriteOptions::default()
+                .compression(tessera::convert::Compression::Zstd(3))
+                .ecc(Some(16)),
+        ),
+    ] {
+        let bytes = model_bytes(Format::Fold, 6, chunk, &opts);
+        let total = bytes.len() as u64;
+        let name = format!("lazy-{label}.fold");
+        let (_, http) = srv.stage(&name, &bytes);
+        let since = http_log(&srv, &name, (0, 0));
+        let src = RemoteSource::open(&Location::parse(&http).unwrap(), &srv.remote()).unwrap();
+        // As `tessera inspect` opens it.
+        let file = tessera::open(&src, &ReadOptions::default().audit(true)).unwrap();
+        assert_eq!(file.tensor_infos().len(), 6, "{label}");
+        let (requests, fetched) = (src.requests(), src.bytes_fetched());
+        // HEAD, the first 64 KiB, the last 64 KiB (the index) and the chunk headers'
+        // batch (one request per chunk at most: they are 2 MiB apart); the bytes: those
+        // 128 KiB and, per chunk, its header and first bytes (144 KiB for zstd).
+        assert!(requests <= 3 + 6, "{label}: {requests} requests to open");
+        assert!(
+            fetched <= 128 * 1024 + 6 * (32 + 144 * 1024) && fetched * 4 < total,
+            "{label}: opening fetched {fetched} of {total} bytes"
+        );
+        assert_eq!(
+            http_log(&srv, &name, since),
+            (requests, fetched),
+            "{label}: nginx's count and ours differ"
+        );
+        // One tensor: about its chunk, checked.
+        let local = tessera::open(&bytes, &ReadOptions::default()).unwrap();
+        let t = file.tensor("t2").unwrap();
+        assert_eq!(
+            t.data().unwrap(),
+            local.tensor("t2").unwrap().data().unwrap()
+        );
+        // FOLD decodes the next chunk ahead, and those two reads in a row may open
+        // one 8 MiB read-ahead window: never the whole file.
+        let one = src.bytes_fetched() - fetched;
+        assert!(
+            one <= chunk as u64 + (8 << 20) + 64 * 1024 && one < total,
+            "{label}: one tensor fetched {one}"
+        );
+        // verify still reports every layer, and reads each chunk once more at most.
+        let r = file.verify(&Default::default());
+        assert!(r.is_ok(), "{label}: {:?}", r.failures().collect::<Vec<_>>());
+        assert!(src.bytes_fetched() <= fetched + one + 2 * total, "{label}");
+    }
+}
+
+/// A flipped byte in a remote FOLD chunk (no ECC) is found when the chunk is first
+/// used — the read fails naming the chunk — and by verify, as it was when the open
+/// read every chunk; with ECC the read is repaired.
+#[test]
+fn a_remote_fold_chunk_is_checked_when_first_used() {
+    let Some(srv) = servers("a_remote_fold_chunk_is_checked_when_first_used") else {
+        return;
+    };
+    for (label, ecc) in [("plain", None), ("ecc", Some(16))] {
+        let opts = WriteOptions::default().ecc(ecc);
+        let mut bytes = model_bytes(Format::Fold, 4, 1 << 20, &opts);
+        let local = tessera::open(&bytes, &ReadOptions::default()).unwrap();
+        let info = local.tensor_infos()[1].clone();
+        let want = local.tensor(&info.name).unwrap().data().unwrap().to_vec();
+        drop(local);
+        // A byte in the tensor's data, well past the chunk's safetensors header.
+        let at = info.storage.offset.unwrap() + 4096;
+        bytes[at as usize] ^= 0x20;
+        let name = format!("flip-{label}.fold");
+        let (_, http) = srv.stage(&name, &bytes);
+        let opened = open_location(&http, &ReadOptions::default(), Load::Map, &srv.remote())
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+        let f = opened.container();
+        match ecc {
+            None => {
+                let e = f.tensor(&info.name).unwrap_err();
+                assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");
+                assert!(e.to_string().contains("CRC-32C"), "{e}");
+                assert!(e.to_string().contains(&info.name), "{e}");
+                let r = f.verify(&Default::default());
+                assert!(!r.is_ok());
+                assert!(
+                    r.warnings.iter().any(|w| w.contains("cannot be read")),
+                    "{:?}",
+                    r.warnings
+                );
+            }
+            Some(_) => {
+                let t = f.tensor(&info.name).unwrap();
+                assert_eq!(t.data().unwrap(), &want[..], "{label}");
+            }
+        }
+    }
+}
+
+/// Issue 30 §3: an npz of many members opens from its central directory, fetched in
+/// one read, and its members' local headers in one batch — not a request per header
+/// field (44,589 requests for 20,000 members before).
+#[test]
+fn a_remote_npz_of_many_members_opens_in_a_few_requests() {
+    let Some(srv) = servers("a_remote_npz_of_many_members_opens_in_a_few_requests") else {
+        return;
+    };
+    let bytes = model_bytes(Format::Npz, 2000, 64, &WriteOptions::default());
+    let total = bytes.len() as u64;
+    let (_, http) = srv.stage("many.npz", &bytes);
+    let src = RemoteSource::open(&Location::parse(&http).unwrap(), &srv.remote()).unwrap();
+    let file = tessera::open(&src, &ReadOptions::default()).unwrap();
+    assert_eq!(file.tensor_infos().len(), 2000);
+    let (requests, fetched) = (src.requests(), src.bytes_fetched());
+    assert!(requests <= 8, "{requests} requests to open");
+    // The file, and the first and last 64 KiB (fetched at open) once more at most.
+    assert!(
+        fetched <= total + 3 * 64 * 1024,
+        "{fetched} of {total} bytes"
+    );
+    let local = tessera::open(&bytes, &ReadOptions::default()).unwrap();
+    same(&*local, &*file, "many.npz");
+}
+
+/// Issue 30 §3: a few small reads in a row (a zip's headers) start no read-ahead, and
+/// a set's shards read from two threads fetch each byte once.
+#[test]
+fn read_ahead_skips_header_probes_and_never_fetches_twice() {
+    let Some(srv) = servers("read_ahead_skips_header_probes_and_never_fetches_twice") else {
+        return;
+    };
+    let pt = model_bytes(Format::Pytorch, 16, 256 << 10, &WriteOptions::default());
+    let (_, http) = srv.stage("probe.pt", &pt);
+    let src = RemoteSource::open(&Location::parse(&http).unwrap(), &srv.remote()).unwrap();
+    let file = tessera::open(&src, &ReadOptions::default()).unwrap();
+    assert_eq!(file.tensor_infos().len(), 16);
+    assert!(
+        src.bytes_fetched() <= 256 * 1024,
+        "opening a {} B checkpoint fetched {}",
+        pt.len(),
+        src.bytes_fetched()
+    );
+    // Two shards of 8 MiB, read by two threads taking every other tensor.
+    let shard = |s: u32| {
+        let mut m = Model::new();
+        for t in 0..16u32 {
+            let bytes: Vec<u8> = (0..512 << 10).map(|i: u32| (i ^ t ^ s) as u8).collect();
+            let info = TensorInfo::dense(format!("s{s}.t{t}"), DType::U8, vec![512 << 10]);
+            m.push(TensorView::dense(info, Cow::Owned(bytes)).unwrap())
+                .unwrap();
+        }
+        let p = prepare(&m, Format::Safetensors, ConvertOptions::default()).unwrap();
+        let mut out = Cursor::new(Vec::new());
+        write_to(Format::Safetensors, &p, &mut out, &WriteOptions::default()).unwrap();
+        out.into_inner()
+    };
+    let names = [
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    ];
+    let mut weight_map = serde_json::Map::new();
+    let mut sizes = Vec::new();
+    for (s, n) in names.iter().enumerate() {
+        let b = shard(s as u32);
+        sizes.push(b.len() as u64);
+        srv.stage(&format!("ra-set/{n}"), &b);
+        for t in 0..16 {
+            weight_map.insert(format!("s{s}.t{t}"), serde_json::json!(n));
+        }
+    }
+    let index = serde_json::json!({"metadata": {}, "weight_map": weight_map});
+    let (_, url) = srv.stage(
+        "ra-set/model.safetensors.index.json",
+        index.to_string().as_bytes(),
+    );
+    let since: Vec<(u64, u64)> = names
+        .iter()
+        .map(|n| http_log(&srv, &format!("ra-set/{n}"), (0, 0)))
+        .collect();
+    let opened = open_location(&url, &ReadOptions::default(), Load::Map, &srv.remote()).unwrap();
+    let f = opened.container();
+    let infos = f.tensor_infos().to_vec();
+    assert_eq!(infos.len(), 32);
+    std::thread::scope(|s| {
+        for k in 0..2 {
+            let infos = &infos;
+            s.spawn(move || {
+                for i in infos.iter().skip(k).step_by(2) {
+                    f.tensor(&i.name).unwrap().data().unwrap();
+                }
+            });
+        }
+    });
+    for ((n, size), since) in names.iter().zip(&sizes).zip(since) {
+        let (requests, bytes) = http_log(&srv, &format!("ra-set/{n}"), since);
+        assert!(
+            bytes <= size + 64 * 1024,
+            "{n}: {bytes} bytes fetched of {size} ({requests} requests)"
+        );
+    }
+}
+
+/// Issue 30 §3: a WTXT-S opened by URL finds its `.wsum` beside the URL (it was looked
+/// for on local disk), so a streamed snapshot uploaded with its `.wsum` verifies; one
+/// without is unfinalized, naming the URL looked for.
+#[test]
+fn a_remote_wtxt_s_reads_its_wsum_beside_the_url() {
+    let Some(srv) = servers("a_remote_wtxt_s_reads_its_wsum_beside_the_url") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("snap.wtxt");
+    let mut m = Model::new();
+    let info = TensorInfo::dense("w", DType::F32, vec![4]);
+    m.push(TensorView::dense(info, Cow::Owned(vec![0u8; 16])).unwrap())
+        .unwrap();
+    let o = WriteOptions::default().streaming(true);
+    tessera::convert::write_file(Format::Wtxt, &m, &p, &o).unwrap();
+    let data = std::fs::read(&p).unwrap();
+    let wsum = std::fs::read(dir.path().join("snap.wtxt.wsum")).unwrap();
+    let (s3, http) = srv.stage("wsum/snap.wtxt", &data);
+    srv.stage("wsum/snap.wtxt.wsum", &wsum);
+    for url in [&s3, &http] {
+        let opened = open_location(url, &ReadOptions::default(), Load::Map, &srv.remote())
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        let r = opened.container().verify(&Default::default());
+        assert!(r.is_ok(), "{url}: {:?}", r.failures().collect::<Vec<_>>());
+    }
+    let (_, alone) = srv.stage("wsum/alone.wtxt", &data);
+    let opened = open_location(&alone, &ReadOptions::default(), Load::Map, &srv.remote()).unwrap();
+    let r = opened.container().verify(&Default::default());
+    assert!(!r.is_ok());
+    let all = format!("{:?}", r.failures().collect::<Vec<_>>());
+    assert!(
+        all.contains("unfinalized") && all.contains("alone.wtxt.wsum"),
+        "{all}"
+    );
+}
+
+/// Issue 30 §3: a server that ignores `Range` (answers 200 with the whole object): a
+/// small object is fetched whole by one plain GET; a large one is refused, saying the
+/// server needs ranges — never read whole once per tensor.
+#[test]
+fn a_server_without_ranges_serves_small_objects_whole_and_refuses_large_ones() {
+    if servers("a_server_without_ranges_serves_small_objects_whole_and_refuses_large_ones")
+        .is_none()
+    {
+        return;
+    }
+    let f = faulty();
+    let small = model_bytes(Format::Safetensors, 4, 64 << 10, &WriteOptions::default());
+    std::fs::write(f.root.path().join("small.safetensors"), &small).unwrap();
+    let url = format!("{}/norange/small.safetensors", f.url);
+    let src = RemoteSource::open(&Location::parse(&url).unwrap(), &RemoteOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    // HEAD, the ranged GET answered whole (refused unread), the plain GET.
+    assert!(src.requests() <= 3, "{} requests", src.requests());
+    let file = tessera::open(&src, &ReadOptions::default()).unwrap();
+    let local = tessera::open(&small, &ReadOptions::default()).unwrap();
+    same(&*local, &*file, &url);
+    assert!(src.requests() <= 3, "{} requests", src.requests());
+    assert!(src.bytes_fetched() <= small.len() as u64);
+    // 20 MiB (sparse): refused at open, naming the URL and what is missing.
+    let big = std::fs::File::create(f.root.path().join("big.safetensors")).unwrap();
+    big.set_len(20 << 20).unwrap();
+    let url = format!("{}/norange/big.safetensors", f.url);
+    let e =
+        RemoteSource::open(&Location::parse(&url).unwrap(), &RemoteOptions::default()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("ignores HTTP Range") && msg.contains("big.safetensors"),
+        "{msg}"
+    );
 }

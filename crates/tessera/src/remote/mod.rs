@@ -30,7 +30,13 @@
 //!   then one ranged `GET` of its first 64 KiB (the whole object up to 128 KiB), which
 //!   holds most formats' index;
 //!   the last 64 KiB are fetched once by the first read inside them (indexes at the
-//!   end: zTensor, zip). Reads those bytes hold are answered without a request;
+//!   end: zTensor, zip). Reads those bytes hold are answered without a request; a
+//!   reader with many small pieces to read at open (FOLD's chunk headers, an npz's
+//!   member headers) asks for them in one `read_ranges` batch
+//!   (`crate::source::Prefetched`);
+//! - a server that ignores `Range` (a `200` with the whole object where a `206` was
+//!   asked for): an object up to 16 MiB is fetched whole by one plain `GET` at open and
+//!   read from memory; a larger one is refused, saying the server needs ranges;
 //! - on every read: the range against the size (never an allocation sized by an
 //!   unchecked number), `If-Match: <etag>` on the request, the ETag and size the
 //!   response reports, and the body's length — an object replaced between requests is
@@ -45,7 +51,8 @@
 //!
 //! Reads: [`RemoteSource`]'s `read_ranges` merges ranges less than 1 MiB apart
 //! (`object_store::coalesce_ranges`) and fetches up to 10 at once; one large read is
-//! split into 8 MiB parts fetched 8 at a time.
+//! split into 8 MiB parts fetched 8 at a time. Sequential reads fetch ahead (see
+//! `source.rs`), never over bytes another thread's window or read holds.
 //!
 //! An HTTP URL's query string is sent with every request (presigned URLs,
 //! `?download=true`); messages show it with secret-looking values (signature,

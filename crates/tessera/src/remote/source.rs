@@ -39,6 +39,20 @@ const AHEAD_AFTER: u32 = 2;
 const AHEAD_FIRST: u64 = 8 << 20;
 /// See [`AHEAD_AFTER`].
 const AHEAD_MAX: u64 = 64 << 20;
+/// Read-ahead starts only once the sequential run has read this many bytes: a few
+/// small reads in a row (a zip's headers, an index read piece by piece) are header
+/// probes, not a pass over the tensors, and fetch what they ask for.
+const AHEAD_MIN_RUN: u64 = 1 << 20;
+/// Windows kept: the newest two, so a thread still reading in the last window (reads of
+/// one source from several threads) finds it there while another reads the next.
+const AHEAD_KEEP: usize = 2;
+
+/// An object of at most this many bytes on a server that ignores `Range` is fetched
+/// whole, by one plain `GET`, when opened (an index file, a small model); a larger one
+/// is refused, saying the server needs ranges.
+const WHOLE_MAX: u64 = 16 << 20;
+/// How the error for a server that ignores `Range` starts (see [`no_ranges`]).
+const NO_RANGES: &str = "the server ignores HTTP Range requests";
 
 /// Requests and body bytes of every [`RemoteSource`] in this process (the CLI's progress
 /// bar and the benchmark read them: [`super::totals`]).
@@ -73,20 +87,31 @@ pub struct RemoteSource {
     tail: std::sync::OnceLock<Vec<u8>>,
     /// The read-ahead state ([`AHEAD_AFTER`]).
     ahead: std::sync::Mutex<Ahead>,
+    /// Signalled when a window being fetched arrives (or fails): a read inside it
+    /// waits for it rather than fetching the same bytes again (reads of one source
+    /// from several threads: a set's tensors read in parallel).
+    arrived: std::sync::Condvar,
 }
 
-/// Where sequential reads are, and the window fetched ahead of them.
+/// Where sequential reads are, and the windows fetched ahead of them.
 #[derive(Default)]
 struct Ahead {
     /// Where the last read ended.
     next: u64,
     /// Sequential reads in a row so far.
     run: u32,
+    /// Bytes those reads asked for.
+    run_bytes: u64,
     /// The last window's size (0: none yet).
     size: u64,
-    /// Bytes `[start, start + data.len())`.
-    start: u64,
-    data: bytes::Bytes,
+    /// Windows `(start, bytes)`, oldest first, at most [`AHEAD_KEEP`].
+    windows: Vec<(u64, bytes::Bytes)>,
+    /// Fetches in flight, `(start, end, window)`: no window is fetched over one, and a
+    /// read starting in a window being fetched waits for it.
+    pending: Vec<(u64, u64, bool)>,
+    /// Where the last few reads outside any window started (another thread's reads
+    /// may run ahead of this one's): a window stops there rather than fetch them again.
+    recent: Vec<u64>,
 }
 
 impl std::fmt::Debug for RemoteSource {
@@ -126,6 +151,7 @@ impl RemoteSource {
             head: Vec::new(),
             tail: std::sync::OnceLock::new(),
             ahead: std::sync::Mutex::new(Ahead::default()),
+            arrived: std::sync::Condvar::new(),
         };
         let head = match src.len {
             n if n <= 2 * HEAD_CACHE => n,
@@ -144,10 +170,59 @@ impl RemoteSource {
         }
         src.head = first.to_vec();
         if head > have {
-            let rest = runtime()?.block_on(src.fetch(have..head))?;
-            src.head.extend_from_slice(&rest);
+            match runtime()?.block_on(src.fetch(have..head)) {
+                Ok(rest) => src.head.extend_from_slice(&rest),
+                // A server without ranges: a small object is fetched whole, once.
+                Err(e) if e.message().starts_with(NO_RANGES) => {
+                    if src.len > WHOLE_MAX {
+                        return Err(Error::unsupported(format!(
+                            "{NO_RANGES} (it answered a ranged GET with 200 and the whole object, not 206 Partial Content), and this object is {} bytes, more than the {} read whole without them: serve it from a server that supports ranges (nginx, S3 and most CDNs do), or download it first",
+                            src.len, WHOLE_MAX
+                        ))
+                        .in_file(src.target.url.clone()));
+                    }
+                    src.head = runtime()?.block_on(src.fetch_whole())?;
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(src)
+    }
+
+    /// The whole object by one `GET` without a range (a server that ignores ranges),
+    /// checked as a ranged read is: its ETag, its size and the body's length.
+    async fn fetch_whole(&self) -> Result<Vec<u8>> {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        TOTAL_REQUESTS.fetch_add(1, Ordering::Relaxed);
+        let url = &self.target.url;
+        let opts = GetOptions {
+            if_match: self.etag.clone(),
+            ..GetOptions::default()
+        };
+        let got = (self.target.store)
+            .get_opts(&self.target.path, opts)
+            .await
+            .map_err(|e| store_error(url, e))?;
+        if let (Some(ours), Some(theirs)) = (&self.etag, &got.meta.e_tag) {
+            if ours != theirs {
+                return Err(changed(url, ours, theirs));
+            }
+        }
+        let body = got.bytes().await.map_err(|e| store_error(url, e))?;
+        self.fetched.fetch_add(body.len() as u64, Ordering::Relaxed);
+        TOTAL_FETCHED.fetch_add(body.len() as u64, Ordering::Relaxed);
+        if body.len() as u64 != self.len {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "the whole object ({} bytes) was asked for and {} arrived",
+                    self.len,
+                    body.len()
+                ),
+            )
+            .in_file(url.clone()));
+        }
+        Ok(body.to_vec())
     }
 
     /// `[offset, offset + len)` when the cached first or last bytes hold it (the tail
@@ -221,7 +296,7 @@ impl RemoteSource {
             .store
             .get_opts(&self.target.path, opts)
             .await
-            .map_err(|e| Retry::No(store_error(url, e)))?;
+            .map_err(|e| Retry::No(no_ranges(url, e)))?;
         // A server that ignores If-Match still says which object it sent.
         if let (Some(ours), Some(theirs)) = (&self.etag, &got.meta.e_tag) {
             if ours != theirs {
@@ -296,45 +371,107 @@ impl RemoteSource {
             let mut a = lock();
             let sequential = offset >= a.next && offset - a.next <= COALESCE_GAP;
             a.run = if sequential { a.run + 1 } else { 0 };
-            a.next = end;
-            let w_end = a.start + a.data.len() as u64;
-            if offset >= a.start && end <= w_end {
-                let at = (offset - a.start) as usize;
-                return Ok(a.data[at..at + len as usize].to_vec());
-            }
-            // A read that runs past the window's end takes what the window holds and
-            // fetches only the rest.
-            let (prefix, from) = if offset >= a.start && offset < w_end {
-                (a.data[(offset - a.start) as usize..].to_vec(), w_end)
+            a.run_bytes = if sequential {
+                a.run_bytes.saturating_add(len)
             } else {
-                (Vec::new(), offset)
+                len
+            };
+            a.next = end;
+            // A window another thread is fetching holds the start of this read: wait
+            // for it, then read from it.
+            while a
+                .pending
+                .iter()
+                .any(|&(s, e, w)| w && offset >= s && offset < e)
+            {
+                a = self
+                    .arrived
+                    .wait(a)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+            // The newest window holding the start of this read: the read is answered
+            // from it, or takes what it holds and fetches only the rest.
+            let held = a
+                .windows
+                .iter()
+                .rev()
+                .find(|(s, d)| offset >= *s && offset < s + d.len() as u64);
+            let (prefix, from) = match held {
+                Some((s, d)) if end <= s + d.len() as u64 => {
+                    let at = (offset - s) as usize;
+                    return Ok(d[at..at + len as usize].to_vec());
+                }
+                Some((s, d)) => (d[(offset - s) as usize..].to_vec(), s + d.len() as u64),
+                None => (Vec::new(), offset),
             };
             let need = end - from;
-            let fetch_len = if a.run >= AHEAD_AFTER && need < AHEAD_MAX {
-                a.size = match a.size {
-                    0 => AHEAD_FIRST,
-                    s => (2 * s).min(AHEAD_MAX),
+            let mut fetch_len =
+                if a.run >= AHEAD_AFTER && a.run_bytes >= AHEAD_MIN_RUN && need < AHEAD_MAX {
+                    a.size = match a.size {
+                        0 => AHEAD_FIRST,
+                        s => (2 * s).min(AHEAD_MAX),
+                    };
+                    a.size.max(need).min(self.len - from)
+                } else {
+                    need
                 };
-                a.size.max(need).min(self.len - from)
-            } else {
-                need
-            };
+            if fetch_len > need {
+                // Never over bytes another window holds or is fetching.
+                let next = (a.windows.iter().map(|(s, _)| *s))
+                    .chain(a.pending.iter().map(|p| p.0))
+                    .chain(a.recent.iter().copied())
+                    .filter(|&s| s > from)
+                    .min();
+                if let Some(n) = next {
+                    fetch_len = fetch_len.min(n - from).max(need);
+                }
+            }
+            a.pending.push((from, from + fetch_len, fetch_len > need));
             (prefix, from, fetch_len)
         };
         let need = (end - from) as usize;
+        let windowed = fetch_len as usize > need;
         // The lock is not held while fetching: other threads' reads go on.
-        let got = runtime()?.block_on(self.fetch_split(from, fetch_len))?;
-        if out.is_empty() && fetch_len as usize == need {
-            return Ok(got);
+        let got = runtime().and_then(|rt| rt.block_on(self.fetch_split(from, fetch_len)));
+        let settle = |window: Option<bytes::Bytes>| {
+            let mut a = lock();
+            a.pending
+                .retain(|&(s, e, _)| (s, e) != (from, from + fetch_len));
+            if window.is_none() {
+                a.recent.push(from);
+                if a.recent.len() > 8 {
+                    a.recent.remove(0);
+                }
+            }
+            if let Some(w) = window {
+                a.windows.push((from, w));
+                if a.windows.len() > AHEAD_KEEP {
+                    a.windows.remove(0);
+                }
+            }
+            drop(a);
+            self.arrived.notify_all();
+        };
+        let got = match got {
+            Err(e) => {
+                settle(None);
+                return Err(e);
+            }
+            Ok(g) => g,
+        };
+        if !windowed {
+            settle(None);
+            if out.is_empty() {
+                return Ok(got);
+            }
+        }
+        let got = bytes::Bytes::from(got);
+        if windowed {
+            settle(Some(got.clone()));
         }
         out.try_reserve_exact(need)
             .map_err(|_| Error::limit(format!("cannot allocate {len} bytes")))?;
         out.extend_from_slice(&got[..need]);
-        if fetch_len as usize > need {
-            let mut a = lock();
-            a.start = from;
-            a.data = bytes::Bytes::from(got);
-        }
         Ok(out)
     }
 
@@ -425,6 +562,21 @@ async fn first_bytes(
     let got = t.store.get_opts(&t.path, opts).await?;
     let meta = got.meta.clone();
     Ok((meta, got.bytes().await?))
+}
+
+/// A store error as ours; a `200` answering a ranged `GET` (a server that ignores
+/// `Range`) says so plainly.
+fn no_ranges(url: &str, e: object_store::Error) -> Error {
+    let msg = chain(&e);
+    if msg.contains("non-partial response when range requested")
+        || msg.contains("Range request not supported")
+    {
+        return Error::unsupported(format!(
+            "{NO_RANGES} (it answered a ranged GET with 200 and the whole object, not 206 Partial Content): serve the file from a server that supports ranges (nginx, S3 and most CDNs do), or download it first"
+        ))
+        .in_file(url);
+    }
+    store_error(url, e)
 }
 
 fn changed(url: &str, ours: &str, theirs: &str) -> Error {

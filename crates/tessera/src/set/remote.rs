@@ -311,7 +311,30 @@ fn open_file(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -> Resu
     let src = RemoteSource::open(loc, remote).map_err(|e| e.in_file(url.clone()))?;
     let mut opts = opts.clone();
     opts.path = Some(url.into());
+    opts.sibling = Some(sibling_of(loc, remote));
     OpenedFile::from_source(Box::new(src), &opts)
+}
+
+/// Reads `<loc><suffix>` (WTXT's `.wsum`) beside the object at `loc`, refusing one of
+/// more than `max` bytes before fetching it.
+fn sibling_of(loc: &Location, remote: &RemoteOptions) -> crate::any::Sibling {
+    let (loc, remote) = (loc.clone(), remote.clone());
+    std::sync::Arc::new(move |suffix: &str, max: u64| {
+        let side = loc.sibling(&format!("{}{suffix}", loc.file_name()));
+        let url = side.display();
+        use crate::source::ByteSource;
+        match RemoteSource::open(&side, &remote) {
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                Err(format!("unfinalized: {url} not found"))
+            }
+            Err(e) => Err(format!("{url}: {}", e.message())),
+            Ok(src) if src.len() > max => Err(format!("{url}: too long for a WSUM")),
+            Ok(src) => src
+                .read_at(0, src.len())
+                .map(|b| b.into_owned())
+                .map_err(|e| format!("{url}: {}", e.message())),
+        }
+    })
 }
 
 /// A presigned URL signs its one object: `what` (the rest of a set) cannot be fetched
@@ -399,6 +422,7 @@ fn build(
         let opened = src.map_err(|e| e.in_file(url.clone())).and_then(|s| {
             let mut o = opts.clone();
             o.path = Some(PathBuf::from(url));
+            o.sibling = Some(sibling_of(&shard, remote));
             OpenedFile::from_source(Box::new(s), &o)
         });
         pre.insert(name.clone(), opened);

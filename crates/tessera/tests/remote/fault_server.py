@@ -18,7 +18,9 @@ GET/HEAD /MODE/NAME serves ROOT/NAME with byte ranges and an ETag, per MODE:
   slow      as ok, each ranged GET answered after 1.5 s;
   signed    as ok when the query string holds X-Amz-Signature=good (a presigned-style
             URL) and the method is GET, else 403: as S3 answers a HEAD with a URL
-            presigned for GET (the signature covers the method).
+            presigned for GET (the signature covers the method);
+  norange   ignores Range: every GET answers 200 with the whole object (as some
+            simple servers and proxies do).
 Counts per path are kept in memory.
 """
 import http.server
@@ -77,6 +79,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             data = bytearray(f.read())
         size = len(data)
         rng = self.headers.get("Range")
+        if mode == "norange":
+            rng = None
         n = 0 if head or not rng else self._count()
         generation = 0
         if mode in ("changing", "lying") and n >= 1:

@@ -88,6 +88,20 @@ impl FoldFile<'_> {
             r.checks.extend(sub.checks);
             intact.push(ok);
         }
+        // Listed lazily at open, a STEN chunk failing its CRC-32C beyond repair is
+        // reported here as the eager open (which reads every chunk) reports it.
+        for (i, ok) in intact.iter().enumerate() {
+            let e = &self.entries[i];
+            if *ok || !self.lazy || &e.header.ctype != b"STEN" {
+                continue;
+            }
+            if let Err(err) = self.checked(i, false) {
+                r.warnings.push(format!(
+                    "{}: STEN chunk whose tensors cannot be read (lost to a conversion): {err}",
+                    e.subject()
+                ));
+            }
+        }
         self.verify_metadata(hashes, &mut r);
         // §6.6: decompression bounded by uncomp_len, and the payload's own structure.
         let decoded: Vec<VerifyReport> = (0..self.entries.len())
@@ -321,6 +335,20 @@ impl FoldFile<'_> {
             match stored.and_then(|b| self.check_decompressed_len(i, &b)) {
                 Ok(_) => r.ok(&subject, layer),
                 Err(err) => r.failed(&subject, layer, err.message().to_string()),
+            }
+            // Listed lazily from bytes not yet checked: a chunk that did not pass
+            // every check unrepaired is listed again from its checked bytes.
+            let damaged = self.damaged.iter().any(|(d, _)| *d == i);
+            if self.lazy && &e.header.ctype == b"STEN" && !self.is_verified(i) && !damaged {
+                match self.listing_holds(i) {
+                    Ok(true) => {}
+                    Ok(false) => r.failed(
+                        &subject,
+                        "payload",
+                        "its tensors were listed at open from damaged bytes (read before the chunk's checks) that its ECC has since restored: reopen the file to list them right, or `tessera repair` it",
+                    ),
+                    Err(err) => r.failed(&subject, "payload", err.message().to_string()),
+                }
             }
             if let Some((_, err)) = self.damaged.iter().find(|(d, _)| *d == i) {
                 // An array type we do not read is not damage.

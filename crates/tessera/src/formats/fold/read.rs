@@ -11,7 +11,7 @@ use super::{ecc, npz, sten, tsav};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::metadata::{Map, Value};
-use crate::source::SourceRef;
+use crate::source::{Prefetched, SourceRef};
 use crate::tensor::{ChunkInfo, Part, Storage, TensorInfo, TensorView};
 
 #[derive(Debug, Clone)]
@@ -58,6 +58,10 @@ pub struct FoldFile<'d> {
     pub(super) warnings: Vec<String>,
     /// Chunks whose tensors could not be listed, and why (reported by verify).
     pub(super) damaged: Vec<(usize, Error)>,
+    /// `STEN` chunks were listed from their first bytes, unchecked
+    /// ([`FoldFile::sten_header_lazy`]): verify reports those that fail their CRC-32C
+    /// beyond repair as an eager open would have.
+    pub(super) lazy: bool,
     /// Check every read payload's CRC-32C, SHA-256 and `chunk_hashes` entry
     /// ([`crate::ReadOptions::verify`]); off, payloads are used unchecked.
     verify: bool,
@@ -95,6 +99,7 @@ impl<'d> FoldFile<'d> {
             &opts.limits,
             opts.verify,
             opts.salvage || opts.audit,
+            opts.salvage,
         )
     }
 
@@ -102,14 +107,19 @@ impl<'d> FoldFile<'d> {
     /// by `verify`). Lenient: a tensor chunk whose tensors cannot be listed is kept as a
     /// damaged chunk with a warning (for `verify` and `repair`).
     pub fn parse(src: impl Into<SourceRef<'d>>, limits: &Limits) -> Result<FoldFile<'d>> {
-        Self::parse_inner(src.into(), limits, true, true)
+        Self::parse_inner(src.into(), limits, true, true, true)
     }
 
+    /// `eager`: list each tensor chunk from bytes that passed their CRC-32C (reading
+    /// every tensor chunk whole: `parse`, and `--salvage`, which must know at open which
+    /// tensors are lost); otherwise from the chunk's first bytes alone, its checks done
+    /// when its bytes are first used (see [`FoldFile::sten_header_lazy`]).
     fn parse_inner(
         src: SourceRef<'d>,
         limits: &Limits,
         verify: bool,
         lenient: bool,
+        eager: bool,
     ) -> Result<FoldFile<'d>> {
         let header = FileHeader::parse(&src.read_up_to(0, HEADER_LEN)?)?;
         if header.index_len > MAX_INDEX_SIZE {
@@ -174,9 +184,17 @@ impl<'d> FoldFile<'d> {
             Some(_) => return Err(Error::malformed("index chunks is not a list")),
         };
         limits.check_entries(list.len() as u64)?;
+        // Every chunk header (and, listing lazily, the first bytes of each STEN
+        // payload) in one batch: a remote file then opens in a few requests, not one
+        // per chunk. Bounds are checked by `parse_entry`; this only reads ahead.
+        // (The first bytes only from a remote source: locally each costs a read of a
+        // few hundred bytes, fewer than the batch would read.)
+        let firsts = !eager && src.kind() == "remote";
+        let pre = Prefetched::new(src, &prefetch_ranges(list, firsts))?;
+        let psrc = SourceRef::new(&pre);
         let mut entries: Vec<Entry> = Vec::with_capacity(list.len());
         for (i, e) in list.iter().enumerate() {
-            let entry = parse_entry(src, &header, e, i, limits)?;
+            let entry = parse_entry(psrc, &header, e, i, limits)?;
             if entries.iter().any(|x| x.name == entry.name) {
                 return Err(Error::malformed(format!(
                     "duplicate chunk name {:?}",
@@ -223,17 +241,20 @@ impl<'d> FoldFile<'d> {
             srcs: Vec::new(),
             warnings,
             damaged: Vec::new(),
+            lazy: !eager,
             verify,
             verified: Vec::new(),
             tsav: Default::default(),
             ahead: Default::default(),
         };
         f.verified = (0..f.entries.len()).map(|_| Default::default()).collect();
-        f.list_contents(lenient)?;
+        f.list_contents(lenient, (!eager).then_some(psrc))?;
         Ok(f)
     }
 
-    fn list_contents(&mut self, lenient: bool) -> Result<()> {
+    /// Lists the chunks and their tensors. `lazy`: the prefetched source STEN headers
+    /// are read from without checking their chunk first.
+    fn list_contents(&mut self, lenient: bool, lazy: Option<SourceRef<'_>>) -> Result<()> {
         // In memory, the `STEN` chunks' checks and headers are read on every core
         // first (nothing but the parsed header is kept), then listed in file order as
         // below; a source read by range is read one chunk at a time.
@@ -242,7 +263,12 @@ impl<'d> FoldFile<'d> {
             use rayon::prelude::*;
             headers = (0..self.entries.len())
                 .into_par_iter()
-                .map(|i| (&self.entries[i].header.ctype == b"STEN").then(|| self.sten_header(i)))
+                .map(|i| {
+                    (&self.entries[i].header.ctype == b"STEN").then(|| match lazy {
+                        Some(p) => self.sten_header_lazy(i, p),
+                        None => self.sten_header(i),
+                    })
+                })
                 .collect();
         }
         for i in 0..self.entries.len() {
@@ -250,9 +276,10 @@ impl<'d> FoldFile<'d> {
             let ctype = e.ctype();
             let holds = match ctype.as_str() {
                 "STEN" => {
-                    let h = match headers.get_mut(i).and_then(Option::take) {
-                        Some(h) => h,
-                        None => self.sten_header(i),
+                    let h = match (headers.get_mut(i).and_then(Option::take), lazy) {
+                        (Some(h), _) => h,
+                        (None, Some(p)) => self.sten_header_lazy(i, p),
+                        (None, None) => self.sten_header(i),
                     };
                     h.and_then(|h| self.list_sten(i, &h))
                 }
@@ -339,6 +366,63 @@ impl<'d> FoldFile<'d> {
                 .and_then(|d| sten::read_header(d, e.header.uncomp_len)),
             _ => sten::read_header(stored.as_ref(), e.header.uncomp_len),
         }
+    }
+
+    /// The safetensors header of `STEN` chunk `i`, read from the first bytes of its
+    /// stored payload (through `pre`, which holds them when prefetched), unchecked: the
+    /// chunk's CRC-32C and SHA-256 are checked when its bytes are first used, and the
+    /// tensor read re-reads the header from the checked bytes and insists it says the
+    /// same. A header these bytes do not give (damaged, perhaps) is read as
+    /// [`FoldFile::sten_header`] reads it: from the checked, or repaired, payload.
+    fn sten_header_lazy(&self, i: usize, pre: SourceRef<'_>) -> Result<sten::Header> {
+        let e = &self.entries[i];
+        let (at, len) = (e.payload_off(), e.header.comp_len);
+        let lazy = match e.header.flags {
+            FLAG_COMP_ZSTD => {
+                let stored = crate::formats::npy::SourceReader::range(pre, at, len);
+                let stored = std::io::BufReader::with_capacity(16 << 10, stored);
+                zstd::stream::read::Decoder::with_buffer(stored)
+                    .map_err(|err| Error::malformed("zstd").with_source(err))
+                    .and_then(|d| sten::read_header(d, e.header.uncomp_len))
+            }
+            // Raw: the 8-byte length, then exactly the header.
+            _ => pre.read_up_to(at, 8.min(len)).and_then(|n8| {
+                let n = match <[u8; 8]>::try_from(n8.as_ref()) {
+                    Ok(b) => u64::from_le_bytes(b),
+                    Err(_) => return Err(Error::malformed("STEN payload shorter than 8 bytes")),
+                };
+                let whole = n
+                    .checked_add(8)
+                    .filter(|&w| w <= len && w <= sten::MAX_HEADER + 8);
+                let Some(whole) = whole else {
+                    return Err(Error::malformed(format!(
+                        "STEN header length {n} exceeds the payload"
+                    )));
+                };
+                let b = pre.read_at(at, whole)?;
+                sten::read_header(b.as_ref(), e.header.uncomp_len)
+            }),
+        };
+        lazy.or_else(|_| self.sten_header(i))
+    }
+
+    /// Whether the tensors listed at open for `STEN` chunk `i` are those its checked
+    /// (perhaps repaired) payload lists: false only when a lazy listing
+    /// ([`FoldFile::sten_header_lazy`]) came from damaged bytes ECC has since restored.
+    pub(super) fn listing_holds(&self, i: usize) -> Result<bool> {
+        let payload = self.decompress(i, self.checked(i, false)?.bytes)?;
+        let h = sten::read_header(payload.as_ref(), payload.len() as u64)?;
+        let again = sten::logical_tensors(&self.entries[i].name, &h)?;
+        let listed: Vec<_> = (self.infos.iter().zip(&self.srcs))
+            .filter_map(|(t, s)| match s {
+                TensorSrc::Sten { chunk, parts } if *chunk == i => Some((t, parts)),
+                _ => None,
+            })
+            .collect();
+        Ok(listed.len() == again.len()
+            && listed.iter().zip(&again).all(|((t, p), (a, q))| {
+                t.name == a.name && t.dtype == a.dtype && t.shape == a.shape && *p == q
+            }))
     }
 
     fn list_sten(&mut self, i: usize, h: &sten::Header) -> Result<bool> {
@@ -806,4 +890,33 @@ impl<'d> FoldFile<'d> {
                 )
         })
     }
+}
+
+/// What [`FoldFile::open`] reads ahead from the index `list` (before checking it: a
+/// range the entries' checks later refuse is never used): each chunk's 32-byte header,
+/// and when listing lazily the first bytes of each `STEN` payload — its safetensors
+/// header, or the compressed bytes that inflate to it (zstd's first block: up to 128
+/// KiB).
+fn prefetch_ranges(list: &[Value], lazy: bool) -> Vec<(u64, u64)> {
+    const STEN_RAW: u64 = 4 << 10;
+    const STEN_ZSTD: u64 = 144 << 10;
+    let int = |m: &Map, k: &str| {
+        m.get(k)
+            .and_then(Value::as_int)
+            .and_then(|v| u64::try_from(v).ok())
+    };
+    list.iter()
+        .filter_map(Value::as_map)
+        .filter_map(|m| {
+            let off = int(m, "offset")?;
+            let sten = lazy && m.get("ctype").and_then(Value::as_str) == Some("STEN");
+            let first = match (sten, int(m, "flags")) {
+                (false, _) => 0,
+                (true, Some(f)) if f == u64::from(FLAG_COMP_ZSTD) => STEN_ZSTD,
+                (true, _) => STEN_RAW,
+            };
+            let first = first.min(int(m, "comp_len").unwrap_or(0));
+            Some((off, super::raw::CHUNK_HEADER_LEN + first))
+        })
+        .collect()
 }

@@ -28,7 +28,7 @@ pub const KEY_SHAPE: &str = "tessera.shape";
 /// Per-tensor attributes (JSON object).
 pub const KEY_ATTRS: &str = "tessera.attrs";
 /// Largest safetensors header we parse inside a chunk (safetensors' own bound).
-const MAX_HEADER: u64 = safetensors::MAX_HEADER_SIZE;
+pub const MAX_HEADER: u64 = safetensors::MAX_HEADER_SIZE;
 
 /// The safetensors name FOLD stores a dtype under, when stored natively: safetensors'
 /// own names, except the fnuz float8 types, which FOLD has always stored as `U8` bytes

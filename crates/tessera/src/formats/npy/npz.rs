@@ -21,7 +21,7 @@ use crate::format::Format;
 use crate::limits::Limits;
 use crate::metadata::Metadata;
 use crate::model::{Container, TensorSource};
-use crate::source::SourceRef;
+use crate::source::{Prefetched, SourceRef};
 use crate::tensor::{TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
 
@@ -86,6 +86,81 @@ fn count_central_records(src: SourceRef<'_>, start: u64) -> Result<usize> {
         n += 1;
     }
     Ok(n)
+}
+
+/// Bytes of a member's local header and data read ahead at open: the header (30 bytes,
+/// its name and extra field) and the `.npy` header after it, with room for the 1 KiB
+/// blocks [`SourceReader`] reads.
+const MEMBER_HEAD: u64 = 30 + 2048 + 1024;
+
+/// Reads ahead what [`NpzFile::parse`] reads from a remote source: the
+/// central directory (located by the end record, in the last 64 KiB; zip64 too) in one
+/// read, then each member's local header and first bytes ([`MEMBER_HEAD`] past its
+/// name and extra field) in one batch. A directory that cannot be located or walked
+/// here is left to the zip crate, which says what is wrong.
+fn prefetch<'d>(src: SourceRef<'d>, limits: &Limits) -> Result<Prefetched<'d>> {
+    let none = || Prefetched::new(src, &[]);
+    // Locally each read is a system call, and the batch would read more than the zip
+    // crate does: only a remote source, where each is a request, is read ahead.
+    if src.as_slice().is_some() || src.kind() != "remote" {
+        return none();
+    }
+    let len = src.len();
+    let tail_at = len.saturating_sub(64 << 10);
+    let tail = src.read_at(tail_at, len - tail_at)?;
+    let Some(eocd) = (0..tail.len().saturating_sub(21))
+        .rev()
+        .find(|&i| tail[i..].starts_with(b"PK\x05\x06"))
+    else {
+        return none();
+    };
+    let u16_at = |b: &[u8], i: usize| u16::from_le_bytes([b[i], b[i + 1]]) as u64;
+    let u32_at =
+        |b: &[u8], i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]) as u64;
+    let u64_at = |b: &[u8], i: usize| {
+        b.get(i..i + 8)
+            .and_then(|s| s.try_into().ok())
+            .map(u64::from_le_bytes)
+    };
+    let mut cd_off = u32_at(&tail, eocd + 16);
+    if cd_off == 0xFFFF_FFFF {
+        // zip64: the locator just before the end record names the zip64 end record.
+        let Some(loc) = eocd
+            .checked_sub(20)
+            .filter(|&l| tail[l..].starts_with(b"PK\x06\x07"))
+        else {
+            return none();
+        };
+        let Some(z64) = u64_at(&tail, loc + 8).filter(|&o| o.saturating_add(56) <= len) else {
+            return none();
+        };
+        let rec = src.read_at(z64, 56)?;
+        match (rec.starts_with(b"PK\x06\x06"), u64_at(&rec, 48)) {
+            (true, Some(o)) => cd_off = o,
+            _ => return none(),
+        }
+    }
+    if cd_off >= len || limits.check_index(len - cd_off).is_err() {
+        return none();
+    }
+    let cd = src.read_at(cd_off, len - cd_off)?;
+    let mut ranges = Vec::new();
+    let mut pos = 0usize;
+    while let Some(h) = cd.get(pos..pos.saturating_add(46)) {
+        if &h[..4] != b"PK\x01\x02" {
+            break;
+        }
+        let (name, extra, comment) = (u16_at(h, 28), u16_at(h, 30), u16_at(h, 32));
+        let at = u32_at(h, 42);
+        // A zip64 offset (in the extra field) is left to the zip crate.
+        if at != 0xFFFF_FFFF && at < cd_off {
+            ranges.push((at, MEMBER_HEAD + name + extra));
+        }
+        pos += 46 + (name + extra + comment) as usize;
+    }
+    let mut pre = Prefetched::new(src, &ranges)?;
+    pre.insert(cd_off, cd);
+    Ok(pre)
 }
 
 /// The `.npy` header of a stored member: its first bytes, no more than the header.
@@ -179,6 +254,12 @@ impl<'data> NpzFile<'data> {
     pub fn parse(src: impl Into<SourceRef<'data>>, opts: &ReadOptions) -> Result<NpzFile<'data>> {
         let src = src.into();
         let limits = &opts.limits;
+        // Over a source read by range, the central directory in one read and every
+        // member's local header and first bytes in one batch, before the zip crate
+        // reads them piece by piece from here.
+        let pre = prefetch(src, limits)?;
+        let src_all = src;
+        let src = SourceRef::new(&pre);
         let mut zip = zip::ZipArchive::new(SourceReader::new(src)).map_err(zip_err)?;
         limits.check_entries(zip.len() as u64)?;
         let mut members = Vec::with_capacity(zip.len());
@@ -307,10 +388,11 @@ impl<'data> NpzFile<'data> {
             )));
         }
         let checked = (0..members.len()).map(|_| Default::default()).collect();
+        drop(zip);
         Ok(NpzFile {
             verify: opts.verify,
             checked,
-            src,
+            src: src_all,
             members,
             infos,
             index,

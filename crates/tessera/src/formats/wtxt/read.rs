@@ -215,7 +215,10 @@ impl<'d> WtxtFile<'d> {
         };
         f.data = data;
         if f.root.is_none() && f.header_ok {
-            f.load_wsum(opts.path.as_deref());
+            match &opts.sibling {
+                Some(get) => f.load_wsum_from(get.as_ref()),
+                None => f.load_wsum(opts.path.as_deref()),
+            }
         }
         Ok(f)
     }
@@ -234,6 +237,20 @@ impl<'d> WtxtFile<'d> {
                 }
                 Err(e) => self.wsum_problem = Some(e),
             },
+        }
+    }
+
+    /// Reads the `.wsum` of a WTXT-S opened by URL, fetched beside it by `get`.
+    fn load_wsum_from(
+        &mut self,
+        get: &(dyn Fn(&str, u64) -> std::result::Result<Vec<u8>, String> + Send + Sync),
+    ) {
+        match get(".wsum", 4096).and_then(|b| Wsum::parse(&b).map_err(|e| format!(".wsum: {e}"))) {
+            Ok(w) => {
+                self.wsum = Some(w);
+                self.wsum_problem = None;
+            }
+            Err(e) => self.wsum_problem = Some(e),
         }
     }
 
