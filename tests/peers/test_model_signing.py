@@ -9,13 +9,19 @@
   changed tensor value in it.
 - Keys: a `tessera keygen --algorithm ecdsa-p256` pair works with model-signing, and a
   SEC1 PEM key from `cryptography` works with Tessera.
+- Hashes: bundles model-signing hashed with `blake2` (files and shards) verify, and fail
+  naming the file after one byte changed; a validly signed bundle whose hash Tessera
+  does not know exits 3 (unsupported), never 1.
 """
+import base64
+import json
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 from cryptography.hazmat.primitives import serialization as s
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from safetensors.numpy import save_file
 
@@ -123,3 +129,49 @@ def test_keys_cross_over(tmp_path, model):
     run("sign", model, "--format", "model-signing", "--key", sec1, "-o", sig)
     p = ms("verify", "key", model, "--signature", sig, "--public_key", pub)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_blake2_bundles_verify_and_an_unknown_hash_is_unsupported(tmp_path, keys, model):
+    import model_signing
+
+    priv, pub, _ = keys
+    for name, serialization in [
+        ("files", lambda c: c.use_file_serialization(hashing_algorithm="blake2")),
+        ("shards", lambda c: c.use_shard_serialization(hashing_algorithm="blake2", shard_size=100)),
+    ]:
+        sig = tmp_path / f"{name}.sig"
+        model_signing.signing.Config().use_elliptic_key_signer(private_key=priv).set_hashing_config(
+            serialization(model_signing.hashing.Config())
+        ).sign(model, sig)
+        bundle = json.loads(sig.read_text())
+        statement = json.loads(base64.b64decode(bundle["dsseEnvelope"]["payload"]))
+        assert statement["predicate"]["serialization"]["hash_type"] == "blake2b"
+        p = run("verify", model, "--signature", sig, "--public-key", pub, "-v", check=False)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "model-signing blake2b" in p.stdout and "FAILED" not in p.stdout, p.stdout
+
+    # One changed byte: exit 1, naming the file.
+    sig = tmp_path / "files.sig"
+    flip_last_byte(model / "config.json")
+    p = run("verify", model, "--signature", sig, "--public-key", pub, check=False)
+    failed = [l for l in p.stdout.splitlines() if l.startswith("FAILED")]
+    assert p.returncode == 1 and len(failed) == 1 and "config.json" in failed[0], p.stdout
+    flip_last_byte(model / "config.json")
+
+    # The same statement with a hash Tessera does not know, validly signed by the key:
+    # exit 3 (unsupported), saying which hash, never 1 ("FAILED").
+    bundle = json.loads(sig.read_text())
+    statement = json.loads(base64.b64decode(bundle["dsseEnvelope"]["payload"]))
+    statement["predicate"]["serialization"]["hash_type"] = "sha3-256"
+    payload = json.dumps(statement).encode()
+    kind = bundle["dsseEnvelope"]["payloadType"].encode()
+    pae = b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
+    key = s.load_pem_private_key(priv.read_bytes(), None)
+    bundle["dsseEnvelope"]["payload"] = base64.b64encode(payload).decode()
+    bundle["dsseEnvelope"]["signatures"][0]["sig"] = base64.b64encode(
+        key.sign(pae, ec.ECDSA(hashes.SHA256()))).decode()
+    odd = tmp_path / "odd.sig"
+    odd.write_text(json.dumps(bundle))
+    p = run("verify", model, "--signature", odd, "--public-key", pub, check=False)
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert "sha3-256" in p.stderr and "FAILED" not in p.stdout, p.stdout + p.stderr

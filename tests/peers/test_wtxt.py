@@ -37,6 +37,15 @@ def write_ref(tmp_path, name="ref.wtxt", **kw):
     return p
 
 
+def raw_public(path):
+    """The 32 bytes of a `tessera keygen` public key file (PEM SubjectPublicKeyInfo),
+    as `cryptography` reads it."""
+    from cryptography.hazmat.primitives import serialization as s
+
+    k = s.load_pem_public_key(path.read_bytes())
+    return k.public_bytes(s.Encoding.Raw, s.PublicFormat.Raw)
+
+
 def verify_json(*args):
     p = run("verify", *args, "--json", check=False)
     return p.returncode, json.loads(p.stdout)
@@ -162,9 +171,9 @@ def test_delta_apply_sign_cli(tmp_path):
     assert code == 1 and ("sign (line 5)", "signature") in failed(doc)
     # The reference checker verifies our signature (pure-Python Ed25519, RFC 8032) over
     # exactly the four header lines, with keyid = SHA-256(public)[:8].
-    public = bytes.fromhex((tmp_path / "key.pub").read_text().split()[-1])
+    public = raw_public(tmp_path / "key.pub")
     assert ref.check(out.read_bytes(), public=public)["R"][2] == bytes(rb)
-    other = bytes.fromhex((tmp_path / "other.pub").read_text().split()[-1])
+    other = raw_public(tmp_path / "other.pub")
     with pytest.raises(AssertionError):
         ref.check(out.read_bytes(), public=other)
 
@@ -188,7 +197,7 @@ def test_streaming_wsum(tmp_path):
     line = wsum.read_text().rstrip("\n")
     head, tail = line.split(" sign=")
     sig_b64, keyid = tail.split(" keyid=")
-    public = bytes.fromhex((tmp_path / "key.pub").read_text().split()[-1])
+    public = raw_public(tmp_path / "key.pub")
     assert keyid == hashlib.sha256(public).hexdigest()[:16]
 
     assert ref.ed25519_verify(public, head.encode(), base64.b64decode(sig_b64, validate=True))

@@ -124,6 +124,11 @@ pub struct ReadArgs {
     /// (faster, and unsafe: damaged bytes pass through). The output says so.
     #[arg(long)]
     pub no_verify: bool,
+    /// Open the file named as the one file it is, never the model set it belongs to: a
+    /// shard of a set alone (its own tensors and metadata), a zTensor v2 root without
+    /// its shard files. A directory or a set's index is then refused.
+    #[arg(long)]
+    pub shard_only: bool,
     /// HMAC key file to authenticate a WTXT input's arrays as they are read (an array
     /// whose HMAC fails, or that carries none, is refused).
     #[arg(
@@ -140,6 +145,14 @@ pub struct ReadArgs {
         help_heading = "Damaged, encrypted, authenticated or remote inputs"
     )]
     pub endpoint: Option<String>,
+    /// Send TESSERA_HTTP_TOKEN as the bearer token to this URL's host (without it, the
+    /// token goes only to the hosts TESSERA_HTTP_TOKEN_HOSTS names; HF_TOKEN only to
+    /// Hugging Face over https).
+    #[arg(
+        long,
+        help_heading = "Damaged, encrypted, authenticated or remote inputs"
+    )]
+    pub token: bool,
 }
 
 /// `tessera inspect`.

@@ -15,7 +15,8 @@ pub fn read_options(path: &Path, args: &ReadArgs) -> anyhow::Result<ReadOptions>
     let mut opts = ReadOptions::default()
         .path(Some(path.to_path_buf()))
         .salvage(args.salvage)
-        .verify(!args.no_verify);
+        .verify(!args.no_verify)
+        .shard_only(args.shard_only);
     for id in &args.identity {
         let text = std::fs::read_to_string(id)
             .with_context(|| format!("reading identity file {}", id.display()))?;
@@ -50,7 +51,7 @@ pub fn with_file<T>(
     if args.no_verify {
         crate::term::warn(&format!(
             "note: --no-verify: the digests {} stores are not checked; its bytes are used as stored",
-            path.display()
+            shown(path)
         ));
     }
     open_with(path, args, read_options(path, args)?, f)
@@ -64,6 +65,17 @@ pub fn with_file_audit<T>(
     args: &ReadArgs,
     f: impl FnOnce(&dyn Container) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
+    with_opened_audit(path, args, |opened| f(opened.container()))
+}
+
+/// [`with_file_audit`] handing over what was opened (a file or a set), for `inspect`,
+/// which asks a set it printed whether a plain open refuses it
+/// ([`tessera::set::ModelSet::refusal`]).
+pub fn with_opened_audit<T>(
+    path: &Path,
+    args: &ReadArgs,
+    f: impl FnOnce(&tessera::set::Opened) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     if args.no_verify {
         return Err(anyhow::Error::new(tessera::Error::invalid_input(
             "--no-verify applies to the verbs that read tensor bytes (convert, extract, diff); this one hands none out",
@@ -71,12 +83,24 @@ pub fn with_file_audit<T>(
     }
     let mut opts = read_options(path, args)?;
     opts.audit = true;
-    open_with(path, args, opts, f)
+    open_opened(path, args, opts, f)
 }
 
-/// How s3:// locations are reached (`--endpoint`).
+/// A path or URL as every printer shows it (text and `--json`): a URL with its
+/// `user:password@` and secret-looking query values (a presigned URL's signature,
+/// credential, token) redacted ([`tessera::Location::display`]), a path as it is.
+pub fn shown(path: &Path) -> String {
+    match tessera::Location::from_path(path) {
+        Ok(l) => l.display(),
+        Err(_) => path.display().to_string(),
+    }
+}
+
+/// How remote locations are reached (`--endpoint`, `--token`).
 pub fn remote_options(args: &ReadArgs) -> tessera::remote::RemoteOptions {
-    tessera::remote::RemoteOptions::default().endpoint(args.endpoint.clone())
+    tessera::remote::RemoteOptions::default()
+        .endpoint(args.endpoint.clone())
+        .token(args.token)
 }
 
 fn open_with<T>(
@@ -84,6 +108,15 @@ fn open_with<T>(
     args: &ReadArgs,
     opts: ReadOptions,
     f: impl FnOnce(&dyn Container) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    open_opened(path, args, opts, |opened| f(opened.container()))
+}
+
+fn open_opened<T>(
+    path: &Path,
+    args: &ReadArgs,
+    opts: ReadOptions,
+    f: impl FnOnce(&tessera::set::Opened) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     // A file, an index, a shard of a set, a directory, or a URL (s3://, http(s)://,
     // file://); the library's errors name the file they are about.
@@ -95,7 +128,6 @@ fn open_with<T>(
     let opened =
         tessera::set::open_path_remote(path, &opts, tessera::set::Load::Map, &remote_options(args))
             .map_err(anyhow::Error::new)?;
-    let file = opened.container();
     // Test hook: a pause after the open lets a test change the input underneath.
     if let Some(ms) = std::env::var("TESSERA_TEST_PAUSE_AFTER_OPEN_MS")
         .ok()
@@ -103,7 +135,7 @@ fn open_with<T>(
     {
         std::thread::sleep(Duration::from_millis(ms));
     }
-    f(file)
+    f(&opened)
 }
 
 /// The bar: what, a bar as wide as the terminal leaves room for, bytes done of all, the

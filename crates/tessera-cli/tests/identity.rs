@@ -411,6 +411,16 @@ fn an_embedded_signature_travels_in_the_file_and_through_conversions() {
         let signed = tessera::FileData::open(&src).unwrap();
         let signed = tessera::open(&signed, &Default::default()).unwrap();
         let sig = signed.metadata().get("tessera.signature").unwrap().clone();
+        // Stored in its canonical form: compact JSON, one line (it was indented).
+        let tessera::Value::Str(stored) = &sig else {
+            panic!("{format}: {sig:?}")
+        };
+        let doc: serde_json::Value = serde_json::from_str(stored).unwrap();
+        assert_eq!(stored, &serde_json::to_string(&doc).unwrap(), "{format}");
+        assert!(
+            !stored.contains('\n') && doc["type"].is_string(),
+            "{format}"
+        );
         m.metadata.insert("tessera.signature", sig);
         let forged_dir = sub.join("forged");
         std::fs::create_dir(&forged_dir).unwrap();

@@ -4,14 +4,16 @@
 //! bytes are fetched on demand with the GIL released, and come back as [`Buffer`]s that
 //! borrow the mapped file when the format stores them raw.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
+use tessera::formats::gguf::quants::adapt;
 use tessera::{
-    ChunkInfo, Container, FileData, Layout, Metadata, ReadOptions, TensorInfo, TensorSource,
-    VerifyOptions,
+    ChunkInfo, Container, DType, FileData, Format, Layout, Metadata, ReadOptions, TensorInfo,
+    TensorSource, TensorView, VerifyOptions,
 };
 
 use crate::fill::Reader;
@@ -42,9 +44,16 @@ pub struct File {
     reader: Option<Reader>,
     /// The signed manifest reads are held to (`open(..., signature=, public_key=)`).
     signed: Option<crate::signed::SignedCheck>,
+    /// The options the file was opened with (`verify`: reads check stored digests).
+    opts: ReadOptions,
+    /// The tensors the file stores a digest for (their copies are checked copies).
+    digested: HashSet<String>,
+    /// The container opened again over private `pread`s of the same file (see
+    /// [`File::checked_copy`]), once a checked copy asks for it.
+    private: Mutex<Option<Arc<Opened>>>,
 }
 
-fn open_data(opened: Opened, path: Option<PathBuf>) -> tessera::Result<File> {
+fn open_data(opened: Opened, path: Option<PathBuf>, opts: &ReadOptions) -> tessera::Result<File> {
     let mapped = opened.is_mapped();
     let reader = match (&opened, &path, opened.file_regions().as_slice()) {
         (Opened::File(_), Some(p), [map]) if mapped => Reader::open(p, map),
@@ -64,6 +73,15 @@ fn open_data(opened: Opened, path: Option<PathBuf>) -> tessera::Result<File> {
         mapped,
         reader,
         signed: None,
+        opts: opts.clone(),
+        digested: c
+            .tensor_infos()
+            .iter()
+            // GPTRS's base_id hashes the name, not the bytes.
+            .filter(|i| i.storage.digests.iter().any(|d| d != "base_id"))
+            .map(|i| i.name.clone())
+            .collect(),
+        private: Mutex::new(None),
     });
     Ok(file)
 }
@@ -144,7 +162,7 @@ pub fn open_file(
     py.detach(|| {
         let load = if mmap { Load::Map } else { Load::Read };
         let opened = tessera::set::open_path_with(&path, &opts, load)?;
-        let mut file = open_data(opened, Some(path.clone()))?;
+        let mut file = open_data(opened, Some(path.clone()), &opts)?;
         match (signature, public_key) {
             (Some(sig), Some(key)) => {
                 file.signed = Some(crate::signed::SignedCheck::new(&sig, &key, &file.infos)?);
@@ -158,7 +176,7 @@ pub fn open_file(
         }
         Ok(file)
     })
-    .py()
+    .map_err(crate::values::open_error)
 }
 
 /// Opens bytes already in memory (they are copied once).
@@ -183,7 +201,7 @@ pub fn open_bytes(
     );
     py.detach(|| {
         let file = OpenedFile::from_data(FileData::Owned(data.to_vec()), &opts)?;
-        open_data(Opened::File(file), None)
+        open_data(Opened::File(file), None, &opts)
     })
     .py()
 }
@@ -220,6 +238,73 @@ fn chunk_to_py<'py>(py: Python<'py>, c: &ChunkInfo) -> PyResult<Bound<'py, PyDic
     d.set_item("encoding", &c.storage.encoding)?;
     d.set_item("holds_tensors", c.holds_tensors)?;
     Ok(d)
+}
+
+/// The dtype `dequantize=` names (f32, f16 or bf16), as `convert --dequantize` takes it.
+fn dequantize_dtype(name: Option<&str>) -> tessera::Result<Option<DType>> {
+    let Some(name) = name else { return Ok(None) };
+    let d = DType::from_name(name).ok_or_else(|| {
+        tessera::Error::invalid_input(format!(
+            "dequantize: unknown dtype {name:?} (f32, f16 or bf16)"
+        ))
+    })?;
+    adapt::check_options(Some(d), None, Format::Gguf)?;
+    Ok(Some(d))
+}
+
+impl File {
+    /// Whether a copy (`copy=True`) of tensor `name` is a checked copy: reads check
+    /// digests, the file stores some for it, and the map's file is open for `pread`.
+    /// Then the tensor is read through [`File::private`]: the reader reads the stored
+    /// bytes into a private buffer, checks the digests over that buffer, and hands
+    /// out that buffer (or what it decodes from it). The copy handed out is the bytes
+    /// that were checked, even if the file changes under the map meanwhile; a copy
+    /// taken from the map after checking the map would not be.
+    fn checked_copy(&self, name: &str) -> bool {
+        self.opts.verify && self.reader.is_some() && self.digested.contains(name)
+    }
+
+    /// The container over private reads of the mapped file (opened on first use).
+    fn private(&self) -> tessera::Result<Arc<Opened>> {
+        let mut slot = self
+            .private
+            .lock()
+            .map_err(|_| tessera::Error::invalid_input("internal: a reader panicked"))?;
+        if let Some(o) = slot.as_ref() {
+            return Ok(o.clone());
+        }
+        let reader = self
+            .reader
+            .as_ref()
+            .ok_or_else(|| tessera::Error::invalid_input("internal: no descriptor"))?;
+        let file = OpenedFile::from_source(Box::new(reader.source()?), &self.opts)?;
+        let o = Arc::new(Opened::File(file));
+        *slot = Some(o.clone());
+        Ok(o)
+    }
+
+    /// A view as handed out: held to the signed manifest, densified, dequantized, as
+    /// asked.
+    fn finish<'a>(
+        &self,
+        mut v: TensorView<'a>,
+        densify: bool,
+        dequantize: Option<DType>,
+    ) -> tessera::Result<TensorView<'a>> {
+        if let Some(s) = &self.signed {
+            s.check(&v)?;
+        }
+        if densify && matches!(v.info.layout, Layout::SparseCsr | Layout::SparseCoo) {
+            v = tessera::sparse::densify(v)?;
+        }
+        if let Some(to) = dequantize {
+            let mut notes = Vec::new();
+            if let Some((info, step)) = adapt::plan(&v.info, Some(to), None, &mut notes)? {
+                v = adapt::apply(step, v, &info)?;
+            }
+        }
+        Ok(v)
+    }
 }
 
 #[pymethods]
@@ -298,27 +383,30 @@ impl File {
     /// format stores them raw, unless `copy=True`: then every part is owned and writable
     /// (raw parts are copied, with the GIL released, into fresh huge-page-advised
     /// buffers; decoded parts are already owned). `densify=True` turns a sparse tensor
-    /// into a dense one.
-    #[pyo3(signature = (name, *, densify=false, copy=false))]
+    /// into a dense one; `dequantize` ("f32", "f16", "bf16") decodes a GGUF packed
+    /// tensor as `convert --dequantize` does. A copy of a tensor the file stores digests
+    /// for is a checked copy ([`File::checked_copy`]).
+    #[pyo3(signature = (name, *, densify=false, copy=false, dequantize=None))]
     fn tensor<'py>(
         &self,
         py: Python<'py>,
         name: &str,
         densify: bool,
         copy: bool,
+        dequantize: Option<&str>,
     ) -> PyResult<TensorOut<'py>> {
         let shared = &self.shared;
         let reader = self.reader.as_ref();
         let (info, parts) = py
             .detach(|| {
+                let to = dequantize_dtype(dequantize)?;
+                let private = match copy && self.checked_copy(name) {
+                    true => Some(self.private()?),
+                    false => None,
+                };
                 shared.with(|c| {
-                    let mut v = c.tensor(name)?;
-                    if let Some(s) = &self.signed {
-                        s.check(&v)?;
-                    }
-                    if densify && matches!(v.info.layout, Layout::SparseCsr | Layout::SparseCoo) {
-                        v = tessera::sparse::densify(v)?;
-                    }
+                    let src = private.as_ref().map_or(c, |o| o.container());
+                    let v = self.finish(src.tensor(name)?, densify, to)?;
                     let parts = v
                         .parts
                         .into_iter()
@@ -350,13 +438,14 @@ impl File {
     /// ([`crate::fill`]); those under 2 MiB packed together into shared huge-page chunks
     /// of about 16 MiB (larger ones each get their own buffer): fast, but an array keeps
     /// its whole chunk alive. This is the drop-ins' `load_file`.
-    #[pyo3(signature = (names, *, densify=false, copy=false))]
+    #[pyo3(signature = (names, *, densify=false, copy=false, dequantize=None))]
     fn tensors<'py>(
         &self,
         py: Python<'py>,
         names: Vec<String>,
         densify: bool,
         copy: bool,
+        dequantize: Option<&str>,
     ) -> PyResult<Vec<TensorOut<'py>>> {
         enum Slot {
             Ready(PartBytes),
@@ -367,6 +456,11 @@ impl File {
         let reader = self.reader.as_ref();
         let loaded = py
             .detach(|| {
+                let to = dequantize_dtype(dequantize)?;
+                let private = match copy && names.iter().any(|n| self.checked_copy(n)) {
+                    true => Some(self.private()?),
+                    false => None,
+                };
                 shared.with(|c| {
                     use rayon::prelude::*;
                     let mut batch: Vec<&[u8]> = Vec::new();
@@ -376,16 +470,11 @@ impl File {
                     let views: Vec<tessera::Result<tessera::TensorView<'_>>> = names
                         .par_iter()
                         .map(|name| {
-                            let mut v = c.tensor(name)?;
-                            if let Some(s) = &self.signed {
-                                s.check(&v)?;
-                            }
-                            if densify
-                                && matches!(v.info.layout, Layout::SparseCsr | Layout::SparseCoo)
-                            {
-                                v = tessera::sparse::densify(v)?;
-                            }
-                            Ok(v)
+                            let src = match &private {
+                                Some(o) if self.checked_copy(name) => o.container(),
+                                _ => c,
+                            };
+                            self.finish(src.tensor(name)?, densify, to)
                         })
                         .collect();
                     for v in views {
@@ -454,18 +543,20 @@ impl File {
         tensors: Option<Vec<String>>,
         progress: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let public_key = match public_key {
+        // Any public key form (32 bytes, hex, PEM); a secret key is refused. With a key,
+        // a signature is required, embedded ones checked too, as `tessera verify` does.
+        let key = match public_key {
             None => None,
-            Some(k) => Some(<[u8; 32]>::try_from(k.as_slice()).map_err(|_| {
-                crate::values::to_py_err(tessera::Error::invalid_input(format!(
-                    "public_key must be 32 bytes, got {}",
-                    k.len()
-                )))
-            })?),
+            Some(k) => Some(tessera::signing::key::PublicKey::from_bytes(&k).py()?),
         };
+        let ed25519 = match &key {
+            Some(tessera::signing::key::PublicKey::Ed25519(k)) => Some(*k),
+            _ => None,
+        };
+        let only = tensors.clone().unwrap_or_default();
         let mut opts = VerifyOptions::default()
             .hmac_key(hmac_key)
-            .public_key(public_key)
+            .public_key(ed25519)
             .control_only(control_only)
             .tensors(tensors.unwrap_or_default())
             .path(self.path.clone())
@@ -480,7 +571,15 @@ impl File {
                 h.advance(n);
             });
         }
-        let report = py.detach(|| self.shared.with(|c| c.verify(&opts)));
+        let report = py.detach(|| {
+            self.shared.with(|c| {
+                let mut report = c.verify(&opts);
+                if let Some(k) = &key {
+                    tessera::signing::embed::check_with_key(c, k, &only, &mut report);
+                }
+                report
+            })
+        });
         if let Some(e) = hook.and_then(|h| h.take_raised()) {
             return Err(e);
         }
@@ -527,6 +626,56 @@ impl File {
         .py()
     }
 
+    /// `tessera sign --embed`: writes `output` as this file, in its own format, with the
+    /// signed manifest in its metadata under `tessera.signature`, in the canonical
+    /// compact JSON (`SignedManifest::to_compact_json`); returns that text.
+    #[pyo3(signature = (secret_key, output, *, metadata=false))]
+    fn sign_embedded(
+        &self,
+        py: Python<'_>,
+        secret_key: Vec<u8>,
+        output: PathBuf,
+        metadata: bool,
+    ) -> PyResult<String> {
+        use tessera::signing::embed::{self, Reframed};
+        let key = tessera::signing::key::SecretKey::from_bytes(&secret_key).py()?;
+        if self.shared.is_set() {
+            return Err(tessera::Error::unsupported(
+                "a model set: embed=True signs one file (sign the set with a detached signature)",
+            ))
+            .py();
+        }
+        py.detach(|| {
+            self.shared.with(|c| {
+                let format = c.format();
+                embed::check_format(format)?;
+                let zt = |f| matches!(f, Format::Ztensor | Format::ZtensorV2);
+                if let Some(named) = Format::from_path(&output) {
+                    if named != format && !(zt(named) && zt(format)) {
+                        return Err(tessera::Error::invalid_input(format!(
+                            "{} names a {} file, but embed=True writes the file as it is ({}); convert it first",
+                            output.display(),
+                            named.title(),
+                            format.title()
+                        )));
+                    }
+                }
+                let src = AsSource(c);
+                let id = tessera::identity::model_id(&Reframed::without_signature(&src), metadata)?;
+                let text = tessera::signing::SignedManifest::sign_id(&id, &key)?.to_compact_json()?;
+                tessera::convert::convert_file(
+                    &Reframed::with_signature(&src, &text),
+                    format,
+                    &output,
+                    tessera::ConvertOptions::default(),
+                    &tessera::WriteOptions::default(),
+                )?;
+                Ok(text)
+            })
+        })
+        .py()
+    }
+
     /// Compares this file with `other` (tensors by name, dtype, shape, values within
     /// `atol`/`rtol`, metadata), with the GIL released: see `tessera.diff`.
     #[pyo3(signature = (other, *, atol=0.0, rtol=0.0))]
@@ -568,7 +717,9 @@ impl File {
     /// Converts the whole file (tensors, metadata, opaque chunks) into another format at
     /// `path`, streaming tensor by tensor with the GIL released. Returns the notes of what
     /// was cast, densified or dropped (each only when its option allows it).
-    #[pyo3(signature = (path, *, format=None, options=None, progress=None))]
+    /// With `max_shard_size` or `shards`, a model set (see `tessera.save`).
+    #[pyo3(signature = (path, *, format=None, options=None, progress=None, max_shard_size=None, shards=None))]
+    #[allow(clippy::too_many_arguments)]
     fn convert<'py>(
         &self,
         py: Python<'py>,
@@ -576,8 +727,11 @@ impl File {
         format: Option<&str>,
         options: Option<Bound<'py, PyDict>>,
         progress: Option<Py<PyAny>>,
+        max_shard_size: Option<u64>,
+        shards: Option<u32>,
     ) -> PyResult<(Vec<String>, Vec<String>)> {
         let format = crate::save::resolve_format(format, Some(&path))?;
+        let split = crate::save::split(max_shard_size, shards).py()?;
         let (wopts, copts) = crate::save::parse_options(options.as_ref())?;
         tessera::options::check_options(format, &wopts).py()?;
         let (r, raised) = py.detach(|| {
@@ -585,7 +739,7 @@ impl File {
                 let src = AsSource(c);
                 let guarded =
                     crate::save::Interruptible::new(&src).with_progress(progress.as_ref());
-                let r = crate::save::convert_to_path(&guarded, format, &path, copts, &wopts);
+                let r = crate::save::convert_to_path(&guarded, format, &path, copts, &wopts, split);
                 (r, guarded.take_raised())
             })
         });
@@ -599,7 +753,14 @@ impl File {
         let path = self
             .path
             .as_ref()
-            .map(|p| format!(" {:?}", p.display().to_string()))
+            .map(|p| {
+                // A URL's secrets (a presigned signature, a token) redacted, as the CLI
+                // shows it.
+                let shown = tessera::Location::from_path(p)
+                    .map(|l| l.display())
+                    .unwrap_or_else(|_| p.display().to_string());
+                format!(" {shown:?}")
+            })
             .unwrap_or_default();
         format!(
             "<tessera.File{path} {} {}, {} tensors>",

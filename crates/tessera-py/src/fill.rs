@@ -62,10 +62,49 @@ impl Reader {
         })
     }
 
+    /// The mapped file as a [`tessera::source::ByteSource`] read with `pread` through a
+    /// second descriptor of the same inode: every read is a fresh private buffer. The
+    /// checked copies of [`crate::file`] open the container again over it, so that the
+    /// reader checks the stored digests over the very bytes it returns (no map in
+    /// between that could change after the check).
+    pub fn source(&self) -> tessera::Result<PrivateReads> {
+        Ok(PrivateReads {
+            file: self.file.try_clone()?,
+            len: self.len as u64,
+        })
+    }
+
     /// The file offset of `src` when it lies in the mapped file.
     fn offset_of(&self, src: &[u8]) -> Option<u64> {
         let off = (src.as_ptr() as usize).checked_sub(self.base)?;
         (off.checked_add(src.len())? <= self.len).then_some(off as u64)
+    }
+}
+
+/// See [`Reader::source`].
+pub struct PrivateReads {
+    file: File,
+    len: u64,
+}
+
+impl tessera::source::ByteSource for PrivateReads {
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn read_at(&self, offset: u64, len: u64) -> tessera::Result<std::borrow::Cow<'_, [u8]>> {
+        let end = offset.checked_add(len).filter(|&e| e <= self.len);
+        let Some(_) = end else {
+            return Err(tessera::source::truncated(offset, len, self.len));
+        };
+        // In the file's length (checked above): not an allocation sized by the file alone.
+        let n = usize::try_from(len)
+            .map_err(|_| tessera::Error::invalid_input("a read larger than memory"))?;
+        let mut buf = vec![0u8; n];
+        read_at(&self.file, &mut buf, offset)?;
+        Ok(std::borrow::Cow::Owned(buf))
+    }
+    fn kind(&self) -> &'static str {
+        "pread"
     }
 }
 

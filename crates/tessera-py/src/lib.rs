@@ -91,6 +91,20 @@ fn public_key(py: Python<'_>, secret: Vec<u8>) -> PyResult<Bound<'_, pyo3::types
     ))
 }
 
+/// A key file read with the CLI's rules (`tessera::signing::key`), as PEM text: the
+/// public key file at `path` when `public`, else the secret one (a file of the wrong
+/// kind is refused).
+#[pyfunction]
+fn _read_key_file(path: std::path::PathBuf, public: bool) -> PyResult<String> {
+    use tessera::signing::key::{PublicKey, SecretKey};
+    use values::IntoPy;
+    if public {
+        PublicKey::load(&path).and_then(|k| k.to_file_text()).py()
+    } else {
+        SecretKey::load(&path).and_then(|k| k.to_file_text()).py()
+    }
+}
+
 #[pymodule]
 fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -104,5 +118,6 @@ fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(canonical_dtype, m)?)?;
     m.add_function(wrap_pyfunction!(detect, m)?)?;
     m.add_function(wrap_pyfunction!(public_key, m)?)?;
+    m.add_function(wrap_pyfunction!(_read_key_file, m)?)?;
     Ok(())
 }

@@ -58,6 +58,11 @@ impl Shared {
         f(self.opened.container())
     }
 
+    /// True for a model set (several files).
+    pub fn is_set(&self) -> bool {
+        self.opened.as_set().is_some()
+    }
+
     /// The address of `bytes` when they are a sub-slice of one of the files' bytes.
     pub fn mapped_at(&self, bytes: &[u8]) -> Option<usize> {
         let p = bytes.as_ptr() as usize;

@@ -16,6 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 use tessera::convert;
 use tessera::options::{all_options, check_options, find_option, OptionKind, OptionValue};
+use tessera::set::Split;
 use tessera::tensor::Part;
 use tessera::{
     ConvertOptions, DType, Error, Format, Layout, Metadata, TensorInfo, TensorSource, TensorView,
@@ -343,19 +344,47 @@ impl<S: TensorSource + ?Sized> TensorSource for Interruptible<'_, S> {
     }
 }
 
+/// `max_shard_size=` / `shards=` as the library's [`Split`] (a model set), or `None`.
+pub(crate) fn split(
+    max_shard_size: Option<u64>,
+    shards: Option<u32>,
+) -> tessera::Result<Option<Split>> {
+    match (max_shard_size, shards) {
+        (Some(_), Some(_)) => Err(Error::invalid_input("max_shard_size and shards: give one")),
+        (Some(0), _) | (_, Some(0)) => Err(Error::invalid_input(
+            "max_shard_size and shards must be positive",
+        )),
+        (Some(n), None) => Ok(Some(Split::MaxBytes(n))),
+        (None, Some(n)) => Ok(Some(Split::Shards(n))),
+        (None, None) => Ok(None),
+    }
+}
+
 /// Converts `src` into `path`: a local path (or `file://` URL), written atomically; or an
 /// `s3://` URL, written in a local staging directory, then uploaded (one object appears
 /// only complete; see `tessera::remote::write_staged`). Returns the notes and the other
-/// files written beside it (their URLs for an upload).
+/// files written beside it (their URLs for an upload). With `split`, a model set
+/// (`tessera::set::convert_set`, as `tessera convert --max-shard-size`): every file it
+/// wrote is reported, the index last.
 pub(crate) fn convert_to_path(
     src: &dyn TensorSource,
     format: Format,
     path: &std::path::Path,
     copts: ConvertOptions,
     wopts: &WriteOptions,
+    split: Option<Split>,
 ) -> tessera::Result<(Vec<String>, Vec<String>)> {
     let dest = tessera::Location::from_path(path)?;
     let remote = tessera::remote::RemoteOptions::default();
+    if let Some(split) = split {
+        let (notes, files) = tessera::remote::write_at(&dest, &remote, |local| {
+            let r = tessera::set::convert_set(src, format, local, split, copts, wopts)?;
+            Ok((r.notes, r.files.clone()))
+        })?;
+        // One file (one shard; an AERO set) is the file at `path`: nothing beside it.
+        let files = if files.len() == 1 { Vec::new() } else { files };
+        return Ok((notes, files));
+    }
     let (notes, mut files) = tessera::remote::write_at(&dest, &remote, |local| {
         let r = convert::convert_file(src, format, local, copts, wopts)?;
         let mut files = r.extra_files.clone();
@@ -370,8 +399,8 @@ pub(crate) fn convert_to_path(
 /// Writes tensors to `path` (atomically) or, without a path, returns the file's bytes.
 /// Returns `(notes, extra_files, bytes_or_None)`.
 #[pyfunction]
-#[pyo3(signature = (tensors, path=None, *, format=None, metadata=None, options=None, progress=None))]
-#[allow(clippy::type_complexity)]
+#[pyo3(signature = (tensors, path=None, *, format=None, metadata=None, options=None, progress=None, max_shard_size=None, shards=None))]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 pub fn save<'py>(
     py: Python<'py>,
     tensors: Vec<PyTensor<'py>>,
@@ -380,8 +409,16 @@ pub fn save<'py>(
     metadata: Option<Bound<'py, PyDict>>,
     options: Option<Bound<'py, PyDict>>,
     progress: Option<Py<PyAny>>,
+    max_shard_size: Option<u64>,
+    shards: Option<u32>,
 ) -> PyResult<(Vec<String>, Vec<String>, Option<Bound<'py, PyBytes>>)> {
     let format = resolve_format(format, path.as_ref())?;
+    let split = split(max_shard_size, shards).py()?;
+    if split.is_some() && path.is_none() {
+        return Err(invalid(
+            "max_shard_size / shards write a model set: pass a path".into(),
+        ));
+    }
     let (wopts, copts) = parse_options(options.as_ref())?;
     check_options(format, &wopts).py()?;
     let metadata = match &metadata {
@@ -419,7 +456,8 @@ pub fn save<'py>(
             }
             match &path {
                 Some(p) => {
-                    let (notes, extra) = convert_to_path(&guarded, format, p, copts, &wopts)?;
+                    let (notes, extra) =
+                        convert_to_path(&guarded, format, p, copts, &wopts, split)?;
                     Ok((notes, extra, None))
                 }
                 None => {

@@ -28,7 +28,20 @@ fn class_name(kind: ErrorKind) -> &'static str {
 /// Converts a Tessera error to an instance of its `tessera.errors` class, with the
 /// attributes `kind`, `format`, `subject` and `offset` set.
 pub fn to_py_err(e: tessera::Error) -> PyErr {
-    Python::attach(|py| match make_exception(py, &e) {
+    raise_as(e, false)
+}
+
+/// An error opening a path: `NotFound` there is a file or remote object that does not
+/// exist (a missing tensor name is only ever found later), raised as
+/// `TesseraFileNotFoundError` (a `FileNotFoundError`, `errno` ENOENT) rather than as
+/// `NotFoundError` (a `KeyError`, for tensor and chunk names).
+pub fn open_error(e: tessera::Error) -> PyErr {
+    let missing = e.kind() == ErrorKind::NotFound;
+    raise_as(e, missing)
+}
+
+fn raise_as(e: tessera::Error, missing_file: bool) -> PyErr {
+    Python::attach(|py| match make_exception(py, &e, missing_file) {
         Ok(err) => err,
         Err(import_failed) => PyRuntimeError::new_err(format!(
             "{e} (and tessera.errors could not be imported: {import_failed})"
@@ -36,11 +49,17 @@ pub fn to_py_err(e: tessera::Error) -> PyErr {
     })
 }
 
-fn make_exception(py: Python<'_>, e: &tessera::Error) -> PyResult<PyErr> {
+fn make_exception(py: Python<'_>, e: &tessera::Error, missing_file: bool) -> PyResult<PyErr> {
     let module = py.import("tessera.errors")?;
     // OS errors get the class Python itself would raise (FileNotFoundError, …), still a
     // TesseraError, with errno and strerror set.
-    let name = match (e.kind(), e.os_error()) {
+    let errno = if missing_file {
+        Some(libc::ENOENT)
+    } else {
+        e.os_error()
+    };
+    let name = match (e.kind(), errno) {
+        (_, Some(libc::ENOENT)) if missing_file => "TesseraFileNotFoundError",
         (tessera::ErrorKind::Io, Some(n)) => match n {
             libc::ENOENT => "TesseraFileNotFoundError",
             libc::EISDIR => "TesseraIsADirectoryError",
@@ -67,7 +86,7 @@ fn make_exception(py: Python<'_>, e: &tessera::Error) -> PyResult<PyErr> {
         })
         .collect();
     exc.setattr("refusals", refusals)?;
-    if let Some(n) = e.os_error() {
+    if let Some(n) = errno {
         exc.setattr("errno", n)?;
         exc.setattr("strerror", std::io::Error::from_raw_os_error(n).to_string())?;
         if let Some(f) = e.file().or(e.subject()) {

@@ -2,6 +2,8 @@
 hostile files raise, never crash."""
 from __future__ import annotations
 
+import errno
+
 import numpy as np
 import pytest
 
@@ -124,3 +126,26 @@ def test_corrupted_tensor_fails_verify_with_digests(tmp):
     assert all('"b"' not in c.subject for c in bad)
     with pytest.raises(tessera.IntegrityError):
         r.raise_for_failure()
+
+
+def test_a_missing_file_is_a_filenotfounderror_and_a_missing_tensor_a_keyerror(tmp):
+    # Issue 30 §5: a missing file (or remote object) is FileNotFoundError, on every
+    # path that opens one; a missing tensor name stays a KeyError.
+    import tessera.numpy as tnp
+
+    missing = tmp / "nope.zt"
+    for call in (
+        lambda: tessera.open(missing),
+        lambda: tnp.load_file(missing),
+        lambda: tessera.safe_open(missing, "np"),
+        lambda: tessera.convert(missing, tmp / "out.safetensors"),
+        lambda: tessera.id(missing),
+    ):
+        with pytest.raises(FileNotFoundError) as e:
+            call()
+        assert isinstance(e.value, tessera.TesseraError) and not isinstance(e.value, KeyError)
+        assert e.value.errno == errno.ENOENT and str(missing) in str(e.value)
+    tessera.save({"w": np.zeros(2, np.float32)}, tmp / "m.zt")
+    with pytest.raises(KeyError) as e:
+        tessera.open(tmp / "m.zt")["nope"]
+    assert not isinstance(e.value, FileNotFoundError)

@@ -145,3 +145,88 @@ def test_ecdsa_p256_pem_keys_sign_and_verify(tmp_path):
     other = ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
         ser.Encoding.PEM, ser.PublicFormat.SubjectPublicKeyInfo)
     assert not tessera.verify_signature(conv, text, other).ok
+
+
+def test_verify_with_a_public_key_requires_a_signature(tmp_path):
+    src = tmp_path / "m.safetensors"
+    save_file(tensors(), str(src))
+    secret = bytes(range(32))
+    public = tessera.public_key(secret)
+    # Unsigned: a key given means a signature is required (was ok).
+    r = tessera.open(src).verify(public_key=public)
+    assert not r.ok
+    assert r.checks[0].detail == "no signature found for this key", r
+    # An embedded signature is found and checked, as `tessera verify` does.
+    signed = tmp_path / "signed.safetensors"
+    key = tmp_path / "k"
+    key.write_bytes(secret)
+    text = tessera.sign(src, key)
+    meta = {"tessera.signature": text}
+    save_file(tensors(), str(signed), metadata=meta)
+    r = tessera.open(signed).verify(public_key=public)
+    assert r.ok and any(c.layer == "signed manifest" and c.status == "ok" for c in r.checks), r
+    assert not tessera.open(signed).verify(public_key=tessera.public_key(bytes(32))).ok
+
+
+def test_key_files_of_the_wrong_kind_are_refused(tmp_path):
+    binary = os.environ.get("TESSERA_BIN")
+    if not binary or not os.path.exists(binary):
+        pytest.skip("TESSERA_BIN not set")
+    key = tmp_path / "k"
+    subprocess.run([binary, "keygen", "-o", str(key)], check=True, capture_output=True)
+    assert (tmp_path / "k.pub").read_text().startswith("-----BEGIN PUBLIC KEY-----")
+    src = tmp_path / "m.safetensors"
+    save_file(tensors(), str(src))
+    sig = tessera.sign(src, key)
+    # The secret key file where the public key is wanted, and the reverse.
+    with pytest.raises(tessera.InvalidInputError, match="secret key file") as e:
+        tessera.verify_signature(src, sig, key)
+    secret_lines = [l for l in key.read_text().splitlines() if not l.startswith("-----")]
+    assert not any(l in str(e.value) for l in secret_lines)
+    with pytest.raises(tessera.InvalidInputError, match="public key file"):
+        tessera.sign(src, tmp_path / "k.pub")
+    with pytest.raises(tessera.InvalidInputError, match="secret key file"):
+        tessera.open(src).verify(public_key=key)
+    assert tessera.verify_signature(src, sig, tmp_path / "k.pub").ok
+
+
+def _compact(text):
+    """The canonical compact JSON of a document, by Python's json (not tessera's)."""
+    return json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False)
+
+
+def test_an_embedded_signature_is_compact_json_and_verifies(tmp_path):
+    # Issue 30 §5: sign(embed=True) is `tessera sign --embed`; the text stored under
+    # "tessera.signature" is compact JSON (one line), the canonical form.
+    secret = bytes(range(32))
+    public = tessera.public_key(secret)
+    for ext in ("safetensors", "zt", "gguf"):
+        src = tmp_path / f"m.{ext}"
+        save_file(tensors(), str(src))
+        out = tmp_path / f"signed.{ext}"
+        text = tessera.sign(src, secret, out, embed=True)
+        stored = tessera.open(out).metadata["tessera.signature"]
+        assert stored == text and "\n" not in text
+        assert text == _compact(text)
+        # The same document as the detached signature file, field for field.
+        assert json.loads(text) == json.loads(tessera.sign(src, secret))
+        assert tessera.verify_signature(out, stored, public).ok
+    with pytest.raises(tessera.InvalidInputError):
+        tessera.sign(src, secret, embed=True)
+
+
+def test_the_cli_embeds_the_same_compact_form(tmp_path):
+    binary = os.environ.get("TESSERA_BIN")
+    if not binary or not os.path.exists(binary):
+        pytest.skip("TESSERA_BIN not set")
+    key = tmp_path / "k"
+    subprocess.run([binary, "keygen", "-o", str(key)], check=True, capture_output=True)
+    src = tmp_path / "m.safetensors"
+    save_file(tensors(), str(src))
+    out = tmp_path / "cli.safetensors"
+    subprocess.run([binary, "sign", str(src), "--key", str(key), "--embed", "-o", str(out)], check=True, capture_output=True)
+    cli = tessera.open(out).metadata["tessera.signature"]
+    assert "\n" not in cli and cli == _compact(cli)
+    py = tessera.sign(src, key, tmp_path / "py.safetensors", embed=True)
+    # Ed25519 signatures are deterministic: the CLI and Python store the same text.
+    assert cli == py

@@ -77,3 +77,18 @@ def test_detect_by_content():
     assert tessera._tessera.detect(b"ZTEN1000" + b"\0" * 8) == "ztensor"
     assert tessera._tessera.detect(b"FOLDv1\0\0") == "fold"
     assert tessera._tessera.detect(b"hello") is None
+
+
+def test_the_public_namespace_is_the_api():
+    # Issue 30 §5: dir(tessera) listed np, os, json, … (the module's own imports).
+    names = dir(tessera)
+    for leaked in ("np", "os", "json", "warnings", "builtins", "re", "Any", "Mapping", "dataclass"):
+        assert leaked not in names, leaked
+    public = {n for n in names if not n.startswith("_")}
+    assert public == set(tessera.__all__) | {"errors", "numpy", "torch"}
+    assert len(tessera.__all__) == len(set(tessera.__all__))
+    for name in tessera.__all__:
+        assert hasattr(tessera, name), name
+    star: dict = {}
+    exec("from tessera import *", star)
+    assert {n for n in star if not n.startswith("__")} == set(tessera.__all__)

@@ -65,11 +65,15 @@ def test_open_s3(servers, tmp_path, monkeypatch):
     assert f.verify().ok
 
 
-def test_missing_remote_file_is_an_error_naming_the_url(servers):
-    url = f"{HTTP_URL}/no-such-file.safetensors"
-    with pytest.raises(Exception) as e:
-        tessera.open(url)
-    assert url in str(e.value)
+def test_missing_remote_file_is_a_filenotfounderror_naming_the_url(servers, monkeypatch):
+    # Issue 30 §5: a missing object is a FileNotFoundError (it was a KeyError).
+    monkeypatch.setenv("AWS_ENDPOINT_URL", S3_ENDPOINT)
+    for url in (f"{HTTP_URL}/no-such-file.safetensors", f"s3://{BUCKET}/py/no-such-object.safetensors"):
+        for call in (tessera.open, tessera.numpy.load_file):
+            with pytest.raises(FileNotFoundError) as e:
+                call(url)
+            assert isinstance(e.value, tessera.TesseraError) and not isinstance(e.value, KeyError)
+            assert url in str(e.value)
 
 
 def _presigner():
@@ -152,7 +156,7 @@ def test_a_directory_url_opens_the_set_in_it(servers, tmp_path, monkeypatch):
         f = tessera.open(url)
         assert sorted(f.keys()) == names, url
         np.testing.assert_array_equal(np.asarray(f[names[1]]), want[names[1]])
-    with pytest.raises(tessera.NotFoundError) as e:
+    with pytest.raises(FileNotFoundError) as e:
         tessera.open(f"s3://{BUCKET}/py/no-such-dir/")
     assert "no model" in str(e.value)
 

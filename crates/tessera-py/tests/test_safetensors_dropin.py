@@ -125,3 +125,15 @@ def test_bytes_level_functions_match_safetensors(path):
     arrays = {"x": np.arange(5, dtype=np.int16)}
     np.testing.assert_array_equal(stnp.load(tessera.numpy.save(arrays))["x"], arrays["x"])
     np.testing.assert_array_equal(tessera.numpy.load(stnp.save(arrays))["x"], arrays["x"])
+
+
+def test_a_missing_file_says_so_as_safetensors(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for framework in ("np", "pt"):
+        with pytest.raises(FileNotFoundError) as want:
+            st_open("notafile", framework=framework)
+        with pytest.raises(FileNotFoundError) as got:
+            ts_open("notafile", framework=framework)
+        assert str(got.value) == str(want.value)
+    assert got.value.strerror == __import__("os").strerror(errno.ENOENT)
+    assert got.value.filename == "notafile"

@@ -44,6 +44,11 @@ pub struct ReadOptions {
     /// HMAC key for formats whose arrays carry keyed MACs (WTXT `arr … hmac=`): with a
     /// key, a read also checks the array's HMAC, and refuses an array that carries none.
     pub hmac_key: Option<Vec<u8>>,
+    /// Open a path as the one file it is ([`crate::set::open_path`]): a shard of a set
+    /// alone (its own tensors and metadata, no index looked for), a zTensor v2 root
+    /// without its shard files; a directory or a set's index is then an error. Off by
+    /// default (`--shard-only`, `shard=True`).
+    pub shard_only: bool,
 }
 
 impl std::fmt::Debug for ReadOptions {
@@ -55,6 +60,7 @@ impl std::fmt::Debug for ReadOptions {
             .field("salvage", &self.salvage)
             .field("verify", &self.verify)
             .field("audit", &self.audit)
+            .field("shard_only", &self.shard_only)
             .field("age_identities", &self.age_identities.len())
             .field("age_passphrase", &secret(self.age_passphrase.is_some()))
             .field("hmac_key", &secret(self.hmac_key.is_some()))
@@ -73,6 +79,7 @@ impl Default for ReadOptions {
             verify: true,
             audit: false,
             hmac_key: None,
+            shard_only: false,
         }
     }
 }
@@ -94,6 +101,8 @@ crate::setters::setters!(ReadOptions {
     audit: bool,
     /// Sets `hmac_key`, the key for keyed MACs (WTXT `hmac=`).
     hmac_key: Option<Vec<u8>>,
+    /// Sets `shard_only`: open a shard of a set (or a zTensor v2 root) as the one file.
+    shard_only: bool,
 });
 
 /// A reader entry point: parse and validate the file `src` holds, return it opened.

@@ -14,7 +14,9 @@
 //! compared as the text that format would hold; when one carries none (npy, WTXT), the
 //! other's keys are listed in [`MetadataDiff::not_compared`] and do not count. GGUF's
 //! value types (kept beside its metadata, and as the key `tessera.gguf_types` after a
-//! conversion) are compared as that one fact.
+//! conversion) are compared as that one fact. Safetensors' `format` key (the framework
+//! that wrote the file, `{"format": "pt"}` as transformers and a set's shards carry it)
+//! is no model metadata: present on one side only, it is listed as not compared.
 
 use crate::convert::{capabilities, MetadataSupport};
 use crate::error::{Error, Result};
@@ -289,6 +291,19 @@ fn metadata_level(f: Option<Format>) -> MetadataSupport {
         .map_or(MetadataSupport::Tree, |c| c.metadata)
 }
 
+/// Safetensors' framework key.
+const FRAMEWORK_KEY: &str = "format";
+
+/// The framework `m` names in safetensors' `format` key (`pt`, `tf`, `flax`, `np`,
+/// `mlx`), when `m` is safetensors metadata and `other` has no such key.
+fn framework_marker<'m>(m: &'m Metadata, other: &Metadata, f: Option<Format>) -> Option<&'m str> {
+    if f != Some(Format::Safetensors) || other.contains_key(FRAMEWORK_KEY) {
+        return None;
+    }
+    let v = m.get(FRAMEWORK_KEY)?.as_str()?;
+    matches!(v, "pt" | "tf" | "flax" | "np" | "numpy" | "mlx").then_some(v)
+}
+
 fn compare_metadata((a, fa): Side<'_>, (b, fb): Side<'_>) -> MetadataDiff {
     let (ma, mb) = (a.metadata(), b.metadata());
     let (la, lb) = (metadata_level(fa), metadata_level(fb));
@@ -337,6 +352,17 @@ fn compare_metadata((a, fa): Side<'_>, (b, fb): Side<'_>) -> MetadataDiff {
         }
     }
     let skip = |k: &str| k == types && (ta.is_some() || tb.is_some());
+    for (m, other, f, side) in [(ma, mb, fa, "a"), (mb, ma, fb, "b")] {
+        if let Some(v) = framework_marker(m, other, f) {
+            let why = format!("safetensors' framework marker ({v:?}), not model metadata");
+            d.not_compared.push((FRAMEWORK_KEY.to_string(), side, why));
+        }
+    }
+    let marker = |k: &str| {
+        k == FRAMEWORK_KEY
+            && (framework_marker(ma, mb, fa).is_some() || framework_marker(mb, ma, fb).is_some())
+    };
+    let skip = |k: &str| skip(k) || marker(k);
     for (k, x) in ma.iter().filter(|(k, _)| !skip(k)) {
         match mb.get(k) {
             None => {
@@ -423,6 +449,27 @@ mod tests {
             r.metadata.values[0],
             ("k".into(), Some(Value::Int(1)), Some(Value::Int(2)))
         );
+    }
+
+    #[test]
+    fn a_safetensors_framework_marker_on_one_side_is_not_compared() {
+        let pt = model(&[("w", &[1.0])], &[("format", Value::Str("pt".into()))]);
+        let none = model(&[("w", &[1.0])], &[]);
+        let (st, gguf) = (Some(Format::Safetensors), Some(Format::Gguf));
+        let diff = |a: &Model, fa, b: &Model, fb| {
+            run((a, fa), (b, fb), &DiffOptions::new(), &mut |_| {}).unwrap()
+        };
+        let r = diff(&pt, st, &none, gguf);
+        assert!(r.same(), "{:?}", r.metadata);
+        assert_eq!(r.metadata.not_compared.len(), 1);
+        assert!(diff(&none, gguf, &pt, st).same());
+        // On both sides it is compared as any key.
+        let np = model(&[("w", &[1.0])], &[("format", Value::Str("np".into()))]);
+        assert_eq!(diff(&pt, st, &np, st).metadata.changed, ["format"]);
+        // Not a framework's name, or not from safetensors: a key like any other.
+        let mine = model(&[("w", &[1.0])], &[("format", Value::Str("mine".into()))]);
+        assert_eq!(diff(&mine, st, &none, gguf).metadata.removed, ["format"]);
+        assert_eq!(diff(&pt, gguf, &none, gguf).metadata.removed, ["format"]);
     }
 
     #[test]

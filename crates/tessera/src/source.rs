@@ -413,6 +413,13 @@ impl<'d> SourceRef<'d> {
             Inner::Dyn(d) => d.read_ranges(ranges),
         }
     }
+    /// Whether reading a range twice gives the same bytes (the file is in memory), so
+    /// that a digest checked on one read holds for the next: readers check a tensor
+    /// once. Over `pread` or a remote source every read is a fresh buffer, which a
+    /// reader checks again before handing it out.
+    pub fn rereads_same(&self) -> bool {
+        self.as_slice().is_some()
+    }
     /// The whole file as one slice, when it is in memory.
     pub fn as_slice(&self) -> Option<&'d [u8]> {
         match self.inner {

@@ -209,6 +209,16 @@ impl LayerKind {
     }
 }
 
+/// The detail of the failure a verification with a trusted public key reports when the
+/// file carries no signature that key was checked against: a key given means a
+/// signature is required.
+pub const NO_SIGNATURE: &str = "no signature found for this key";
+
+/// The detail of a failed signature check whose "public" key is the signer's secret key
+/// (an untyped Ed25519 key file given as the public key).
+pub const SECRET_KEY_GIVEN: &str =
+    "the key given as the public key is the signer's secret key, not its public key";
+
 /// Classifies a layer name as the readers report it.
 pub fn layer_kind(layer: &str) -> LayerKind {
     match layer {

@@ -343,3 +343,75 @@ fn formats_without_checksums_miss_only_data_and_metadata_text() {
         );
     }
 }
+
+/// A file read by range whose bytes can change between reads (what a file rewritten in
+/// place looks like through `pread`, or a remote object through ranged GETs): every
+/// read a fresh copy.
+struct Changing(std::sync::Mutex<Vec<u8>>);
+
+impl tessera::source::ByteSource for Changing {
+    fn len(&self) -> u64 {
+        self.0.lock().unwrap().len() as u64
+    }
+    fn read_at(&self, offset: u64, len: u64) -> tessera::Result<Cow<'_, [u8]>> {
+        let data = self.0.lock().unwrap();
+        let (o, n) = (offset as usize, len as usize);
+        Ok(Cow::Owned(data[o..o + n].to_vec()))
+    }
+    fn kind(&self) -> &'static str {
+        "test"
+    }
+}
+
+/// Over a source that is not in memory, every read of a tensor is checked: a digest
+/// that held for one read says nothing of the next one's fresh bytes. (Readers checked
+/// each tensor once, and the second read handed out changed bytes unchecked.)
+#[test]
+fn reads_that_are_not_in_memory_are_checked_every_time() {
+    let mut aero = WriteOptions::default();
+    aero.set("tensor_hashes", tessera::options::OptionValue::Bool(true))
+        .unwrap();
+    let cases = [
+        (
+            "ztensor crc32c",
+            Format::Ztensor,
+            WriteOptions::default().digests(vec![Digest::Crc32c]),
+        ),
+        (
+            "ztensor sha256",
+            Format::Ztensor,
+            WriteOptions::default().digests(vec![Digest::Sha256]),
+        ),
+        ("fold", Format::Fold, WriteOptions::default()),
+        ("aero", Format::Aero, aero),
+        ("npz", Format::Npz, WriteOptions::default()),
+        ("pytorch", Format::Pytorch, WriteOptions::default()),
+    ];
+    for (label, format, opts) in cases {
+        let m = model();
+        let bytes = write(format, &opts, &m);
+        let src = Changing(std::sync::Mutex::new(bytes));
+        let file = tessera::open(&src, &ReadOptions::default()).unwrap();
+        let want = m.tensor("w").unwrap().parts[0].bytes.to_vec();
+        assert_eq!(
+            file.tensor("w").unwrap().parts[0].bytes.as_ref(),
+            &want[..],
+            "{label}"
+        );
+        let s = &file
+            .tensor_infos()
+            .iter()
+            .find(|i| i.name == "w")
+            .unwrap()
+            .storage;
+        let at = (s.offset.unwrap() + s.stored_bytes / 2) as usize;
+        src.0.lock().unwrap()[at] ^= 0x04;
+        for _ in 0..2 {
+            let e = file
+                .tensor("w")
+                .err()
+                .unwrap_or_else(|| panic!("{label}: served changed bytes"));
+            assert_eq!(e.kind(), tessera::ErrorKind::Integrity, "{label}: {e}");
+        }
+    }
+}

@@ -278,3 +278,21 @@ fn tight_limits_refuse_before_allocating() {
     let e = GptrsFile::parse(&data, &limits).unwrap_err();
     assert!(e.to_string().contains("index_len is 188"), "{e}");
 }
+
+/// A checked read (the default of `tessera::open`) refuses the tensor whose stored
+/// base_id is wrong, as gpt.rs refuses the file; the other tensors still read, and
+/// `verify: false` reads the damaged one too.
+#[test]
+fn a_wrong_base_id_fails_the_checked_read_of_that_tensor() {
+    for (name, data) in vectors("integrity-") {
+        let f = tessera::open(&data[..], &ReadOptions::default()).unwrap();
+        let e = f.tensor("b").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Integrity, "{name}: {e}");
+        assert!(e.to_string().contains("base_id"), "{name}: {e}");
+        for info in f.tensor_infos().iter().filter(|i| i.name != "b") {
+            f.tensor(&info.name).unwrap();
+        }
+        let f = tessera::open(&data[..], &ReadOptions::default().verify(false)).unwrap();
+        f.tensor("b").unwrap();
+    }
+}

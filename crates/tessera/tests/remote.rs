@@ -1129,6 +1129,27 @@ fn a_ztensor2_root_reads_its_shards_beside_its_url() {
         .expect("a resized shard opened");
     assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");
     assert!(e.to_string().contains("00002"), "{e}");
+    // A shard of the right size and other bytes (a padding byte, which no part's digest
+    // covers): a checked read fetches the shard whole once, before its first part, and
+    // refuses every tensor with a part there, naming the shard; the other shard reads.
+    let mut altered = files.clone();
+    altered[1].1[100] ^= 1;
+    stage_files(&srv, "zt2-altered", &altered);
+    for url in [
+        format!("s3://{}/zt2-altered/model.zt", srv.bucket),
+        format!("{}/zt2-altered/model.zt", srv.http_url),
+    ] {
+        let got = open_location(&url, &opts, Load::Map, &srv.remote())
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        let e = got.container().tensor("enc.weight").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Integrity, "{url}: {e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("shard digest") && msg.contains("\"00001\""),
+            "{msg}"
+        );
+        assert!(got.container().tensor("dec.weight").is_ok(), "{url}");
+    }
     // A presigned root: its signature fits the root only, so it opens alone, as a root
     // without its shards does (listing the tensors, warning of the shard table).
     let url = format!("{}/zt2/model.zt?X-Amz-Signature=abc", srv.http_url);

@@ -145,6 +145,12 @@ fn fault(dir: &str, kind: ErrorKind, words: &str, layer: &str) {
     let failed: Vec<&str> = report.failures().map(|c| c.layer.as_str()).collect();
     assert!(failed.contains(&layer), "{dir}: {failed:?}");
     assert!(!o.container().warnings().is_empty(), "{dir}");
+    // The audit open says why a plain one refuses the set (`tessera inspect` exits
+    // with it).
+    let refusal = o.as_set().and_then(tessera::ModelSet::refusal);
+    let refusal = refusal.unwrap_or_else(|| panic!("{dir}: no refusal"));
+    assert_eq!(refusal.kind(), ErrorKind::Integrity, "{dir}: {refusal}");
+    assert!(refusal.to_string().contains(layer), "{dir}: {refusal}");
 }
 
 #[test]

@@ -526,11 +526,14 @@ fn independent_tensors(v: &Vector) -> Option<(String, BTreeMap<String, Stated>)>
             ))
         }
         "sets" => {
-            let j = read_json(&dir.join("manifest.json"))?;
-            Some((
-                "sets/manifest.json".into(),
-                stated_map(&j.get(rel.trim_end_matches('/'))?["tensors"]),
-            ))
+            let key = rel.trim_end_matches('/');
+            ["manifest.json", "manifest_more.json"]
+                .iter()
+                .find_map(|m| {
+                    let j = read_json(&dir.join(m))?;
+                    let tensors = stated_map(&j.get(key)?["tensors"]);
+                    Some((format!("sets/{m}"), tensors))
+                })
         }
         "wtxt" => {
             let stem = rel.strip_suffix(".wtxt")?;

@@ -635,3 +635,32 @@ fn the_streaming_writer_writes_what_write_to_does() {
         "{e}"
     );
 }
+
+/// Spec §16: "Older readers ignore unknown `cap` items". gen.py's basic vector with two
+/// items no version of the spec defines added to its `cap` line (which no digest covers
+/// in an unsigned file) opens, verifies and reads the same tensors.
+#[test]
+fn unknown_cap_items_are_ignored() {
+    let b = std::fs::read(format!("{DATA}basic.wtxt")).unwrap();
+    let text = String::from_utf8(b.clone()).unwrap();
+    let cap = text.lines().nth(2).unwrap();
+    assert!(cap.starts_with("cap ext="), "{cap}");
+    let future = text.replacen(cap, &format!("{cap},x_future_ext,zz9"), 1);
+    assert_ne!(future, text);
+    let (a, f) = (open(&b), open(future.as_bytes()));
+    let r = f.verify(&VerifyOptions::default());
+    assert!(r.is_ok(), "{:?}", r.failures().collect::<Vec<_>>());
+    let listing = |c: &wtxt::WtxtContainer<'_>| -> Vec<(String, DType, Vec<u64>)> {
+        c.tensor_infos()
+            .iter()
+            .map(|i| (i.name.clone(), i.dtype, i.shape.clone()))
+            .collect()
+    };
+    assert_eq!(listing(&f), listing(&a));
+    for info in a.tensor_infos() {
+        assert_eq!(
+            f.tensor(&info.name).unwrap().data().unwrap(),
+            a.tensor(&info.name).unwrap().data().unwrap()
+        );
+    }
+}

@@ -2,8 +2,9 @@
 //! wrote and read back as one model (tests/data/ztensor2/shards/gen.py): opened by
 //! path, every part (local, in either shard, a tied blob, a CSR tensor split between
 //! the root and a shard) reads with numpy's bytes; `verify` checks each shard's
-//! whole-file digest; the root alone lists the tensors and refuses the shard parts
-//! with a reason; a shard missing, resized or altered is an error naming it.
+//! whole-file digest, and a checked read does before its first part from a shard; the
+//! root alone lists the tensors and refuses the shard parts with a reason; a shard
+//! missing, resized or altered is an error naming it.
 
 use std::path::Path;
 
@@ -152,13 +153,48 @@ fn a_missing_resized_or_altered_shard_is_an_error_naming_it() {
         "{failed:?}"
     );
 
-    // Padding changed (no blob covers it): every part reads, only the shard digest fails.
+    // Padding changed (no blob covers it): every part's own digest matches, only the
+    // shard's whole-file digest catches it. A checked read hashes the shard before its
+    // first part from it and refuses every tensor with a part there, naming the shard;
+    // the other shard's tensors read. Unchecked reads (`--no-verify`) read every part.
     let dir = copy_with(|b| b[100] = 1);
     let opened = open_path(&dir.path().join("model.zt"), &opts).unwrap();
-    check_all(opened.container(), &expected());
-    let r = opened.container().verify(&Default::default());
+    let f = opened.container();
+    for name in ["enc.weight", "enc.weight", "head.weight"] {
+        let e = f.tensor(name).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Integrity, "{name}: {e}");
+        assert!(e.to_string().contains("shard \"00001\""), "{name}: {e}");
+        assert!(e.to_string().contains("shard digest"), "{name}: {e}");
+    }
+    assert!(f.tensor("dec.weight").is_ok());
+    assert!(f.tensor("local").is_ok());
+    let r = f.verify(&Default::default());
     let failed: Vec<_> = r.failures().map(|c| c.subject.clone()).collect();
     assert_eq!(failed, ["shard \"00001\""]);
+    let unchecked = ReadOptions::default().verify(false);
+    let opened = open_path(&dir.path().join("model.zt"), &unchecked).unwrap();
+    check_all(opened.container(), &expected());
+}
+
+/// The shard digest is checked lazily, on first use: opening hashes nothing, so a
+/// shard changed after the open (under the map) is caught by the first read from it.
+#[test]
+fn a_shard_is_hashed_on_first_use() {
+    use std::io::{Seek, SeekFrom, Write};
+    let dir = copy_with(|_| {});
+    let root = dir.path().join("model.zt");
+    let opened = open_path(&root, &ReadOptions::default()).unwrap();
+    // A padding byte of shard 1 changed in place (same inode: the map sees it).
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path().join("model-00001.zt"))
+        .unwrap();
+    f.seek(SeekFrom::Start(100)).unwrap();
+    f.write_all(&[1]).unwrap();
+    drop(f);
+    let e = opened.container().tensor("enc.weight").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");
+    assert!(opened.container().tensor("dec.weight").is_ok());
 }
 
 /// Spec Appendix B's resolution by identity: shards renamed (and swapped) are found in

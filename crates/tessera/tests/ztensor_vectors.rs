@@ -213,3 +213,30 @@ fn pypi_ztensor_1_0_2_v11_file_reads() {
     assert_eq!(coo.data().unwrap(), want);
     assert!(f.verify(&Default::default()).is_ok());
 }
+
+/// §6.1: a newer minor is "warn, proceed". The real ztensor 1.0.2 file (v1.1) with its
+/// footer magic cut ends with the manifest size, as a v1.0 file does: it reads, with a
+/// warning naming the missing magic, and every tensor equals the uncut file's.
+#[test]
+fn a_v11_manifest_without_the_footer_magic_reads_with_a_warning() {
+    let whole = read("valid-pypi-ztensor-1.0.2-v11.zt");
+    let cut = &whole[..whole.len() - 8];
+    let f = ZtensorFile::parse(cut, &ReadOptions::default()).unwrap();
+    assert!(!f.has_footer_magic());
+    assert_eq!(f.version(), "1.1.0");
+    assert!(
+        f.warnings().iter().any(|w| w.contains("no footer magic")),
+        "{:?}",
+        f.warnings()
+    );
+    let g = ZtensorFile::parse(&whole[..], &ReadOptions::default()).unwrap();
+    for info in g.tensor_infos() {
+        assert_eq!(
+            f.tensor(&info.name).unwrap().parts,
+            g.tensor(&info.name).unwrap().parts,
+            "{}",
+            info.name
+        );
+    }
+    assert!(f.verify(&Default::default()).is_ok());
+}

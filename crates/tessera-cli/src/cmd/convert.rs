@@ -204,9 +204,9 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         writeln!(
             out,
             "{} ({}) -> {} ({}): {} tensors, {}",
-            args.input.display(),
+            crate::output::shown(&args.input),
             file.format().name(),
-            args.output_path().display(),
+            crate::output::shown(args.output_path()),
             format.name(),
             file.tensor_infos().len(),
             crate::output::human_bytes(size)
@@ -217,7 +217,7 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         if !lost.is_empty() && !args.accept_loss {
             crate::term::warn(&format!(
                 "salvaged: {} written without {} lost part{} (exit {EXIT_SALVAGED}; --accept-loss says the loss is expected)",
-                args.output_path().display(),
+                crate::output::shown(args.output_path()),
                 lost.len(),
                 if lost.len() == 1 { "" } else { "s" }
             ));

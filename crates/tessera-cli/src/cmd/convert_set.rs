@@ -53,7 +53,7 @@ pub fn run(
         writeln!(
             out,
             "{} ({}) -> {} ({}): {} tensors in {} files, {}",
-            args.input.display(),
+            crate::output::shown(&args.input),
             file.format().name(),
             args.output_path().display(),
             format.name(),

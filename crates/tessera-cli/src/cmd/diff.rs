@@ -140,8 +140,8 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                     })
                     .collect();
                 let doc = json!({
-                    "a": args.a.display().to_string(),
-                    "b": args.b.display().to_string(),
+                    "a": crate::output::shown(&args.a),
+                    "b": crate::output::shown(&args.b),
                     "same": same,
                     "tensors_same": report.tensors_same(),
                     "metadata_same": report.metadata_same(),

@@ -107,7 +107,7 @@ pub fn run(args: &ExtractArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             };
             return Err(tessera::Error::not_found(format!(
                 "{}: no tensor or chunk named {:?}{hint}",
-                args.file.display(),
+                crate::output::shown(&args.file),
                 args.name
             ))
             .into());

@@ -21,7 +21,7 @@ pub fn run(args: &IdArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         let id = result?;
         if args.json {
             let doc = json!({
-                "file": args.file.display().to_string(),
+                "file": crate::output::shown(&args.file),
                 "format": file.format().name(),
                 "id": id.root.to_prefixed(),
                 "metadata": id.metadata.map(|d| d.to_prefixed()),
@@ -51,7 +51,7 @@ pub fn run(args: &IdArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             out,
             "{}  {} ({count} {}, {what})",
             id.root,
-            args.file.display(),
+            crate::output::shown(&args.file),
             if count == 1 { "tensor" } else { "tensors" }
         )?;
         Ok(0)

@@ -22,7 +22,7 @@ use serde_json::json;
 use tessera::{ChunkInfo, Container, TensorInfo, Value};
 
 use crate::cli::InspectArgs;
-use crate::output::{human_bytes, with_file_audit};
+use crate::output::{human_bytes, with_opened_audit};
 use crate::term::escape;
 
 /// JSON for one tensor description.
@@ -180,11 +180,28 @@ pub fn inspect_json_filtered(
 }
 
 /// Runs the verb.
+///
+/// A model set that a plain open refuses (a shard missing, a tensor not in the shard
+/// the index names, …) is printed as far as it opened, its faults as warnings; the verb
+/// then fails with the error `convert` or `load_file` would give (exit 1).
 pub fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
-    with_file_audit(&args.file, &args.read, |file| {
+    with_opened_audit(&args.file, &args.read, |opened| {
+        let code = print(args, opened.container(), out)?;
+        match opened.as_set().and_then(tessera::set::ModelSet::refusal) {
+            Some(e) => {
+                out.flush()?;
+                Err(anyhow::Error::new(e))
+            }
+            None => Ok(code),
+        }
+    })
+}
+
+fn print(args: &InspectArgs, file: &dyn Container, out: &mut dyn Write) -> anyhow::Result<u8> {
+    {
         let filter = args.filter.as_deref();
         if args.json {
-            let doc = inspect_json_filtered(file, &args.file.display().to_string(), filter);
+            let doc = inspect_json_filtered(file, &crate::output::shown(&args.file), filter);
             writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
             return Ok(0);
         }
@@ -211,7 +228,7 @@ pub fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         writeln!(
             out,
             "{}: {}{version}, {count}{chunks}",
-            args.file.display(),
+            crate::output::shown(&args.file),
             file.format().title(),
         )?;
         if n > 0 {
@@ -358,5 +375,5 @@ pub fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             writeln!(out, "warning: {}", escape(&w))?;
         }
         Ok(0)
-    })
+    }
 }

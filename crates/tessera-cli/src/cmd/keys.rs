@@ -12,12 +12,12 @@ pub fn load_secret_key(path: &Path) -> anyhow::Result<[u8; 32]> {
     Ok(tessera::util::keys::load_secret_key(path)?)
 }
 
-/// Reads a secret key file of either algorithm (hex Ed25519, PEM ECDSA P-256).
+/// Reads a secret key file of either algorithm (a public key file is refused).
 pub fn load_any_secret_key(path: &Path) -> anyhow::Result<SecretKey> {
     Ok(SecretKey::load(path)?)
 }
 
-/// Reads a public key file of either algorithm (hex Ed25519, PEM ECDSA P-256).
+/// Reads a public key file of either algorithm (a secret key file is refused).
 pub fn load_any_public_key(path: &Path) -> anyhow::Result<PublicKey> {
     Ok(PublicKey::load(path)?)
 }
@@ -39,11 +39,11 @@ pub fn run_keygen(args: &KeygenArgs, out: &mut dyn Write) -> anyhow::Result<u8> 
     let public = tessera::signing::key::write_key_pair(&args.output, &key)?;
     writeln!(
         out,
-        "secret key: {}\npublic key: {}.pub ({} {})",
+        "secret key: {}\npublic key: {}.pub ({} keyid {})",
         args.output.display(),
         args.output.display(),
         public.algorithm(),
-        public.to_hex()
+        public.keyid()
     )?;
     Ok(0)
 }

@@ -22,7 +22,7 @@ pub fn run(args: &RepairArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     if format != Format::Fold {
         return Err(tessera::Error::unsupported(format!(
             "repair: {} is {}; only FOLD files carry Reed-Solomon parity",
-            args.input.display(),
+            crate::output::shown(&args.input),
             format.title()
         ))
         .into());
@@ -30,7 +30,7 @@ pub fn run(args: &RepairArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     let opts = crate::output::read_options(&args.input, &Default::default())?;
     let file = FoldFile::parse(&data, &opts.limits).map_err(|e| {
         anyhow::Error::new(e.in_format(tessera::Format::Fold))
-            .context(args.input.display().to_string())
+            .context(crate::output::shown(&args.input))
     })?;
     let plan = file.plan_repair().map_err(anyhow::Error::new)?;
     let complete = plan.is_complete();
@@ -40,7 +40,7 @@ pub fn run(args: &RepairArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     }
     if args.json {
         let doc = json!({
-            "file": args.input.display().to_string(),
+            "file": crate::output::shown(&args.input),
             "output": args.output.display().to_string(),
             "ok": complete,
             "written": complete,
@@ -79,14 +79,14 @@ pub fn run(args: &RepairArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             writeln!(
                 out,
                 "{}: {what} -> {}",
-                args.input.display(),
+                crate::output::shown(&args.input),
                 args.output.display()
             )?;
         } else {
             writeln!(
                 out,
                 "{}: damaged beyond repair; nothing written",
-                args.input.display()
+                crate::output::shown(&args.input)
             )?;
         }
     }

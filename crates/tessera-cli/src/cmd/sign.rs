@@ -57,7 +57,7 @@ pub fn run(args: &SignArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         writeln!(
             out,
             "signed {} ({} tensors{}{}{}, id {}) -> {}",
-            args.file.display(),
+            crate::output::shown(&args.file),
             id.tensors.len(),
             if args.metadata { " and metadata" } else { "" },
             if what.is_empty() { "" } else { ", " },
@@ -82,7 +82,7 @@ fn run_embed(
         return Err(anyhow::Error::new(tessera::Error::unsupported(format!(
             "{} is a model set: --embed signs one file (sign the set with a detached \
              signature)",
-            args.file.display()
+            crate::output::shown(&args.file)
         ))));
     }
     let file = opened.container();
@@ -95,7 +95,7 @@ fn run_embed(
                 "{} names a {} file, but --embed writes {} as it is ({}); convert it first",
                 args.output.display(),
                 named.title(),
-                args.file.display(),
+                crate::output::shown(&args.file),
                 format.title()
             ))));
         }
@@ -105,7 +105,7 @@ fn run_embed(
     let id = tessera::identity::model_id(&progress, args.metadata);
     progress.finish();
     let id = id?;
-    let text = SignedManifest::sign_id(&id, key)?.to_json()?;
+    let text = SignedManifest::sign_id(&id, key)?.to_compact_json()?;
     let signed = Reframed::with_signature(file, &text);
     tessera::convert::convert_file(
         &signed,
@@ -117,7 +117,7 @@ fn run_embed(
     writeln!(
         out,
         "signed {} ({} tensors{}, id {}) -> {} (embedded as {:?})",
-        args.file.display(),
+        crate::output::shown(&args.file),
         id.tensors.len(),
         if args.metadata { " and metadata" } else { "" },
         id.root,
@@ -212,9 +212,20 @@ pub fn check_detached(
             let mut report = VerifyReport::default();
             let statement = match b.verify(key) {
                 Ok(s) => s,
-                Err(e) => {
+                // A signature or digest that does not match fails (exit 1); a bundle this
+                // cannot check (an unsupported hash, a malformed statement, a key of the
+                // wrong kind) is an error of its own kind, never a failed check.
+                Err(e) if e.kind() == tessera::ErrorKind::Integrity => {
                     report.failed("signature", bundle::LAYER, e.message().to_string());
                     return Ok(report);
+                }
+                Err(e) => {
+                    return Err(anyhow::Error::new(e)).with_context(|| {
+                        format!(
+                            "signature {}",
+                            args.signature.as_deref().unwrap_or(Path::new("")).display()
+                        )
+                    })
                 }
             };
             report.ok("signature", bundle::LAYER);
@@ -236,7 +247,9 @@ pub fn check_detached(
                     .collect();
                 statement
                     .check_files(&args.file, &extra, &mut report)
-                    .with_context(|| format!("hashing the files of {}", args.file.display()))?;
+                    .with_context(|| {
+                        format!("hashing the files of {}", crate::output::shown(&args.file))
+                    })?;
             }
             match &statement.tensors {
                 Some(m) => m.check(file, &args.tensor, &mut report),

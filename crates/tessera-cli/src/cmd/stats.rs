@@ -145,7 +145,7 @@ pub fn run(args: &StatsArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                     })
                 })
                 .collect();
-            let doc = crate::cmd::stats_plot::svg(&args.file.display().to_string(), &panels);
+            let doc = crate::cmd::stats_plot::svg(&crate::output::shown(&args.file), &panels);
             tessera::util::atomic::write_atomic(path, |w| {
                 Ok(std::io::Write::write_all(w, doc.as_bytes())?)
             })
@@ -186,7 +186,7 @@ pub fn run(args: &StatsArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                 })
                 .collect();
             let doc = json!({
-                "file": args.file.display().to_string(),
+                "file": crate::output::shown(&args.file),
                 "format": file.format().name(),
                 "tensors": tensors,
             });

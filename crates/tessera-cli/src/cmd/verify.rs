@@ -12,7 +12,10 @@
 //! Exit codes: 0 when every digest checked holds, and also when there was nothing to
 //! check (the summary says "nothing to check", never "ok"); 1 when a check failed, and
 //! when error correction repaired damage (the file reads correctly but is decaying: CI
-//! should notice; `tessera repair` rewrites it).
+//! should notice; `tessera repair` rewrites it). A `--public-key` given means a
+//! signature is required: a file that carries none the key checks fails (exit 1, "no
+//! signature found for this key"). A secret key file given as `--public-key` is refused
+//! (exit 2); no key's bytes are ever printed, only the signer's keyid.
 //!
 //! JSON shape: `{"file", "format", "result", "ok", "checks": [{"subject", "layer",
 //! "status", "detail"}], "layers": [{"layer", "kind", "ok", "failed", "repaired",
@@ -58,7 +61,7 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         let total = tessera::verify::progress_total(file.tensor_infos());
         let bar = Arc::new(Progress::new(
             total,
-            &format!("verifying {}", args.file.display()),
+            &format!("verifying {}", crate::output::shown(&args.file)),
         ));
         let hook = bar.clone();
         // With --signature, the public key is the detached signature's: an unsigned
@@ -75,7 +78,12 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             checks.append(&mut report.checks);
             report.checks = checks;
         } else if signed.is_none() {
-            embedded_signature(file, key.as_ref(), args, &mut report)?;
+            embedded_signature(file, key.as_ref(), args, &mut report);
+        }
+        if key.is_some() {
+            // A key given means a signature is required.
+            tessera::signing::require_signature(&mut report);
+            refuse_secret_key(&report, args)?;
         }
         if args.values {
             check_values(file, &args.tensor, &mut report);
@@ -83,7 +91,7 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         let outcome = Outcome::of(&report);
         if args.json {
             let doc = json!({
-                "file": args.file.display().to_string(),
+                "file": crate::output::shown(&args.file),
                 "format": file.format().name(),
                 "result": outcome.name(),
                 "ok": outcome.exit_code() == 0,
@@ -107,7 +115,7 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             });
             writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
         } else {
-            let label = args.file.display().to_string();
+            let label = crate::output::shown(&args.file);
             print_text(out, &label, file, &report, &outcome, args)?;
         }
         Ok(outcome.exit_code())
@@ -365,7 +373,15 @@ fn print_text(
             )?;
         }
         Outcome::NothingToCheck if !args.quiet => {
-            let what = match args.file.extension().and_then(|e| e.to_str()) {
+            // A URL's extension is its path's, never its query's (which may hold secrets).
+            let shown = crate::output::shown(&args.file);
+            let named = match tessera::Location::from_path(&args.file) {
+                Ok(l) if l.is_remote() => {
+                    std::path::PathBuf::from(shown.split(['?', '#']).next().unwrap_or(""))
+                }
+                _ => args.file.clone(),
+            };
+            let what = match named.extension().and_then(|e| e.to_str()) {
                 Some(ext) if !args.file.is_dir() && !ext.eq_ignore_ascii_case("json") => {
                     format!("this .{ext} stores")
                 }
@@ -408,29 +424,35 @@ fn print_text(
 }
 
 /// Without --signature: a signature embedded in the file (`tessera sign --embed`) is
-/// checked with --public-key, its checks first; an ECDSA key with nothing to check is
-/// refused (a WTXT's own signature is Ed25519).
+/// checked with --public-key, its checks first (one "not checked" line without a key).
 fn embedded_signature(
     file: &dyn tessera::Container,
     key: Option<&tessera::signing::key::PublicKey>,
     args: &VerifyArgs,
     report: &mut tessera::VerifyReport,
-) -> anyhow::Result<()> {
-    match crate::cmd::sign::check_embedded(file, key, &args.tensor) {
-        Some(mut r) => {
-            r.checks.append(&mut report.checks);
-            report.checks = r.checks;
-        }
-        None => {
-            if let Some(k @ tessera::signing::key::PublicKey::EcdsaP256(_)) = key {
-                return Err(anyhow::Error::new(tessera::Error::invalid_input(format!(
-                    "{} carries no embedded signature, and --public-key without \
-                     --signature checks only a WTXT's own Ed25519 signature; this is an {} key",
-                    args.file.display(),
-                    k.algorithm()
-                ))));
-            }
-        }
+) {
+    if let Some(mut r) = crate::cmd::sign::check_embedded(file, key, &args.tensor) {
+        r.checks.append(&mut report.checks);
+        report.checks = r.checks;
+    }
+}
+
+/// An untyped key file that turned out to be the signer's secret key: a usage error
+/// (exit 2), not a failed check.
+fn refuse_secret_key(report: &VerifyReport, args: &VerifyArgs) -> anyhow::Result<()> {
+    let secret = tessera::signing::key::SECRET_KEY_GIVEN;
+    if report
+        .failures()
+        .any(|c| c.detail.as_deref().is_some_and(|d| d.contains(secret)))
+    {
+        let path = args
+            .public_key
+            .as_deref()
+            .unwrap_or(std::path::Path::new(""));
+        return Err(anyhow::Error::new(tessera::Error::invalid_input(format!(
+            "{}: {secret}; give the public key (tessera keygen -o KEY writes it as KEY.pub)",
+            path.display()
+        ))));
     }
     Ok(())
 }

@@ -12,15 +12,16 @@ Drop-in replacements for safetensors' API live in :mod:`tessera.numpy`,
 """
 from __future__ import annotations
 
-import builtins
-import json
-import os
-import warnings
+import builtins as _builtins
+import json as _json
+import os as _os
+import re as _re
+import warnings as _warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-import numpy as np
+import numpy as _np
 
 from . import _progress
 from . import _tessera
@@ -81,9 +82,9 @@ __all__ = [
     "IoError",
 ]
 
-_builtin_open = builtins.open
+_builtin_open = _builtins.open
 
-PathLike = Union[str, "os.PathLike[str]"]
+PathLike = Union[str, "_os.PathLike[str]"]
 _FRAMEWORKS = {"np": "np", "numpy": "np", "pt": "pt", "torch": "pt", "pytorch": "pt"}
 
 
@@ -103,26 +104,13 @@ def public_key(secret: bytes) -> bytes:
 
 
 def _key_bytes(key: Union[bytes, PathLike], what: str) -> bytes:
-    """A key as bytes: an Ed25519 key as 32 bytes (given raw, or the path of a key file as
-    ``tessera keygen`` writes it: 64 hex digits, 32 raw bytes accepted too), or an ECDSA
-    P-256 key as PEM text (given, or the path of a PEM file), passed on as is."""
+    """A key as bytes: given as bytes (PEM text, or an Ed25519 key as 32 raw bytes or 64
+    hex digits), passed on as is; given as a path, read by the library with the CLI's
+    rules (a key file of the wrong kind, secret for public or public for secret, is
+    refused, an untyped one too when it can be told apart) and passed on as PEM."""
     if isinstance(key, (bytes, bytearray, memoryview)):
-        raw = bytes(key)
-    else:
-        with _builtin_open(os.fspath(key), "rb") as f:
-            raw = f.read(16384)
-    if len(raw) == 32 or raw.lstrip().startswith(b"-----BEGIN"):
-        return raw
-    text = raw.decode("ascii", "replace")
-    words = text.split()
-    try:
-        value = bytes.fromhex(words[-1]) if words else b""
-    except ValueError:
-        value = b""
-    if len(value) != 32:
-        raise InvalidInputError(
-            f"not a {what}: Ed25519 (32 bytes, or 64 hex digits) or ECDSA P-256 PEM")
-    return value
+        return bytes(key)
+    return _tessera._read_key_file(_os.fspath(key), what == "public key").encode()
 
 
 def _signature_bytes(signature: Union[str, bytes, PathLike]) -> bytes:
@@ -130,7 +118,7 @@ def _signature_bytes(signature: Union[str, bytes, PathLike]) -> bytes:
         return bytes(signature)
     if isinstance(signature, str) and signature.lstrip().startswith("{"):
         return signature.encode()
-    with _builtin_open(os.fspath(signature), "rb") as f:
+    with _builtin_open(_os.fspath(signature), "rb") as f:
         return f.read()
 
 
@@ -145,14 +133,29 @@ def sign(
     output: Optional[PathLike] = None,
     *,
     metadata: bool = False,
+    embed: bool = False,
     **kwargs: Any,
 ) -> str:
     """Signs a file's tensor manifest (Ed25519 or ECDSA P-256 after the key, as ``tessera
     sign``); writes it to
-    ``output`` when given and returns its text."""
+    ``output`` when given and returns its text.
+
+    ``embed=True`` (``tessera sign --embed``) writes ``output`` instead as a copy of the
+    file, in the same format, with the signed manifest in its metadata under
+    ``tessera.signature``, stored as compact JSON (one line, no spaces, no trailing
+    newline; the signature file's fields in the same order); returns that text.
+    :meth:`File.verify` with ``public_key=`` checks it, in this file and in any
+    conversion that keeps the key."""
+    if embed:
+        if output is None:
+            raise InvalidInputError("sign(embed=True) writes a signed copy of the file: pass output=")
+        f = open(path, **kwargs)
+        return f._f.sign_embedded(
+            _key_bytes(secret_key, "secret key"), _os.fspath(output), metadata=metadata
+        )
     text = open(path, **kwargs).sign(secret_key, metadata=metadata)
     if output is not None:
-        with _builtin_open(os.fspath(output), "w") as f:
+        with _builtin_open(_os.fspath(output), "w") as f:
             f.write(text)
     return text
 
@@ -234,8 +237,8 @@ def _report(notes: Sequence[str], extra: Sequence[Any], path: Optional[PathLike]
     """The report of a save, and a :class:`ConversionWarning` listing what it changed."""
     notes = list(notes)
     if notes:
-        where = "" if path is None else f" {os.fspath(path)}"
-        warnings.warn(
+        where = "" if path is None else f" {_os.fspath(path)}"
+        _warnings.warn(
             f"tessera: wrote{where} with changes: " + "; ".join(notes),
             ConversionWarning,
             stacklevel=3,
@@ -262,10 +265,13 @@ class File(Mapping):
     torch tensors (always owned). Tensors in other layouts come back as :class:`Tensor`.
     """
 
-    def __init__(self, native: Any, framework: str = "np", device: Any = "cpu") -> None:
+    def __init__(
+        self, native: Any, framework: str = "np", device: Any = "cpu", dequantize: Optional[str] = None
+    ) -> None:
         self._f = native
         self._framework = _framework(framework)
         self._device = device
+        self._dequantize = dequantize
         self._names: List[str] = native.names()
         self._infos: Optional[Dict[str, Dict[str, Any]]] = None
 
@@ -317,7 +323,7 @@ class File(Mapping):
         self,
         *,
         hmac_key: Union[bytes, str, None] = None,
-        public_key: Optional[bytes] = None,
+        public_key: Union[bytes, PathLike, None] = None,
         control_only: bool = False,
         tensors: Optional[Sequence[str]] = None,
         progress: Any = False,
@@ -333,7 +339,7 @@ class File(Mapping):
             hmac_key = hmac_key.encode()
         r = self._f.verify(
             hmac_key=hmac_key,
-            public_key=public_key,
+            public_key=None if public_key is None else _key_bytes(public_key, "public key"),
             control_only=control_only,
             tensors=list(tensors) if tensors is not None else None,
             progress=_progress.reporter(progress, "verifying"),
@@ -377,7 +383,10 @@ class File(Mapping):
         ``progress=True`` shows a bar on stderr (tqdm's when installed, on a terminal);
         a callable gets ``(done_bytes, total_bytes)`` after each tensor."""
         bar = _progress.reporter(options.pop("progress", None), "converting")
-        notes, extra = self._f.convert(os.fspath(path), format=format, options=options, progress=bar)
+        split = _split_options(options)
+        notes, extra = self._f.convert(
+            _os.fspath(path), format=format, options=options, progress=bar, **split
+        )
         return _report(notes, extra, path)
 
     # -- tensors
@@ -395,10 +404,29 @@ class File(Mapping):
         return [self.tensor_info(n) for n in self._names]
 
     def get_tensor(
-        self, name: str, *, framework: Optional[str] = None, densify: bool = False, copy: bool = False
+        self,
+        name: str,
+        *,
+        framework: Optional[str] = None,
+        densify: bool = False,
+        copy: bool = False,
+        dequantize: Optional[str] = None,
     ) -> Any:
         """One tensor as a numpy array (or torch tensor with ``framework="pt"``).
-        ``densify=True`` turns sparse tensors into dense arrays.
+        ``densify=True`` turns sparse tensors into dense arrays. ``dequantize`` ("f32",
+        "f16" or "bf16"; default: the one given to :func:`open`) decodes a GGUF tensor
+        stored in packed blocks (``q8_0``, ``q4_k``, …) into a dense array of that dtype,
+        bit for bit as gguf-py's ``dequantize`` does; without it such a tensor comes back
+        as a :class:`Tensor` holding the packed bytes (``.parts["data"]``, ``uint8``) and
+        its ggml type (``.dtype``, ``.attrs["ggml_type"]``).
+
+        Reads are checked (unless the file was opened with ``verify=False``): with
+        ``copy=True`` the stored bytes of a tensor the file keeps a digest for are read
+        into a private buffer, the digest is computed over that buffer, and that buffer
+        (or what is decoded from it) is what you get, so the copy is exactly the bytes
+        that were checked even if the file changes meanwhile. A zero-copy view
+        (``copy=False``) is checked when it is read, once per tensor, but it *is* the
+        mapped file: a later change of the file on disk shows through it unchecked.
 
         numpy arrays of raw-stored tensors borrow the mapped file (zero-copy, read-only)
         unless ``copy=True``, which copies them into a fresh buffer the array owns
@@ -407,7 +435,9 @@ class File(Mapping):
         ``malloc``'d memory). Decoded tensors are owned and writable either way, and are
         never copied twice. torch tensors are always owned."""
         fw = self._framework if framework is None else _framework(framework)
-        info, parts = self._f.tensor(name, densify=densify, copy=copy and fw == "np")
+        dq = self._dequantize if dequantize is None else dequantize
+        # torch tensors are copies: made from a checked copy.
+        info, parts = self._f.tensor(name, densify=densify, copy=copy or fw == "pt", dequantize=dq)
         return self._wrap(info, parts, fw)
 
     def get_tensors(
@@ -417,6 +447,7 @@ class File(Mapping):
         framework: Optional[str] = None,
         densify: bool = False,
         copy: bool = False,
+        dequantize: Optional[str] = None,
     ) -> Dict[str, Any]:
         """Several tensors (default: all, in file order) as a dict, read in one call
         with the GIL released. As :meth:`get_tensor`, except that with ``copy=True``
@@ -424,12 +455,13 @@ class File(Mapping):
         about 16 MiB (faster; an array keeps its whole buffer alive, its neighbours'
         bytes included). This is what :func:`tessera.numpy.load_file` does."""
         fw = self._framework if framework is None else _framework(framework)
+        dq = self._dequantize if dequantize is None else dequantize
         names = list(self._names if names is None else names)
-        loaded = self._f.tensors(names, densify=densify, copy=copy and fw == "np")
+        loaded = self._f.tensors(names, densify=densify, copy=copy or fw == "pt", dequantize=dq)
         return {n: self._wrap(info, parts, fw) for n, (info, parts) in zip(names, loaded)}
 
     def _wrap(self, info: Dict[str, Any], parts: Any, fw: str) -> Any:
-        raw = {role: np.asarray(buf) for role, buf in parts}
+        raw = {role: _np.asarray(buf) for role, buf in parts}
         if info["layout"] != "dense":
             return Tensor._from_raw(info, raw)
         if fw == "pt":
@@ -477,7 +509,8 @@ def open(
     device: Any = "cpu",
     mmap: bool = True,
     salvage: bool = False,
-    verify: bool = False,
+    verify: bool = True,
+    dequantize: Optional[str] = None,
     hmac_key: Optional[bytes] = None,
     age_identities: Optional[Sequence[str]] = None,
     age_passphrase: Optional[str] = None,
@@ -494,17 +527,24 @@ def open(
     a tensor that does not match the signed digest raises :class:`IntegrityError`
     instead of being handed out. It works for any conversion of the signed model.
 
-    ``f[name]`` and ``get_tensor(..., copy=False)`` are zero-copy views of the mapped
-    file and, by default, **unchecked**: the digests the file stores are not compared
-    with the bytes. ``verify=True`` checks them on every read (once per tensor or chunk;
-    still zero-copy), raising :class:`IntegrityError` on a mismatch; :meth:`File.verify`
-    checks everything at once. The copying loaders (:func:`tessera.numpy.load_file`,
-    :func:`tessera.torch.load_file`, :class:`safe_open`, :func:`convert`) check by
-    default and take ``verify=False`` to skip it. ``hmac_key``: a WTXT file's arrays
-    are authenticated as they are read (an array whose HMAC fails, or that has none, is
-    refused)."""
+    Reads are checked: every digest the file stores for a tensor's or chunk's bytes
+    (zTensor crc32c/sha256, FOLD CRC-32C/SHA-256, AERO BLAKE3, WTXT chunk digests, npz
+    CRC-32, …) is compared with the bytes before they are handed out, and a mismatch
+    raises :class:`IntegrityError` naming the tensor; ``verify=False`` skips the
+    comparison (faster; for files you trust). Copies (``copy=True``, ``framework="pt"``,
+    the ``load_file`` functions) are checked over the copy itself; ``f[name]`` and
+    ``get_tensor(..., copy=False)`` are zero-copy views of the mapped file, checked once
+    when first read, after which they show the file as it is on disk (see
+    :meth:`File.get_tensor`). :meth:`File.verify` checks everything at once and reports
+    every layer. ``dequantize`` ("f32", "f16", "bf16") is the default of
+    :meth:`File.get_tensor`'s: GGUF tensors stored in packed blocks come back decoded.
+    ``hmac_key``: a WTXT file's arrays are authenticated as they are read (an array
+    whose HMAC fails, or that has none, is refused).
+
+    A path that does not exist (a local file, or a remote object) raises
+    :class:`TesseraFileNotFoundError`, a ``FileNotFoundError``."""
     native = _tessera.open_file(
-        os.fspath(path),
+        _os.fspath(path),
         mmap=mmap,
         salvage=salvage,
         verify=verify,
@@ -514,13 +554,14 @@ def open(
         signature=None if signature is None else _signature_bytes(signature),
         public_key=None if public_key is None else _key_bytes(public_key, "public key"),
     )
-    return File(native, framework, device)
+    return File(native, framework, device, dequantize)
 
 
 def load(data: Union[bytes, bytearray, memoryview], framework: str = "np", **kwargs: Any) -> File:
     """Opens a container held in memory (the bytes are copied once). Reads check the
-    stored digests unless ``verify=False``."""
-    return File(_tessera.open_bytes(bytes(data), **kwargs), framework)
+    stored digests unless ``verify=False``; ``dequantize`` as for :func:`open`."""
+    dequantize = kwargs.pop("dequantize", None)
+    return File(_tessera.open_bytes(bytes(data), **kwargs), framework, dequantize=dequantize)
 
 
 def convert(
@@ -536,6 +577,47 @@ def convert(
     digests the source stores before it is written, unless ``verify=False``."""
     with open(src, verify=verify) as f:
         return f.convert(dst, format, **options)
+
+
+# huggingface_hub's size units (``max_shard_size="5GB"`` is 5 * 10**9 bytes), and the
+# binary ones transformers also takes (``"5GiB"``).
+_SIZE_UNITS = {
+    "": 1, "B": 1,
+    "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+    "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40,
+}
+
+
+def _parse_size(value: Union[int, str]) -> int:
+    """``max_shard_size`` as bytes: an int, or a number with a unit as huggingface_hub
+    spells it (``"5GB"``, ``"500MB"``, ``"2.5GB"``; ``"4GiB"`` for powers of two)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InvalidInputError(f"max_shard_size must be an int or a size such as '5GB', not {value!r}")
+    if isinstance(value, int):
+        n = value
+    else:
+        m = _re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*", value)
+        unit = m.group(2).upper() if m else None
+        if m is None or unit not in _SIZE_UNITS:
+            raise InvalidInputError(
+                f"max_shard_size {value!r}: expected bytes or a size such as '5GB', '500MB', '4GiB'"
+            )
+        n = int(float(m.group(1)) * _SIZE_UNITS[unit])
+    if n <= 0:
+        raise InvalidInputError(f"max_shard_size {value!r}: must be positive")
+    return n
+
+
+def _split_options(options: Dict[str, Any]) -> Dict[str, Any]:
+    """Takes ``max_shard_size`` and ``shards`` out of the options, as the native call
+    takes them."""
+    size = options.pop("max_shard_size", None)
+    shards = options.pop("shards", None)
+    if size is not None and shards is not None:
+        raise InvalidInputError("max_shard_size and shards: give one")
+    if shards is not None and (isinstance(shards, bool) or not isinstance(shards, int) or shards < 1):
+        raise InvalidInputError(f"shards must be a positive int, not {shards!r}")
+    return {"max_shard_size": None if size is None else _parse_size(size), "shards": shards}
 
 
 def save(
@@ -572,8 +654,19 @@ def save(
     stay float). ``progress=True`` shows a bar on stderr while it writes (tqdm's when
     installed, on a terminal; a plain line otherwise), a callable gets
     ``(done_bytes, total_bytes)`` after each tensor.
+
+    ``max_shard_size`` (bytes, or a size as huggingface_hub takes it: ``"5GB"`` is
+    5·10⁹ bytes, ``"4GiB"`` 4·2³⁰) or ``shards`` (a count) write a model set instead of
+    one file, as ``tessera convert --max-shard-size`` does: for safetensors
+    ``model-00001-of-0000N.safetensors`` … and ``model.safetensors.index.json`` (the
+    Hugging Face layout), GGUF splits for GGUF, and shards with a
+    ``*.tessera-set.json`` index for the other formats; all written atomically as a set.
+    ``path`` names the set (``dir/model.safetensors``); the report's ``extra_files``
+    lists every file written, the index last. A model that fits one shard is written
+    as one plain file at ``path``. :func:`open` opens the set by its index.
     """
     bar = _progress.reporter(options.pop("progress", None), "writing")
+    split = _split_options(options)
     if not isinstance(tensors, Mapping):
         raise InvalidInputError("tensors must be a dict of name -> array")
     items = []
@@ -583,11 +676,12 @@ def save(
         items.append(from_array(name, x))
     notes, extra, data = _tessera.save(
         items,
-        None if path is None else os.fspath(path),
+        None if path is None else _os.fspath(path),
         format=format,
         metadata=dict(metadata) if metadata is not None else None,
         options=options,
         progress=bar,
+        **split,
     )
     report = _report(notes, extra, path)
     if path is None:
@@ -611,7 +705,7 @@ class _Slice:
         return list(self._info["shape"])
 
     def get_dtype(self) -> str:
-        d = self._info["dtype"]
+        d = self._owner._dequantized(self._info) or self._info["dtype"]
         return SAFETENSORS_NAMES.get(d, d.upper())
 
     def __len__(self) -> int:
@@ -621,30 +715,51 @@ class _Slice:
         return shape[0]
 
     def __getitem__(self, index: Any) -> Any:
-        self._owner._check_open()
-        _refuse_packed(self._info)
+        owner = self._owner
+        owner._check_open()
+        dq = owner._dequantized(self._info)
+        if dq is None:
+            _refuse_packed(self._info)
         index = _check_index(index, self._info["shape"])
-        # Only the selected part is copied (a view of the map first, then its copy).
-        arr = self._owner._file.get_tensor(self._name, framework="np", densify=True)
-        if self._owner._framework == "np" and not self._owner._copy:
+        # Only the selected part is copied (a view of the map first, then its copy),
+        # unless the tensor has a stored digest to check: then the whole tensor is read
+        # into a private buffer and checked there (a checked copy), and the part taken
+        # from that buffer. Dequantized tensors are decoded whole.
+        checked = owner._verify and bool(self._info["storage"]["digests"])
+        arr = owner._file.get_tensor(
+            self._name, framework="np", densify=True, copy=checked and owner._copy, dequantize=dq
+        )
+        if owner._framework == "np" and not owner._copy:
             return arr[index]
-        part = np.array(arr[index], copy=True)
-        if self._owner._framework == "pt":
-            raw = np.ascontiguousarray(part).reshape(-1).view(np.uint8)
-            return to_torch(raw, self._info["dtype"], part.shape, self._owner._device)
+        part = _np.array(arr[index], copy=True)
+        if owner._framework == "pt":
+            raw = _np.ascontiguousarray(part).reshape(-1).view(_np.uint8)
+            return to_torch(raw, dq or self._info["dtype"], part.shape, owner._device)
         return part
 
 
+def _is_packed(info: Dict[str, Any]) -> bool:
+    """A tensor stored in packed blocks (GGUF ``q8_0``, ``q4_k``, …)."""
+    return info["layout"] not in ("dense", "sparse_csr", "sparse_coo")
+
+
 def _refuse_packed(info: Dict[str, Any]) -> None:
-    """Element access to a tensor stored in packed blocks (GGUF ``q8_0``, ``q4_k``, …)
-    would need dequantization, which tessera does not do yet: say so and what works."""
-    if info["layout"] not in ("dense", "sparse_csr", "sparse_coo"):
+    """Arrays of a tensor stored in packed blocks need ``dequantize=``: say so."""
+    if _is_packed(info):
         raise UnsupportedError(
-            f"tensor {info['name']!r} is {info['dtype']} ({info['layout']}), stored in packed "
-            f"blocks; slicing it needs dequantization, which tessera does not do yet. "
-            f"File.get_tensor(name) returns a tessera.Tensor whose .parts['data'] holds the "
-            f"packed bytes; tessera.convert keeps them as they are."
+            f"tensor {info['name']!r} is {info['dtype']}, stored in packed GGUF blocks: "
+            f"pass dequantize='f32' (or 'f16', 'bf16') to get it as an array, decoded as "
+            f"gguf-py's dequantize does; tessera.open(path).get_tensor(name) gives the "
+            f"packed bytes as a tessera.Tensor"
         )
+
+
+def _refuse_unasked(f: "File", dequantize: Optional[str]) -> None:
+    """The array loaders (``load_file``) return arrays only: a packed tensor without
+    ``dequantize=`` is refused, naming it, before anything is read."""
+    if dequantize is None:
+        for info in f.tensor_infos():
+            _refuse_packed(info)
 
 
 def _check_index(index: Any, shape: Sequence[int]) -> Tuple[Any, ...]:
@@ -659,7 +774,7 @@ def _check_index(index: Any, shape: Sequence[int]) -> Tuple[Any, ...]:
     for pos, x in enumerate(items):
         if x is Ellipsis:
             continue
-        if isinstance(x, bool) or not isinstance(x, (int, np.integer, slice)):
+        if isinstance(x, bool) or not isinstance(x, (int, _np.integer, slice)):
             raise InvalidInputError(
                 f"unsupported slice index at position {pos}: expected slice, int, or ellipsis, "
                 f"not {type(x).__name__}"
@@ -680,12 +795,12 @@ def _check_index(index: Any, shape: Sequence[int]) -> Tuple[Any, ...]:
     for x, d in targets:
         size = dims[d]
         if isinstance(x, slice):
-            if x.step is not None and (not isinstance(x.step, (int, np.integer)) or x.step < 1):
+            if x.step is not None and (not isinstance(x.step, (int, _np.integer)) or x.step < 1):
                 raise InvalidInputError(f"slice step {x.step!r} for dimension #{d}: only positive steps")
             for bound in (x.start, x.stop):
                 if bound is None:
                     continue
-                if isinstance(bound, bool) or not isinstance(bound, (int, np.integer)):
+                if isinstance(bound, bool) or not isinstance(bound, (int, _np.integer)):
                     raise InvalidInputError(f"slice bound {bound!r} for dimension #{d} is not an int")
                 if not -size <= bound <= size:
                     raise InvalidInputError(
@@ -723,7 +838,8 @@ class safe_open:
         device: Any = "cpu",
         *,
         copy: bool = True,
-        verify: Optional[bool] = None,
+        verify: bool = True,
+        dequantize: Optional[str] = None,
         backend: Optional[str] = None,
     ) -> None:
         # safetensors' backend= picks its I/O path; tessera has one (a memory map).
@@ -733,9 +849,13 @@ class safe_open:
         self._framework = _framework(framework)
         self._device = device
         self._copy = bool(copy)
-        # Copies are checked against the stored digests; zero-copy views only if asked.
-        check = self._copy if verify is None else bool(verify)
-        self._file = open(filename, self._framework, device=device, verify=check)
+        self._verify = bool(verify)
+        self._dequantize = dequantize
+        self._file = open(filename, self._framework, device=device, verify=self._verify)
+
+    def _dequantized(self, info: Dict[str, Any]) -> Optional[str]:
+        """The dtype a packed tensor is decoded to (None: not packed, or not asked)."""
+        return self._dequantize if _is_packed(info) else None
 
     def _check_open(self) -> None:
         if self._closed:
@@ -757,11 +877,15 @@ class safe_open:
         md = self._file.metadata
         if not md:
             return None
-        return {k: v if isinstance(v, str) else json.dumps(_jsonable(v)) for k, v in md.items()}
+        return {k: v if isinstance(v, str) else _json.dumps(_jsonable(v)) for k, v in md.items()}
 
     def get_tensor(self, name: str) -> Any:
         self._check_open()
-        return self._file.get_tensor(name, densify=True, copy=self._copy)
+        info = self._file.tensor_info(name)
+        dq = self._dequantized(info)
+        if dq is None:
+            _refuse_packed(info)
+        return self._file.get_tensor(name, densify=True, copy=self._copy, dequantize=dq)
 
     def get_slice(self, name: str) -> _Slice:
         self._check_open()
@@ -800,7 +924,7 @@ def serialize(tensor_dict: Mapping, metadata: Optional[Dict[str, str]] = None) -
 def serialize_file(tensor_dict: Mapping, filename: PathLike, metadata: Optional[Dict[str, str]] = None) -> None:
     """safetensors' ``serialize_file``: as :func:`serialize`, written atomically."""
     items = [_spec(n, t) for n, t in tensor_dict.items()]
-    _tessera.save(items, os.fspath(filename), format="safetensors", metadata=metadata, options={})
+    _tessera.save(items, _os.fspath(filename), format="safetensors", metadata=metadata, options={})
 
 
 def deserialize(data: Union[bytes, bytearray, memoryview]) -> List[Tuple[str, Dict[str, Any]]]:
@@ -814,7 +938,7 @@ def deserialize(data: Union[bytes, bytearray, memoryview]) -> List[Tuple[str, Di
         _refuse_packed(info)
         raw = f.get_tensor(name, densify=True, copy=True)
         d = info["dtype"]
-        buf = np.ascontiguousarray(raw).reshape(-1).view(np.uint8).tobytes()
+        buf = _np.ascontiguousarray(raw).reshape(-1).view(_np.uint8).tobytes()
         out.append((name, {"dtype": SAFETENSORS_NAMES.get(d, d.upper()), "shape": list(info["shape"]), "data": bytearray(buf)}))
     return out
 
@@ -827,3 +951,11 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, list):
         return [_jsonable(x) for x in v]
     return v
+
+
+# The public namespace: the API only (the modules this one imports are underscored).
+_SUBMODULES = ["errors", "numpy", "torch"]
+
+
+def __dir__() -> List[str]:
+    return sorted(set(__all__) | set(_SUBMODULES) | {"__version__"})

@@ -26,6 +26,7 @@ from .tensor import Tensor as Tensor
 __version__: str
 _Path = Union[str, PathLike[str]]
 _Framework = Literal["np", "numpy", "pt", "torch", "pytorch"]
+_Dequantize = Literal["f32", "f16", "bf16"]
 
 def formats() -> List[Dict[str, Any]]: ...
 def public_key(secret: bytes) -> bytes: ...
@@ -36,6 +37,7 @@ def sign(
     output: Optional[_Path] = None,
     *,
     metadata: bool = False,
+    embed: bool = False,
     **kwargs: Any,
 ) -> str: ...
 def verify_signature(
@@ -46,7 +48,6 @@ def verify_signature(
     tensors: Optional[Sequence[str]] = None,
     **kwargs: Any,
 ) -> VerifyReport: ...
-@dataclass(frozen=True)
 def diff(
     a: Union[_Path, File],
     b: Union[_Path, File],
@@ -56,6 +57,7 @@ def diff(
     **kwargs: Any,
 ) -> Dict[str, Any]: ...
 
+@dataclass(frozen=True)
 class Check:
     subject: str
     layer: str
@@ -99,7 +101,7 @@ class File(Mapping[str, Any]):
         self,
         *,
         hmac_key: Union[bytes, str, None] = None,
-        public_key: Optional[bytes] = None,
+        public_key: Union[bytes, _Path, None] = None,
         control_only: bool = False,
         tensors: Optional[Sequence[str]] = None,
     ) -> VerifyReport: ...
@@ -116,7 +118,13 @@ class File(Mapping[str, Any]):
     def tensor_info(self, name: str) -> Dict[str, Any]: ...
     def tensor_infos(self) -> List[Dict[str, Any]]: ...
     def get_tensor(
-        self, name: str, *, framework: Optional[_Framework] = None, densify: bool = False, copy: bool = False
+        self,
+        name: str,
+        *,
+        framework: Optional[_Framework] = None,
+        densify: bool = False,
+        copy: bool = False,
+        dequantize: Optional[_Dequantize] = None,
     ) -> Any: ...
     def get_tensors(
         self,
@@ -125,6 +133,7 @@ class File(Mapping[str, Any]):
         framework: Optional[_Framework] = None,
         densify: bool = False,
         copy: bool = False,
+        dequantize: Optional[_Dequantize] = None,
     ) -> Dict[str, Any]: ...
     def __getitem__(self, name: str) -> Any: ...
     def __iter__(self) -> Iterator[str]: ...
@@ -142,10 +151,13 @@ def open(
     device: Any = "cpu",
     mmap: bool = True,
     salvage: bool = False,
-    verify: bool = False,
+    verify: bool = True,
+    dequantize: Optional[_Dequantize] = None,
     hmac_key: Optional[bytes] = None,
     age_identities: Optional[Sequence[str]] = None,
     age_passphrase: Optional[str] = None,
+    signature: Optional[Union[str, bytes, _Path]] = None,
+    public_key: Optional[Union[bytes, _Path]] = None,
 ) -> File: ...
 def convert(
     src: _Path, dst: _Path, format: Optional[str] = None, *, verify: bool = True, **options: Any
@@ -157,6 +169,9 @@ def save(
     path: _Path,
     format: Optional[str] = None,
     metadata: Optional[Mapping[str, Any]] = None,
+    *,
+    max_shard_size: Union[int, str, None] = None,
+    shards: Optional[int] = None,
     **options: Any,
 ) -> SaveReport: ...
 @overload
@@ -182,7 +197,8 @@ class safe_open:
         device: Any = "cpu",
         *,
         copy: bool = True,
-        verify: Optional[bool] = None,
+        verify: bool = True,
+        dequantize: Optional[_Dequantize] = None,
         backend: Optional[str] = None,
     ) -> None: ...
     def keys(self) -> List[str]: ...

@@ -21,6 +21,7 @@ from typing import Any, Dict, Optional, Union
 import numpy as np
 
 from . import _progress, _tessera
+from . import _refuse_unasked
 from . import load as _load_bytes
 from . import open as _open
 from . import save as _save
@@ -67,19 +68,23 @@ def save_file(
     _save(tensor_dict, filename, format=_format_for(filename, format), metadata=metadata, durable=durable, **options)
 
 
-def load(data: bytes, *, copy: bool = True, verify: Optional[bool] = None) -> Dict[str, np.ndarray]:
+def load(
+    data: bytes, *, copy: bool = True, verify: bool = True, dequantize: Optional[str] = None
+) -> Dict[str, np.ndarray]:
     """Deserializes bytes of any supported format into writable arrays; with
     ``copy=False``, raw-stored tensors are read-only views of one internal copy of
-    ``data``. ``verify`` as in :func:`load_file`."""
-    check = copy if verify is None else bool(verify)
-    return _load_bytes(data, verify=check).get_tensors(densify=True, copy=copy)
+    ``data``. ``verify`` and ``dequantize`` as in :func:`load_file`."""
+    f = _load_bytes(data, verify=bool(verify), dequantize=dequantize)
+    _refuse_unasked(f, dequantize)
+    return f.get_tensors(densify=True, copy=copy)
 
 
 def load_file(
     filename: Union[str, "os.PathLike[str]"],
     *,
     copy: bool = True,
-    verify: Optional[bool] = None,
+    verify: bool = True,
+    dequantize: Optional[str] = None,
     progress: Any = False,
 ) -> Dict[str, np.ndarray]:
     """Loads every tensor of a file of any supported format into writable arrays the
@@ -89,14 +94,18 @@ def load_file(
 
     Every digest the file stores for a tensor's bytes (zTensor crc32c/sha256, FOLD
     CRC-32C/SHA-256, AERO BLAKE3, npz CRC-32, …) is checked before the tensor is
-    returned, raising :class:`tessera.IntegrityError` on a mismatch. ``verify`` defaults
-    to ``copy``: zero-copy views are unchecked unless ``verify=True``; ``verify=False``
-    skips the check for copies too. ``progress=True`` shows a bar on stderr (tqdm's
+    returned, raising :class:`tessera.IntegrityError` naming the tensor on a mismatch;
+    copies are checked over the copy itself (see :meth:`tessera.File.get_tensor`).
+    ``verify=False`` skips the check. GGUF tensors stored in packed blocks (``q8_0``,
+    ``q4_k``, …) need ``dequantize="f32"`` (or ``"f16"``, ``"bf16"``): they are decoded
+    as gguf-py's ``dequantize`` does; without it such a file is refused with
+    :class:`tessera.UnsupportedError` naming the tensor (every value returned is an
+    ``ndarray``). ``progress=True`` shows a bar on stderr (tqdm's
     when installed, on a terminal), a callable gets ``(done_bytes, total_bytes)`` in the
     tensors' dense bytes: the tensors are then read in batches of about 64 MiB, one call
     each."""
-    check = copy if verify is None else bool(verify)
-    f = _open(filename, verify=check)
+    f = _open(filename, verify=bool(verify), dequantize=dequantize)
+    _refuse_unasked(f, dequantize)
     bar = _progress.reporter(progress, "loading")
     if bar is None:
         return f.get_tensors(densify=True, copy=copy)

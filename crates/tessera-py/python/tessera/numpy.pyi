@@ -19,7 +19,14 @@ def save_file(
     durable: bool = ...,
     **options: Any,
 ) -> None: ...
-def load(data: bytes, *, copy: bool = True, verify: Optional[bool] = None) -> Dict[str, np.ndarray]: ...
+def load(
+    data: bytes, *, copy: bool = True, verify: bool = True, dequantize: Optional[str] = None
+) -> Dict[str, np.ndarray]: ...
 def load_file(
-    filename: Union[str, PathLike[str]], *, copy: bool = True, verify: Optional[bool] = None
+    filename: Union[str, PathLike[str]],
+    *,
+    copy: bool = True,
+    verify: bool = True,
+    dequantize: Optional[str] = None,
+    progress: Any = False,
 ) -> Dict[str, np.ndarray]: ...

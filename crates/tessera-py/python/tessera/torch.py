@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Optional, Union
 
+from . import _refuse_unasked
 from . import load as _load_bytes
 from . import open as _open
 from . import save as _save
@@ -42,16 +43,28 @@ def save_file(
     _save(tensors, filename, format=_format_for(filename, format), metadata=metadata, durable=durable, **options)
 
 
-def load(data: bytes, device: Any = "cpu", *, verify: bool = True) -> Dict[str, Any]:
+def load(
+    data: bytes, device: Any = "cpu", *, verify: bool = True, dequantize: Optional[str] = None
+) -> Dict[str, Any]:
     """Deserializes bytes of any supported format into torch tensors (stored digests
-    checked unless ``verify=False``)."""
-    f = _load_bytes(data, framework="pt", verify=verify)
+    checked unless ``verify=False``; ``dequantize`` as in :func:`load_file`)."""
+    f = _load_bytes(data, framework="pt", verify=verify, dequantize=dequantize)
+    _refuse_unasked(f, dequantize)
     f._device = device
     return {k: f.get_tensor(k, densify=True) for k in f}
 
 
-def load_file(filename: Union[str, "os.PathLike[str]"], device: Any = "cpu", *, verify: bool = True) -> Dict[str, Any]:
+def load_file(
+    filename: Union[str, "os.PathLike[str]"],
+    device: Any = "cpu",
+    *,
+    verify: bool = True,
+    dequantize: Optional[str] = None,
+) -> Dict[str, Any]:
     """Loads every tensor of a file of any supported format as torch tensors; every
-    digest the file stores is checked first unless ``verify=False``."""
-    f = _open(filename, "pt", device=device, verify=verify)
+    digest the file stores is checked first (over the copy handed out) unless
+    ``verify=False``. GGUF packed tensors need ``dequantize=`` ("f32", "f16", "bf16"),
+    as in :func:`tessera.numpy.load_file`."""
+    f = _open(filename, "pt", device=device, verify=verify, dequantize=dequantize)
+    _refuse_unasked(f, dequantize)
     return {k: f.get_tensor(k, densify=True) for k in f}

@@ -12,7 +12,9 @@
 //! - `store` (feature `remote`): the client for a location — credentials from the
 //!   environment (AWS variables, `AWS_ENDPOINT_URL` or [`RemoteOptions::endpoint`]),
 //!   then the AWS profile files (`profile`: `AWS_PROFILE`, `~/.aws/credentials` and
-//!   `config`), anonymous when none; `TESSERA_HTTP_TOKEN` / `HF_TOKEN` as a bearer token for HTTP),
+//!   `config`), anonymous when none; for HTTP a bearer token only where it belongs:
+//!   `TESSERA_HTTP_TOKEN` to the hosts `TESSERA_HTTP_TOKEN_HOSTS` names (or the URL's
+//!   host with [`RemoteOptions::token`]), `HF_TOKEN` to Hugging Face over HTTPS),
 //!   timeouts, retries with exponential backoff (object_store's `RetryConfig`: 5xx,
 //!   429 and dropped connections are retried, up to 5 times within 20 s), and the one
 //!   tokio runtime the requests run on;
@@ -88,11 +90,17 @@ pub struct RemoteOptions {
     /// An S3 endpoint (`http://127.0.0.1:9000`, MinIO, R2, …) instead of AWS's; when
     /// unset, `AWS_ENDPOINT_URL`.
     pub endpoint: Option<String>,
+    /// Send `TESSERA_HTTP_TOKEN` as the bearer token to the location's own host (the
+    /// CLI's `--token`); without it the token goes only to the hosts
+    /// `TESSERA_HTTP_TOKEN_HOSTS` names. `HF_TOKEN` goes to Hugging Face over HTTPS only.
+    pub token: bool,
 }
 
 crate::setters::setters!(RemoteOptions {
     /// Sets `endpoint`, an S3 endpoint instead of AWS's.
     endpoint: Option<String>,
+    /// Sets `token`: `TESSERA_HTTP_TOKEN` to the location's own host.
+    token: bool,
 });
 
 /// Requests sent and body bytes received by every remote source of this process so far

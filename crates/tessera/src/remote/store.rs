@@ -9,8 +9,12 @@
 //!   so a public bucket reads without an account and nothing waits on the EC2
 //!   metadata service. An endpoint (`RemoteOptions::endpoint`, the CLI's `--endpoint`,
 //!   or `AWS_ENDPOINT_URL`) selects a MinIO-style server, path-style; `http://` allowed.
-//! - HTTP: `TESSERA_HTTP_TOKEN`, else `HF_TOKEN`, as `Authorization: Bearer …` (a
-//!   sensitive header: left out of debug output, dropped on a redirect to another host).
+//! - HTTP: a bearer token (`Authorization: Bearer …`, a sensitive header: left out of
+//!   debug output, dropped on a redirect to another host), sent only where it belongs
+//!   ([`bearer_token`]): `TESSERA_HTTP_TOKEN` to the hosts `TESSERA_HTTP_TOKEN_HOSTS`
+//!   names (or the location's own host with [`RemoteOptions::token`], the CLI's
+//!   `--token`), `HF_TOKEN` to Hugging Face's hosts over HTTPS only. Any other host gets
+//!   no token.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -123,9 +127,7 @@ pub(crate) fn target(loc: &Location, opts: &RemoteOptions) -> Result<Target> {
         Location::Http(u) => {
             let parsed = split_http(u).ok_or_else(|| setup(&url, "not an http(s) URL"))?;
             let mut options = client_options();
-            if let Some(token) =
-                env_nonempty("TESSERA_HTTP_TOKEN").or_else(|| env_nonempty("HF_TOKEN"))
-            {
+            if let Some(token) = bearer_token(u, opts.token, &|n| env_nonempty(n)) {
                 let mut value = object_store::HeaderValue::from_str(&format!("Bearer {token}"))
                     .map_err(|_| {
                         setup(&url, "the bearer token holds characters a header cannot")
@@ -176,6 +178,75 @@ fn split_http(u: &str) -> Option<(String, String)> {
     Some((base, path.to_string()))
 }
 
+/// The Hugging Face hosts `HF_TOKEN` goes to (and their subdomains: the LFS and Xet
+/// CDNs a download redirects to are reached without it, by a signed URL).
+const HF_HOSTS: [&str; 2] = ["huggingface.co", "hf.co"];
+
+/// `(scheme, host)` of an http(s) URL, both lower case, without user info or port.
+fn scheme_host(url: &str) -> Option<(String, String)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = host_port.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        host_port.split(':').next().unwrap_or("")
+    };
+    Some((scheme.to_ascii_lowercase(), host.to_ascii_lowercase()))
+}
+
+/// Whether `host` is `name` or under it (`name` written `.example.com` or
+/// `*.example.com` matches the subdomains only).
+fn host_matches(host: &str, name: &str) -> bool {
+    let name = name.trim().trim_end_matches('.').to_ascii_lowercase();
+    let name = name.split(':').next().unwrap_or("");
+    if let Some(suffix) = name.strip_prefix("*.").or_else(|| name.strip_prefix('.')) {
+        return host.len() > suffix.len() + 1
+            && host.ends_with(suffix)
+            && host.as_bytes()[host.len() - suffix.len() - 1] == b'.';
+    }
+    !name.is_empty() && host == name
+}
+
+/// The bearer token a request to `url` carries, if any may go there:
+///
+/// - `TESSERA_HTTP_TOKEN` when the URL's host is one `TESSERA_HTTP_TOKEN_HOSTS` names
+///   (hosts separated by commas or spaces; `*.example.com` or `.example.com` for the
+///   subdomains) or when `to_this_host` (the user gave the token for this URL: the CLI's
+///   `--token`), over http:// too (the user named the host);
+/// - else `HF_TOKEN` when the URL is `https://` and its host `huggingface.co` or
+///   `hf.co` or a subdomain of either;
+/// - else none: a token is never sent to a host nobody named, nor Hugging Face's over
+///   plain HTTP.
+pub(crate) fn bearer_token(
+    url: &str,
+    to_this_host: bool,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<String> {
+    let (scheme, host) = scheme_host(url)?;
+    if host.is_empty() {
+        return None;
+    }
+    if let Some(t) = env("TESSERA_HTTP_TOKEN") {
+        let named = env("TESSERA_HTTP_TOKEN_HOSTS").is_some_and(|hosts| {
+            hosts
+                .split([',', ' ', '\t'])
+                .filter(|h| !h.is_empty())
+                .any(|h| host_matches(&host, h))
+        });
+        if named || to_this_host {
+            return Some(t);
+        }
+    }
+    let hf = HF_HOSTS
+        .iter()
+        .any(|h| host_matches(&host, h) || host_matches(&host, &format!("*.{h}")));
+    if scheme == "https" && hf {
+        return env("HF_TOKEN");
+    }
+    None
+}
+
 fn env_nonempty(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
@@ -211,4 +282,75 @@ pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime> {
             format!("cannot start the I/O runtime: {e}"),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |n| {
+            vars.iter()
+                .find(|(k, _)| *k == n)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn hf_token_goes_to_hugging_face_over_https_only() {
+        let e = env(&[("HF_TOKEN", "hf_x")]);
+        let t = |u: &str| bearer_token(u, false, &e);
+        assert_eq!(
+            t("https://huggingface.co/a/b/resolve/main/m.gguf").as_deref(),
+            Some("hf_x")
+        );
+        assert_eq!(t("https://HF.co/a/resolve/main/x").as_deref(), Some("hf_x"));
+        assert_eq!(
+            t("https://cdn-lfs.huggingface.co/x").as_deref(),
+            Some("hf_x")
+        );
+        assert_eq!(t("http://huggingface.co/a/b/resolve/main/m.gguf"), None);
+        assert_eq!(t("https://example.com/m.gguf"), None);
+        assert_eq!(t("https://huggingface.co.evil.com/m.gguf"), None);
+        assert_eq!(t("https://evilhuggingface.co/m.gguf"), None);
+        assert_eq!(t("https://huggingface.co@evil.com/m.gguf"), None);
+        assert_eq!(t("http://127.0.0.1:8080/m.gguf"), None);
+        // --token sends TESSERA_HTTP_TOKEN, never HF_TOKEN, to another host.
+        assert_eq!(bearer_token("https://example.com/m", true, &e), None);
+    }
+
+    #[test]
+    fn tessera_http_token_goes_to_the_named_hosts_only() {
+        let e = env(&[
+            ("TESSERA_HTTP_TOKEN", "t"),
+            (
+                "TESSERA_HTTP_TOKEN_HOSTS",
+                "models.example.com, *.corp.test 127.0.0.1",
+            ),
+        ]);
+        let t = |u: &str, flag: bool| bearer_token(u, flag, &e);
+        assert_eq!(
+            t("https://models.example.com/m", false).as_deref(),
+            Some("t")
+        );
+        assert_eq!(t("http://127.0.0.1:8080/m", false).as_deref(), Some("t"));
+        assert_eq!(t("https://a.corp.test/m", false).as_deref(), Some("t"));
+        assert_eq!(t("https://corp.test/m", false), None);
+        assert_eq!(t("https://example.com/m", false), None);
+        assert_eq!(t("https://other.example.com/m", false), None);
+        assert_eq!(t("https://huggingface.co/m", false), None);
+        // The URL's own host when the user gave --token.
+        assert_eq!(t("https://other.example.com/m", true).as_deref(), Some("t"));
+        // Without a host list, only --token sends it.
+        let e = env(&[("TESSERA_HTTP_TOKEN", "t"), ("HF_TOKEN", "hf")]);
+        assert_eq!(bearer_token("https://example.com/m", false, &e), None);
+        assert_eq!(
+            bearer_token("https://example.com/m", true, &e).as_deref(),
+            Some("t")
+        );
+        assert_eq!(
+            bearer_token("https://huggingface.co/m", false, &e).as_deref(),
+            Some("hf")
+        );
+    }
 }

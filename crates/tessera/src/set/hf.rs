@@ -1,6 +1,16 @@
 //! Hugging Face `*.safetensors.index.json`: `{"metadata": {"total_size": N, …},
 //! "weight_map": {tensor: shard file}}` (what `huggingface_hub`'s
-//! `split_*_state_dict_into_shards` and `transformers`' `save_pretrained` write).
+//! `split_*_state_dict_into_shards` and `transformers`' `save_pretrained` write), and
+//! the same JSON as `pytorch_model.bin.index.json` over PyTorch `.bin` shards (what
+//! `save_pretrained(safe_serialization=False)` writes).
+//!
+//! Metadata: the index's `metadata` (minus `total_size`), then every shard's own (a
+//! safetensors shard's `__metadata__`, `{"format": "pt"}` from transformers, which
+//! `transformers` wants back when the set becomes one file): a key is kept once when
+//! the shards that have it agree; when they do not, or a shard's value differs from the
+//! index's, the index's value, else the first shard's (in set order) is kept and a
+//! warning names the key, the values and the shards (each shard's own metadata is seen
+//! by opening it alone: `--shard-only`, `shard=True`).
 
 use std::fmt;
 use std::io::Read;
@@ -17,6 +27,18 @@ use crate::metadata::{Metadata, Value};
 
 /// The name ending an HF safetensors index.
 pub const INDEX_SUFFIX: &str = ".safetensors.index.json";
+
+/// The name ending an HF PyTorch index (`pytorch_model.bin.index.json`).
+pub const BIN_INDEX_SUFFIX: &str = ".bin.index.json";
+
+/// The extensions of the shards an HF index names (each has its index suffix:
+/// `{ext}.index.json`).
+pub const SHARD_EXTENSIONS: [&str; 2] = [".safetensors", ".bin"];
+
+/// True for the name of an HF index (safetensors or PyTorch).
+pub fn is_index_name(name: &str) -> bool {
+    name.ends_with(INDEX_SUFFIX) || name.ends_with(BIN_INDEX_SUFFIX)
+}
 
 /// `weight_map`'s entries as written, duplicates kept (a JSON object that repeats a key
 /// is ambiguous; serde_json's map would silently keep the last).
@@ -134,7 +156,7 @@ pub(super) fn plan_bytes(
     // index skips is a shard whose tensors it forgets.
     let unnamed = super::names::unnamed_siblings(
         &shards,
-        |_| Some(".safetensors"),
+        |n| SHARD_EXTENSIONS.into_iter().find(|e| n.ends_with(e)),
         |sib| exists(&dir.join(sib)),
     );
     checks.list(
@@ -183,4 +205,53 @@ pub(super) fn plan_bytes(
         total_size,
         checks,
     })
+}
+
+/// The set's metadata: the index's (`index`) with every shard's own merged in, as the
+/// module docs say; a warning per key whose values differ.
+pub(super) fn merge_metadata(
+    index: Metadata,
+    shards: &[super::Shard],
+    warnings: &mut Vec<String>,
+) -> Metadata {
+    let from_index: std::collections::HashSet<String> =
+        index.iter().map(|(k, _)| k.to_string()).collect();
+    let mut out = index;
+    // Per key: where its kept value came from, and every other value seen.
+    let mut origin: Vec<(String, String)> = Vec::new();
+    let mut differ: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for s in shards {
+        let Some(f) = &s.file else { continue };
+        for (k, v) in crate::TensorSource::metadata(f).iter() {
+            match out.get(k) {
+                None => {
+                    out.insert(k.to_string(), v.clone());
+                    origin.push((k.to_string(), s.name.clone()));
+                }
+                Some(kept) if kept == v => {}
+                Some(_) => differ.entry(k.to_string()).or_default().push(format!(
+                    "{} in {}",
+                    v.display_short(),
+                    s.name
+                )),
+            }
+        }
+    }
+    for (k, others) in differ {
+        let Some(kept) = out.get(&k) else { continue };
+        let from = if from_index.contains(&k) {
+            "the index".to_string()
+        } else {
+            origin
+                .iter()
+                .find(|(key, _)| *key == k)
+                .map_or(String::new(), |(_, s)| s.clone())
+        };
+        warnings.push(format!(
+            "metadata key {k:?} differs between the set's files: {} in {from} (kept), {} (open a shard alone to see its own)",
+            kept.display_short(),
+            others.join(", ")
+        ));
+    }
+    out
 }

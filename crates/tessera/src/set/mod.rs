@@ -3,11 +3,14 @@
 //! # Set kinds
 //!
 //! - **Hugging Face index** (`hf.rs`): `model.safetensors.index.json` beside shards
-//!   `model-00001-of-00004.safetensors` …. The index is JSON: `{"metadata":
+//!   `model-00001-of-00004.safetensors` …, or `pytorch_model.bin.index.json` beside
+//!   PyTorch shards `pytorch_model-00001-of-00002.bin`. The index is JSON: `{"metadata":
 //!   {"total_size": N, …}, "weight_map": {tensor: shard file, …}}`. The set's tensors
 //!   are the `weight_map`'s, in its order; its metadata is the index's `metadata` minus
-//!   `total_size`. Shards are opened as whatever format their bytes say (safetensors in
-//!   practice) and must all be of one format.
+//!   `total_size`, with each shard's own metadata (safetensors `__metadata__`) merged in:
+//!   a key the shards disagree on keeps the index's or the first shard's value and is
+//!   named in a warning (see `hf.rs`). Shards are opened as whatever format their bytes
+//!   say and must all be of one format.
 //! - **GGUF splits** (`gguf_split.rs`, llama.cpp's `gguf-split` and gguf-py's
 //!   `GGUFWriter(split_max_tensors=…, split_max_size=…)`): `{prefix}-00001-of-00003.gguf`
 //!   …, each a complete GGUF file carrying `split.no` (0-based), `split.count` and
@@ -16,7 +19,8 @@
 //! - **zTensor v2 shard tables** (`zt2_shards.rs`): a root `.zt` whose manifest names
 //!   shard files by label; the root opens as one file ([`OpenedFile`]) that owns its
 //!   shards' bytes too, since a tensor's parts may lie in several files. Checks: each
-//!   shard present, of the table's size, a v2 file (fatal); its digest in `verify`.
+//!   shard present, of the table's size, a v2 file (fatal); its whole-file digest in
+//!   `verify`, and before a checked read's first part from it (once per shard).
 //! - **Tessera set indexes** (`tessera_index.rs`): `<stem>.tessera-set.json` beside
 //!   shards `<stem>-00001-of-0000n.<ext>` of any other format (zTensor v1, FOLD, WTXT,
 //!   GPTRS, npz, PyTorch): the format, each shard's size and BLAKE3, `weight_map`
@@ -47,8 +51,10 @@
 //! A fatal failure fails the open with an `Integrity` error naming the check (a shard
 //! that does not open fails it with the shard's own error) — unless
 //! [`ReadOptions::audit`] (`inspect`, `verify`), which opens what it can and reports
-//! every failure in `warnings()` and `verify`. A `total_size` mismatch is only reported
-//! (it is advisory: loaders do not read it).
+//! every failure in `warnings()` and `verify`; [`ModelSet::refusal`] then gives the
+//! error a plain open would have given (`tessera inspect` prints the set, then exits
+//! with it). A `total_size` mismatch is only reported (it is advisory: loaders do not
+//! read it).
 //!
 //! Hostile indexes: the index file must be under [`crate::Limits::max_index_bytes`], its
 //! entry count under `max_entries`, names under `max_name_len`; shard names must be
@@ -56,8 +62,12 @@
 //! (five digits) and is checked against every split's keys.
 //!
 //! Reads are each shard's own: checked (digests) as that shard's format checks them,
-//! errors naming the shard file. A shard of a Tessera index is also hashed whole once,
-//! before the first tensor read from it, when reads are checked ([`ReadOptions::verify`]).
+//! errors naming the shard file. A shard of a Tessera index, or of a zTensor v2 shard
+//! table, is also hashed whole once, before the first tensor read from it, when reads
+//! are checked ([`ReadOptions::verify`]).
+//!
+//! Links are followed everywhere (a Hugging Face cache's snapshot holds links into
+//! `blobs/`); a shard is known by the name the index gives, its link's name.
 //!
 //! Writing sets: [`convert_set`] (`write.rs`).
 //!
@@ -116,7 +126,7 @@ use crate::verify::{Status, VerifyOptions, VerifyReport};
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SetKind {
-    /// A Hugging Face `*.safetensors.index.json` (its file name).
+    /// A Hugging Face `*.safetensors.index.json` or `*.bin.index.json` (its file name).
     HfIndex(String),
     /// llama.cpp GGUF splits (the first split's file name).
     GgufSplit(String),
@@ -157,6 +167,20 @@ pub struct ModelSet {
     check_shards: bool,
     /// Per shard, the outcome of that hash (Err: the detail).
     shard_digests: Vec<OnceLock<std::result::Result<(), String>>>,
+    /// What opening found worth saying that is no failed check (metadata that differs
+    /// between shards).
+    notes: Vec<String>,
+    /// The first fatal check failure of an audit open: the error a plain open gives.
+    refusal: Option<(String, String, String)>,
+}
+
+/// The error a failed fatal check (subject, layer, detail) gives, naming the index.
+fn refusal_error(dir: &Path, index: &str, (at, layer, detail): &(String, String, String)) -> Error {
+    let mut e = Error::integrity(format!("model set check {layer:?} failed: {detail}"));
+    if at != index {
+        e = e.at_subject(at.clone());
+    }
+    e.in_file(dir.join(index).display().to_string())
 }
 
 /// A set-level check outcome recorded while opening.
@@ -268,6 +292,7 @@ impl ModelSet {
             }
         }
         let format = format.unwrap_or(match &kind {
+            SetKind::HfIndex(n) if n.ends_with(hf::BIN_INDEX_SUFFIX) => Format::Pytorch,
             SetKind::HfIndex(_) => Format::Safetensors,
             SetKind::GgufSplit(_) => Format::Gguf,
             SetKind::Tessera(t) => t.format,
@@ -367,7 +392,17 @@ impl ModelSet {
             );
         }
         if let (Some(total), true) = (total_size, whole) {
-            let sum: u64 = infos.iter().map(|t| t.storage.stored_bytes).sum();
+            // Tensors sharing one stored range of a shard (tied weights of a PyTorch
+            // shard) count it once, as huggingface_hub's splitter counts storage.
+            let mut seen = std::collections::HashSet::new();
+            let sum: u64 = (infos.iter())
+                .filter(|t| {
+                    let at =
+                        (t.storage.offset).map(|o| (place[&t.name], o, t.storage.stored_bytes));
+                    at.is_none_or(|k| seen.insert(k))
+                })
+                .map(|t| t.storage.stored_bytes)
+                .sum();
             if sum == total {
                 checks.ok(&subject, "total_size");
             } else {
@@ -379,21 +414,17 @@ impl ModelSet {
                 );
             }
         }
+        let mut notes = Vec::new();
         let (metadata, metadata_types) = match &kind {
             SetKind::GgufSplit(_) => {
                 gguf_split::check(&shards, whole.then_some(infos.len()), &mut checks)
             }
-            SetKind::HfIndex(_) => (metadata, None),
+            SetKind::HfIndex(_) => (hf::merge_metadata(metadata, &shards, &mut notes), None),
             SetKind::Tessera(t) => tessera_index::check(t, &shards, &mut checks),
         };
-        if let Some((at, layer, detail)) = checks.fatal.take() {
-            if !opts.audit {
-                let mut e = Error::integrity(format!("model set check {layer:?} failed: {detail}"));
-                if at != subject {
-                    e = e.at_subject(at);
-                }
-                return Err(e.in_file(dir.join(&subject).display().to_string()));
-            }
+        let refusal = checks.fatal.take();
+        if let (Some(fatal), false) = (&refusal, opts.audit) {
+            return Err(refusal_error(&dir, &subject, fatal));
         }
         let check_shards = opts.verify && matches!(kind, SetKind::Tessera(_));
         let shard_digests = shards.iter().map(|_| OnceLock::new()).collect();
@@ -409,7 +440,18 @@ impl ModelSet {
             checks: checks.report,
             check_shards,
             shard_digests,
+            notes,
+            refusal,
         })
+    }
+
+    /// For a set opened with [`ReadOptions::audit`] that a plain open refuses (a fatal
+    /// check failed: a shard missing, a tensor not where the index says, …), the
+    /// `Integrity` error naming the first such check; `None` for a sound set. `tessera
+    /// inspect` prints what it can, then exits with it.
+    pub fn refusal(&self) -> Option<Error> {
+        let subject = self.kind.index_name();
+        (self.refusal.as_ref()).map(|f| refusal_error(&self.dir, subject, f))
     }
 
     /// The set's kind.
@@ -510,6 +552,7 @@ impl Container for ModelSet {
     }
     fn verify(&self, opts: &VerifyOptions) -> VerifyReport {
         let mut report = self.checks.clone();
+        report.warnings.extend(self.notes.iter().cloned());
         for (i, s) in self.shards.iter().enumerate() {
             let Some(f) = &s.file else { continue };
             if let SetKind::Tessera(t) = &self.kind {
@@ -568,6 +611,7 @@ impl Container for ModelSet {
                 )
             })
             .collect();
+        w.extend(self.notes.iter().cloned());
         for s in &self.shards {
             if let Some(f) = &s.file {
                 w.extend(f.warnings().into_iter().map(|x| format!("{}: {x}", s.name)));

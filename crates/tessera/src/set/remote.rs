@@ -6,8 +6,9 @@
 //!   and each shard its `weight_map` names is opened at the URL beside the index
 //!   ([`Location::sibling`]: same directory or key prefix, an HTTP query string kept).
 //!   Opening a shard fetches its header only; a tensor fetches that tensor.
-//! - `…/PREFIX-0000i-of-0000n.safetensors`: the set of the index beside it, when
-//!   `PREFIX.safetensors.index.json` exists there (a `HEAD`) and names the shard — the
+//! - `…/PREFIX-0000i-of-0000n.safetensors` (`.bin`): the set of the index beside it, when
+//!   `PREFIX.safetensors.index.json` (`PREFIX.bin.index.json`) exists there (a `HEAD`)
+//!   and names the shard — the
 //!   conventional name only, since HTTP lists no directory (S3 too, to behave alike);
 //!   else, as any other numbered shard `…/PREFIX-0000i-of-0000n.EXT` (not `.gguf`), the
 //!   set of `PREFIX.tessera-set.json` beside it when that names the shard; otherwise
@@ -75,6 +76,9 @@ const PARALLEL: usize = 8;
 
 /// Opens `loc` (remote): the set it names, or the one object.
 pub(super) fn open(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -> Result<Opened> {
+    if opts.shard_only {
+        return open_alone(loc, opts, remote);
+    }
     if loc.is_dir() {
         return open_dir(loc, opts, remote);
     }
@@ -96,8 +100,9 @@ pub(super) fn open(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -
         .and_then(|dot| Numbered::parse(&name, &name[dot..]));
     if let Some(n) = numbered.filter(|n| n.suffix != ".gguf") {
         let both = (opts, remote);
-        if n.suffix == ".safetensors" {
-            let hf_index = index_naming(loc, &n, &name, hf::INDEX_SUFFIX, hf::shard_names, both)?;
+        if hf::SHARD_EXTENSIONS.contains(&n.suffix.as_str()) {
+            let suffix = format!("{}.index.json", n.suffix);
+            let hf_index = index_naming(loc, &n, &name, &suffix, hf::shard_names, both)?;
             if let Some((index, bytes)) = hf_index {
                 return open_hf(&index, &bytes, opts, remote);
             }
@@ -138,6 +143,20 @@ pub(super) fn open(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -
         return with_zt2_shards(loc, first, opts, remote).map(Opened::File);
     }
     Ok(Opened::File(first))
+}
+
+/// [`ReadOptions::shard_only`]: the one object, whatever it is (no index looked for,
+/// a zTensor v2 root without its shards); a directory or an index is refused.
+fn open_alone(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -> Result<Opened> {
+    let name = loc.file_name();
+    if loc.is_dir() || name.ends_with(".index.json") || name.ends_with(tessera_index::INDEX_SUFFIX)
+    {
+        return Err(Error::invalid_input(
+            "opening one file alone (shard-only) takes a shard, not a directory or a set's index",
+        )
+        .in_file(loc.display()));
+    }
+    open_file(loc, opts, remote).map(Opened::File)
 }
 
 /// A zTensor v2 root with the shards its shard table names, each opened beside it at
@@ -190,7 +209,7 @@ fn with_zt2_shards(
         main: file.into_owner().main,
         shards,
     };
-    zt2_shards::assemble(files, url.clone(), Vec::new(), opts).map_err(named)
+    zt2_shards::assemble(files, url.clone(), Vec::new(), &[], opts).map_err(named)
 }
 
 /// The URL as a path for the set's plan (its file name is the index's or split's name,
@@ -204,6 +223,7 @@ fn as_path(loc: &Location) -> PathBuf {
 /// usual name of each kind the directory rule (`opener.rs`) takes, sets first.
 const WELL_KNOWN: &[&str] = &[
     "model.safetensors.index.json",
+    "pytorch_model.bin.index.json",
     "model.tessera-set.json",
     "model.safetensors",
     "model.gguf",

@@ -184,9 +184,14 @@ pub fn convert_set(
             notes,
         });
     }
+    // The set this write replaces (read before the new index replaces its index).
+    let old = old_set(format, path);
     if groups.len() == 1 {
         let mut r = write_file(format, &prepared, path, opts)?;
         notes.append(&mut r.notes);
+        let mut keep = vec![path.to_path_buf()];
+        keep.extend(r.extra_files.iter().cloned());
+        remove_old_set(&old, &keep, &mut notes);
         return Ok(SetReport {
             files: vec![path.to_path_buf()],
             notes,
@@ -202,39 +207,14 @@ pub fn convert_set(
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let ext = match format {
-        Format::Gguf => "gguf".to_string(),
-        Format::Safetensors => "safetensors".to_string(),
-        _ => match path.extension() {
-            Some(e) => e.to_string_lossy().into_owned(),
-            None => format
-                .extensions()
-                .first()
-                .copied()
-                .unwrap_or("bin")
-                .to_string(),
-        },
-    };
-    let stem = file_name
-        .strip_suffix(&format!(".{ext}"))
-        .unwrap_or(&file_name)
-        .to_string();
+    let (stem, ext) = stem_and_ext(format, path);
     let names: Vec<String> = (1..=n)
         .map(|i| format!("{stem}-{i:05}-of-{n:05}.{ext}"))
         .collect();
-    let tmp = tempfile::Builder::new()
-        .prefix(&format!(".{stem}.set."))
-        .tempdir_in(&dir)
-        .map_err(|e| {
-            Error::from(e).at_subject(format!(
-                "creating a temporary directory in {}",
-                dir.display()
-            ))
-        })?;
+    // Named after this process and listed for the signal handler's cleanup; those of
+    // writers that have ended are removed first (`util::atomic::temp_dir`).
+    let tmp = crate::util::atomic::temp_dir(&dir, &format!(".{stem}.set."))
+        .map_err(|e| crate::util::atomic::create_error(e, &dir))?;
     let meta = prepared.metadata();
     let mut written = Vec::new();
     let mut index_name = None;
@@ -342,6 +322,9 @@ pub fn convert_set(
         }
         moved.push(to);
     }
+    // The new set is in place, its index last: the old set's files it did not replace
+    // go (a set resharded in place, or written over a set of more shards).
+    remove_old_set(&old, &moved, &mut notes);
     if !opts.no_fsync {
         crate::util::atomic::sync_dir(&dir);
     }
@@ -349,6 +332,140 @@ pub fn convert_set(
         files: moved,
         notes,
     })
+}
+
+/// The stem and extension of a set's file names at `path` (`dir/model.safetensors` →
+/// `model`, `safetensors`).
+fn stem_and_ext(format: Format, path: &Path) -> (String, String) {
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ext = match format {
+        Format::Gguf => "gguf".to_string(),
+        Format::Safetensors => "safetensors".to_string(),
+        _ => match path.extension() {
+            Some(e) => e.to_string_lossy().into_owned(),
+            None => format
+                .extensions()
+                .first()
+                .copied()
+                .unwrap_or("bin")
+                .to_string(),
+        },
+    };
+    let stem = file_name
+        .strip_suffix(&format!(".{ext}"))
+        .unwrap_or(&file_name)
+        .to_string();
+    (stem, ext)
+}
+
+/// The files of the set of `format` already at `path` (which a new set or file written
+/// there replaces): what its index names, and the index. A Hugging Face index
+/// (`{stem}.safetensors.index.json`: its `weight_map`'s shards), a Tessera index
+/// (`{stem}.tessera-set.json`: its shards, a WTXT shard's `.wsum` with it), GGUF splits
+/// (`{stem}-00001-of-0000m.gguf` and its `m - 1` siblings; the first split is the set's
+/// index), a zTensor v2 root (`{stem}.zt`: the shards its table names). Only plain
+/// names beside the index ([`super::names::check_plain`]); an index that does not parse
+/// names nothing. Empty when there is no such set.
+fn old_set(format: Format, path: &Path) -> Vec<PathBuf> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let (stem, _) = stem_and_ext(format, path);
+    let opts = crate::any::ReadOptions::default();
+    let mut names: Vec<String> = Vec::new();
+    let mut index = None;
+    match format {
+        Format::Safetensors => {
+            let i = dir.join(format!("{stem}{INDEX_SUFFIX}"));
+            if let Ok(b) = super::hf::read_index(&i, &opts) {
+                names = super::hf::shard_names(&b).unwrap_or_default();
+                index = Some(i);
+            }
+        }
+        Format::Gguf => {
+            let first = std::fs::read_dir(&dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .find_map(|e| {
+                    let n = super::names::Numbered::parse(e.file_name().to_str()?, ".gguf")?;
+                    (n.prefix == stem && n.no == 1).then_some(n)
+                });
+            if let Some(n) = first {
+                names = (1..=n.count).map(|i| n.sibling(i)).collect();
+            }
+        }
+        #[cfg(feature = "ztensor")]
+        Format::ZtensorV2 => {
+            if let Ok(data) = crate::source::FileData::open(path) {
+                if let Ok(f) = crate::formats::ztensor2::Ztensor2File::parse(&data, &opts) {
+                    names = f
+                        .shards()
+                        .iter()
+                        .filter_map(|(label, _, _)| {
+                            let p = super::zt2_shards::shard_path(path, label);
+                            Some(p.file_name()?.to_string_lossy().into_owned())
+                        })
+                        .collect();
+                }
+            }
+        }
+        Format::Aero => {}
+        _ => {
+            let i = dir.join(format!("{stem}{}", super::tessera_index::INDEX_SUFFIX));
+            if let Ok(b) = super::hf::read_index(&i, &opts) {
+                names = super::tessera_index::shard_names(&b).unwrap_or_default();
+                names.extend(
+                    names
+                        .iter()
+                        .filter(|n| n.ends_with(".wtxt"))
+                        .map(|n| format!("{n}.wsum"))
+                        .collect::<Vec<_>>(),
+                );
+                index = Some(i);
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    let mut out: Vec<PathBuf> = names
+        .iter()
+        .filter(|n| super::names::check_plain(n).is_ok())
+        .map(|n| dir.join(n))
+        .collect();
+    out.extend(index);
+    out
+}
+
+/// Removes the files of the old set ([`old_set`]) that the new write did not put in
+/// place (`keep`): files and symbolic links only, never a directory. A file that
+/// cannot be removed is a note, not a failure (the new set is complete).
+fn remove_old_set(old: &[PathBuf], keep: &[PathBuf], notes: &mut Vec<String>) {
+    let same =
+        |a: &Path, b: &Path| a == b || (a.file_name() == b.file_name() && a.parent() == b.parent());
+    for p in old {
+        if keep.iter().any(|k| same(k, p)) {
+            continue;
+        }
+        match std::fs::symlink_metadata(p) {
+            Ok(m) if !m.is_dir() => {}
+            _ => continue,
+        }
+        match std::fs::remove_file(p) {
+            Ok(()) => notes.push(format!(
+                "removed {} of the set this write replaced",
+                p.display()
+            )),
+            Err(e) => notes.push(format!(
+                "could not remove {} of the set this write replaced: {e}",
+                p.display()
+            )),
+        }
+    }
 }
 
 /// A GGUF split's keys and their types: the model's keys in the first split only, the
@@ -410,5 +527,108 @@ mod tests {
         assert_eq!(r(&[1, 1], Split::Shards(5)), vec![0..1, 1..2]);
         assert_eq!(r(&[], Split::Shards(3)), vec![0..0]);
         assert_eq!(r(&[5], Split::MaxBytes(1)), vec![0..1]);
+    }
+
+    fn model() -> crate::model::Model {
+        let mut m = crate::model::Model::new();
+        for t in 0..6 {
+            let data: Vec<u8> = (0..64u32)
+                .flat_map(|i| ((i * 3 + t) as f32).to_le_bytes())
+                .collect();
+            let info = TensorInfo::dense(format!("t{t}"), crate::DType::F32, vec![64]);
+            m.push(TensorView::dense(info, std::borrow::Cow::Owned(data)).unwrap())
+                .unwrap();
+        }
+        m
+    }
+
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A set written over a set of more shards (a reshard), or as one file over a set,
+    /// leaves the new files only: the old set's shards and index go, after the new
+    /// index is in place; files the old index does not name stay.
+    #[test]
+    fn a_set_written_over_a_set_removes_the_old_sets_files_only() {
+        let mut kinds = vec![(Format::Safetensors, "m.safetensors")];
+        #[cfg(feature = "gguf")]
+        kinds.push((Format::Gguf, "m.gguf"));
+        #[cfg(feature = "ztensor")]
+        kinds.extend([(Format::ZtensorV2, "m.zt"), (Format::Ztensor, "m.zt")]);
+        #[cfg(feature = "wtxt")]
+        kinds.push((Format::Wtxt, "m.wtxt"));
+        let m = model();
+        let opts = WriteOptions::default().no_fsync(true);
+        for (format, name) in kinds {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join(name);
+            // Beside the set: files no index names (another set's shard, a shard
+            // number the old index does not list, notes).
+            let ext = name.rsplit_once('.').unwrap().1;
+            let unrelated = [
+                "notes.txt".to_string(),
+                format!("other-00001-of-00002.{ext}"),
+                format!("m-00009-of-00009.{ext}x"),
+            ];
+            for u in &unrelated {
+                std::fs::write(dir.path().join(u), b"not ours").unwrap();
+            }
+            let conv = ConvertOptions::default();
+            let four = convert_set(&m, format, &path, Split::Shards(4), conv, &opts).unwrap();
+            assert!(four.files.len() >= 4, "{format:?}");
+            let two = convert_set(&m, format, &path, Split::Shards(2), conv, &opts).unwrap();
+            let mut want: Vec<String> = two
+                .files
+                .iter()
+                .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+                .chain(unrelated.iter().cloned())
+                .collect();
+            want.sort();
+            assert_eq!(listing(dir.path()), want, "{format:?}");
+            assert!(
+                two.notes.iter().any(|n| n.contains("removed")),
+                "{format:?}: {:?}",
+                two.notes
+            );
+            // The new set opens whole.
+            let index = two.files.last().unwrap();
+            let opened = crate::set::open_path(index, &Default::default()).unwrap();
+            assert_eq!(opened.container().tensor_infos().len(), 6, "{format:?}");
+            // One file over the set: the set goes.
+            convert_set(&m, format, &path, Split::Shards(1), conv, &opts).unwrap();
+            let mut want: Vec<String> = unrelated.to_vec();
+            want.push(name.to_string());
+            if dir.path().join(format!("{name}.wsum")).exists() {
+                want.push(format!("{name}.wsum"));
+            }
+            want.sort();
+            assert_eq!(listing(dir.path()), want, "{format:?}");
+        }
+    }
+
+    /// A set into a folder that does not exist: the error says so (ENOENT, a usage
+    /// error), not "creating a temporary directory".
+    #[test]
+    fn a_set_into_a_missing_folder_names_the_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing").join("m.safetensors");
+        let e = convert_set(
+            &model(),
+            Format::Safetensors,
+            &path,
+            Split::Shards(2),
+            ConvertOptions::default(),
+            &WriteOptions::default(),
+        )
+        .unwrap_err();
+        assert_eq!(e.os_error(), Some(libc::ENOENT), "{e}");
+        assert!(e.to_string().contains("does not exist"), "{e}");
+        assert!(e.to_string().contains("missing"), "{e}");
     }
 }

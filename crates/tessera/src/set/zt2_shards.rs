@@ -13,14 +13,23 @@
 //! the table's algorithm (`xxh3` or `sha256`; another algorithm cannot match), and the
 //! first whose digest equals the table's is the shard; the open then warns which file
 //! served which shard. A shard found by neither fails the open, naming the shard and the
-//! positional path looked for; a positional shard's whole-file digest is checked by
+//! positional path looked for. A positional shard's whole-file digest is checked by
 //! `verify` (layer `shard digest`), as the spec's verification ladder puts it after the
-//! size. Only the root's directory is scanned, never its subdirectories.
+//! size, and by a checked read ([`ReadOptions::verify`], on unless `--no-verify`) once
+//! per shard, lazily: the first tensor read with a part in the shard hashes the whole
+//! shard first, and no byte of a shard whose digest is wrong is handed out (an
+//! `Integrity` error naming the shard, for every read from it). Opening hashes nothing
+//! (a shard no tensor is read from is never hashed); a shard found by identity was
+//! hashed to be found and is not hashed again. Only the root's directory is scanned,
+//! never its subdirectories.
 //!
 //! A remote root (`s3://`, `http(s)://`: `set/remote.rs`) opens its shards at the
 //! positional URLs beside it, read by range as the root is ([`assemble`] is shared);
 //! the search by identity is local-only (it would fetch every object of the prefix
-//! whole), so there a shard not at its positional name fails the open.
+//! whole), so there a shard not at its positional name fails the open. A remote
+//! shard's digest is checked by the same rule, on first use: the first checked read
+//! from it fetches the whole shard to hash it (what the guarantee costs over a range
+//! reader; `--no-verify` reads by range alone).
 
 use std::path::{Path, PathBuf};
 
@@ -62,9 +71,11 @@ pub fn with_shards(
     let named = |e: Error| e.in_file(path.display().to_string());
     let mut shards = Vec::with_capacity(table.len());
     let mut found = Vec::new();
+    let mut matched = Vec::new();
     for (name, size, digest) in &table {
         let p = match by_identity(path, name, *size, digest).map_err(&named)? {
             Some(q) => {
+                matched.push(name.clone());
                 found.push(format!(
                     "shard {name:?} was found by its size and digest as {} (not as {})",
                     q.display(),
@@ -90,16 +101,19 @@ pub fn with_shards(
         main: file.into_owner().main,
         shards,
     };
-    assemble(files, path.display().to_string(), found, opts).map_err(named)
+    let label = path.display().to_string();
+    assemble(files, label, found, &matched, opts).map_err(named)
 }
 
 /// The root and its shard files (in table order) opened as one file named `label`,
 /// with `warnings` (how shards were found) added: local files, or remote objects
-/// (`set/remote.rs`).
+/// (`set/remote.rs`). `matched`: shards whose whole-file digest was found to match
+/// while resolving them (not hashed again before a checked read).
 pub(super) fn assemble(
     files: Files,
     label: String,
     warnings: Vec<String>,
+    matched: &[String],
     opts: &ReadOptions,
 ) -> Result<OpenedFile> {
     OpenedFile::from_files(files, |f| {
@@ -109,6 +123,9 @@ pub(super) fn assemble(
             .named(label.clone());
         for w in &warnings {
             zt = zt.warn(w.clone());
+        }
+        for m in matched {
+            zt = zt.shard_digest_matched(m);
         }
         Ok(Box::new(zt) as Box<dyn crate::model::Container + '_>)
     })

@@ -1,9 +1,11 @@
 //! Signed manifests carried inside the model file, in its metadata (`tessera sign
 //! --embed`).
 //!
-//! The signature file's text ([`super::SignedManifest::to_json`]) is stored as a string
-//! under the metadata key [`KEY`] (`tessera.signature`) of any format whose metadata can
-//! hold a string: safetensors `__metadata__`, a GGUF key/value, a zTensor attribute,
+//! The signed manifest is stored as a string under the metadata key [`KEY`]
+//! (`tessera.signature`), in its canonical form: the signature file's document as
+//! compact JSON ([`super::SignedManifest::to_compact_json`]: one line, no whitespace,
+//! no trailing newline; a reader accepts any JSON spelling of it), in any format whose
+//! metadata can hold a string: safetensors `__metadata__`, a GGUF key/value, a zTensor attribute,
 //! FOLD, AERO and GPTRS metadata. It covers what a detached signature covers — every
 //! tensor (name, dtype, shape, layout, bytes) and, when signed with `--metadata`, the
 //! metadata **without the `tessera.signature` key itself** — so it stays valid when the
@@ -105,6 +107,23 @@ pub fn verify_embedded(
         }
     };
     Some(signed.verify(&Reframed::without_signature(src), key, only))
+}
+
+/// What a trusted `key` checks in `src` beside the format's own layers (which the caller
+/// ran, WTXT's signature with the key among them, into `report`): the embedded signature
+/// when there is one, its checks put first, then [`super::require_signature`]: no
+/// signature checked with the key is a failure.
+pub fn check_with_key(
+    src: &dyn TensorSource,
+    key: &PublicKey,
+    only: &[String],
+    report: &mut VerifyReport,
+) {
+    if let Some(mut r) = verify_embedded(src, key, only) {
+        r.checks.append(&mut report.checks);
+        report.checks = r.checks;
+    }
+    super::require_signature(report);
 }
 
 /// Refuses a format whose metadata cannot carry an embedded signature, saying why.

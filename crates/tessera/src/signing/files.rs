@@ -5,7 +5,8 @@
 //!
 //! - **`files`**: one resource per regular file under the path, named by its path
 //!   relative to the model path with `/` separators (a model that is a single file is
-//!   one resource named `.`), the digest the SHA-256 (or BLAKE3) of the file's bytes.
+//!   one resource named `.`), the digest the SHA-256 (or BLAKE2b-512, or BLAKE3) of the
+//!   file's bytes.
 //! - **`shards`**: each file cut into `shard_size`-byte pieces, named
 //!   `PATH:START:END`, each hashed alone (the algorithm recorded as
 //!   `sha256-sharded-SIZE`).
@@ -17,8 +18,9 @@
 //!
 //! Resources are ordered as model-signing orders them — by path *components*, then start
 //! and end — and the statement's subject digest is the SHA-256 of their raw digests
-//! concatenated in that order. BLAKE2 (`blake2`) is not supported: Tessera refuses such
-//! a signature, saying so.
+//! concatenated in that order. model-signing's `blake2` is BLAKE2b with its 64-byte
+//! digest (Python's `hashlib.blake2b()`), recorded as `blake2b`. A hash this does not
+//! know is refused as unsupported, never reported as a failed check.
 //!
 //! Hand-written because no crate implements model-signing's serialization; it is short.
 
@@ -37,6 +39,8 @@ pub const GIT_PATHS: [&str; 4] = [".git", ".gitattributes", ".github", ".gitigno
 pub enum HashType {
     /// SHA-256 (model-signing's default).
     Sha256,
+    /// BLAKE2b-512 (model-signing's `blake2`, recorded as `blake2b`).
+    Blake2b,
     /// BLAKE3.
     Blake3,
 }
@@ -46,6 +50,7 @@ impl HashType {
     pub fn name(self) -> &'static str {
         match self {
             HashType::Sha256 => "sha256",
+            HashType::Blake2b => "blake2b",
             HashType::Blake3 => "blake3",
         }
     }
@@ -54,9 +59,10 @@ impl HashType {
     pub fn parse(s: &str) -> Result<HashType> {
         match s {
             "sha256" => Ok(HashType::Sha256),
+            "blake2b" | "blake2" => Ok(HashType::Blake2b),
             "blake3" => Ok(HashType::Blake3),
             other => Err(Error::unsupported(format!(
-                "model-signing hash {other:?} (Tessera checks sha256 and blake3)"
+                "model-signing hash {other:?} (Tessera checks sha256, blake2b and blake3)"
             ))),
         }
     }
@@ -205,6 +211,7 @@ fn list_files(
 fn hash_reader(file: &mut impl Read, hash: HashType, len: u64, path: &Path) -> Result<Vec<u8>> {
     let mut buf = vec![0u8; 1 << 20];
     let mut sha = Sha256::new();
+    let mut b2 = blake2::Blake2b512::new();
     let mut b3 = blake3::Hasher::new();
     let mut left = len;
     while left > 0 {
@@ -220,6 +227,7 @@ fn hash_reader(file: &mut impl Read, hash: HashType, len: u64, path: &Path) -> R
         }
         match hash {
             HashType::Sha256 => sha.update(&buf[..n]),
+            HashType::Blake2b => b2.update(&buf[..n]),
             HashType::Blake3 => {
                 b3.update(&buf[..n]);
             }
@@ -228,6 +236,7 @@ fn hash_reader(file: &mut impl Read, hash: HashType, len: u64, path: &Path) -> R
     }
     Ok(match hash {
         HashType::Sha256 => sha.finalize().to_vec(),
+        HashType::Blake2b => b2.finalize().to_vec(),
         HashType::Blake3 => b3.finalize().as_bytes().to_vec(),
     })
 }
@@ -336,6 +345,21 @@ mod tests {
         assert_eq!(
             relative_inside(d.path(), &d.path().join("sub/x.sig")).as_deref(),
             Some("sub/x.sig")
+        );
+    }
+
+    #[test]
+    fn blake2b_is_the_512_bit_digest_of_rfc_7693() {
+        let got = hash_reader(&mut &b"abc"[..], HashType::Blake2b, 3, Path::new("abc")).unwrap();
+        assert_eq!(
+            crate::util::hex(&got),
+            "ba80a53f981c4d0d6a2797b69f12f6e94c212f14685ac4b74b12bb6fdbffa2d1\
+             7d87c5392aab792dc252d5de4533cc9518d38aa8dbf1925ab92386edd4009923"
+        );
+        assert_eq!(HashType::parse("blake2b").unwrap(), HashType::Blake2b);
+        assert_eq!(
+            HashType::parse("md5").unwrap_err().kind(),
+            crate::ErrorKind::Unsupported
         );
     }
 }

@@ -59,6 +59,30 @@ pub const TYPE: &str = "tessera-signed-manifest/1";
 pub const LAYER: &str = "signed manifest";
 /// Signature files larger than this are refused before parsing.
 pub const MAX_SIGNATURE_FILE: u64 = 256 << 20;
+pub use crate::verify::NO_SIGNATURE;
+
+/// Whether `layer` is one that checks a signature: WTXT's `signature`, [`LAYER`] (a
+/// signed manifest, detached or embedded), [`bundle::LAYER`] (model-signing).
+pub fn is_signature_layer(layer: &str) -> bool {
+    layer == "signature" || layer == LAYER || layer == bundle::LAYER
+}
+
+/// With a trusted key given, a signature is required: when no check of `report` checked
+/// a signature with it (passed or failed), a failure is put first, [`NO_SIGNATURE`]. A
+/// file that carries no signature, or whose signature a conversion dropped, never
+/// passes a verification that names a key.
+pub fn require_signature(report: &mut VerifyReport) {
+    let checked = report
+        .checks
+        .iter()
+        .any(|c| is_signature_layer(&c.layer) && matches!(c.status, Status::Ok | Status::Failed));
+    if !checked {
+        let mut r = VerifyReport::default();
+        r.failed("signature", "signature", NO_SIGNATURE);
+        r.checks.append(&mut report.checks);
+        report.checks = r.checks;
+    }
+}
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -243,9 +267,8 @@ impl SignedManifest {
         })
     }
 
-    /// The signature file's text.
-    pub fn to_json(&self) -> Result<String> {
-        let doc = FileDoc {
+    fn doc(&self) -> FileDoc {
+        FileDoc {
             kind: TYPE.to_string(),
             manifest: manifest_doc(self.id, self.metadata, &self.tensors),
             signature: SignatureDoc {
@@ -253,11 +276,23 @@ impl SignedManifest {
                 public_key: self.public_key.to_hex(),
                 value: crate::util::hex(&self.signature),
             },
-        };
-        let mut s = serde_json::to_string_pretty(&doc)
+        }
+    }
+
+    /// The signature file's text (indented JSON, a final newline).
+    pub fn to_json(&self) -> Result<String> {
+        let mut s = serde_json::to_string_pretty(&self.doc())
             .map_err(|e| Error::invalid_input(format!("encoding the signature file: {e}")))?;
         s.push('\n');
         Ok(s)
+    }
+
+    /// The canonical form of an embedded signature ([`embed::KEY`]): the document of
+    /// [`SignedManifest::to_json`], fields in the same order, as compact JSON (one line,
+    /// no whitespace between tokens, no trailing newline, non-ASCII kept as UTF-8).
+    pub fn to_compact_json(&self) -> Result<String> {
+        serde_json::to_string(&self.doc())
+            .map_err(|e| Error::invalid_input(format!("encoding the signature: {e}")))
     }
 
     /// Parses a signature file. Its structure is checked here (type, algorithm, digest
@@ -317,13 +352,16 @@ impl SignedManifest {
     /// Checks the signature against `public_key` (the key the caller trusts; a manifest
     /// signed by another key fails, saying so).
     pub fn check_signature(&self, public_key: &PublicKey) -> Result<()> {
+        if public_key.is_secret_of(&self.public_key) {
+            return Err(Error::invalid_input(key::SECRET_KEY_GIVEN));
+        }
         if &self.public_key != public_key {
+            // Only the signer's keyid: the trusted key came from a file that may not be
+            // what it claims, and nothing derived from a secret is ever printed.
             return Err(Error::integrity(format!(
-                "signed by the {} key {}, not by the trusted key ({} {})",
+                "signed by the {} key with keyid {}, not by the trusted key",
                 self.public_key.algorithm(),
-                self.public_key.to_hex(),
-                public_key.algorithm(),
-                public_key.to_hex()
+                self.public_key.keyid(),
             )));
         }
         let doc = manifest_doc(self.id, self.metadata, &self.tensors);

@@ -36,10 +36,19 @@
 //! usually), as `open(2)` would, not the 0600 of a temporary file; a replaced file
 //! keeps its mode.
 //!
-//! Interruption: every live temporary is listed in a lock-free table that
-//! [`remove_temporaries`] empties with nothing but atomic loads and `unlink(2)`, so a
-//! signal handler (the CLI's, for SIGINT, SIGTERM and SIGBUS) can remove them before
-//! the process exits.
+//! Interruption: every live temporary file, and every temporary directory ([`TempDir`]:
+//! a model set being assembled, an upload's staging), is listed in a lock-free table
+//! that [`remove_temporaries`] empties with nothing but atomic loads and system calls
+//! (`unlink`, `getdents64`, `unlinkat`), so a signal handler (the CLI's, for SIGINT,
+//! SIGTERM and SIGBUS) can remove them before the process exits.
+//!
+//! Stale temporaries: a temporary's name says who writes it, `.{name}.{tag}.{random}.tmp`
+//! with the tag `{host}-{boot}-{pid}-{start}` ([`writer_tag`]: host name and PID
+//! namespace, boot, process id and start time). A process killed by SIGKILL, or a
+//! machine that lost power, leaves its temporaries; the next write to the same target
+//! removes those whose writer has ended ([`sweep_stale`]) and never one of a live
+//! writer (same process id, same start time), of another host or PID namespace, or of
+//! another user. Set directories and staging directories are named and swept alike.
 
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
@@ -51,12 +60,18 @@ use crate::error::{Error, Result};
 /// Live temporary files, as NUL-terminated paths owned by the table (`CString::into_raw`).
 /// Slots beyond the first free one are simply not used: 64 concurrent writes per process
 /// is far beyond what Tessera does; a write that finds no slot still works, it just
-/// cannot be cleaned up by a signal handler.
+/// cannot be cleaned up by a signal handler (the next write to its target removes it,
+/// [`sweep_stale`]).
 static LIVE: [AtomicPtr<std::ffi::c_char>; 64] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; 64];
 
-/// A registration in [`LIVE`], removed on drop.
-struct Live(Option<usize>);
+/// Live temporary directories (a model set being assembled, an upload's staging), as
+/// [`LIVE`] lists files; [`remove_temporaries`] removes them with what they hold.
+static LIVE_DIRS: [AtomicPtr<std::ffi::c_char>; 16] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; 16];
+
+/// A registration in [`LIVE`] or [`LIVE_DIRS`], removed on drop.
+struct Live(Option<(&'static [AtomicPtr<std::ffi::c_char>], usize)>);
 
 #[cfg(test)]
 thread_local! {
@@ -67,6 +82,10 @@ thread_local! {
 
 impl Live {
     fn register(path: &Path) -> Live {
+        Live::register_in(&LIVE, path)
+    }
+
+    fn register_in(table: &'static [AtomicPtr<std::ffi::c_char>], path: &Path) -> Live {
         #[cfg(unix)]
         {
             use std::os::unix::ffi::OsStrExt;
@@ -74,7 +93,7 @@ impl Live {
                 return Live(None);
             };
             let raw = c.into_raw();
-            for (i, slot) in LIVE.iter().enumerate() {
+            for (i, slot) in table.iter().enumerate() {
                 if slot
                     .compare_exchange(
                         std::ptr::null_mut(),
@@ -86,7 +105,7 @@ impl Live {
                 {
                     #[cfg(test)]
                     LAST_SLOT.with(|s| s.set(Some(i)));
-                    return Live(Some(i));
+                    return Live(Some((table, i)));
                 }
             }
             // No free slot: take the string back.
@@ -95,28 +114,31 @@ impl Live {
             drop(unsafe { std::ffi::CString::from_raw(raw) });
         }
         #[cfg(not(unix))]
-        let _ = path;
+        let _ = (table, path);
         Live(None)
     }
 }
 
 impl Drop for Live {
     fn drop(&mut self) {
-        if let Some(i) = self.0 {
-            let raw = LIVE[i].swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if let Some((table, i)) = self.0 {
+            let raw = table[i].swap(std::ptr::null_mut(), Ordering::AcqRel);
             if !raw.is_null() {
                 #[allow(unsafe_code)]
-                // SAFETY: only `register` stores pointers, from `CString::into_raw`, and
-                // the swap gave this one to us alone.
+                // SAFETY: only `register_in` stores pointers, from `CString::into_raw`,
+                // and the swap gave this one to us alone.
                 drop(unsafe { std::ffi::CString::from_raw(raw) });
             }
         }
     }
 }
 
-/// Removes every temporary file a write in progress has open; returns how many.
-/// Async-signal-safe (atomic loads and `unlink(2)` only): for signal handlers that are
-/// about to end the process. The slots are left as they are (the process is ending).
+/// Removes every temporary file a write in progress has open, and every temporary
+/// directory (a set being assembled, an upload's staging) with what it holds; returns
+/// how many. Async-signal-safe (atomic loads, `open`, `getdents64`, `unlinkat`, `close`
+/// only, no allocation): for signal handlers that are about to end the process. The
+/// slots are left as they are (the process is ending). Outside Linux a directory is
+/// removed only when empty; the next write beside it removes the rest ([`sweep_stale`]).
 pub fn remove_temporaries() -> usize {
     let mut n = 0;
     #[cfg(unix)]
@@ -131,48 +153,253 @@ pub fn remove_temporaries() -> usize {
             n += 1;
         }
     }
+    #[cfg(unix)]
+    for slot in &LIVE_DIRS {
+        let p = slot.load(Ordering::Acquire);
+        if !p.is_null() {
+            #[allow(unsafe_code)]
+            // SAFETY: as above.
+            unsafe {
+                remove_tree(p);
+            }
+            n += 1;
+        }
+    }
     n
 }
 
-/// The name of a staging directory starts with this, then the process id and a dot.
-const STAGING_PREFIX: &str = ".tessera-staging.";
-
-/// A new staging directory in `parent` (uploads stage in the system temporary
-/// directory), named after this process, removed when dropped. Staging directories of
-/// processes that no longer run are removed first: one killed by a signal during an
-/// upload cannot remove its own (a signal handler can only unlink the files it knows,
-/// [`remove_temporaries`]), so the next staging removes it.
-pub fn staging_dir(parent: &Path) -> Result<tempfile::TempDir> {
-    sweep_staging(parent);
-    tempfile::Builder::new()
-        .prefix(&format!("{STAGING_PREFIX}{}.", std::process::id()))
-        .tempdir_in(parent)
-        .map_err(|e| {
-            Error::from(e).at_subject(format!(
-                "creating a staging directory in {}",
-                parent.display()
-            ))
-        })
+/// Removes the directory `path` and everything in it, four levels deep at most, with
+/// async-signal-safe system calls only (a stack buffer for `getdents64`).
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+unsafe fn remove_tree(path: *const std::ffi::c_char) {
+    // SAFETY (callers): `path` is a NUL-terminated string.
+    unsafe { remove_tree_at(libc::AT_FDCWD, path, 4) }
 }
 
-/// Removes the staging directories in `parent` of processes that no longer run and
-/// that belong to this user; returns how many.
-fn sweep_staging(parent: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(parent) else {
+#[cfg(all(unix, not(target_os = "linux")))]
+#[allow(unsafe_code)]
+unsafe fn remove_tree(path: *const std::ffi::c_char) {
+    // SAFETY (callers): `path` is a NUL-terminated string.
+    unsafe {
+        libc::rmdir(path);
+    }
+}
+
+/// Removes `name` (relative to the directory `parent`, or a path with `AT_FDCWD`): a
+/// directory with its entries (depth levels below it at most), or a file.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+unsafe fn remove_tree_at(parent: libc::c_int, name: *const std::ffi::c_char, depth: u32) {
+    // SAFETY: `name` is NUL-terminated (callers: a table entry, or a name getdents64
+    // returned, which the kernel terminates within its record); `buf` outlives every
+    // call that writes it; every descriptor opened is closed.
+    unsafe {
+        let fd = libc::openat(
+            parent,
+            name,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            libc::unlinkat(parent, name, 0);
+            return;
+        }
+        let mut buf = [0u8; 2048];
+        // Removing entries while reading the directory may make a read skip some: read
+        // again from the start until a pass finds nothing (a few passes at most).
+        for _ in 0..8 {
+            libc::lseek(fd, 0, libc::SEEK_SET);
+            let mut found = false;
+            loop {
+                let got = libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len());
+                if got <= 0 {
+                    break;
+                }
+                let got = (got as usize).min(buf.len());
+                // struct linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type u8,
+                // d_name (NUL-terminated) at offset 19.
+                let mut off = 0usize;
+                while off + 20 <= got {
+                    let reclen = u16::from_ne_bytes([buf[off + 16], buf[off + 17]]) as usize;
+                    if reclen < 20 || off + reclen > got {
+                        break;
+                    }
+                    let at = |i: usize| buf.get(off + 19 + i).copied().unwrap_or(0);
+                    let dots = at(0) == b'.' && (at(1) == 0 || (at(1) == b'.' && at(2) == 0));
+                    if !dots {
+                        found = true;
+                        let entry = buf.as_ptr().add(off + 19).cast::<std::ffi::c_char>();
+                        if libc::unlinkat(fd, entry, 0) != 0 && depth > 0 {
+                            remove_tree_at(fd, entry, depth - 1);
+                        }
+                    }
+                    off += reclen;
+                }
+            }
+            if !found {
+                break;
+            }
+        }
+        libc::close(fd);
+        libc::unlinkat(parent, name, libc::AT_REMOVEDIR);
+    }
+}
+
+/// Who wrote a temporary: its name carries `{host}-{boot}-{pid}-{start}` ([`writer_tag`]),
+/// so that a later write can tell a temporary whose writer is gone (killed, crashed,
+/// the machine restarted) from one a live process is still writing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Writer {
+    /// A hash of the host name and the PID namespace: a process id means something
+    /// only within them (folders shared between machines or containers).
+    host: u32,
+    /// A hash of the kernel's boot id (Linux; 0 elsewhere or unknown).
+    boot: u32,
+    /// The process id.
+    pid: u32,
+    /// The process's start time in clock ticks since boot (Linux; 0 elsewhere or
+    /// unknown): a reused process id has another.
+    start: u64,
+}
+
+/// FNV-1a, 32 bits: a short stable tag (not a security measure).
+fn fnv32(parts: &[&[u8]]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for p in parts {
+        for &b in *p {
+            h ^= u32::from(b);
+            h = h.wrapping_mul(0x0100_0193);
+        }
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+/// The start time of process `pid` in clock ticks since boot (`/proc/PID/stat`,
+/// field 22), when it can be read.
+fn start_of(pid: u32) -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The command name (field 2) may hold spaces and parentheses: fields 3 on
+        // follow the last ')'.
+        let rest = &stat[stat.rfind(')')? + 1..];
+        rest.split_whitespace().nth(19)?.parse().ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        None
+    }
+}
+
+impl Writer {
+    /// This process.
+    fn me() -> &'static Writer {
+        static ME: std::sync::OnceLock<Writer> = std::sync::OnceLock::new();
+        ME.get_or_init(|| {
+            let pid = std::process::id();
+            #[cfg(unix)]
+            let host_name = {
+                let mut buf = [0u8; 256];
+                #[allow(unsafe_code)]
+                // SAFETY: gethostname writes at most `buf.len()` bytes into `buf`.
+                let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+                let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+                if r == 0 {
+                    buf[..end].to_vec()
+                } else {
+                    Vec::new()
+                }
+            };
+            #[cfg(not(unix))]
+            let host_name = Vec::new();
+            let ns = std::fs::read_link("/proc/self/ns/pid")
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                .map(|b| fnv32(&[b.trim().as_bytes()]))
+                .unwrap_or(0);
+            Writer {
+                host: fnv32(&[&host_name, ns.as_bytes()]),
+                boot,
+                pid,
+                start: start_of(pid).unwrap_or(0),
+            }
+        })
+    }
+
+    /// `{host:08x}-{boot:08x}-{pid}-{start}`.
+    fn tag(&self) -> String {
+        format!(
+            "{:08x}-{:08x}-{}-{}",
+            self.host, self.boot, self.pid, self.start
+        )
+    }
+
+    fn parse(tag: &str) -> Option<Writer> {
+        let mut it = tag.split('-');
+        let hex = |s: &str| (s.len() == 8).then(|| u32::from_str_radix(s, 16).ok())?;
+        let w = Writer {
+            host: hex(it.next()?)?,
+            boot: hex(it.next()?)?,
+            pid: it.next()?.parse().ok()?,
+            start: it.next()?.parse().ok()?,
+        };
+        it.next().is_none().then_some(w)
+    }
+
+    /// Whether this writer has certainly ended. Unknown counts as running: a process of
+    /// another host or PID namespace, a process whose start time cannot be read.
+    fn gone(&self) -> bool {
+        let me = Writer::me();
+        if self.host != me.host {
+            return false;
+        }
+        if self.boot != 0 && me.boot != 0 && self.boot != me.boot {
+            return true; // written before the machine last started
+        }
+        if self.pid == me.pid {
+            return self.start != 0 && me.start != 0 && self.start != me.start;
+        }
+        if !process_runs(self.pid) {
+            return true;
+        }
+        match start_of(self.pid) {
+            Some(s) if self.start != 0 => s != self.start,
+            _ => false,
+        }
+    }
+}
+
+/// This process's writer tag, as temporary names carry it (see [`sweep_stale`]).
+pub fn writer_tag() -> String {
+    Writer::me().tag()
+}
+
+/// Removes the entries of `dir` named `{prefix}{writer tag}.{random}{suffix}` (the
+/// names [`temporary_for`], [`temp_dir`] and [`staging_dir`] give) whose writer has
+/// ended ([`Writer::gone`]) and that belong to this user: files, or directories when
+/// `dirs`. A process killed with SIGKILL (or a machine that lost power) cannot remove
+/// its temporaries; the next write to the same target does. Returns how many.
+pub fn sweep_stale(dir: &Path, prefix: &str, suffix: &str, dirs: bool) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };
     let mut n = 0;
     for e in entries.flatten() {
         let name = e.file_name();
-        let Some(pid) = name
+        let Some(writer) = name
             .to_str()
-            .and_then(|s| s.strip_prefix(STAGING_PREFIX))
-            .and_then(|rest| rest.split('.').next())
-            .and_then(|p| p.parse::<u32>().ok())
+            .and_then(|s| s.strip_prefix(prefix))
+            .and_then(|s| s.strip_suffix(suffix))
+            .and_then(|s| s.rsplit_once('.'))
+            .and_then(|(tag, _)| Writer::parse(tag))
         else {
             continue;
         };
-        if pid == std::process::id() || process_runs(pid) {
+        if !writer.gone() {
             continue;
         }
         let path = e.path();
@@ -189,11 +416,90 @@ fn sweep_staging(parent: &Path) -> usize {
         };
         #[cfg(not(unix))]
         let ours = true;
-        if md.is_dir() && ours && std::fs::remove_dir_all(&path).is_ok() {
-            n += 1;
+        if !ours {
+            continue;
         }
+        let removed = if dirs && md.is_dir() {
+            std::fs::remove_dir_all(&path).is_ok()
+        } else if !dirs && md.is_file() {
+            std::fs::remove_file(&path).is_ok()
+        } else {
+            false
+        };
+        n += usize::from(removed);
     }
     n
+}
+
+/// A temporary directory, named after its writer ([`writer_tag`]), listed for
+/// [`remove_temporaries`] while it lives and removed with its content when dropped.
+pub struct TempDir {
+    // Field order: the directory goes before its registration (a signal in between
+    // finds nothing to remove, never a directory left unlisted).
+    dir: tempfile::TempDir,
+    _live: Live,
+}
+
+impl TempDir {
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// A new temporary directory in `parent` named `{prefix}{writer tag}.{random}` (a model
+/// set is assembled in `.{stem}.set.{tag}.{random}` beside its target). Those of
+/// writers that have ended are removed first ([`sweep_stale`]).
+pub fn temp_dir(parent: &Path, prefix: &str) -> std::io::Result<TempDir> {
+    sweep_stale(parent, prefix, "", true);
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("{prefix}{}.", writer_tag()))
+        .tempdir_in(parent)?;
+    let live = Live::register_in(&LIVE_DIRS, dir.path());
+    Ok(TempDir { dir, _live: live })
+}
+
+/// The name of a staging directory starts with this, then the writer tag and a dot.
+const STAGING_PREFIX: &str = ".tessera-staging.";
+
+/// A new staging directory in `parent` (uploads stage in the system temporary
+/// directory), named after this process ([`writer_tag`]), removed when dropped and by
+/// [`remove_temporaries`]. Staging directories of writers that have ended are removed
+/// first: one killed by SIGKILL during an upload cannot remove its own.
+pub fn staging_dir(parent: &Path) -> Result<TempDir> {
+    temp_dir(parent, STAGING_PREFIX).map_err(|e| {
+        Error::from(e).at_subject(format!(
+            "creating a staging directory in {}",
+            parent.display()
+        ))
+    })
+}
+
+/// The error for a file or directory that cannot be created in the output folder
+/// `dir`, in the user's terms: the folder they named, not the hidden temporary's path
+/// (tempfile's error carries it), with the OS error number kept for exit codes.
+pub(crate) fn create_error(e: std::io::Error, dir: &Path) -> Error {
+    let code = e.raw_os_error().or(match e.kind() {
+        std::io::ErrorKind::NotFound => Some(libc::ENOENT),
+        std::io::ErrorKind::PermissionDenied => Some(libc::EACCES),
+        std::io::ErrorKind::NotADirectory => Some(libc::ENOTDIR),
+        std::io::ErrorKind::StorageFull => Some(libc::ENOSPC),
+        std::io::ErrorKind::ReadOnlyFilesystem => Some(libc::EROFS),
+        _ => None,
+    });
+    let err = match code {
+        Some(c) => Error::from(std::io::Error::from_raw_os_error(c)),
+        None => Error::from(e),
+    };
+    let what = if dir.exists() {
+        format!(
+            "cannot create a file in the output folder {}",
+            dir.display()
+        )
+    } else {
+        format!("the output folder {} does not exist", dir.display())
+    };
+    err.at_subject(what)
 }
 
 /// Whether process `pid` exists (or may: an unknown answer counts as running).
@@ -463,8 +769,9 @@ pub struct SideFile {
     pub bytes: Vec<u8>,
 }
 
-/// A temporary sibling of `path`, registered for removal by [`remove_temporaries`],
-/// with the mode `path` has (or the umask's for a new file).
+/// A temporary sibling of `path`, `.{name}.{writer tag}.{random}.tmp`, registered for
+/// removal by [`remove_temporaries`], with the mode `path` has (or the umask's for a
+/// new file).
 fn temporary_for(path: &Path) -> Result<(File, tempfile::TempPath, Live, PathBuf)> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -474,35 +781,15 @@ fn temporary_for(path: &Path) -> Result<(File, tempfile::TempPath, Live, PathBuf
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "out".into());
+    // Temporaries of this target left by writers that have ended (SIGKILL, a crash):
+    // removed now, as their writer could not.
+    let prefix = format!(".{name}.");
+    sweep_stale(&dir, &prefix, ".tmp", false);
     let tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
+        .prefix(&format!("{prefix}{}.", writer_tag()))
         .suffix(".tmp")
         .tempfile_in(&dir)
-        .map_err(|e| {
-            // The user's terms: the folder they named, not the hidden temporary's path
-            // (tempfile's error carries it), and the OS error number kept for exit codes.
-            let code = e.raw_os_error().or(match e.kind() {
-                std::io::ErrorKind::NotFound => Some(libc::ENOENT),
-                std::io::ErrorKind::PermissionDenied => Some(libc::EACCES),
-                std::io::ErrorKind::NotADirectory => Some(libc::ENOTDIR),
-                std::io::ErrorKind::StorageFull => Some(libc::ENOSPC),
-                std::io::ErrorKind::ReadOnlyFilesystem => Some(libc::EROFS),
-                _ => None,
-            });
-            let err = match code {
-                Some(c) => Error::from(std::io::Error::from_raw_os_error(c)),
-                None => Error::from(e),
-            };
-            let what = if dir.exists() {
-                format!(
-                    "cannot create a file in the output folder {}",
-                    dir.display()
-                )
-            } else {
-                format!("the output folder {} does not exist", dir.display())
-            };
-            err.at_subject(what)
-        })?;
+        .map_err(|e| create_error(e, &dir))?;
     let (file, tmp_path) = tmp.into_parts();
     let live = Live::register(&tmp_path);
     #[cfg(unix)]
@@ -1000,22 +1287,47 @@ mod tests {
             .ends_with(".tmp")));
     }
 
-    #[test]
-    fn staging_directories_of_ended_processes_are_swept() {
-        let parent = tempfile::tempdir().unwrap();
-        // A process that has ended: its id is free (until reused, which only keeps its
-        // directory one more time).
+    /// The writer tag of a process that has ended (its id is free until reused, which
+    /// only keeps its temporaries one more time), and of a live child with its true
+    /// start time and with another.
+    fn tags() -> (String, String, String, std::process::Child) {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();
+        let me = *Writer::me();
+        let dead = Writer { pid: dead, ..me }.tag();
+        let sleeper = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = sleeper.id();
+        let start = start_of(pid).unwrap_or(0);
+        let live = Writer { pid, start, ..me }.tag();
+        let reused = Writer {
+            pid,
+            start: start.wrapping_add(1),
+            ..me
+        }
+        .tag();
+        (dead, live, reused, sleeper)
+    }
+
+    #[test]
+    fn staging_directories_of_ended_processes_are_swept() {
+        let parent = tempfile::tempdir().unwrap();
+        let (dead, live_tag, _, mut sleeper) = tags();
         let stale = parent.path().join(format!("{STAGING_PREFIX}{dead}.abc"));
         std::fs::create_dir(&stale).unwrap();
         std::fs::write(stale.join("model-00001-of-00002.safetensors"), b"x").unwrap();
-        // Ours (a live process), and names that only look alike.
+        // A live process's, ours, and names that only look alike.
         let live = parent
             .path()
-            .join(format!("{STAGING_PREFIX}{}.keep", std::process::id()));
+            .join(format!("{STAGING_PREFIX}{live_tag}.keep"));
         std::fs::create_dir(&live).unwrap();
+        let mine = parent
+            .path()
+            .join(format!("{STAGING_PREFIX}{}.mine", writer_tag()));
+        std::fs::create_dir(&mine).unwrap();
         let other = parent.path().join(".tessera-staging.notapid.x");
         std::fs::create_dir(&other).unwrap();
         let file = parent.path().join(format!("{STAGING_PREFIX}{dead}.file"));
@@ -1026,7 +1338,7 @@ mod tests {
             !stale.exists(),
             "the ended process's staging directory is removed"
         );
-        assert!(live.exists() && other.exists() && file.exists());
+        assert!(live.exists() && mine.exists() && other.exists() && file.exists());
         let name = made
             .path()
             .file_name()
@@ -1035,11 +1347,108 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(
-            name.starts_with(&format!("{STAGING_PREFIX}{}.", std::process::id())),
+            name.starts_with(&format!("{STAGING_PREFIX}{}.", writer_tag())),
             "{name}"
         );
         let kept = made.path().to_path_buf();
         drop(made);
         assert!(!kept.exists(), "removed when dropped");
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+    }
+
+    /// A write removes the temporaries of its own target whose writer has ended (a
+    /// SIGKILL leaves them), and keeps those of a live writer (this process, another
+    /// one), of another host, of another target, and names it did not make.
+    #[test]
+    fn a_write_removes_stale_temporaries_of_its_target_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (dead, live, reused, mut sleeper) = tags();
+        let me = *Writer::me();
+        let foreign = Writer {
+            host: me.host ^ 1,
+            pid: 1 << 30,
+            ..me
+        }
+        .tag();
+        let earlier_boot = Writer {
+            boot: me.boot ^ 1,
+            pid: std::process::id(),
+            ..me
+        }
+        .tag();
+        let name = |tag: &str, target: &str| format!(".{target}.{tag}.AbC123.tmp");
+        let stale = [name(&dead, "t.bin"), name(&reused, "t.bin")];
+        let mut kept = vec![
+            name(&live, "t.bin"),
+            name(&writer_tag(), "t.bin"),
+            name(&foreign, "t.bin"),
+            name(&dead, "other.bin"),
+            ".t.bin.AbC123.tmp".to_string(),
+            format!(".t.bin.{dead}.tmp"),
+        ];
+        if me.boot != 0 {
+            // Written before the machine last started: gone, whatever runs under its id.
+            std::fs::write(dir.path().join(name(&earlier_boot, "t.bin")), b"x").unwrap();
+        } else {
+            kept.push(name(&earlier_boot, "t.bin"));
+        }
+        for n in stale.iter().chain(&kept) {
+            std::fs::write(dir.path().join(n), b"x").unwrap();
+        }
+        write_bytes_atomic(&dir.path().join("t.bin"), b"new").unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        kept.push("t.bin".into());
+        kept.sort();
+        assert_eq!(left, kept);
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+    }
+
+    #[test]
+    fn writer_tags_parse_back() {
+        let me = *Writer::me();
+        assert_eq!(Writer::parse(&me.tag()), Some(me));
+        assert!(!me.gone());
+        for bad in [
+            "",
+            "1-2-3-4",
+            "0000000g-00000000-1-2",
+            "00000000-00000000-1-2-3",
+        ] {
+            assert_eq!(Writer::parse(bad), None, "{bad}");
+        }
+    }
+
+    /// The signal-safe removal takes a directory with files and a subdirectory.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn remove_tree_removes_a_directory_with_its_content() {
+        let parent = tempfile::tempdir().unwrap();
+        let top = parent.path().join(".m.set.x");
+        std::fs::create_dir_all(top.join("inner/deeper")).unwrap();
+        for i in 0..300 {
+            std::fs::write(
+                top.join(format!("shard-{i:05}-with-a-longer-name.bin")),
+                b"x",
+            )
+            .unwrap();
+        }
+        std::fs::write(top.join("inner/a"), b"a").unwrap();
+        std::fs::write(top.join("inner/deeper/b"), b"b").unwrap();
+        let beside = parent.path().join("beside.bin");
+        std::fs::write(&beside, b"kept").unwrap();
+        let c = std::ffi::CString::new(top.to_str().unwrap()).unwrap();
+        #[allow(unsafe_code)]
+        // SAFETY: a NUL-terminated path.
+        unsafe {
+            remove_tree(c.as_ptr());
+        }
+        assert!(!top.exists());
+        assert_eq!(std::fs::read(&beside).unwrap(), b"kept");
     }
 }

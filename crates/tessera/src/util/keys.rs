@@ -1,51 +1,37 @@
-//! Ed25519 key files, as `tessera keygen` writes them.
-//!
-//! A secret key file holds the 32-byte seed as 64 hex digits on one line; the public key
-//! file (`KEY.pub`) holds the 32-byte public key the same way. Files holding exactly 32
-//! raw bytes are accepted too.
+//! Ed25519 key files, as `tessera keygen` writes them: PEM, typed (see
+//! [`crate::signing::key`], which reads them, the old untyped 64-hex-digit form too).
 
 use std::path::Path;
 
-use ed25519_dalek::{SigningKey, VerifyingKey};
+use ed25519_dalek::SigningKey;
 
 use crate::error::{Error, Result};
+use crate::signing::key::{PublicKey, SecretKey};
 
-fn read32(path: &Path, what: &str) -> Result<[u8; 32]> {
-    let bytes =
-        std::fs::read(path).map_err(|e| Error::from(e).at_subject(path.display().to_string()))?;
-    if bytes.len() == 32 {
-        let mut k = [0u8; 32];
-        k.copy_from_slice(&bytes);
-        return Ok(k);
-    }
-    let text = String::from_utf8_lossy(&bytes);
-    let hex = text.split_whitespace().last().unwrap_or("");
-    let v = super::unhex(hex).filter(|v| v.len() == 32).ok_or_else(|| {
-        Error::invalid_input(format!(
-            "{}: not an Ed25519 {what} (64 hex digits or 32 raw bytes)",
-            path.display()
-        ))
-    })?;
-    let mut k = [0u8; 32];
-    k.copy_from_slice(&v);
-    Ok(k)
-}
-
-/// Reads a secret key (seed) file.
+/// Reads an Ed25519 secret key file (a public key file, or a key of another
+/// algorithm, is refused).
 pub fn load_secret_key(path: &Path) -> Result<[u8; 32]> {
-    read32(path, "secret key")
+    match SecretKey::load(path)? {
+        SecretKey::Ed25519(seed) => Ok(seed),
+        other => Err(Error::invalid_input(format!(
+            "{}: an {} key; this signature is Ed25519",
+            path.display(),
+            other.algorithm()
+        ))),
+    }
 }
 
-/// Reads a public key file and checks it is a valid curve point.
+/// Reads an Ed25519 public key file and checks it is a valid curve point (a secret key
+/// file, or a key of another algorithm, is refused).
 pub fn load_public_key(path: &Path) -> Result<[u8; 32]> {
-    let k = read32(path, "public key")?;
-    VerifyingKey::from_bytes(&k).map_err(|_| {
-        Error::invalid_input(format!(
-            "{}: not a valid Ed25519 public key",
-            path.display()
-        ))
-    })?;
-    Ok(k)
+    match PublicKey::load(path)? {
+        PublicKey::Ed25519(k) => Ok(k),
+        other => Err(Error::invalid_input(format!(
+            "{}: an {} key; this signature is Ed25519",
+            path.display(),
+            other.algorithm()
+        ))),
+    }
 }
 
 /// The public key of a seed.
@@ -66,35 +52,13 @@ pub fn public_path(path: &Path) -> std::path::PathBuf {
     std::path::PathBuf::from(p)
 }
 
-/// Writes `path` (secret, mode 0600 on Unix) and `path.pub` (public, 0644); returns the
-/// public key. Existing files are replaced (the CLI refuses that without `--force`).
+/// Writes a fresh Ed25519 pair: `path` (secret, mode 0600 on Unix) and `path.pub`
+/// (public, 0644); returns the public key. Existing files are replaced (the CLI refuses
+/// that without `--force`).
 pub fn write_key_pair(path: &Path) -> Result<[u8; 32]> {
     let seed = generate_seed();
-    let public = public_key(&seed);
-    let pub_path = public_path(path);
-    super::atomic::write_atomic(path, |w| {
-        use std::io::Write;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            w.get_ref()
-                .set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        }
-        writeln!(w, "{}", super::hex(&seed))?;
-        Ok(())
-    })?;
-    super::atomic::write_atomic(&pub_path, |w| {
-        use std::io::Write;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            w.get_ref()
-                .set_permissions(std::fs::Permissions::from_mode(0o644))?;
-        }
-        writeln!(w, "{}", super::hex(&public))?;
-        Ok(())
-    })?;
-    Ok(public)
+    crate::signing::key::write_key_pair(path, &SecretKey::Ed25519(seed))?;
+    Ok(public_key(&seed))
 }
 
 #[cfg(test)]

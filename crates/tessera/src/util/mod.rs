@@ -4,6 +4,7 @@
 pub mod atomic;
 pub mod bytes;
 pub mod clock;
+pub mod interrupt;
 #[cfg(feature = "signing")]
 pub mod keys;
 #[cfg(any(feature = "ztensor", feature = "fold"))]

@@ -149,11 +149,18 @@ pub fn write_in_shards(
         0,
         0,
     ));
+    let tidx_bytes = msgpack(&tidx(&plans))?;
+    check_metadata_ulen(
+        "TIDX",
+        tidx_bytes.len() as u64,
+        MAX_METADATA_ULEN,
+        &format!("{} tensors", plans.len()),
+    )?;
     chunks.push(ChunkPlan::bytes(
         b"TIDX",
         CHUNK_IS_INDEX | COMPRESSED_ZSTD,
         "tensors",
-        msgpack(&tidx(&plans))?,
+        tidx_bytes,
         true,
     )?);
     let mut shard_toc = Vec::new();
@@ -227,9 +234,19 @@ pub fn write_in_shards(
             count: shard_count[s],
         })
         .collect();
-    let mmsg = manifest(&listed, &shards, meta, exact);
-    chunks[mmsg_at] =
-        ChunkPlan::bytes(b"MMSG", COMPRESSED_ZSTD, "manifest", msgpack(&mmsg)?, true)?;
+    let mmsg = msgpack(&manifest(&listed, &shards, meta, exact))?;
+    check_metadata_ulen(
+        "MMSG",
+        mmsg.len() as u64,
+        MAX_METADATA_ULEN,
+        &format!(
+            "{} chunks, {} shards and {} metadata keys",
+            listed.len(),
+            shards.len(),
+            meta.len()
+        ),
+    )?;
+    chunks[mmsg_at] = ChunkPlan::bytes(b"MMSG", COMPRESSED_ZSTD, "manifest", mmsg, true)?;
 
     // Layout.
     let mut st = Vec::new();
@@ -246,7 +263,11 @@ pub fn write_in_shards(
     st.resize(st.len().div_ceil(8) * 8, 0);
     let n = chunks.len() as u64;
     if n > MAX_ENTRY_COUNT || st.len() as u64 > MAX_STRING_TABLE {
-        return Err(Error::invalid_input("too many chunks for AERO"));
+        return Err(Error::invalid_input(format!(
+            "{n} chunks with a {}-byte string table: AERO allows at most {MAX_ENTRY_COUNT} \
+             chunks and a {MAX_STRING_TABLE}-byte string table",
+            st.len()
+        )));
     }
     let toc_length = TOC_HEADER_SIZE + TOC_ENTRY_SIZE * n;
     let st_off = HEADER_SIZE + toc_length;
@@ -383,6 +404,21 @@ pub fn write_in_shards(
 
 use std::io::Read as _;
 
+/// The spec's `MAX_METADATA_ULEN` ("readers and writers enforce"): a metadata chunk
+/// (`TIDX`, `MMSG`) whose uncompressed size is over `limit` is refused before anything
+/// is written, naming its size and what made it (`what`: "40000000 tensors"), since no
+/// AERO reader would open the file.
+fn check_metadata_ulen(fourcc: &str, ulen: u64, limit: u64, what: &str) -> Result<()> {
+    if ulen > limit {
+        return Err(Error::invalid_input(format!(
+            "the {fourcc} chunk for {what} would be {ulen} bytes uncompressed, over AERO's \
+             MAX_METADATA_ULEN of {limit} bytes: no AERO reader opens it (write fewer \
+             tensors per file, e.g. a set with --max-shard-size)"
+        )));
+    }
+    Ok(())
+}
+
 /// Streams shard `s`, one tensor at a time; returns its BLAKE3, page digests and length.
 fn write_shard(
     src: &dyn TensorSource,
@@ -444,4 +480,22 @@ fn write_shard(
         pages.push(*ph.finalize().as_bytes());
     }
     Ok((*h.finalize().as_bytes(), pages, len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_chunks_over_the_limit_are_refused_naming_size_and_counts() {
+        check_metadata_ulen("TIDX", 100, 100, "3 tensors").unwrap();
+        let e = check_metadata_ulen("TIDX", 101, 100, "3 tensors").unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
+        let m = e.to_string();
+        assert!(
+            m.contains("TIDX") && m.contains("3 tensors") && m.contains("101 bytes"),
+            "{m}"
+        );
+        assert!(m.contains("MAX_METADATA_ULEN"), "{m}");
+    }
 }

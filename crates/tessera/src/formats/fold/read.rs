@@ -532,7 +532,7 @@ impl<'d> FoldFile<'d> {
     /// `verify`, CRC-32C only (it is what triggers the ECC repair, and costs little),
     /// as FOLD readers always did.
     pub fn payload(&self, i: usize) -> Result<Cow<'d, [u8]>> {
-        if self.verified[i].get().is_some() {
+        if self.verified[i].get().is_some() && self.src.rereads_same() {
             return self.stored_payload(i);
         }
         if !self.verify {

@@ -26,7 +26,10 @@
 //!   does). `verify` reports per tensor: stored non-zero and equal → ok; different →
 //!   failed (an integrity failure: gpt.rs refuses such a file; also a warning on open and
 //!   [`GptrsFile::check_base_ids`] as an `Integrity` error); stored 0 → "not checked"
-//!   (nothing was stored to check; gpt.rs computes the id from the name).
+//!   (nothing was stored to check; gpt.rs computes the id from the name). A checked read
+//!   (`ReadOptions::verify`, the default: `tensor`, `extract`, `convert`, Python) of a
+//!   tensor whose stored id differs fails with that `Integrity` error; `--no-verify`
+//!   reads it, as it skips any digest.
 //! - The config JSON becomes file metadata: the top-level keys of a tagged config
 //!   (`kind`, `config`, `runtime` when present, any other key as stored) as value trees,
 //!   in file order; a legacy untagged GPT config reads as `{kind: "gpt", config: …}`
@@ -99,7 +102,9 @@ pub use read::GptrsFile;
 pub use write::{GptrsWriter, PlannedTensor};
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
-    Ok(Box::new(GptrsFile::parse(src, &opts.limits)?))
+    let mut file = GptrsFile::parse(src, &opts.limits)?;
+    file.check_reads = opts.verify;
+    Ok(Box::new(file))
 }
 
 fn write_checkpoint(

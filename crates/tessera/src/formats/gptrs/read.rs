@@ -33,6 +33,9 @@ pub struct GptrsFile<'d> {
     infos: Vec<TensorInfo>,
     by_name: HashMap<String, usize>,
     warnings: Vec<String>,
+    /// Refuse a tensor whose stored non-zero `base_id` is not BLAKE3(name) when it is
+    /// read (`ReadOptions::verify`, on when opened through [`crate::open`]).
+    pub(crate) check_reads: bool,
 }
 
 /// Reads a u32 length and checks it against `max` and the bytes of the file (`file_len`)
@@ -241,6 +244,7 @@ impl<'d> GptrsFile<'d> {
             infos,
             by_name,
             warnings,
+            check_reads: false,
         })
     }
 
@@ -277,22 +281,27 @@ impl<'d> GptrsFile<'d> {
     /// The first stored non-zero base_id that differs from BLAKE3(name), as an
     /// `Integrity` error (what gpt.rs's loader refuses); `Ok` otherwise.
     pub fn check_base_ids(&self) -> Result<()> {
-        for e in &self.entries {
-            let computed = raw::base_id(&e.name);
-            if self.kind.has_base_id()
-                && e.stored_base_id != [0; 16]
-                && e.stored_base_id != computed
-            {
-                return Err(Error::integrity(format!(
-                    "base_id mismatch: stored {}, BLAKE3(name) gives {}",
-                    hex(&e.stored_base_id),
-                    hex(&computed)
-                ))
-                .at_subject(format!("tensor {:?}", e.name)));
-            }
-        }
-        Ok(())
+        self.entries
+            .iter()
+            .try_for_each(|e| check_base_id(self.kind, e))
     }
+}
+
+/// A stored non-zero `base_id` that differs from BLAKE3(name) as an `Integrity` error
+/// naming the tensor: gpt.rs's loader refuses such a file, so a checked read refuses
+/// the tensor (stored 0 means "not stored": nothing to check).
+fn check_base_id(kind: Kind, e: &IndexEntry) -> Result<()> {
+    let computed = raw::base_id(&e.name);
+    if kind.has_base_id() && e.stored_base_id != [0; 16] && e.stored_base_id != computed {
+        return Err(Error::integrity(format!(
+            "base_id mismatch: stored {}, BLAKE3(name) gives {} (gpt.rs refuses this file; \
+             --no-verify reads it)",
+            hex(&e.stored_base_id),
+            hex(&computed)
+        ))
+        .at_subject(format!("tensor {:?}", e.name)));
+    }
+    Ok(())
 }
 
 /// The short-lived "v2 bincode" index starts with a u64 entry count and a u64 name
@@ -483,6 +492,9 @@ impl TensorSource for GptrsFile<'_> {
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         let i = crate::model::tensor_position(&self.by_name, name)?;
         let e = &self.entries[i];
+        if self.check_reads {
+            check_base_id(self.kind, e)?;
+        }
         let bytes = self
             .src
             .slice(e.offset_abs, e.byte_len, "tensor data")

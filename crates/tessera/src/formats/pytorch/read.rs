@@ -166,6 +166,18 @@ impl<'d> PytorchFile<'d> {
                     let all = zip::content(self.src, r)?;
                     return Ok(Cow::Owned(all[off as usize..(off + len) as usize].to_vec()));
                 }
+                if self.verify && !self.src.rereads_same() {
+                    // Fresh bytes on every read (`pread`, remote): the bytes handed out
+                    // are the ones the CRC was computed over.
+                    let all = self.src.read_at(r.start, r.size)?;
+                    zip::check_crc(r, &all)?;
+                    let part = usize::try_from(off)
+                        .ok()
+                        .zip(usize::try_from(off.saturating_add(len)).ok())
+                        .and_then(|(a, b)| all.get(a..b))
+                        .ok_or_else(|| Error::malformed("a tensor runs past its zip record"))?;
+                    return Ok(Cow::Owned(part.to_vec()));
+                }
                 if self.verify && self.checked[si].get().is_none() {
                     zip::check_crc(r, &self.src.read_at(r.start, r.size)?)?;
                     let _ = self.checked[si].set(());

@@ -342,10 +342,18 @@ impl Sign {
     pub fn verify(&self, public: &[u8; 32], msg: &[u8]) -> std::result::Result<(), String> {
         use ed25519_dalek::Verifier;
         if keyid(public) != self.keyid {
+            // The given key is shown by nothing: it may be a secret key read as public.
+            if keyid(
+                &ed25519_dalek::SigningKey::from_bytes(public)
+                    .verifying_key()
+                    .to_bytes(),
+            ) == self.keyid
+            {
+                return Err(crate::verify::SECRET_KEY_GIVEN.to_string());
+            }
             return Err(format!(
-                "keyid {} does not match the given public key ({})",
-                hex(&self.keyid),
-                hex(&keyid(public))
+                "signed by keyid {}, not by the trusted key",
+                hex(&self.keyid)
             ));
         }
         let key = ed25519_dalek::VerifyingKey::from_bytes(public)

@@ -212,7 +212,10 @@ fn file_checks(
         (None, Some(_)) => r.failed(
             "file",
             "signature",
-            "a public key was given but the file is not signed",
+            format!(
+                "{}: a public key was given but the file is not signed",
+                crate::verify::NO_SIGNATURE
+            ),
         ),
         (None, None) => {}
     }

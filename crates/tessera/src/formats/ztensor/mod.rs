@@ -26,8 +26,9 @@
 //! allocating, nesting limited, duplicate keys rejected in O(n log n), indefinite
 //! lengths refused); version per §6.1 (`1.0` read, a newer `1.x` read with a warning in
 //! [`crate::Container::warnings`], `2.x` and other majors an `UnsupportedVersion`
-//! error, "zTensor v2 is not supported"; a `1.x` file with x ≥ 1 must end with the
-//! footer magic, as v1.1 requires, so a v1.1 file cut at its footer is an error); dtype
+//! error, "zTensor v2 is not supported"; a `1.x` file with x ≥ 1 but without the v1.1
+//! footer magic is read by the v1.0 rule with a second warning, as §6.1's "warn,
+//! proceed" asks, not refused); dtype
 //! known; rank, names and counts within [`crate::Limits`]; shape products checked for
 //! overflow; every component inside the data area (`8 <= offset`, `offset + length <=`
 //! manifest start, no overflow); required components present; raw dense `length ==

@@ -53,7 +53,8 @@ impl std::fmt::Debug for ZtensorFile<'_> {
 }
 
 /// Checks the `version` string against §6.1: `1.x` is read (a newer minor with a
-/// warning), any other major is `UnsupportedVersion`.
+/// warning, and one more when a `1.x` file, x ≥ 1, lacks the v1.1 footer magic), any
+/// other major is `UnsupportedVersion`.
 fn check_version(v: &str, footer_magic: bool, warnings: &mut Vec<String>) -> Result<()> {
     let mut it = v.split('.');
     let major = it.next().and_then(|s| s.parse::<u64>().ok());
@@ -64,13 +65,19 @@ fn check_version(v: &str, footer_magic: bool, warnings: &mut Vec<String>) -> Res
     let rest_ok = it.all(|s| s.parse::<u64>().is_ok());
     match (major, minor, rest_ok) {
         (Some(1), Some(0), true) => Ok(()),
-        (Some(1), Some(_), true) if !footer_magic => Err(Error::malformed(format!(
-            "version {v} files end with the footer magic ZTEN1000, this one does not (truncated?)"
-        ))),
         (Some(1), Some(m), true) => {
             warnings.push(format!(
                 "file version {v} is newer than 1.0: read as 1.0, features of 1.{m} may be missed"
             ));
+            // §6.1: a newer minor is "warn, proceed". v1.1 writers end the file with the
+            // footer magic; one without it was read by the v1.0 rule (size last) and is
+            // said to be unusual, not refused.
+            if !footer_magic {
+                warnings.push(format!(
+                    "file version {v} has no footer magic ZTEN1000 after the manifest size \
+                     (v1.1 writers add it): read with the v1.0 footer"
+                ));
+            }
             Ok(())
         }
         (Some(2), _, _) => Err(Error::unsupported_version(format!(
@@ -417,7 +424,7 @@ impl<'data> ZtensorFile<'data> {
         let numel = info.numel()?;
         let ranges: Vec<(u64, u64)> = comps.iter().map(|c| (c.offset, c.length)).collect();
         let stored = self.src.read_ranges(&ranges)?;
-        if verify && self.checked[i].get().is_none() {
+        if verify && (self.checked[i].get().is_none() || !self.src.rereads_same()) {
             for (c, s) in comps.iter().zip(&stored) {
                 Self::check_digest(c, s)?;
             }

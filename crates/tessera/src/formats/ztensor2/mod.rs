@@ -127,8 +127,10 @@
 //!   [`Ztensor2File::with_shards`], which checks each one's size against the table and
 //!   its footer (magic, version), and their parts read as the root's (digests checked
 //!   as for local parts). The whole-file shard digest (`xxh3` or `sha256`) is checked by
-//!   `verify` only (layer `shard digest`): a checked read would otherwise hash every
-//!   shard whole before its first tensor. When the positional file is missing or of
+//!   `verify` (layer `shard digest`) and by a checked read, once per shard, before the
+//!   first part read from it (the whole shard is hashed then, lazily: opening hashes
+//!   nothing); another algorithm is not checked (as for part digests). When the
+//!   positional file is missing or of
 //!   another size, the opener falls back to the spec's resolution by identity (a file
 //!   in the same directory with the table's size and whole-file digest; see
 //!   `set/zt2_shards.rs`). A data shard (no manifest) opens with no tensors and a

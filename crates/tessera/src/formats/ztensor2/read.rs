@@ -27,6 +27,9 @@ pub struct Ztensor2File<'data> {
     shards: Vec<(String, u64, String)>,
     /// The shard files given by [`Ztensor2File::with_shards`], in table order.
     shard_srcs: Vec<SourceRef<'data>>,
+    /// Per shard: its whole-file digest checked (`Err`: the mismatch), once, before a
+    /// checked read's first part from it.
+    shard_checked: Vec<OnceLock<std::result::Result<(), String>>>,
     /// The file's path, named by read errors (set with the shards, by `set/`).
     file: Option<String>,
     /// The CBOR `zt.content/1` hashes, or why the model has none.
@@ -248,6 +251,7 @@ impl<'data> Ztensor2File<'data> {
             footer,
             shards: manifest.shards,
             shard_srcs: Vec::new(),
+            shard_checked: Vec::new(),
             file: None,
             content,
             metadata,
@@ -263,7 +267,9 @@ impl<'data> Ztensor2File<'data> {
     /// Gives the files of the shard table, in its order, so parts stored in them read
     /// as this file's. Each is checked here as spec §7.3's cheap rungs ask: its size
     /// equals the table's, it ends in a v2 footer (magic, version). The whole-file
-    /// digest is checked by [`Container::verify`] (layer `shard digest`).
+    /// digest is checked by [`Container::verify`] (layer `shard digest`) and, when
+    /// reads are checked ([`ReadOptions::verify`]), once per shard before the first
+    /// part read from it: the whole shard is hashed then.
     pub fn with_shards(mut self, srcs: Vec<SourceRef<'data>>) -> Result<Self> {
         self.add_shards(srcs)
             .map_err(|e| e.in_format(Format::ZtensorV2))?;
@@ -308,9 +314,45 @@ impl<'data> Ztensor2File<'data> {
             raw::parse_footer(&src.read_at(size - FOOTER_LEN, FOOTER_LEN)?)
                 .map_err(|e| e.at_subject(subject()))?;
         }
+        self.shard_checked = srcs.iter().map(|_| OnceLock::new()).collect();
         self.shard_srcs = srcs;
         self.warnings.retain(|w| !w.contains("in the shard table"));
         Ok(())
+    }
+
+    /// Records that shard `name`'s whole-file digest is known to match (the opener
+    /// hashed it to find the file), so a checked read does not hash it again.
+    pub fn shard_digest_matched(mut self, name: &str) -> Self {
+        if let Some(i) = self.shards.iter().position(|(n, _, _)| n == name) {
+            if let Some(c) = self.shard_checked.get_mut(i) {
+                let _ = c.set(Ok(()));
+            }
+        }
+        self
+    }
+
+    /// Shard `i` hashed whole against the table once: an `Integrity` error naming the
+    /// shard when it does not match (every later read from it fails the same way). A
+    /// read that fails (I/O) is an error now and tried again next time. An algorithm
+    /// Tessera does not compute passes, as an unknown part digest does (`verify` says
+    /// it was not checked).
+    fn ensure_shard(&self, i: usize) -> Result<()> {
+        let Some(slot) = self.shard_checked.get(i) else {
+            return Ok(());
+        };
+        let outcome = match slot.get() {
+            Some(o) => o,
+            None => {
+                let o = self.check_shard(i)?.unwrap_or(Ok(()));
+                slot.get_or_init(|| o)
+            }
+        };
+        outcome.clone().map_err(|d| {
+            Error::integrity(format!(
+                "a part is in shard {:?}, whose whole file does not match the shard table (shard digest): {d}",
+                self.shards[i].0
+            ))
+        })
     }
 
     /// The source a part's blob is in: this file or its shard's.
@@ -431,6 +473,17 @@ impl<'data> Ztensor2File<'data> {
                 entry.parts.iter().map(|p| (p.offset, p.length)).collect();
             self.src.read_ranges(&ranges)?
         } else {
+            if verify {
+                for p in &entry.parts {
+                    let at = p
+                        .shard
+                        .as_ref()
+                        .and_then(|s| self.shards.iter().position(|(n, _, _)| n == s));
+                    if let Some(i) = at {
+                        self.ensure_shard(i)?;
+                    }
+                }
+            }
             (entry.parts.iter())
                 .map(|p| self.source_of(p)?.read_at(p.offset, p.length))
                 .collect::<Result<Vec<_>>>()?
@@ -439,7 +492,7 @@ impl<'data> Ztensor2File<'data> {
         for (p, s) in entry.parts.iter().zip(stored) {
             decoded.push(self.decode(p, s)?);
         }
-        if verify && self.checked[i].get().is_none() {
+        if verify && (self.checked[i].get().is_none() || !self.src.rereads_same()) {
             for (p, d) in entry.parts.iter().zip(&decoded) {
                 if let Some(Err((want, got))) = p.digest.as_ref().and_then(|dg| dg.check(d)) {
                     return Err(Error::integrity(format!(
@@ -538,7 +591,11 @@ impl Container for Ztensor2File<'_> {
                 );
                 continue;
             }
-            match self.check_shard(i) {
+            let outcome = self.check_shard(i);
+            if let (Ok(Some(o)), Some(slot)) = (&outcome, self.shard_checked.get(i)) {
+                let _ = slot.set(o.clone());
+            }
+            match outcome {
                 Ok(Some(Ok(()))) => report.ok(subject, "shard digest"),
                 Ok(Some(Err(m))) => report.failed(subject, "shard digest", m),
                 Ok(None) => report.push(
