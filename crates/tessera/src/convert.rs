@@ -366,6 +366,10 @@ pub fn prepare<'s>(
                 true
             }
             Layout::Other(_) if caps.other_layouts => false,
+            Layout::Other(_) if info.layout.undecoded_type().is_some() => {
+                refused.push(Refusal::tensor(name, undecoded_reason(info, title), None));
+                continue;
+            }
             Layout::Other(l) => {
                 #[cfg(feature = "gguf")]
                 let hint = adapt::packed_type(info).map(|_| Hint::Dequantize);
@@ -513,6 +517,15 @@ pub fn prepare<'s>(
         keep_chunks,
         notes,
     })
+}
+
+/// Why a tensor of a type Tessera does not decode ([`Layout::undecoded`]) cannot go
+/// into `title`, whose tensors are dense arrays of its own dtypes.
+fn undecoded_reason(info: &TensorInfo, title: &str) -> String {
+    format!(
+        "{}, a type Tessera carries as its stored bytes but does not decode, which {title} cannot store",
+        info.dtype_label()
+    )
 }
 
 /// The number of tensors an opaque `TSAV` chunk holds when the source lists every one

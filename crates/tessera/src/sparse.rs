@@ -107,6 +107,14 @@ pub fn check_coo(v: &TensorView<'_>) -> Result<()> {
 pub fn densify<'d>(v: TensorView<'d>) -> Result<TensorView<'d>> {
     match v.info.layout {
         Layout::Dense => return Ok(v),
+        Layout::Other(_) if v.info.layout.undecoded_type().is_some() => {
+            return Err(Error::unsupported(format!(
+                "tensor {:?} is {} (stored as {} bytes), a type Tessera does not decode",
+                v.info.name,
+                v.info.dtype_label(),
+                v.info.dtype
+            )))
+        }
         Layout::Other(ref l) => {
             return Err(Error::unsupported(format!(
                 "tensor {:?}: layout {l:?} cannot be densified",

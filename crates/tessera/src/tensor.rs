@@ -33,6 +33,9 @@ pub fn dense_nbytes(dtype: DType, shape: &[u64]) -> Result<u64> {
         .ok_or_else(|| Error::malformed(format!("shape {shape:?} of {dtype} overflows u64")))
 }
 
+/// The prefix of [`Layout::undecoded`] layouts.
+pub const UNDECODED_PREFIX: &str = "dense:";
+
 /// How a tensor's parts make up its values.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -64,6 +67,22 @@ impl Layout {
             "sparse_csr" => Layout::SparseCsr,
             "sparse_coo" => Layout::SparseCoo,
             other => Layout::Other(other.to_string()),
+        }
+    }
+    /// The layout of a dense tensor whose element type Tessera carries but does not
+    /// decode (zTensor v2's `f4_e2m1`, two values per byte, or a logical type from a later
+    /// spec): `dense:<type>`. Such a tensor has the logical shape, its storage type as
+    /// `dtype`, and one part `data` holding the stored bytes, which need not be
+    /// `numel × dtype size` of them. Formats that keep other layouts by name carry it as
+    /// it is; the others refuse it, naming the type ([`Layout::undecoded_type`]).
+    pub fn undecoded(logical_type: &str) -> Layout {
+        Layout::Other(format!("{UNDECODED_PREFIX}{logical_type}"))
+    }
+    /// The element type of a [`Layout::undecoded`] layout.
+    pub fn undecoded_type(&self) -> Option<&str> {
+        match self {
+            Layout::Other(l) => l.strip_prefix(UNDECODED_PREFIX).filter(|t| !t.is_empty()),
+            _ => None,
         }
     }
     /// The part roles this layout requires, in write order (empty for `Other`).
@@ -131,8 +150,12 @@ impl TensorInfo {
     }
     /// The element type as users know it: the ggml type (`q8_0`, `q4_k`, …) for a GGUF
     /// packed-block tensor (layout `ggml_<type>`, whose `dtype` is only the `u8` of its
-    /// storage), the dtype's name otherwise. What `inspect`, `diff` and Python show.
+    /// storage), the logical type of an [undecoded](Layout::undecoded) one (`f4_e2m1`),
+    /// the dtype's name otherwise. What `inspect`, `diff` and Python show.
     pub fn dtype_label(&self) -> &str {
+        if let Some(t) = self.layout.undecoded_type() {
+            return t;
+        }
         match &self.layout {
             Layout::Other(l) => l.strip_prefix("ggml_").unwrap_or(self.dtype.name()),
             _ => self.dtype.name(),
@@ -257,7 +280,15 @@ impl<'d> TensorView<'d> {
             }
             Layout::SparseCsr => crate::sparse::check_csr(self)?,
             Layout::SparseCoo => crate::sparse::check_coo(self)?,
-            Layout::Other(_) => {}
+            Layout::Other(l) => {
+                let one_data = self.parts.len() == 1 && self.part("data").is_some();
+                if self.info.layout.undecoded_type().is_some() && !one_data {
+                    return Err(Error::malformed(format!(
+                        "tensor {name:?} ({l}) has one part, \"data\", not {:?}",
+                        self.parts.iter().map(|p| &p.role).collect::<Vec<_>>()
+                    )));
+                }
+            }
         }
         Ok(())
     }

@@ -12,7 +12,7 @@ use proptest::prelude::*;
 #[path = "common/matrix.rs"]
 mod common;
 use common::{carries_metadata, formats, model_of, Spec};
-use tessera::convert::{capabilities, prepare, write_to, MetadataSupport};
+use tessera::convert::{capabilities, prepare, write_to};
 use tessera::{
     ConvertOptions, DType, ErrorKind, Format, Model, ReadOptions, TensorInfo, TensorSource,
     TensorView, WriteOptions,

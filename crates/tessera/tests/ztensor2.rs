@@ -58,7 +58,7 @@ fn write_v2(src: &dyn TensorSource, opts: &WriteOptions) -> Vec<u8> {
 fn files_written_by_ztensor_2_1_2_read_with_the_recorded_values() {
     let exp = expected();
     let valid = exp["valid"].as_object().unwrap();
-    assert_eq!(valid.len(), 5);
+    assert_eq!(valid.len(), 7);
     for (file, want) in valid {
         let data = read(file);
         let f = Ztensor2File::parse(&data, &ReadOptions::default())
@@ -83,9 +83,25 @@ fn files_written_by_ztensor_2_1_2_read_with_the_recorded_values() {
             let parts = t["parts"].as_object().unwrap();
             match layout {
                 "dense" => {
-                    assert_eq!(view.info.layout, Layout::Dense, "{file} {name}");
                     let label = parts["data"]["type"].as_str().unwrap();
-                    assert_eq!(Some(view.info.dtype), dtype_of(label), "{file} {name}");
+                    match (dtype_of(label), label.split_once(':')) {
+                        (Some(d), _) => {
+                            assert_eq!(view.info.layout, Layout::Dense, "{file} {name}");
+                            assert_eq!(view.info.dtype, d, "{file} {name}");
+                        }
+                        // A logical type Tessera does not decode: the stored bytes, the
+                        // logical shape, the type in the layout and the label.
+                        (None, Some((storage, ty))) => {
+                            let layout = Layout::Other(format!("dense:{ty}"));
+                            assert_eq!(view.info.layout, layout, "{file} {name}");
+                            assert_eq!(view.info.dtype.name(), storage, "{file} {name}");
+                            assert_eq!(view.info.dtype_label(), ty, "{file} {name}");
+                        }
+                        (None, None) => panic!("{file} {name}: type {label}"),
+                    }
+                }
+                "zt.sparse_csr/1" if parts["values"]["type"] == "u8:f4_e2m1" => {
+                    assert_eq!(view.info.layout, Layout::Other("zt.sparse_csr/1".into()))
                 }
                 "zt.sparse_csr/1" => assert_eq!(view.info.layout, Layout::SparseCsr),
                 "zt.sparse_coo/1" => assert_eq!(view.info.layout, Layout::SparseCoo),
@@ -167,19 +183,28 @@ fn raw_parts_are_borrowed_and_tied_tensors_share_a_blob() {
 
 #[test]
 fn canonical_file_is_rewritten_byte_for_byte() {
-    let data = read("canonical.zt");
-    let f = Ztensor2File::parse(&data, &ReadOptions::default()).unwrap();
-    let ours = write_v2(&f, &WriteOptions::default());
-    assert_eq!(ours.len(), data.len());
-    assert!(
-        ours == data,
-        "Tessera's canonical writer differs from ztensor 2.1.2's"
-    );
+    // The second holds logical types Tessera does not decode (f4_e2m1, a vendor type).
+    for file in ["canonical.zt", "valid-logical-canonical.zt"] {
+        let data = read(file);
+        let f = Ztensor2File::parse(&data, &ReadOptions::default()).unwrap();
+        let ours = write_v2(&f, &WriteOptions::default());
+        assert_eq!(ours.len(), data.len(), "{file}");
+        assert!(
+            ours == data,
+            "{file}: Tessera's canonical writer differs from ztensor 2.1.2's"
+        );
+    }
 }
 
 #[test]
 fn every_file_survives_a_rewrite_and_compressed_rewrite() {
-    for file in ["dense.zt", "zstd.zt", "profiles.zt", "append.zt"] {
+    for file in [
+        "dense.zt",
+        "zstd.zt",
+        "profiles.zt",
+        "append.zt",
+        "valid-logical-types.zt",
+    ] {
         let data = read(file);
         let f = Ztensor2File::parse(&data, &ReadOptions::default()).unwrap();
         for opts in [
@@ -395,5 +420,108 @@ fn the_fuzz_entry_point_survives_every_vector() {
     assert!(files.len() > 80);
     for p in files {
         tessera::fuzzing::exercise(tessera::Format::ZtensorV2, &std::fs::read(p).unwrap());
+    }
+}
+
+/// Logical types Tessera does not decode (issue 29): described as they are, refused by
+/// formats of dense arrays naming the type, carried by those that keep layouts by name
+/// so that they come back to zTensor v2 as they were.
+#[test]
+fn undecoded_logical_types_are_described_refused_or_carried_as_they_are() {
+    use tessera::convert::{prepare, write_to};
+    use tessera::{ConvertOptions, Format};
+    let data = read("valid-logical-types.zt");
+    let f = Ztensor2File::parse(&data, &ReadOptions::default()).unwrap();
+    let info = |n: &str| {
+        f.tensor_infos()
+            .iter()
+            .find(|t| t.name == n)
+            .unwrap()
+            .clone()
+    };
+    let (f4, future) = (info("f4"), info("future.u16"));
+    assert_eq!(
+        (f4.dtype_label(), f4.shape.as_slice()),
+        ("f4_e2m1", &[4, 8][..])
+    );
+    assert_eq!(f4.layout.name(), "dense:f4_e2m1");
+    assert_eq!(f4.dtype, DType::U8);
+    assert_eq!(f.tensor("f4").unwrap().nbytes(), 16);
+    assert_eq!(future.dtype_label(), "x.future/1");
+    assert_eq!(future.dtype, DType::U16);
+    // Formats of dense arrays refuse, naming the tensor and the type; no option helps.
+    for target in [
+        Format::Safetensors,
+        Format::Pytorch,
+        Format::Wtxt,
+        Format::Npz,
+    ] {
+        let all = ConvertOptions::default()
+            .cast(true)
+            .densify(true)
+            .drop_metadata(true);
+        let e = prepare(&f, target, all).err().unwrap();
+        assert_eq!(e.kind(), ErrorKind::Unsupported, "{target}: {e}");
+        let text = e.to_string();
+        for (ty, name) in [("f4_e2m1", "\"f4.odd\""), ("x.future/1", "\"future.u16\"")] {
+            let line = text.lines().find(|l| l.contains(name)).unwrap_or_default();
+            assert!(
+                line.contains(&format!("{ty}, a type Tessera carries")),
+                "{target}: {text}"
+            );
+        }
+        assert!(!text.contains("u8 [32]"), "{target}: {text}");
+    }
+    // Densifying (what `extract` does) says why it cannot.
+    let e = tessera::sparse::densify(f.tensor("f4").unwrap()).unwrap_err();
+    assert!(e.to_string().contains("f4_e2m1"), "{e}");
+    // FOLD, zTensor v1 and AERO keep layouts by name: carried, read back equal, and back
+    // in zTensor v2 as the same objects (the dense ones; AERO packs one part of u8 only,
+    // and refuses the u16 vendor type rather than read it back as u8).
+    let model_of = |skip: &[&str]| {
+        let mut m = Model::new();
+        for t in f
+            .tensor_infos()
+            .iter()
+            .filter(|t| !skip.contains(&t.name.as_str()))
+        {
+            m.push(f.tensor(&t.name).unwrap().into_owned()).unwrap();
+        }
+        m
+    };
+    let refused = model_of(&["sparse.f4"]);
+    let p = prepare(&refused, Format::Aero, ConvertOptions::default()).unwrap();
+    let e = write_to(
+        Format::Aero,
+        &p,
+        &mut Cursor::new(Vec::new()),
+        &Default::default(),
+    );
+    let e = e.err().unwrap().to_string();
+    assert!(e.contains("\"future.u16\"") && e.contains("u16"), "{e}");
+    for target in [Format::Fold, Format::Ztensor, Format::Aero] {
+        let dense = match target {
+            Format::Aero => model_of(&["sparse.f4", "future.u16"]),
+            _ => model_of(&["sparse.f4"]),
+        };
+        let p = prepare(&dense, target, ConvertOptions::default()).unwrap();
+        let mut out = Cursor::new(Vec::new());
+        write_to(target, &p, &mut out, &WriteOptions::default())
+            .unwrap_or_else(|e| panic!("{target}: {e}"));
+        let bytes = out.into_inner();
+        let g = tessera::open(&bytes, &ReadOptions::default()).unwrap();
+        assert!(g.verify(&VerifyOptions::default()).is_ok(), "{target}");
+        let v2 = write_v2(g.as_ref(), &WriteOptions::default());
+        let h = Ztensor2File::parse(&v2, &ReadOptions::default()).unwrap();
+        for t in dense.tensor_infos() {
+            let (a, b) = (f.tensor(&t.name).unwrap(), h.tensor(&t.name).unwrap());
+            assert_eq!(
+                (&a.info.layout, a.info.dtype, &a.info.shape),
+                (&b.info.layout, b.info.dtype, &b.info.shape),
+                "{target}: {}",
+                t.name
+            );
+            assert_eq!(a.parts, b.parts, "{target}: {}", t.name);
+        }
     }
 }

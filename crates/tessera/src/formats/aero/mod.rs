@@ -110,7 +110,9 @@
 //!   `quant_id` kept. `name` is `quant_params["layout"]` when present, else what the
 //!   `quant_id`'s entry of `meta.json["quant_descriptors"]` implies (codec `ggml`,
 //!   quant_name `Q4_0` → `ggml_q4_0`; another codec → its name), else `packed`.
-//! - Writing, any one-part `Layout::Other` tensor (GGUF's `ggml_q4_0` …) becomes dtype
+//! - Writing, any one-part `Layout::Other` tensor of dtype `u8` (GGUF's `ggml_q4_0`, a
+//!   zTensor v2 `dense:f4_e2m1` …; another storage type is refused, as it would read
+//!   back as `u8`) becomes dtype
 //!   0x8000 the way the original's `gguf_to_aero` writes it: `quant_params` = its
 //!   attributes (`{"ggml_type": 2}`), `quant_id` = the index of its descriptor
 //!   `{"id", "quant_name": "Q4_0", "codec": "ggml", "params": {"ggml_type": 2}}` in

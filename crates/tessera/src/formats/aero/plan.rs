@@ -35,7 +35,14 @@ pub(super) struct TensorPlan {
 pub(super) fn tensor_bytes<'a>(v: &'a TensorView<'_>) -> Result<&'a [u8]> {
     match &v.info.layout {
         Layout::Dense => v.data(),
-        Layout::Other(l) if v.parts.len() == 1 => Ok(&v.parts[0].bytes),
+        // Packed bytes read back as u8: another storage type would come back changed.
+        Layout::Other(l) if v.info.dtype != crate::dtype::DType::U8 => {
+            Err(Error::unsupported(format!(
+                "tensor {:?} ({l}) is stored as {}; AERO stores a packed tensor as bytes (u8) only",
+                v.info.name, v.info.dtype
+            )))
+        }
+        Layout::Other(_) if v.parts.len() == 1 => Ok(&v.parts[0].bytes),
         Layout::Other(l) => Err(Error::unsupported(format!(
             "tensor {:?}: AERO stores a packed tensor as one byte string; layout {l:?} has {} parts",
             v.info.name,

@@ -407,7 +407,15 @@ mod tests {
     #[test]
     fn segments_end_on_chunk_boundaries() {
         // 2 rows of 3000 f32: 24000-byte chunks, which do not divide 16 MiB.
-        for chunk in [1, 24_000, 24_004, 32 * 1024, SEGMENT - 1, SEGMENT, SEGMENT + 1] {
+        for chunk in [
+            1,
+            24_000,
+            24_004,
+            32 * 1024,
+            SEGMENT - 1,
+            SEGMENT,
+            SEGMENT + 1,
+        ] {
             let s = segment_len(chunk) as u64;
             assert_eq!(s % chunk, 0, "chunk {chunk}");
             assert!(s <= SEGMENT.max(chunk), "chunk {chunk}");

@@ -1,5 +1,6 @@
 //! Objects as tensors: the `dense` size equation, the sparse profiles' metadata rules,
-//! logical types onto [`DType`], and every other layout kept as [`Layout::Other`].
+//! logical types onto [`DType`], a dense object of a type without one as
+//! [`Layout::undecoded`], and every other layout kept as [`Layout::Other`].
 
 use std::borrow::Cow;
 
@@ -126,7 +127,11 @@ pub fn interpret(mut o: ObjectRef, warnings: &mut Vec<String>) -> Result<(Tensor
             elements = Some(numel);
             match dtype_of(p) {
                 Some(d) => (Layout::Dense, d),
-                None => (Layout::Other("dense".into()), p.dtype),
+                // Only a logical type has no DType: f4_e2m1, or one Tessera does not know.
+                None => (
+                    Layout::undecoded(p.logical.as_deref().unwrap_or_default()),
+                    p.dtype,
+                ),
             }
         }
         CSR => {
@@ -205,7 +210,8 @@ pub fn interpret(mut o: ObjectRef, warnings: &mut Vec<String>) -> Result<(Tensor
     for (k, v) in o.attributes.iter().flatten() {
         attrs.push_new(k.clone(), super::read::to_value(v));
     }
-    if matches!(layout, Layout::Other(_)) {
+    // An undecoded dense tensor states its part's type in its layout and dtype.
+    if matches!(layout, Layout::Other(_)) && layout.undecoded_type().is_none() {
         let mut types = Map::new();
         for p in &o.parts {
             types.push_new(p.name.clone(), Value::Str(part_label(p)));

@@ -37,11 +37,17 @@
 //! Tensors (listed in name order): `dense` → [`Layout::Dense`](crate::Layout); the
 //! sparse profiles → `SparseCsr` / `SparseCoo` with u32 index parts widened to u64 on
 //! read; logical types onto [`crate::DType`] (`bool`, the five fp8 types,
-//! `complex64`/`128`). Every other layout (`zt.quant_group/1`, `zt.mx/1`, `gguf.*/1`,
-//! vendor ids) and a dense or sparse object whose type has no DType (`f4_e2m1`, unknown
-//! types) is [`Layout::Other`](crate::Layout) with the layout id and every part kept
-//! raw, never dropped; the attribute `zt.part_types` (part → `dtype` or `dtype:type`)
-//! records the part types so a rewrite states them again.
+//! `complex64`/`128`). A `dense` object whose type has no DType (`f4_e2m1`, two values
+//! per byte; a type from a later spec such as `x.future/1`) is
+//! [`Layout::undecoded`](crate::Layout::undecoded) (`dense:f4_e2m1`): its logical shape,
+//! its storage type as dtype, its stored bytes as the part, the type as what `inspect`
+//! and Python show (`dtype_label`); it is rewritten as the same object, carried by
+//! formats that keep layouts by name (FOLD, zTensor v1, AERO when stored as u8) and
+//! refused by the others naming the type. Every other layout (`zt.quant_group/1`,
+//! `zt.mx/1`, `gguf.*/1`, vendor ids) and a sparse object whose values have no DType is
+//! [`Layout::Other`](crate::Layout) with the layout id and every part kept raw, never
+//! dropped; the attribute `zt.part_types` (part → `dtype` or `dtype:type`) records the
+//! part types so a rewrite states them again.
 //!
 //! A tensor read returns raw parts borrowed from an in-memory source (zero-copy) and
 //! `zt.zstd-seekable/1` parts decoded to exactly `decoded_length` (bounded by
@@ -75,8 +81,9 @@
 //! Tessera's dtypes map to `(dtype, type)`: the 12 storage types as themselves, `bool`
 //! and the fp8 types to `u8` + their logical type, `c64`/`c128` to `f32`/`f64` +
 //! `complex64`/`complex128`. CSR/COO go out as `zt.sparse_csr/1`/`zt.sparse_coo/1`
-//! with u64 index parts; other layouts under their own id with the part types from
-//! `zt.part_types` (the attribute itself is not written). Metadata and tensor
+//! with u64 index parts; an undecoded `dense:<type>` as `dense` with its dtype and
+//! `type`; other layouts under their own id with the part types from `zt.part_types`
+//! (the attribute itself is not written). Metadata and tensor
 //! attributes become CBOR maps (integers, floats in their shortest width, strings,
 //! bytes, lists, maps).
 //!

@@ -260,6 +260,16 @@ impl<W: Write> Ztensor2Writer<W> {
                     .collect();
                 (id.into(), types)
             }
+            Layout::Other(_) if info.layout.undecoded_type().is_some() => {
+                let t = info.layout.undecoded_type().unwrap_or_default();
+                if value.1.is_some() {
+                    return Err(Error::invalid_input(format!(
+                        "tensor {:?}: {t} is stored as {}, which is not a storage type",
+                        info.name, info.dtype
+                    )));
+                }
+                ("dense".into(), vec![(value.0, Some(t.to_string()))])
+            }
             Layout::Other(l) => {
                 let labels = info.attrs.get(PART_TYPES);
                 let types = view

@@ -162,7 +162,38 @@ r = Recorder("append.zt", append=True, **SMALL)
 r.dense("second", np.arange(3, dtype=np.float64), "f64")
 r.finish()
 
-# 6. Broken files, from profiles.zt (blobs at 4096, 8192, …: 2-byte CBOR offsets).
+# 6. Logical types Tessera does not decode (f4_e2m1, two values per byte; a vendor type
+# from a later spec), dense and as sparse values, beside a plain tensor: Tessera keeps
+# their stored bytes and logical shape, and a conversion carries them or refuses.
+r = Recorder("valid-logical-types.zt", **SMALL)
+r.dense("f4", rng.integers(0, 255, 16, dtype=np.uint8), "u8", logical="f4_e2m1", shape=[4, 8])
+r.dense("f4.empty", np.zeros(0, np.uint8), "u8", logical="f4_e2m1", shape=[0, 4])
+r.dense("f4.odd", np.array([0x21, 0x43, 0x05], np.uint8), "u8", logical="f4_e2m1", shape=[5])
+r.dense("f4.scalar", np.array([0x07], np.uint8), "u8", logical="f4_e2m1", shape=[])
+r.dense("future", rng.integers(0, 255, 8, dtype=np.uint8), "u8", logical="x.future/1", shape=[999])
+r.dense("future.u16", np.arange(6, dtype=np.uint16), "u16", logical="x.future/1", shape=[3])
+r.dense("plain", np.arange(6, dtype=np.float32).reshape(2, 3), "f32")
+r.obj(
+    "sparse.f4",
+    [2, 4],
+    "zt.sparse_csr/1",
+    {
+        "indices": (np.array([0, 1, 3], np.uint64), "u64", None),
+        "indptr": (np.array([0, 2, 3], np.uint64), "u64", None),
+        "values": (np.array([0x21, 0x03], np.uint8), "u8", "f4_e2m1"),
+    },
+)
+r.finish({"about": "logical types"})
+
+# The same kinds in canonical form: Tessera's rewrite must be this file byte for byte.
+r = Recorder("valid-logical-canonical.zt")
+f4 = rng.integers(0, 255, 8, dtype=np.uint8)
+f4[-1] &= 0x0F  # 15 values: the last byte's high nibble is unused, so zero
+r.dense("f4", f4, "u8", logical="f4_e2m1", shape=[15])
+r.dense("future.u16", np.arange(4, dtype=np.uint16), "u16", logical="x.future/1", shape=[2, 5])
+r.finish()
+
+# 7. Broken files, from profiles.zt (blobs at 4096, 8192, …: 2-byte CBOR offsets).
 def read(name):
     with open(os.path.join(HERE, name), "rb") as f:
         return bytearray(f.read())
