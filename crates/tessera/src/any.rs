@@ -52,6 +52,7 @@ pub struct ReadOptions {
     /// How a sibling file (`<path><suffix>`: WTXT's `.wsum`) is read when `path` names
     /// a remote object: fetched beside it (set by the remote opener, `set/remote.rs`).
     /// `None`: read from disk beside `path`.
+    #[cfg_attr(not(feature = "wtxt"), allow(dead_code))]
     pub(crate) sibling: Option<Sibling>,
 }
 

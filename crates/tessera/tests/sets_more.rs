@@ -111,7 +111,7 @@ fn a_hugging_face_cache_snapshot_opens_as_the_set() {
     let tmp2 = tempfile::tempdir().unwrap();
     let one =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/safetensors/mixed.safetensors");
-    let repo2 = hf_cache(tmp2.path(), &[one.clone()]);
+    let repo2 = hf_cache(tmp2.path(), std::slice::from_ref(&one));
     for p in [repo2.join("snapshots").join(REV), repo2.clone()] {
         let o = open_path(&p, &ReadOptions::default()).unwrap_or_else(|e| panic!("{p:?}: {e}"));
         assert!(o.as_set().is_none());

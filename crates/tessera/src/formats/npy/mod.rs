@@ -84,6 +84,7 @@ pub use header::{descr_for, dtype_from_descr, ByteOrder, NpyHeader};
 pub use npz::NpzFile;
 pub use read::{NpyFile, NPY_TENSOR_NAME};
 pub use write::NpzWriter;
+#[cfg(feature = "fold")]
 pub(crate) use zipsrc::SourceReader;
 
 use crate::any::{Access, ReadOptions};

@@ -216,7 +216,7 @@ impl<'d> WtxtFile<'d> {
         f.data = data;
         if f.root.is_none() && f.header_ok {
             match &opts.sibling {
-                Some(get) => f.load_wsum_from(get.as_ref()),
+                Some(get) => f.load_wsum_from(get),
                 None => f.load_wsum(opts.path.as_deref()),
             }
         }
@@ -241,10 +241,7 @@ impl<'d> WtxtFile<'d> {
     }
 
     /// Reads the `.wsum` of a WTXT-S opened by URL, fetched beside it by `get`.
-    fn load_wsum_from(
-        &mut self,
-        get: &(dyn Fn(&str, u64) -> std::result::Result<Vec<u8>, String> + Send + Sync),
-    ) {
+    fn load_wsum_from(&mut self, get: &crate::any::Sibling) {
         match get(".wsum", 4096).and_then(|b| Wsum::parse(&b).map_err(|e| format!(".wsum: {e}"))) {
             Ok(w) => {
                 self.wsum = Some(w);
