@@ -157,8 +157,21 @@ fn digest_mismatch_is_reported_at_the_right_tensor() {
 #[test]
 fn every_prefix_of_every_vector_is_an_error_never_a_panic() {
     for (name, data) in vectors("") {
+        // A v1.1 file cut just before its footer magic ends with the manifest size, as a
+        // v1.0 file does: spec §6.1 reads it ("warn, proceed"), whole, with a warning
+        // (ztensor_vectors::a_v11_manifest_without_the_footer_magic_reads_with_a_warning).
+        let magic_cut = data.ends_with(b"ZTEN1000") && data.len() > 16;
         for n in 0..data.len() {
             let r = exercise(&data[..n]);
+            if magic_cut && n == data.len() - 8 {
+                let f = open(&data[..n]).unwrap();
+                assert!(
+                    f.warnings().iter().any(|w| w.contains("no footer magic")),
+                    "{name}: {:?}",
+                    f.warnings()
+                );
+                continue;
+            }
             assert!(r.is_err(), "{name}: prefix of {n} bytes was accepted");
         }
     }
