@@ -185,7 +185,9 @@ def test_npz_shards_with_a_tessera_index_read_by_numpy(tmp_path):
     write_hf(d, sd, 1500)
     out = tmp_path / "out"
     out.mkdir()
-    run("convert", d, out / "m.npz", "--shards", "2")
+    # The shards' own metadata ({"format": "pt"}, as transformers writes it) is kept by the
+    # set since issue 30; npz cannot hold it, so the loss is asked for, as for one file.
+    run("convert", d, out / "m.npz", "--shards", "2", "--drop-metadata")
     index = json.loads((out / "m.tessera-set.json").read_text())
     assert index["tessera_set"] == 1 and index["format"] == "npz"
     seen = {}
