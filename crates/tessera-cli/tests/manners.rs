@@ -85,7 +85,10 @@ fn all_refusals_of_a_conversion_come_in_one_message_with_their_flags() {
         ),
         "{report}"
     );
-    assert!(report.contains("note: dropped 1 metadata keys"), "{report}");
+    assert!(
+        report.contains("note: dropped 1 metadata key\n"),
+        "{report}"
+    );
 }
 
 #[test]

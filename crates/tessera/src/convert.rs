@@ -435,7 +435,10 @@ pub fn prepare<'s>(
                 Some(Hint::DropMetadata),
             ));
         } else {
-            notes.push(format!("dropped {} metadata keys", metadata.len()));
+            notes.push(match metadata.len() {
+                1 => "dropped 1 metadata key".to_string(),
+                n => format!("dropped {n} metadata keys"),
+            });
             metadata = Metadata::new();
         }
     }
