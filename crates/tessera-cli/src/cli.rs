@@ -97,66 +97,21 @@ pub struct SignArgs {
     pub read: ReadArgs,
 }
 
-/// Options for reading any input file.
+/// Options for reading any input file: the input options of [`AuditReadArgs`] and
+/// `--no-verify`, which only verbs that hand the bytes on offer.
 #[derive(Debug, Args, Clone, Default)]
 pub struct ReadArgs {
-    /// Recover every intact tensor of a damaged file (WTXT), saying which were lost.
-    #[arg(
-        long,
-        help_heading = "Damaged, encrypted, authenticated or remote inputs"
-    )]
-    pub salvage: bool,
-    /// age identity file (X25519 secret keys) to decrypt an encrypted input.
-    #[arg(
-        long,
-        value_name = "FILE",
-        help_heading = "Damaged, encrypted, authenticated or remote inputs"
-    )]
-    pub identity: Vec<PathBuf>,
-    /// age passphrase file to decrypt an encrypted input.
-    #[arg(
-        long,
-        value_name = "FILE",
-        help_heading = "Damaged, encrypted, authenticated or remote inputs"
-    )]
-    pub passphrase_file: Option<PathBuf>,
+    /// How the input is opened.
+    #[command(flatten)]
+    pub input: AuditReadArgs,
     /// Use tensor and chunk bytes without checking the digests the file stores for them
     /// (faster, and unsafe: damaged bytes pass through). The output says so.
     #[arg(long)]
     pub no_verify: bool,
-    /// Open the file named as the one file it is, never the model set it belongs to: a
-    /// shard of a set alone (its own tensors and metadata), a zTensor v2 root without
-    /// its shard files. A directory or a set's index is then refused.
-    #[arg(long)]
-    pub shard_only: bool,
-    /// HMAC key file to authenticate a WTXT input's arrays as they are read (an array
-    /// whose HMAC fails, or that carries none, is refused).
-    #[arg(
-        long,
-        value_name = "FILE",
-        help_heading = "Damaged, encrypted, authenticated or remote inputs"
-    )]
-    pub input_hmac_key_file: Option<PathBuf>,
-    /// S3 endpoint for s3:// locations (MinIO, R2, a local server:
-    /// `http://127.0.0.1:9000`); AWS_ENDPOINT_URL when not given.
-    #[arg(
-        long,
-        value_name = "URL",
-        help_heading = "Damaged, encrypted, authenticated or remote inputs"
-    )]
-    pub endpoint: Option<String>,
-    /// Send TESSERA_HTTP_TOKEN as the bearer token to this URL's host (without it, the
-    /// token goes only to the hosts TESSERA_HTTP_TOKEN_HOSTS names; HF_TOKEN only to
-    /// Hugging Face over https).
-    #[arg(
-        long,
-        help_heading = "Damaged, encrypted, authenticated or remote inputs"
-    )]
-    pub token: bool,
 }
 
-/// Options for reading a file that a verb audits rather than hands the bytes of on
-/// (`inspect`, `verify`): [`ReadArgs`] without `--no-verify`, which means nothing there.
+/// Options for opening an input, what every reading verb takes; `inspect` and `verify`,
+/// which audit a file rather than hand its bytes on, take only these (no `--no-verify`).
 #[derive(Debug, Args, Clone, Default)]
 pub struct AuditReadArgs {
     /// Recover every intact tensor of a damaged file (WTXT), saying which were lost.
@@ -214,14 +169,8 @@ impl AuditReadArgs {
     /// The same options as [`ReadArgs`] (digests checked).
     pub fn to_read(&self) -> ReadArgs {
         ReadArgs {
-            salvage: self.salvage,
-            identity: self.identity.clone(),
-            passphrase_file: self.passphrase_file.clone(),
+            input: self.clone(),
             no_verify: false,
-            shard_only: self.shard_only,
-            input_hmac_key_file: self.input_hmac_key_file.clone(),
-            endpoint: self.endpoint.clone(),
-            token: self.token,
         }
     }
 }
@@ -240,11 +189,12 @@ pub struct DecryptKeyArgs {
 impl DecryptKeyArgs {
     /// As [`ReadArgs`] (only the keys set).
     pub fn to_read(&self) -> ReadArgs {
-        ReadArgs {
+        AuditReadArgs {
             identity: self.identity.clone(),
             passphrase_file: self.passphrase_file.clone(),
-            ..ReadArgs::default()
+            ..AuditReadArgs::default()
         }
+        .to_read()
     }
 }
 

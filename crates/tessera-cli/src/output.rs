@@ -11,11 +11,12 @@ use tessera::{Container, ReadOptions, TensorSource};
 use crate::cli::{AuditReadArgs, ReadArgs};
 
 /// Reading options from the shared flags.
-pub fn read_options(path: &Path, args: &ReadArgs) -> anyhow::Result<ReadOptions> {
+pub fn read_options(path: &Path, read: &ReadArgs) -> anyhow::Result<ReadOptions> {
+    let args = &read.input;
     let mut opts = ReadOptions::default()
         .path(Some(path.to_path_buf()))
         .salvage(args.salvage)
-        .verify(!args.no_verify)
+        .verify(!read.no_verify)
         .shard_only(args.shard_only);
     for id in &args.identity {
         let text = std::fs::read_to_string(id)
@@ -95,8 +96,8 @@ pub fn shown(path: &Path) -> String {
 /// How remote locations are reached (`--endpoint`, `--token`).
 pub fn remote_options(args: &ReadArgs) -> tessera::remote::RemoteOptions {
     tessera::remote::RemoteOptions::default()
-        .endpoint(args.endpoint.clone())
-        .token(args.token)
+        .endpoint(args.input.endpoint.clone())
+        .token(args.input.token)
 }
 
 fn open_with<T>(

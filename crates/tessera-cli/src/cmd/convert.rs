@@ -137,7 +137,7 @@ fn to_stdout(
         });
         progress.finish();
         let (notes, report) = report?;
-        if args.read.salvage && !file.lost().is_empty() {
+        if args.read.input.salvage && !file.lost().is_empty() {
             return bail_usage(
                 "--salvage lost tensors: name the output (not -), so the loss is reported with it",
             );
@@ -249,7 +249,7 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         extra_files.pop();
         // What salvage left out (damaged arrays, unreadable tensor chunks), as the
         // reader lists it.
-        let lost = if args.read.salvage {
+        let lost = if args.read.input.salvage {
             for w in file.warnings() {
                 crate::term::warn(&format!("warning: {w}"));
             }
