@@ -207,10 +207,10 @@ fn formats_lists_each_formats_options() {
     let text = String::from_utf8_lossy(&o.stdout);
     for f in Format::ALL
         .into_iter()
-        .filter(|f| f.can_write() && f.spec().listed)
+        .filter(|f| f.can_write() && f.identity().listed)
     {
         assert!(text.contains(&format!("{}:", f.name())), "{f}: {text}");
-        for opt in f.spec().options {
+        for opt in f.codec().options {
             assert!(text.contains(opt.name), "{f} {}: {text}", opt.name);
         }
     }

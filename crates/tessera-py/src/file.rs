@@ -736,7 +736,7 @@ impl File {
         let format = crate::save::resolve_format(format, Some(&path))?;
         let split = crate::save::split(max_shard_size, shards).py()?;
         let (wopts, copts) = crate::save::parse_options(options.as_ref())?;
-        tessera::options::check_options(format, &wopts).py()?;
+        tessera::formats::check_options(format, &wopts).py()?;
         let (r, raised) = py.detach(|| {
             self.shared.with(|c| {
                 let src = AsSource(c);

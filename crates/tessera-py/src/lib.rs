@@ -33,7 +33,7 @@ fn formats(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
         d.set_item("writable", f.can_write())?;
         d.set_item(
             "options",
-            f.spec().options.iter().map(|o| o.name).collect::<Vec<_>>(),
+            f.codec().options.iter().map(|o| o.name).collect::<Vec<_>>(),
         )?;
         if let Some(c) = tessera::convert::capabilities(f) {
             d.set_item(
@@ -87,7 +87,7 @@ fn public_key(py: Python<'_>, secret: Vec<u8>) -> PyResult<Bound<'_, pyo3::types
         .py()?;
     Ok(pyo3::types::PyBytes::new(
         py,
-        &tessera::util::keys::public_key(&seed),
+        &tessera::signing::ed25519::public_key(&seed),
     ))
 }
 

@@ -15,7 +15,8 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 use tessera::convert;
-use tessera::options::{all_options, check_options, find_option, OptionKind, OptionValue};
+use tessera::formats::{all_options, check_options, find_option};
+use tessera::options::{OptionKind, OptionValue};
 use tessera::set::Split;
 use tessera::tensor::Part;
 use tessera::{
@@ -91,7 +92,7 @@ fn py_value(name: &str, v: &Bound<'_, PyAny>) -> PyResult<OptionValue> {
             let path: PathBuf = v.extract().map_err(|_| {
                 PyTypeError::new_err("sign_key must be a 32-byte seed or a key file path")
             })?;
-            let seed = tessera::util::keys::load_secret_key(&path).py()?;
+            let seed = tessera::signing::ed25519::load_secret_key(&path).py()?;
             return Ok(OptionValue::Bytes(seed.to_vec()));
         }
         return Err(PyTypeError::new_err(format!("{opt} must be bytes or str")));

@@ -1,4 +1,8 @@
-//! Opening any supported file: detect the format by content, dispatch to its reader.
+//! What every reader is given and how it reads: [`ReadOptions`], the reader entry point
+//! [`OpenFn`] and its [`Access`], and the two wrappers the opener puts around a reader's
+//! container (a file read whole; errors labelled with the file and format). Opening by
+//! content — detect the format, dispatch to its codec's reader — is
+//! [`crate::formats::open`], above the formats.
 
 use std::borrow::Cow;
 use std::path::PathBuf;
@@ -131,68 +135,12 @@ pub enum Access {
     Whole,
 }
 
-/// The reader for a format, when it is implemented, and how it reads (from the
-/// format's registry entry, [`crate::format::FormatSpec::reader`]).
-pub fn reader_for(format: Format) -> Option<(OpenFn, Access)> {
-    format.spec().reader
-}
-
-/// Opens the file `src` holds (a [`crate::FileData`] map, a [`crate::source::PreadFile`],
-/// a `&[u8]` or `Vec<u8>`, any `&dyn ByteSource`) as whatever format its first bytes
-/// say. A known format that is not implemented, or whose Cargo feature this build left
-/// out, is an `Unsupported` error ("… is detected but not supported yet", "… was built
-/// without feature `fold`"), not `UnknownFormat`.
-///
-/// Opening reads only what the format needs to build its index (header, table of
-/// contents, manifest) — except for formats whose layout forces a full scan
-/// ([`Access::Whole`]) — and each tensor's bytes are read when asked.
-///
-/// When `opts.path` is set, every error the opened file returns later (a tensor or chunk
-/// read that fails its digest, say) names that file first.
-pub fn open<'d>(
-    src: impl Into<SourceRef<'d>>,
-    opts: &ReadOptions,
-) -> Result<Box<dyn Container + 'd>> {
-    let src = src.into();
-    let named = |e: Error| match &opts.path {
-        Some(p) => e.in_file(p.display().to_string()),
-        None => e,
-    };
-    if src.is_empty() {
-        return Err(named(Error::new(
-            crate::ErrorKind::UnknownFormat,
-            "empty file: 0 bytes, no format to detect",
-        )));
-    }
-    let head = src
-        .read_up_to(0, crate::format::DETECT_LEN as u64)
-        .map_err(named)?;
-    let format = Format::detect_or_err(&head).map_err(named)?;
-    let (open, access) = reader_for(format).ok_or_else(|| named(format.not_supported_yet()))?;
-    let file = match (access, src.as_slice()) {
-        (Access::Whole, None) => {
-            let bytes = src.read_all().map_err(named)?.into_owned();
-            Wholly::open(bytes, open, opts).map(|f| Box::new(f) as Box<dyn Container + 'd>)
-        }
-        _ => open(src, opts),
-    };
-    let file = file.map_err(|e| named(e.in_format(format)))?;
-    Ok(match &opts.path {
-        Some(p) => Box::new(Labeled {
-            inner: file,
-            file: p.display().to_string(),
-            format,
-        }),
-        None => file,
-    })
-}
-
-type DynContainer<'a> = Box<dyn Container + 'a>;
+pub(crate) type DynContainer<'a> = Box<dyn Container + 'a>;
 
 self_cell::self_cell!(
     /// A file read whole into memory (a full-scan format over a source that is not in
     /// memory) and the container parsed from those bytes.
-    struct Wholly {
+    pub(crate) struct Wholly {
         owner: Vec<u8>,
         #[not_covariant]
         dependent: DynContainer,
@@ -200,7 +148,8 @@ self_cell::self_cell!(
 );
 
 impl Wholly {
-    fn open(bytes: Vec<u8>, open: OpenFn, opts: &ReadOptions) -> Result<Wholly> {
+    /// Parses `bytes` with `open`, the container borrowing the bytes it owns.
+    pub(crate) fn open(bytes: Vec<u8>, open: OpenFn, opts: &ReadOptions) -> Result<Wholly> {
         Wholly::try_new(bytes, |b| open(SourceRef::from(&b[..]), opts))
     }
 }
@@ -208,10 +157,10 @@ impl Wholly {
 crate::model::forward_to_dependent!(Wholly);
 
 /// An opened file whose read errors name the file and its format.
-struct Labeled<'d> {
-    inner: Box<dyn Container + 'd>,
-    file: String,
-    format: Format,
+pub(crate) struct Labeled<'d> {
+    pub(crate) inner: Box<dyn Container + 'd>,
+    pub(crate) file: String,
+    pub(crate) format: Format,
 }
 
 impl Labeled<'_> {

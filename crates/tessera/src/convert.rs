@@ -1,5 +1,8 @@
-//! Writing and converting: write options, per-format capabilities, and the adapter that
-//! makes a source fit a target (or refuses, naming the tensor and the reason).
+//! Writing and converting: the driver that finds a format's writer ([`writer_for`],
+//! [`capabilities`]), and the adapter that makes a source fit a target (or refuses,
+//! naming the tensor and the reason). What a writer is given and returns — the write
+//! contract — is [`crate::write`] and [`crate::options`], below the formats; it is
+//! re-exported here under its old paths.
 //!
 //! A conversion never loses anything silently. When the target cannot hold a tensor's
 //! dtype or layout, or the file's metadata or opaque chunks, [`prepare`] refuses with one
@@ -9,8 +12,8 @@
 //! the option it converts and reports what it changed.
 
 use std::borrow::Cow;
-use std::io::{Seek, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::Path;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -20,95 +23,8 @@ use crate::model::TensorSource;
 use crate::refusal::{Hint, Refusal};
 use crate::tensor::{ChunkInfo, Layout, TensorInfo, TensorView};
 
-/// `Write + Seek`, object-safe, for writers that patch a header at the end.
-pub trait WriteSeek: Write + Seek {}
-impl<T: Write + Seek> WriteSeek for T {}
-
-/// Compression for formats that have it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Compression {
-    /// Stored as is.
-    #[default]
-    None,
-    /// zstd at a level (3 is the zstd default).
-    Zstd(i32),
-}
-
-/// A per-tensor/chunk digest to write, for formats that let the writer choose.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Digest {
-    /// CRC-32C (Castagnoli).
-    Crc32c,
-    /// SHA-256.
-    Sha256,
-}
-
-/// Options for writers. Each format declares the options it takes (its registry entry,
-/// [`crate::options`]) and reads those fields; a write refuses an option the target does
-/// not declare. `tessera convert` and Python's `save` set them with
-/// [`WriteOptions::set`]. Timestamps, salts and UUIDs default to "now"/random unless
-/// fixed here, which makes output byte-deterministic.
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-pub struct WriteOptions {
-    /// Compression (zTensor, FOLD, AERO metadata).
-    pub compression: Compression,
-    /// Digests to store (zTensor).
-    pub digests: Vec<Digest>,
-    /// Reed-Solomon parity bytes per block (FOLD `--ecc N`).
-    pub ecc: Option<u8>,
-    /// HMAC key (WTXT).
-    pub hmac_key: Option<Vec<u8>>,
-    /// Ed25519 secret key seed, 32 bytes (WTXT `sign`).
-    pub sign_key: Option<[u8; 32]>,
-    /// Previous snapshot to chain the merkle from (WTXT `--prev`).
-    pub prev: Option<PathBuf>,
-    /// Generation number (WTXT `gen`).
-    pub generation: Option<u64>,
-    /// Timestamp `YYYY-MM-DDTHH:MM:SSZ` (WTXT `ts`, zTensor `created_at` if asked).
-    pub timestamp: Option<String>,
-    /// Build identifier (WTXT `build`).
-    pub build: Option<String>,
-    /// Host name (WTXT `host`).
-    pub host: Option<String>,
-    /// CUDA version token (WTXT `cuda`).
-    pub cuda: Option<String>,
-    /// The optional `audit` line of a WTXT snapshot: `key=value` fields, quoted values
-    /// allowed (`kahan_max_resid=1.1e-15 notes="gamma=0.96"`).
-    pub audit: Option<String>,
-    /// Rows per chunk (WTXT row blocking).
-    pub rows_per_chunk: Option<u64>,
-    /// Streaming finalization (WTXT-S + WSUM).
-    pub streaming: bool,
-    /// Fixed HMAC salts instead of random ones (tests, reproducible builds).
-    pub fixed_salt: Option<[u8; 8]>,
-    /// Maximum shard size in bytes (AERO).
-    pub shard_size: Option<u64>,
-    /// Per-tensor BLAKE3 hashes (AERO `hash_b3`).
-    pub tensor_hashes: bool,
-    /// Control-plane integrity chunk (AERO IHSH).
-    pub control_integrity: bool,
-    /// Page hashes with this page size (AERO PHSH).
-    pub page_hashes: Option<u64>,
-    /// Fixed file UUID (AERO).
-    pub uuid: Option<[u8; 16]>,
-    /// Store base_id 0 as the original Python exporter does (GPTRS).
-    pub zero_base_id: bool,
-    /// Store no digest where the format would store one by default (zTensor v1's
-    /// crc32c): `digests=none` (or an empty list).
-    pub no_digest: bool,
-    /// Where the output goes, for writers that also write a sibling file (WTXT `.wsum`).
-    pub path: Option<PathBuf>,
-    /// Skip the fsyncs of [`write_file`] (Python's `durable=False`, `tessera convert
-    /// --no-fsync`): still atomic, not flushed ([`crate::util::atomic::Durability`]).
-    /// Not a format option: every format takes it.
-    pub no_fsync: bool,
-    /// Options only one format has, declared in its module and set by
-    /// [`WriteOptions::set`] (read them with [`WriteOptions::extra_int`] and friends).
-    pub extra: std::collections::BTreeMap<String, crate::options::OptionValue>,
-}
+pub use crate::options::{Compression, Digest, WriteOptions};
+pub use crate::write::{Capabilities, MetadataSupport, WriteFn, WriteReport, WriteSeek};
 
 /// Options of a conversion that allow a loss, each explicitly.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -130,60 +46,6 @@ pub struct ConvertOptions {
     pub drop_metadata: bool,
 }
 
-crate::setters::setters!(WriteOptions {
-    /// Sets `compression` (zTensor, FOLD, AERO metadata).
-    compression: Compression,
-    /// Sets `digests`, the digests to store (zTensor).
-    digests: Vec<Digest>,
-    /// Sets `ecc`, Reed-Solomon parity bytes per block (FOLD).
-    ecc: Option<u8>,
-    /// Sets `hmac_key` (WTXT).
-    hmac_key: Option<Vec<u8>>,
-    /// Sets `sign_key`, the Ed25519 secret key seed (WTXT `sign`).
-    sign_key: Option<[u8; 32]>,
-    /// Sets `prev`, the previous snapshot to chain the merkle from (WTXT).
-    prev: Option<PathBuf>,
-    /// Sets `generation` (WTXT `gen`).
-    generation: Option<u64>,
-    /// Sets `timestamp`, `YYYY-MM-DDTHH:MM:SSZ` (WTXT `ts`, zTensor `created_at`).
-    timestamp: Option<String>,
-    /// Sets `build`, the build identifier (WTXT).
-    build: Option<String>,
-    /// Sets `host`, the host name (WTXT).
-    host: Option<String>,
-    /// Sets `cuda`, the CUDA version token (WTXT).
-    cuda: Option<String>,
-    /// Sets `audit`, the `key=value` fields of WTXT's `audit` line.
-    audit: Option<String>,
-    /// Sets `rows_per_chunk` (WTXT row blocking).
-    rows_per_chunk: Option<u64>,
-    /// Sets `streaming` finalization (WTXT-S + WSUM).
-    streaming: bool,
-    /// Sets `fixed_salt`, fixed HMAC salts instead of random ones.
-    fixed_salt: Option<[u8; 8]>,
-    /// Sets `shard_size`, the maximum shard size in bytes (AERO).
-    shard_size: Option<u64>,
-    /// Sets `tensor_hashes`, per-tensor BLAKE3 hashes (AERO `hash_b3`).
-    tensor_hashes: bool,
-    /// Sets `control_integrity`, the control-plane integrity chunk (AERO IHSH).
-    control_integrity: bool,
-    /// Sets `page_hashes`, page hashes with this page size (AERO PHSH).
-    page_hashes: Option<u64>,
-    /// Sets `uuid`, a fixed file UUID (AERO).
-    uuid: Option<[u8; 16]>,
-    /// Sets `zero_base_id`: store base_id 0 as the original exporter does (GPTRS).
-    zero_base_id: bool,
-    /// Sets `no_digest`: store no digest where the format stores one by default
-    /// (zTensor v1's crc32c).
-    no_digest: bool,
-    /// Sets `path`, where the output goes (for sibling files such as WTXT's `.wsum`).
-    path: Option<PathBuf>,
-    /// Sets `no_fsync`: skip the fsyncs of `write_file` (still atomic).
-    no_fsync: bool,
-    /// Sets `extra`, the options only one format has (usually set by `set`).
-    extra: std::collections::BTreeMap<String, crate::options::OptionValue>,
-});
-
 crate::setters::setters!(ConvertOptions {
     /// Sets `dequantize`: decode GGUF's quantized tensors to this float dtype.
     dequantize: Option<DType>,
@@ -198,77 +60,14 @@ crate::setters::setters!(ConvertOptions {
     drop_metadata: bool,
 });
 
-/// What a writer did that the caller should know.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WriteReport {
-    /// One line per notable change (`cast "w" f64 -> f32`, `densified "s"`, …).
-    pub notes: Vec<String>,
-    /// Sibling files written beside the output (WTXT `.wsum`).
-    pub extra_files: Vec<PathBuf>,
-    /// Sibling files a writer leaves to its caller, to appear with the output:
-    /// [`write_file`] commits them with it ([`crate::util::atomic::write_atomic_group`]),
-    /// [`write_to`] writes each atomically once the writer returns. Empty after either.
-    pub side_files: Vec<crate::util::atomic::SideFile>,
-}
-
-/// A writer entry point.
-pub type WriteFn = fn(&dyn TensorSource, &mut dyn WriteSeek, &WriteOptions) -> Result<WriteReport>;
-
-/// How much metadata a format carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum MetadataSupport {
-    /// None at all.
-    None,
-    /// String values only (others are written as JSON text).
-    Strings,
-    /// A full value tree.
-    Tree,
-}
-
-impl MetadataSupport {
-    /// `none`, `strings` or `tree` (as `tessera formats` and Python show it).
-    pub fn name(self) -> &'static str {
-        match self {
-            MetadataSupport::None => "none",
-            MetadataSupport::Strings => "strings",
-            MetadataSupport::Tree => "tree",
-        }
-    }
-}
-
-/// What a format can hold; `tessera formats` prints it, [`prepare`] enforces it.
-#[derive(Debug, Clone)]
-pub struct Capabilities {
-    /// The format.
-    pub format: Format,
-    /// Dtypes it stores.
-    pub dtypes: &'static [DType],
-    /// Stores CSR/COO natively.
-    pub sparse: bool,
-    /// Stores other named-component layouts.
-    pub other_layouts: bool,
-    /// File metadata.
-    pub metadata: MetadataSupport,
-    /// Opaque chunks.
-    pub chunks: bool,
-    /// Compression methods.
-    pub compression: &'static [&'static str],
-    /// Integrity layers.
-    pub integrity: &'static [&'static str],
-    /// Raw tensors can be read without a copy.
-    pub zero_copy: bool,
-}
-
-/// The writer for a format, when it is implemented (from its registry entry).
+/// The writer for a format, when it is implemented (from its codec).
 pub fn writer_for(format: Format) -> Option<WriteFn> {
-    format.spec().writer
+    format.codec().writer
 }
 
-/// The capabilities of a format, when Tessera knows how to write it (from its registry
-/// entry).
+/// The capabilities of a format, when Tessera knows how to write it (from its codec).
 pub fn capabilities(format: Format) -> Option<Capabilities> {
-    format.spec().capabilities.map(|c| c())
+    format.codec().capabilities.map(|c| c())
 }
 
 /// A source adapted to a target: tensors densified or cast as allowed, metadata and
@@ -442,12 +241,13 @@ pub fn prepare<'s>(
             metadata = Metadata::new();
         }
     }
-    // GGUF's value types ride beside the metadata into a GGUF target; into any other
-    // format they are kept in the metadata under `tessera.gguf_types` (unless the source
-    // has a key of that name), so GGUF -> X -> GGUF keeps them.
+    // GGUF's value types ride beside the metadata into a target that carries them
+    // (`Capabilities::typed_metadata`: GGUF); into any other format they are kept in the
+    // metadata under `tessera.gguf_types` (unless the source has a key of that name), so
+    // GGUF -> X -> GGUF keeps them.
     let mut metadata_types = None;
     if let Some(types) = src.metadata_types() {
-        if target == Format::Gguf {
+        if caps.typed_metadata {
             metadata_types = Some(types.clone());
         } else if caps.metadata != MetadataSupport::None
             && !metadata.is_empty()
@@ -459,16 +259,16 @@ pub fn prepare<'s>(
             );
         }
     }
-    // A FOLD TSAV chunk whose tensors the source lists holds them a second time
-    // (formats/fold/tsav.rs). A FOLD target carries the chunk and leaves those tensors
-    // out; any other target gets them as tensors, once, and the chunk is dropped.
+    // A chunk holding copies of tensors the source lists (FOLD's TSAV: `ChunkInfo::copies`).
+    // A target that carries such chunks keeps it and leaves the copies out; any other
+    // target gets them as tensors, once, and the chunk is dropped.
     let mut chunks = src.chunks().to_vec();
-    if target != Format::Fold {
-        chunks.retain(|c| match tsav_tensors(src, c) {
+    if !caps.chunk_copies {
+        chunks.retain(|c| match c.copies {
             Some(n) => {
                 notes.push(format!(
-                    "dropped chunk {:?} (TSAV): its {n} tensors are written as tensors",
-                    c.name
+                    "dropped chunk {:?} ({}): its {n} tensors are written as tensors",
+                    c.name, c.kind
                 ));
                 false
             }
@@ -531,32 +331,6 @@ fn undecoded_reason(info: &TensorInfo, title: &str) -> String {
     )
 }
 
-/// The number of tensors an opaque `TSAV` chunk holds when the source lists every one
-/// of them as its own (`<chunk>/<name>`, as the FOLD reader does); `None` for any other
-/// chunk, or when the payload is refused or some of its tensors are not listed (a
-/// `TSAV` chunk another format carried: then the chunk is the only copy).
-#[cfg(feature = "fold")]
-fn tsav_tensors(src: &dyn TensorSource, c: &ChunkInfo) -> Option<usize> {
-    if c.holds_tensors || c.kind != "TSAV" {
-        return None;
-    }
-    let bytes = src.chunk(&c.name).ok()?;
-    let (entries, _) = crate::formats::fold::tsav::list(&bytes, &crate::Limits::default()).ok()?;
-    let listed: std::collections::HashSet<&str> =
-        src.tensor_infos().iter().map(|t| t.name.as_str()).collect();
-    let all = entries
-        .iter()
-        .all(|e| listed.contains(format!("{}/{}", c.name, e.name).as_str()));
-    (all && !entries.is_empty()).then_some(entries.len())
-}
-
-/// Built without feature `fold`, no reader lists a `TSAV` chunk's tensors: every such
-/// chunk is the only copy.
-#[cfg(not(feature = "fold"))]
-fn tsav_tensors(_: &dyn TensorSource, _: &ChunkInfo) -> Option<usize> {
-    None
-}
-
 impl Prepared<'_> {
     /// What the preparation changed.
     pub fn notes(&self) -> &[String] {
@@ -579,9 +353,9 @@ impl TensorSource for Prepared<'_> {
         let v = self.src.tensor(name).map_err(|e| self.source_error(e))?;
         let mut v = match self.plans[i] {
             Plan::AsIs => v,
-            Plan::Densify => crate::sparse::densify(v)?,
+            Plan::Densify => crate::tensor::sparse::densify(v)?,
             Plan::Cast(d) => crate::cast::cast_view(v, d)?,
-            Plan::DensifyCast(d) => crate::cast::cast_view(crate::sparse::densify(v)?, d)?,
+            Plan::DensifyCast(d) => crate::cast::cast_view(crate::tensor::sparse::densify(v)?, d)?,
             #[cfg(feature = "gguf")]
             Plan::Quant(step) => {
                 crate::formats::gguf::quants::adapt::apply(step, v, &self.infos[i])?
@@ -646,7 +420,7 @@ fn write_keeping_sides(
     opts: &WriteOptions,
 ) -> Result<WriteReport> {
     let write = writer_for(format).ok_or_else(|| format.not_supported_yet())?;
-    crate::options::check_options(format, opts)?;
+    crate::formats::check_options(format, opts)?;
     write(src, out, opts).map_err(|e| e.in_format(format))
 }
 

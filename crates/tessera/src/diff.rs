@@ -251,7 +251,7 @@ fn run(
 
 fn dense(v: TensorView<'_>) -> Result<TensorView<'_>> {
     Ok(match v.info.layout {
-        Layout::SparseCsr | Layout::SparseCoo => crate::sparse::densify(v)?,
+        Layout::SparseCsr | Layout::SparseCoo => crate::tensor::sparse::densify(v)?,
         _ => v,
     })
 }

@@ -1,12 +1,16 @@
-//! Formats and their detection by content.
+//! What each format *is*: its identity (name, title, extensions, aliases, magic, content
+//! test, Cargo feature), and detection by content.
 //!
-//! Each format module describes itself in one [`FormatSpec`] (name, title, extensions,
-//! magic, reader, writer, capabilities, options); the registry in [`crate::formats`]
-//! lists them, one line per format, and generates the [`Format`] enum from that list.
-//! Everything here — detection, names, extensions, `can_read`/`can_write` — reads the
-//! registry, so a new format needs its folder, its registry line and its Cargo feature
-//! (see [`crate::formats`]). A format built without its feature is still detected and
-//! named, by a stand-in with no reader or writer: [`Format::is_built`].
+//! This module is a leaf: it imports nothing of the library, so everything can name a
+//! [`Format`] (errors, capabilities, reports) without depending on any reader or writer.
+//! The rule a newcomer can hold: *the core never names a format; formats name the core.*
+//!
+//! A format's identity is one line of the `identities!` table below and is always
+//! compiled, whatever the Cargo features: a file of a format this build left out is still
+//! recognised and refused by name. What a format can *do* — its reader, writer,
+//! capabilities, options and how it makes sets — is its codec, one line of the table in
+//! [`crate::formats`], beside the formats' folders. Both tables match on every
+//! [`Format`], so a variant added here without its codec line is a compile error.
 //!
 //! [`Format::detect`] looks only at the first bytes (a magic table, as `image` does). The
 //! file extension is a hint for the *output* format of a conversion, never for reading.
@@ -14,29 +18,28 @@
 use std::fmt;
 use std::path::Path;
 
-use crate::any::{Access, OpenFn};
-use crate::convert::{Capabilities, WriteFn};
-use crate::error::{Error, ErrorKind, Result};
+pub mod sniff;
 
-pub use crate::formats::Format;
-
-/// One format as its module describes it. Built with [`FormatSpec::new`] and the `const`
-/// setters, so a field added later does not break existing descriptions:
+/// A format's identity: how it is named, recognised and built.
+///
+/// Built with [`Identity::new`] and the `const` setters:
 ///
 /// ```
-/// # use tessera::format::FormatSpec;
-/// const SPEC: FormatSpec = FormatSpec::new("demo", "Demo v1")
+/// # use tessera::format::Identity;
+/// const DEMO: Identity = Identity::new("demo", "Demo v1", "demo")
 ///     .extensions(&["demo"])
 ///     .magic(&[b"DEMO"]);
-/// assert_eq!(SPEC.name, "demo");
+/// assert_eq!(DEMO.name, "demo");
 /// ```
 #[derive(Clone, Copy)]
 #[non_exhaustive]
-pub struct FormatSpec {
+pub struct Identity {
     /// The short name used by the CLI (`--to`), JSON output and Python.
     pub name: &'static str,
     /// A human title with version (`zTensor v1.0`).
     pub title: &'static str,
+    /// The Cargo feature that builds the format's reader and writer.
+    pub feature: &'static str,
     /// File extensions, the preferred one first.
     pub extensions: &'static [&'static str],
     /// Other names the format is known by (`--to ztensor2`), besides `name`.
@@ -46,114 +49,202 @@ pub struct FormatSpec {
     /// A test on the first [`DETECT_LEN`] bytes: alone, for formats without a magic
     /// (safetensors); with `magic`, to tell apart formats that share one.
     pub sniff: Option<fn(&[u8]) -> bool>,
-    /// The reader and how it reads, when implemented.
-    pub reader: Option<(OpenFn, Access)>,
-    /// The writer, when implemented.
-    pub writer: Option<WriteFn>,
-    /// What the format can hold, when Tessera writes it.
-    pub capabilities: Option<fn() -> Capabilities>,
     /// Shown in `tessera formats`: a container of tensors (not a side file, an envelope
     /// or a delta).
     pub listed: bool,
     /// A file holds exactly one tensor (`.npy`): not a model, left out of the conversion
     /// matrix and the tour.
     pub single_tensor: bool,
-    /// The libFuzzer target (`fuzz/fuzz_targets/<name>.rs`) and test-data folder
-    /// (`crates/tessera/tests/data/<name>/`) that cover this format's reader; formats
-    /// that share a reader share it.
-    pub fuzz_target: Option<&'static str>,
-    /// The writer options the format takes ([`crate::options`]); any other is refused.
-    pub options: &'static [crate::options::OptionSpec],
-    /// The error when a detected format has no reader or writer (defaults to "… is
-    /// detected but not supported yet").
-    pub not_supported: Option<(ErrorKind, &'static str)>,
 }
 
-impl FormatSpec {
-    /// A format known by name and title only: detected by nothing, neither read nor
-    /// written. Add the rest with the setters.
-    pub const fn new(name: &'static str, title: &'static str) -> FormatSpec {
-        FormatSpec {
+impl Identity {
+    /// A format known by name, title and Cargo feature; add the rest with the setters.
+    pub const fn new(name: &'static str, title: &'static str, feature: &'static str) -> Self {
+        Identity {
             name,
             title,
+            feature,
             extensions: &[],
             aliases: &[],
             magic: &[],
             sniff: None,
-            reader: None,
-            writer: None,
-            capabilities: None,
             listed: true,
             single_tensor: false,
-            fuzz_target: None,
-            not_supported: None,
-            options: &[],
         }
     }
     /// File extensions, the preferred one first.
-    pub const fn extensions(mut self, e: &'static [&'static str]) -> FormatSpec {
+    pub const fn extensions(mut self, e: &'static [&'static str]) -> Self {
         self.extensions = e;
         self
     }
     /// Other names for the format.
-    pub const fn aliases(mut self, a: &'static [&'static str]) -> FormatSpec {
+    pub const fn aliases(mut self, a: &'static [&'static str]) -> Self {
         self.aliases = a;
         self
     }
     /// Magic prefixes.
-    pub const fn magic(mut self, m: &'static [&'static [u8]]) -> FormatSpec {
+    pub const fn magic(mut self, m: &'static [&'static [u8]]) -> Self {
         self.magic = m;
         self
     }
-    /// A content test (see [`FormatSpec::sniff`]).
-    pub const fn sniff(mut self, f: fn(&[u8]) -> bool) -> FormatSpec {
+    /// A content test (see [`Identity::sniff`]).
+    pub const fn sniff(mut self, f: fn(&[u8]) -> bool) -> Self {
         self.sniff = Some(f);
         self
     }
-    /// The reader, how it reads, and the fuzz target that covers it.
-    pub const fn reader(mut self, open: OpenFn, access: Access, fuzz: &'static str) -> FormatSpec {
-        self.reader = Some((open, access));
-        self.fuzz_target = Some(fuzz);
-        self
-    }
-    /// The writer and what it can hold.
-    pub const fn writer(mut self, write: WriteFn, caps: fn() -> Capabilities) -> FormatSpec {
-        self.writer = Some(write);
-        self.capabilities = Some(caps);
-        self
-    }
-    /// The writer options the format takes.
-    pub const fn options(mut self, o: &'static [crate::options::OptionSpec]) -> FormatSpec {
-        self.options = o;
-        self
-    }
     /// Not listed by `tessera formats` (a side file, an envelope, a delta).
-    pub const fn unlisted(mut self) -> FormatSpec {
+    pub const fn unlisted(mut self) -> Self {
         self.listed = false;
         self
     }
     /// A file holds exactly one tensor.
-    pub const fn single_tensor(mut self) -> FormatSpec {
+    pub const fn single_tensor(mut self) -> Self {
         self.single_tensor = true;
-        self
-    }
-    /// The error for this format when it cannot be read or written.
-    pub const fn not_supported(mut self, kind: ErrorKind, message: &'static str) -> FormatSpec {
-        self.not_supported = Some((kind, message));
         self
     }
 }
 
-impl fmt::Debug for FormatSpec {
+impl fmt::Debug for Identity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FormatSpec")
+        f.debug_struct("Identity")
             .field("name", &self.name)
             .field("title", &self.title)
+            .field("feature", &self.feature)
             .field("extensions", &self.extensions)
-            .field("read", &self.reader.map(|r| r.1))
-            .field("write", &self.writer.is_some())
             .finish_non_exhaustive()
     }
+}
+
+/// Generates [`Format`] (one variant per line, documented by the line's doc comment),
+/// [`Format::ALL`], [`Format::identity`] and [`Format::is_built`]. A line is
+/// `Variant: "feature" => Identity::new(name, title, "feature")…,`; the feature is
+/// written twice because `cfg!` needs it as a literal, and a const check holds the two
+/// equal.
+macro_rules! identities {
+    ($( $(#[$doc:meta])* $variant:ident : $feature:literal => $identity:expr, )*) => {
+        /// Every format Tessera knows, implemented or not: one variant per line of the
+        /// identity table in `format.rs`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        pub enum Format {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl Format {
+            /// Every format, in table order.
+            pub const ALL: [Format; <[&str]>::len(&[$(stringify!($variant)),*])] =
+                [$(Format::$variant),*];
+
+            /// The format's identity: name, title, extensions, magic, feature.
+            pub const fn identity(self) -> &'static Identity {
+                match self {
+                    $( Format::$variant => {
+                        const I: Identity = $identity;
+                        &I
+                    } )*
+                }
+            }
+
+            /// True when the crate was built with the format's Cargo feature (its
+            /// reader and writer, where it has them, are in this build).
+            pub const fn is_built(self) -> bool {
+                match self {
+                    $( Format::$variant => cfg!(feature = $feature), )*
+                }
+            }
+        }
+
+        const _: () = {
+            $( assert!(
+                same(Format::$variant.identity().feature, $feature),
+                concat!("the identity line of ", stringify!($variant), " names two features")
+            ); )*
+        };
+    };
+}
+
+/// `a == b` for `&str`, in a `const` context (the tables' feature checks).
+pub(crate) const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+identities! {
+    /// WTXT/Chunks v1.1 snapshot (`WTXT 1`).
+    Wtxt: "wtxt" => Identity::new("wtxt", "WTXT/Chunks v1.1", "wtxt")
+        .extensions(&["wtxt"])
+        .magic(&[b"WTXT 1\n"]),
+    /// WTXT DELTA v2 (`WTXT-DELTA 2`): detected, applied with `tessera wtxt apply`.
+    WtxtDelta: "wtxt" => Identity::new("wtxt-delta", "WTXT DELTA v2", "wtxt")
+        .extensions(&["wtxtdelta"])
+        .magic(&[b"WTXT-DELTA 2"])
+        .unlisted(),
+    /// WSUM finalization line of a streamed WTXT (`WSUM 1`).
+    Wsum: "wtxt" => Identity::new("wsum", "WTXT WSUM", "wtxt")
+        .extensions(&["wsum"])
+        .magic(&[b"WSUM 1"])
+        .unlisted(),
+    /// An age ASCII-armored encrypted file (typically a WTXT snapshot).
+    AgeArmor: "age" => Identity::new("age", "age-encrypted (ASCII armor)", "age")
+        .extensions(&["age"])
+        .magic(&[b"-----BEGIN AGE ENCRYPTED FILE-----"])
+        .unlisted(),
+    /// zTensor v1.0 / v1.1 (`ZTEN1000`).
+    Ztensor: "ztensor" => Identity::new("ztensor", "zTensor v1.0", "ztensor")
+        .extensions(&["zt", "ztensor"])
+        .magic(&[b"ZTEN1000"]),
+    /// zTensor v2 (`\x89ZT2\r\n\x1a\n`).
+    ZtensorV2: "ztensor" => Identity::new("ztensor-v2", "zTensor v2", "ztensor")
+        .aliases(&["ztensor2"])
+        .magic(&[b"\x89ZT2\r\n\x1a\n"]),
+    /// FOLD `.fold` / `.mind` (`FOLDv1\0\0`).
+    Fold: "fold" => Identity::new("fold", "FOLD v1.2", "fold")
+        .extensions(&["fold", "mind"])
+        .magic(&[b"FOLDv1\0\0"]),
+    /// AERO v0.1 (`AERO`).
+    Aero: "aero" => Identity::new("aero", "AERO v0.1", "aero")
+        .extensions(&["aero"])
+        .magic(&[b"AERO"]),
+    /// GPTRS v2 checkpoint (`GPTRSCHK`).
+    GptrsCheckpoint: "gptrs" => Identity::new("gptrs", "GPTRS v2 checkpoint", "gptrs")
+        .extensions(&["gptrs"])
+        .magic(&[b"GPTRSCHK"]),
+    /// GPTRS v2 tensor archive (`GPTRSTEN`).
+    GptrsArchive: "gptrs" => Identity::new("gptrsten", "GPTRS v2 tensor archive", "gptrs")
+        .extensions(&["gptrsten"])
+        .magic(&[b"GPTRSTEN"]),
+    /// safetensors (u64 header length, then a JSON object).
+    Safetensors: "safetensors" => Identity::new("safetensors", "safetensors", "safetensors")
+        .extensions(&["safetensors"])
+        .sniff(sniff::safetensors),
+    /// NumPy `.npy` (`\x93NUMPY`).
+    Npy: "npy" => Identity::new("npy", "NumPy .npy", "npy")
+        .extensions(&["npy"])
+        .magic(&[b"\x93NUMPY"])
+        .single_tensor(),
+    /// NumPy `.npz` (a zip of `.npy` members).
+    Npz: "npy" => Identity::new("npz", "NumPy .npz", "npy")
+        .extensions(&["npz"])
+        .magic(&[b"PK\x03\x04", b"PK\x05\x06"]),
+    /// GGUF v2/v3 (`GGUF`).
+    Gguf: "gguf" => Identity::new("gguf", "GGUF", "gguf")
+        .extensions(&["gguf"])
+        .magic(&[b"GGUF"]),
+    /// PyTorch checkpoint (`torch.save`: a zip with `<archive>/data.pkl`, or legacy).
+    Pytorch: "pytorch" => Identity::new("pytorch", "PyTorch checkpoint", "pytorch")
+        .extensions(&["pt", "pth", "bin", "ckpt"])
+        .magic(&[b"PK\x03\x04", b"\x80"])
+        .sniff(sniff::pytorch),
 }
 
 /// How many leading bytes [`Format::detect`] wants to see.
@@ -165,10 +256,10 @@ impl Format {
     /// the file is that long): the longest matching magic (with its sniff test, if the
     /// format has one), else the first format whose sniff test alone accepts the bytes.
     pub fn detect(head: &[u8]) -> Option<Format> {
-        let sniffed = |f: Format| f.spec().sniff.is_none_or(|s| s(head));
+        let sniffed = |f: Format| f.identity().sniff.is_none_or(|s| s(head));
         let mut best: Option<(usize, Format)> = None;
         for f in Format::ALL {
-            for m in f.spec().magic {
+            for m in f.identity().magic {
                 // Longest magic wins; on a tie, a format whose sniff test accepted the
                 // bytes beats one that has none (a PyTorch zip over a plain zip = npz).
                 let better = match best {
@@ -176,8 +267,8 @@ impl Format {
                     Some((len, b)) => {
                         m.len() > len
                             || (m.len() == len
-                                && f.spec().sniff.is_some()
-                                && b.spec().sniff.is_none())
+                                && f.identity().sniff.is_some()
+                                && b.identity().sniff.is_none())
                     }
                 };
                 if head.starts_with(m) && better && sniffed(f) {
@@ -190,43 +281,42 @@ impl Format {
         }
         Format::ALL
             .into_iter()
-            .find(|f| f.spec().magic.is_empty() && f.spec().sniff.is_some() && sniffed(*f))
+            .find(|f| f.identity().magic.is_empty() && f.identity().sniff.is_some() && sniffed(*f))
     }
 
-    /// Like [`Format::detect`], but an `UnknownFormat` error when nothing matches.
-    pub fn detect_or_err(head: &[u8]) -> Result<Format> {
-        Format::detect(head).ok_or_else(|| {
-            let shown: String = head
-                .iter()
-                .take(8)
-                .map(|b| {
-                    if b.is_ascii_graphic() {
-                        (*b as char).to_string()
-                    } else {
-                        format!("\\x{b:02x}")
-                    }
-                })
-                .collect();
-            Error::new(
-                crate::ErrorKind::UnknownFormat,
-                format!("unknown format: no known magic at the start of the file (starts with \"{shown}\")"),
-            )
-        })
+    /// The first bytes of a file, for a message that says what it starts with (up to 8
+    /// bytes, printable ASCII as is, the rest as `\xNN`).
+    pub fn shown_head(head: &[u8]) -> String {
+        head.iter()
+            .take(8)
+            .map(|b| {
+                if b.is_ascii_graphic() {
+                    (*b as char).to_string()
+                } else {
+                    format!("\\x{b:02x}")
+                }
+            })
+            .collect()
     }
 
     /// The short name used by the CLI (`--to`), JSON output and Python.
     pub fn name(self) -> &'static str {
-        self.spec().name
+        self.identity().name
     }
 
     /// A human title with version (`zTensor v1.0`).
     pub fn title(self) -> &'static str {
-        self.spec().title
+        self.identity().title
     }
 
     /// File extensions, the preferred one first.
     pub fn extensions(self) -> &'static [&'static str] {
-        self.spec().extensions
+        self.identity().extensions
+    }
+
+    /// The Cargo feature that builds this format's reader and writer.
+    pub fn feature(self) -> &'static str {
+        self.identity().feature
     }
 
     /// Parses a name (`ztensor`, `zt`, `safetensors`, …) or an extension.
@@ -234,7 +324,7 @@ impl Format {
         let s = s.trim_start_matches('.').to_ascii_lowercase();
         Format::ALL.into_iter().find(|f| {
             f.name() == s
-                || f.spec().aliases.contains(&s.as_str())
+                || f.identity().aliases.contains(&s.as_str())
                 || f.extensions().contains(&s.as_str())
         })
     }
@@ -244,27 +334,6 @@ impl Format {
         path.extension()
             .and_then(|e| e.to_str())
             .and_then(Format::from_name)
-    }
-
-    /// True when Tessera can read tensors from this format today.
-    pub fn can_read(self) -> bool {
-        self.spec().reader.is_some()
-    }
-
-    /// True when Tessera can write this format today.
-    pub fn can_write(self) -> bool {
-        self.spec().writer.is_some()
-    }
-
-    /// The error for a detected format that is not implemented (yet).
-    pub fn not_supported_yet(self) -> Error {
-        match self.spec().not_supported {
-            Some((kind, message)) => Error::new(kind, message),
-            None => Error::unsupported(format!(
-                "{} is detected but not supported yet",
-                self.title()
-            )),
-        }
     }
 }
 
@@ -321,12 +390,12 @@ mod tests {
     }
 
     #[test]
-    fn the_registry_is_consistent() {
+    fn the_identities_are_consistent() {
         let mut names = std::collections::HashSet::new();
         let mut exts = std::collections::HashSet::new();
         let mut magics = std::collections::HashSet::new();
         for f in Format::ALL {
-            let s = f.spec();
+            let s = f.identity();
             assert!(names.insert(s.name), "{}: name used twice", s.name);
             for e in s.extensions {
                 assert!(exts.insert(*e), "{}: extension {e} used twice", s.name);
@@ -350,20 +419,11 @@ mod tests {
                 "{}: nothing detects it",
                 s.name
             );
-            assert_eq!(s.reader.is_some(), s.fuzz_target.is_some(), "{}", s.name);
-            assert_eq!(s.writer.is_some(), s.capabilities.is_some(), "{}", s.name);
-            if let Some(caps) = s.capabilities {
-                assert_eq!(
-                    caps().format,
-                    f,
-                    "{}: capabilities name another format",
-                    s.name
-                );
-            }
-            if !f.can_read() || !f.can_write() {
-                let e = f.not_supported_yet();
-                assert!(!e.to_string().is_empty());
-            }
         }
+    }
+
+    #[test]
+    fn shows_a_files_first_bytes_escaped() {
+        assert_eq!(Format::shown_head(b"AB\x00\x1b[31mXYZ"), "AB\\x00\\x1b[31m");
     }
 }

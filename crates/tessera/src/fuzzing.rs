@@ -8,10 +8,11 @@
 use std::borrow::Cow;
 use std::io::Cursor;
 
-use crate::any::{reader_for, ReadOptions};
+use crate::any::ReadOptions;
 use crate::convert::{capabilities, prepare, write_to, ConvertOptions, WriteOptions};
 use crate::dtype::DType;
 use crate::format::Format;
+use crate::formats::reader_for;
 use crate::limits::Limits;
 use crate::model::{Model, TensorSource};
 use crate::tensor::{TensorInfo, TensorView};
@@ -87,8 +88,8 @@ pub fn ranged(data: &[u8]) {
         ..ReadOptions::default()
     };
     let counted = crate::source::CountingSource::new(data.to_vec());
-    let mem = crate::any::open(data, &opts);
-    let rng = crate::any::open(&counted, &opts);
+    let mem = crate::formats::open(data, &opts);
+    let rng = crate::formats::open(&counted, &opts);
     let (mem, rng) = match (mem, rng) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(_), Err(_)) => return,

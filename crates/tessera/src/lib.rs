@@ -40,6 +40,8 @@ pub mod formats;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod identity;
+#[cfg(test)]
+mod layers;
 pub mod limits;
 pub mod metadata;
 pub mod model;
@@ -51,7 +53,7 @@ mod setters;
 #[cfg(feature = "signing")]
 pub mod signing;
 pub mod source;
-pub mod sparse;
+pub use tensor::sparse;
 pub mod tensor;
 /// Internals the CLI, the benchmarks, the Python crate and the fuzz targets share
 /// (atomic writes, Python-compatible JSON, key files): not a stable API.
@@ -59,16 +61,19 @@ pub mod tensor;
 pub mod util;
 pub mod values;
 pub mod verify;
+pub mod write;
 
-pub use any::{open, ReadOptions};
-pub use convert::{ConvertOptions, WriteOptions};
+pub use any::ReadOptions;
+pub use convert::ConvertOptions;
 pub use dtype::DType;
 pub use element::Element;
 pub use error::{Error, ErrorKind, Result};
 pub use format::Format;
+pub use formats::open;
 pub use limits::Limits;
 pub use metadata::{Map, Metadata, Value};
 pub use model::{Container, Model, TensorSource};
+pub use options::WriteOptions;
 pub use refusal::{Hint, Refusal};
 pub use remote::Location;
 pub use set::{open_location, open_path, ModelSet, Opened};

@@ -197,7 +197,9 @@ impl Value {
             Value::Str(s) => J::String(s.clone()),
             Value::Bytes(b) => {
                 let mut m = serde_json::Map::new();
-                m.insert("$bytes".into(), J::String(crate::util::hex(b)));
+                // Hex by hand: `metadata` sits below `util` (whose Python JSON reads metadata).
+                let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+                m.insert("$bytes".into(), J::String(hex));
                 J::Object(m)
             }
             Value::List(l) => J::Array(l.iter().map(Value::to_json).collect()),

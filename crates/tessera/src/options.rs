@@ -2,20 +2,159 @@
 //! from the CLI (`-O name=value`, and the older flags as aliases) and from Python keyword
 //! arguments (`compression="zstd"`), with one spelling for both.
 //!
-//! A format lists its options in its registry entry
-//! ([`crate::format::FormatSpec::options`]), each an [`OptionSpec`] (name, type, help,
-//! aliases). [`WriteOptions::set`] parses a value for any option some format declares;
-//! [`check_options`] (run by every write) refuses an option the target does not declare,
-//! naming the option and the format. The options the formats share — one field of
+//! A format lists its options in its codec
+//! ([`crate::formats::Codec::options`]), each an [`OptionSpec`] (name, type, help,
+//! aliases). [`WriteOptions::apply`] parses a value for an option; the lookups over every
+//! format's codec — [`WriteOptions::set`] by name, [`crate::formats::check_options`]
+//! (run by every write), which refuses an option the target does not declare, naming
+//! the option and the format — sit above the formats, in [`crate::formats`]. The options the formats share — one field of
 //! [`WriteOptions`] each, typed — are the constants below; an option only one format
 //! has can also live in that format's module and reach its writer through
 //! [`WriteOptions::extra`] ([`WriteOptions::extra_int`] and friends).
 
 use std::path::PathBuf;
 
-use crate::convert::{Compression, Digest, WriteOptions};
 use crate::error::{Error, Result};
-use crate::format::Format;
+
+/// Compression for formats that have it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Compression {
+    /// Stored as is.
+    #[default]
+    None,
+    /// zstd at a level (3 is the zstd default).
+    Zstd(i32),
+}
+
+/// A per-tensor/chunk digest to write, for formats that let the writer choose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Digest {
+    /// CRC-32C (Castagnoli).
+    Crc32c,
+    /// SHA-256.
+    Sha256,
+}
+
+/// Options for writers. Each format declares the options it takes (its registry entry,
+/// [`crate::options`]) and reads those fields; a write refuses an option the target does
+/// not declare. `tessera convert` and Python's `save` set them with
+/// [`WriteOptions::set`]. Timestamps, salts and UUIDs default to "now"/random unless
+/// fixed here, which makes output byte-deterministic.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct WriteOptions {
+    /// Compression (zTensor, FOLD, AERO metadata).
+    pub compression: Compression,
+    /// Digests to store (zTensor).
+    pub digests: Vec<Digest>,
+    /// Reed-Solomon parity bytes per block (FOLD `--ecc N`).
+    pub ecc: Option<u8>,
+    /// HMAC key (WTXT).
+    pub hmac_key: Option<Vec<u8>>,
+    /// Ed25519 secret key seed, 32 bytes (WTXT `sign`).
+    pub sign_key: Option<[u8; 32]>,
+    /// Previous snapshot to chain the merkle from (WTXT `--prev`).
+    pub prev: Option<PathBuf>,
+    /// Generation number (WTXT `gen`).
+    pub generation: Option<u64>,
+    /// Timestamp `YYYY-MM-DDTHH:MM:SSZ` (WTXT `ts`, zTensor `created_at` if asked).
+    pub timestamp: Option<String>,
+    /// Build identifier (WTXT `build`).
+    pub build: Option<String>,
+    /// Host name (WTXT `host`).
+    pub host: Option<String>,
+    /// CUDA version token (WTXT `cuda`).
+    pub cuda: Option<String>,
+    /// The optional `audit` line of a WTXT snapshot: `key=value` fields, quoted values
+    /// allowed (`kahan_max_resid=1.1e-15 notes="gamma=0.96"`).
+    pub audit: Option<String>,
+    /// Rows per chunk (WTXT row blocking).
+    pub rows_per_chunk: Option<u64>,
+    /// Streaming finalization (WTXT-S + WSUM).
+    pub streaming: bool,
+    /// Fixed HMAC salts instead of random ones (tests, reproducible builds).
+    pub fixed_salt: Option<[u8; 8]>,
+    /// Maximum shard size in bytes (AERO).
+    pub shard_size: Option<u64>,
+    /// Per-tensor BLAKE3 hashes (AERO `hash_b3`).
+    pub tensor_hashes: bool,
+    /// Control-plane integrity chunk (AERO IHSH).
+    pub control_integrity: bool,
+    /// Page hashes with this page size (AERO PHSH).
+    pub page_hashes: Option<u64>,
+    /// Fixed file UUID (AERO).
+    pub uuid: Option<[u8; 16]>,
+    /// Store base_id 0 as the original Python exporter does (GPTRS).
+    pub zero_base_id: bool,
+    /// Store no digest where the format would store one by default (zTensor v1's
+    /// crc32c): `digests=none` (or an empty list).
+    pub no_digest: bool,
+    /// Where the output goes, for writers that also write a sibling file (WTXT `.wsum`).
+    pub path: Option<PathBuf>,
+    /// Skip the fsyncs of [`crate::convert::write_file`] (Python's `durable=False`, `tessera convert
+    /// --no-fsync`): still atomic, not flushed ([`crate::util::atomic::Durability`]).
+    /// Not a format option: every format takes it.
+    pub no_fsync: bool,
+    /// Options only one format has, declared in its module and set by
+    /// [`WriteOptions::set`] (read them with [`WriteOptions::extra_int`] and friends).
+    pub extra: std::collections::BTreeMap<String, crate::options::OptionValue>,
+}
+
+crate::setters::setters!(WriteOptions {
+    /// Sets `compression` (zTensor, FOLD, AERO metadata).
+    compression: Compression,
+    /// Sets `digests`, the digests to store (zTensor).
+    digests: Vec<Digest>,
+    /// Sets `ecc`, Reed-Solomon parity bytes per block (FOLD).
+    ecc: Option<u8>,
+    /// Sets `hmac_key` (WTXT).
+    hmac_key: Option<Vec<u8>>,
+    /// Sets `sign_key`, the Ed25519 secret key seed (WTXT `sign`).
+    sign_key: Option<[u8; 32]>,
+    /// Sets `prev`, the previous snapshot to chain the merkle from (WTXT).
+    prev: Option<PathBuf>,
+    /// Sets `generation` (WTXT `gen`).
+    generation: Option<u64>,
+    /// Sets `timestamp`, `YYYY-MM-DDTHH:MM:SSZ` (WTXT `ts`, zTensor `created_at`).
+    timestamp: Option<String>,
+    /// Sets `build`, the build identifier (WTXT).
+    build: Option<String>,
+    /// Sets `host`, the host name (WTXT).
+    host: Option<String>,
+    /// Sets `cuda`, the CUDA version token (WTXT).
+    cuda: Option<String>,
+    /// Sets `audit`, the `key=value` fields of WTXT's `audit` line.
+    audit: Option<String>,
+    /// Sets `rows_per_chunk` (WTXT row blocking).
+    rows_per_chunk: Option<u64>,
+    /// Sets `streaming` finalization (WTXT-S + WSUM).
+    streaming: bool,
+    /// Sets `fixed_salt`, fixed HMAC salts instead of random ones.
+    fixed_salt: Option<[u8; 8]>,
+    /// Sets `shard_size`, the maximum shard size in bytes (AERO).
+    shard_size: Option<u64>,
+    /// Sets `tensor_hashes`, per-tensor BLAKE3 hashes (AERO `hash_b3`).
+    tensor_hashes: bool,
+    /// Sets `control_integrity`, the control-plane integrity chunk (AERO IHSH).
+    control_integrity: bool,
+    /// Sets `page_hashes`, page hashes with this page size (AERO PHSH).
+    page_hashes: Option<u64>,
+    /// Sets `uuid`, a fixed file UUID (AERO).
+    uuid: Option<[u8; 16]>,
+    /// Sets `zero_base_id`: store base_id 0 as the original exporter does (GPTRS).
+    zero_base_id: bool,
+    /// Sets `no_digest`: store no digest where the format stores one by default
+    /// (zTensor v1's crc32c).
+    no_digest: bool,
+    /// Sets `path`, where the output goes (for sibling files such as WTXT's `.wsum`).
+    path: Option<PathBuf>,
+    /// Sets `no_fsync`: skip the fsyncs of `write_file` (still atomic).
+    no_fsync: bool,
+    /// Sets `extra`, the options only one format has (usually set by `set`).
+    extra: std::collections::BTreeMap<String, crate::options::OptionValue>,
+});
 
 /// The type of an option's value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,27 +368,6 @@ pub const ZERO_BASE_ID: OptionSpec = opt(
     "store base_id 0 as the original Python exporter does",
 );
 
-/// Every option some format of the registry declares (first declaration of each name).
-pub fn all_options() -> Vec<&'static OptionSpec> {
-    let mut out: Vec<&'static OptionSpec> = Vec::new();
-    for f in Format::ALL {
-        for o in f.spec().options {
-            if !out.iter().any(|x| x.name == o.name) {
-                out.push(o);
-            }
-        }
-    }
-    out
-}
-
-/// The option a name or alias means, among all formats' options.
-pub fn find_option(name: &str) -> Option<&'static OptionSpec> {
-    let n = name.trim().trim_start_matches("--").replace('-', "_");
-    all_options()
-        .into_iter()
-        .find(|o| o.name == n || o.aliases.contains(&n.as_str()))
-}
-
 /// Splits `name=value` (`-O shard_size=1G`); a bare `name` is a flag.
 pub fn parse_assignment(s: &str) -> Result<(String, OptionValue)> {
     match s.split_once('=') {
@@ -262,35 +380,6 @@ pub fn parse_assignment(s: &str) -> Result<(String, OptionValue)> {
         }
         None => Ok((s.trim().to_string(), OptionValue::Flag)),
     }
-}
-
-/// Refuses every option set in `opts` that `format` does not declare, naming them and
-/// the format, and what it does take.
-pub fn check_options(format: Format, opts: &WriteOptions) -> Result<()> {
-    let declared = format.spec().options;
-    let refused: Vec<&str> = opts
-        .given()
-        .into_iter()
-        .filter(|n| !declared.iter().any(|o| o.name == *n))
-        .collect();
-    if refused.is_empty() {
-        return Ok(());
-    }
-    let takes = if declared.is_empty() {
-        "it takes no options".to_string()
-    } else {
-        let names: Vec<&str> = declared.iter().map(|o| o.name).collect();
-        format!("it takes {}", names.join(", "))
-    };
-    let (what, list) = if refused.len() == 1 {
-        ("option", refused[0].to_string())
-    } else {
-        ("options", refused.join(", "))
-    };
-    Err(Error::invalid_input(format!(
-        "{} does not use the {what} {list}: {takes}",
-        format.title()
-    )))
 }
 
 fn bad(o: &OptionSpec, v: &OptionValue, why: &str) -> Error {
@@ -495,19 +584,10 @@ fn normalize(o: &OptionSpec, v: &OptionValue) -> Result<OptionValue> {
 }
 
 impl WriteOptions {
-    /// Sets the option `name` (or one of its aliases) from `value`: the one parser behind
-    /// `-O name=value`, the CLI's older flags and Python's keyword arguments. The option
-    /// must be one some format declares; whether the target format takes it is
-    /// [`check_options`]'s call, at write time. Keys (`hmac_key`, `sign_key`) arrive as
-    /// `Bytes` (the CLI reads them from the file named).
-    pub fn set(&mut self, name: &str, value: OptionValue) -> Result<()> {
-        let o = find_option(name).ok_or_else(|| {
-            let names: Vec<&str> = all_options().iter().map(|o| o.name).collect();
-            Error::invalid_input(format!(
-                "unknown option {name:?}; the formats take {}",
-                names.join(", ")
-            ))
-        })?;
+    /// Sets the option `o` (declared by some format) from `value`. By name, with the
+    /// lookup among every format's options, it is [`WriteOptions::set`]
+    /// ([`crate::formats::find_option`]).
+    pub fn apply(&mut self, o: &OptionSpec, value: OptionValue) -> Result<()> {
         let v = &value;
         match o.name {
             "compression" => self.compression = parse_compression(v)?,
@@ -635,6 +715,7 @@ impl WriteOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::Format;
 
     fn set(o: &mut WriteOptions, k: &str, v: &str) -> Result<()> {
         o.set(k, OptionValue::Text(v.into()))
@@ -723,21 +804,23 @@ mod tests {
             compression: Compression::Zstd(15),
             ..Default::default()
         };
-        let e = check_options(Format::Safetensors, &o).unwrap_err();
+        let e = crate::formats::check_options(Format::Safetensors, &o).unwrap_err();
         let s = e.to_string();
         assert!(
             s.contains("compression") && s.contains("safetensors"),
             "{s}"
         );
-        assert!(check_options(Format::Ztensor, &o).is_ok());
+        assert!(crate::formats::check_options(Format::Ztensor, &o).is_ok());
         let o = WriteOptions {
             ecc: Some(8),
             generation: Some(2),
             ..Default::default()
         };
-        let s = check_options(Format::Gguf, &o).unwrap_err().to_string();
+        let s = crate::formats::check_options(Format::Gguf, &o)
+            .unwrap_err()
+            .to_string();
         assert!(s.contains("ecc, generation") && s.contains("GGUF"), "{s}");
-        assert!(check_options(Format::Gguf, &WriteOptions::default()).is_ok());
+        assert!(crate::formats::check_options(Format::Gguf, &WriteOptions::default()).is_ok());
     }
 
     #[test]
@@ -755,12 +838,12 @@ mod tests {
         assert_eq!(w.extra_int("part_size"), Some(2048));
         assert_eq!(w.given(), vec!["part_size"]);
         // Not declared by any registry format: refused.
-        assert!(check_options(Format::Ztensor, &w).is_err());
+        assert!(crate::formats::check_options(Format::Ztensor, &w).is_err());
     }
 
     #[test]
     fn every_declared_option_is_settable_and_given() {
-        for o in all_options() {
+        for o in crate::formats::all_options() {
             let mut w = WriteOptions::default();
             let v = match o.kind {
                 OptionKind::Bool => OptionValue::Flag,

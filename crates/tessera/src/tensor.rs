@@ -18,6 +18,8 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::metadata::Map;
 
+pub mod sparse;
+
 /// Number of elements of `shape` (1 for a scalar), with overflow checked.
 pub fn numel(shape: &[u64]) -> Result<u64> {
     shape.iter().try_fold(1u64, |acc, &d| {
@@ -278,8 +280,8 @@ impl<'d> TensorView<'d> {
                     )));
                 }
             }
-            Layout::SparseCsr => crate::sparse::check_csr(self)?,
-            Layout::SparseCoo => crate::sparse::check_coo(self)?,
+            Layout::SparseCsr => crate::tensor::sparse::check_csr(self)?,
+            Layout::SparseCoo => crate::tensor::sparse::check_coo(self)?,
             Layout::Other(l) => {
                 let one_data = self.parts.len() == 1 && self.part("data").is_some();
                 if self.info.layout.undecoded_type().is_some() && !one_data {
@@ -308,6 +310,11 @@ pub struct ChunkInfo {
     /// True when the chunk is the storage of tensors (AERO WTSH, FOLD NPZ0/STEN), so it
     /// is not carried as an opaque chunk by conversions.
     pub holds_tensors: bool,
+    /// The chunk stays opaque but also holds a copy of this many tensors the container
+    /// lists as its own (`<chunk>/<name>`: FOLD's `TSAV`). A target whose
+    /// [`crate::write::Capabilities::chunk_copies`] is false gets those tensors once, as
+    /// tensors, and the chunk is dropped with a note.
+    pub copies: Option<u64>,
 }
 
 #[cfg(test)]

@@ -104,6 +104,7 @@ fn rich_model() -> Model {
             len: None,
             storage: Default::default(),
             holds_tensors: false,
+            copies: None,
         },
         b"hello".to_vec(),
     )

@@ -177,7 +177,7 @@ fn wtxt_signed_every_flip_is_detected_or_harmless() {
         .timestamp(Some("2026-01-01T00:00:00Z".into()));
     let vopts = VerifyOptions::default()
         .hmac_key(Some(HMAC.to_vec()))
-        .public_key(Some(tessera::util::keys::public_key(&SEED)));
+        .public_key(Some(tessera::signing::ed25519::public_key(&SEED)));
     let (_, c) = campaign(Format::Wtxt, &opts, &vopts);
     assert!(
         c.undetected.is_empty(),

@@ -243,6 +243,7 @@ fn chunk(name: &str, kind: &str) -> ChunkInfo {
         len: None,
         storage: Default::default(),
         holds_tensors: false,
+        copies: None,
     }
 }
 

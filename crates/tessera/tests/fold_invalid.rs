@@ -37,6 +37,7 @@ fn small_model() -> Model {
             len: None,
             storage: Default::default(),
             holds_tensors: false,
+            copies: None,
         },
         br#"{"k":"v"}"#.to_vec(),
     )

@@ -14,7 +14,7 @@ fn root() -> PathBuf {
 fn target_format(target: &str) -> Option<Format> {
     Format::ALL
         .into_iter()
-        .find(|f| f.spec().fuzz_target == Some(target))
+        .find(|f| f.codec().fuzz_target == Some(target))
 }
 
 /// Fuzz targets that are not one format's reader.
@@ -106,7 +106,7 @@ fn fuzz_targets_and_test_data_follow_the_registry() {
     let cargo = std::fs::read_to_string(root().join("fuzz/Cargo.toml")).unwrap();
     let mut wanted = std::collections::BTreeSet::new();
     for f in Format::ALL {
-        let Some(t) = f.spec().fuzz_target else {
+        let Some(t) = f.codec().fuzz_target else {
             assert!(!f.can_read(), "{f}: readable but no fuzz target");
             continue;
         };
@@ -116,7 +116,7 @@ fn fuzz_targets_and_test_data_follow_the_registry() {
             .unwrap_or_else(|_| panic!("{f}: no fuzz target {}", file.display()));
         let exercised = Format::ALL
             .into_iter()
-            .filter(|g| g.spec().fuzz_target == Some(t))
+            .filter(|g| g.codec().fuzz_target == Some(t))
             .any(|g| code.contains(&format!("Format::{g:?}")));
         assert!(
             exercised,

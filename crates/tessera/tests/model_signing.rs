@@ -137,7 +137,7 @@ fn another_key_a_forged_statement_and_a_truncated_bundle_are_refused() {
     let cut = Bundle::parse(&bytes[..bytes.len() / 2]).unwrap_err();
     assert_eq!(cut.kind(), ErrorKind::Malformed, "{cut}");
     // An Ed25519 key is refused for a bundle, saying what is needed.
-    let e = b.verify(&PublicKey::Ed25519(tessera::util::keys::public_key(
+    let e = b.verify(&PublicKey::Ed25519(tessera::signing::ed25519::public_key(
         &[1; 32],
     )));
     assert!(e.unwrap_err().to_string().contains("P-256"));

@@ -10,8 +10,9 @@
 use std::borrow::Cow;
 use std::io::Cursor;
 
-use tessera::any::{reader_for, Access};
+use tessera::any::Access;
 use tessera::convert::{capabilities, prepare, write_to};
+use tessera::formats::reader_for;
 use tessera::source::{CountingSource, PreadFile};
 use tessera::{
     ConvertOptions, DType, FileData, Format, Model, ReadOptions, TensorInfo, TensorSource,

@@ -168,7 +168,7 @@ fn read_back(prepared: &dyn TensorSource, target: Format, path: &Path) -> Vec<St
         .collect();
     let mut got_names: Vec<&str> = c.tensor_infos().iter().map(|t| t.name.as_str()).collect();
     // A single-array format (`.npy`) stores no name: its one array reads as its own.
-    let unnamed = target.spec().single_tensor && want_names.len() == 1 && got_names.len() == 1;
+    let unnamed = target.identity().single_tensor && want_names.len() == 1 && got_names.len() == 1;
     want_names.sort_unstable();
     got_names.sort_unstable();
     if want_names != got_names && !unnamed {
@@ -416,7 +416,7 @@ fn large_odd_arrays_read_back_from_every_target() {
     // and v2, FOLD), digests, WTXT row blocks of an odd number of rows and its HMAC.
     let dir = tempfile::tempdir().unwrap();
     for target in targets() {
-        let declares = |o: &str| target.spec().options.iter().any(|s| s.name == o);
+        let declares = |o: &str| target.codec().options.iter().any(|s| s.name == o);
         let (mut w, mut how) = (WriteOptions::default(), Vec::new());
         if declares("compression") {
             w = w.compression(Compression::Zstd(1));

@@ -387,6 +387,7 @@ fn writing_is_refused_for_npy_and_for_chunks_it_would_lose() {
         len: None,
         storage: Default::default(),
         holds_tensors: false,
+        copies: None,
     };
     m.push_chunk(info, b"kept by FOLD".to_vec()).unwrap();
     let e = convert_set(

@@ -65,7 +65,7 @@ fn hmac_and_signature_with_right_and_wrong_keys() {
     assert!(text.lines().nth(4).unwrap().starts_with("sign ed25519="));
     assert!(text.contains("salt=0102030405060708"));
     let f = open(&a);
-    let public = tessera::util::keys::public_key(&seed);
+    let public = tessera::signing::ed25519::public_key(&seed);
     let good = VerifyOptions::default()
         .hmac_key(Some(b"secret".to_vec()))
         .public_key(Some(public));
@@ -82,7 +82,7 @@ fn hmac_and_signature_with_right_and_wrong_keys() {
         .all(|c| c.status == Status::Ok));
     let bad = VerifyOptions::default()
         .hmac_key(Some(b"wrong".to_vec()))
-        .public_key(Some(tessera::util::keys::public_key(&[8u8; 32])));
+        .public_key(Some(tessera::signing::ed25519::public_key(&[8u8; 32])));
     let r = f.verify(&bad);
     let fl = failures(&r);
     assert_eq!(fl.iter().filter(|(_, l)| l == "hmac").count(), 5, "{fl:?}"); // the empty array has an HMAC too
@@ -326,7 +326,8 @@ fn streaming_writes_a_wsum_and_verify_needs_it() {
     let data = std::fs::read(&p).unwrap();
     let ro = ReadOptions::default().path(Some(p.clone()));
     let f = wtxt::open_container(Cow::Borrowed(&data), &ro).unwrap();
-    let vo = VerifyOptions::default().public_key(Some(tessera::util::keys::public_key(&seed)));
+    let vo =
+        VerifyOptions::default().public_key(Some(tessera::signing::ed25519::public_key(&seed)));
     let r = f.verify(&vo);
     assert!(r.is_ok(), "{:?}", failures(&r));
     assert!(r
@@ -423,7 +424,7 @@ const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/wtxt/");
 #[test]
 fn golden_vectors_from_the_independent_encoder() {
     let seed: [u8; 32] = std::array::from_fn(|i| i as u8);
-    let public = tessera::util::keys::public_key(&seed);
+    let public = tessera::signing::ed25519::public_key(&seed);
     for (stem, key, o) in [
         ("basic", None, opts()),
         (
@@ -454,7 +455,7 @@ fn golden_vectors_from_the_independent_encoder() {
                 .checks
                 .iter()
                 .any(|c| c.layer == "signature" && c.status == Status::Ok));
-            let other = tessera::util::keys::public_key(&[0; 32]);
+            let other = tessera::signing::ed25519::public_key(&[0; 32]);
             let r2 = f.verify(&VerifyOptions::default().public_key(Some(other)));
             assert!(r2.failures().any(|c| c.layer == "signature"));
         } else {

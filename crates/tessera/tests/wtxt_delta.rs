@@ -167,7 +167,7 @@ fn delta_of_keyed_signed_snapshots_and_resigning() {
     let r = f.verify(
         &VerifyOptions::default()
             .hmac_key(key)
-            .public_key(Some(tessera::util::keys::public_key(&seed))),
+            .public_key(Some(tessera::signing::ed25519::public_key(&seed))),
     );
     assert!(r.is_ok(), "{:?}", failures(&r));
     // Re-signing replaces the line rather than adding one.
@@ -332,7 +332,7 @@ fn mutations_never_panic() {
                 let _ = f.verify(
                     &VerifyOptions::default()
                         .hmac_key(Some(b"k".to_vec()))
-                        .public_key(Some(tessera::util::keys::public_key(&[1; 32]))),
+                        .public_key(Some(tessera::signing::ed25519::public_key(&[1; 32]))),
                 );
                 for i in f.tensor_infos() {
                     let _ = f.tensor(&i.name);

@@ -11,7 +11,8 @@
 use std::io::Write;
 
 use anyhow::{bail, Context};
-use tessera::options::{check_options, find_option, parse_assignment, OptionKind, OptionValue};
+use tessera::formats::{check_options, find_option};
+use tessera::options::{parse_assignment, OptionKind, OptionValue};
 use tessera::{ConvertOptions, Format, WriteOptions};
 
 use crate::cli::ConvertArgs;

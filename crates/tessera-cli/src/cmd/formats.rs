@@ -13,7 +13,7 @@ use crate::cli::FormatsArgs;
 pub fn listed() -> Vec<Format> {
     Format::ALL
         .into_iter()
-        .filter(|f| f.spec().listed)
+        .filter(|f| f.identity().listed)
         .collect()
 }
 
@@ -45,7 +45,7 @@ pub fn table() -> Vec<serde_json::Value> {
                 "zero_copy": caps.as_ref().is_some_and(|c| c.zero_copy),
                 "metadata": caps.as_ref().map(|c| meta_name(c.metadata)).unwrap_or("none"),
                 "chunks": caps.as_ref().is_some_and(|c| c.chunks),
-                "options": f.spec().options.iter().map(|o| o.name).collect::<Vec<_>>(),
+                "options": f.codec().options.iter().map(|o| o.name).collect::<Vec<_>>(),
             })
         })
         .collect()
@@ -112,7 +112,7 @@ pub fn markdown() -> String {
 pub fn run(args: &FormatsArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     if args.options {
         for f in listed().into_iter().filter(|f| f.can_write()) {
-            let opts = f.spec().options;
+            let opts = f.codec().options;
             if opts.is_empty() {
                 writeln!(out, "{}: no options", f.name())?;
                 continue;

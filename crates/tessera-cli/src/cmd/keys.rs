@@ -9,7 +9,7 @@ use crate::cli::KeygenArgs;
 
 /// Reads an Ed25519 secret key file.
 pub fn load_secret_key(path: &Path) -> anyhow::Result<[u8; 32]> {
-    Ok(tessera::util::keys::load_secret_key(path)?)
+    Ok(tessera::signing::ed25519::load_secret_key(path)?)
 }
 
 /// Reads a secret key file of either algorithm (a public key file is refused).
@@ -25,7 +25,7 @@ pub fn load_any_public_key(path: &Path) -> anyhow::Result<PublicKey> {
 /// Runs `tessera keygen -o KEY [--algorithm ALG]`.
 pub fn run_keygen(args: &KeygenArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     if !args.force {
-        let public = tessera::util::keys::public_path(&args.output);
+        let public = tessera::signing::ed25519::public_path(&args.output);
         for p in [&args.output, &public] {
             if std::fs::symlink_metadata(p).is_ok() {
                 return Err(anyhow::Error::new(tessera::Error::invalid_input(format!(

@@ -115,7 +115,7 @@ fn write_one(model: &Model, format: Format, path: &Path) -> tessera::Result<Vec<
         ("control_integrity", "true"),
         ("page_hashes", "4096"),
     ] {
-        if format.spec().options.iter().any(|o| o.name == name) {
+        if format.codec().options.iter().any(|o| o.name == name) {
             opts.set(name, tessera::options::OptionValue::Text(value.into()))?;
         }
     }
@@ -163,7 +163,7 @@ pub fn run(args: &TourArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             }
             continue;
         }
-        if format.spec().single_tensor {
+        if format.identity().single_tensor {
             // A .npy file holds one unnamed array, not a model.
             writeln!(
                 out,

@@ -93,7 +93,7 @@ pub fn run(args: &WtxtArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             let signed = delta::sign(&data, &seed).map_err(anyhow::Error::new)?;
             let dest = output.as_ref().unwrap_or(file);
             save(dest, &signed)?;
-            let public = tessera::util::keys::public_key(&seed);
+            let public = tessera::signing::ed25519::public_key(&seed);
             writeln!(
                 out,
                 "signed {} (keyid {})",

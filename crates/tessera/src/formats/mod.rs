@@ -1,32 +1,42 @@
-//! One module per format, and the registry that lists them.
+//! One module per format, and the codec table that lists what each can do.
 //!
 //! Each `formats/<fmt>/mod.rs` opens with its byte layout, what we support and every
-//! deviation from the spec, and describes itself in one `SPEC: FormatSpec` (name, title,
-//! extensions, magic, reader, writer, capabilities): see [`crate::format::FormatSpec`].
+//! deviation from the spec, and describes what it can do in one `CODEC: Codec` (reader,
+//! writer, capabilities, options). What a format *is* (name, extensions, magic, feature)
+//! is its line in the identity table of [`crate::format`], a leaf that imports nothing.
 //!
-//! The `registry!` below lists those descriptions, one line per format, and generates
-//! the [`Format`] enum, [`Format::ALL`] and [`Format::spec`] from them. Detection, names,
-//! `reader_for`, `writer_for`, `capabilities`, `tessera formats`, the conversion matrix,
-//! the fuzz regressions and `scripts/fuzz.sh` all read this one list.
+//! The `codecs!` table below lists the codecs, one line per format, both `cfg` arms
+//! generated from the line: built with the format's Cargo feature, the format's
+//! `CODEC`; without it, [`Codec::UNBUILT`], so the file is still recognised and refused
+//! with "… was built without feature `fold`" rather than "unknown format". The table is
+//! a `match` on every [`Format`]: a format added to the identity table without its line
+//! here is a compile error, and a const check holds each line's feature equal to its
+//! identity's. Detection, names, `reader_for`, `writer_for`, `capabilities`, `tessera
+//! formats`, the conversion matrix, the fuzz regressions and `scripts/fuzz.sh` all read
+//! these two tables.
 //!
 //! # Cargo features
 //!
-//! Each line also names the Cargo feature that builds the format's module (`safetensors`,
-//! `npy`, `gguf`, `ztensor`, `fold`, `aero`, `gptrs`, `wtxt`, `pytorch`, and `age` for the
-//! age envelope; all on by default). Built without it, the line's second description
-//! stands in, from [`unbuilt`]: the same name, extensions, magic and content test but no
-//! reader or writer, so the file is still recognised and refused with "… was built
-//! without feature `fold`" rather than "unknown format". The [`Format`] enum keeps every
-//! variant whatever the features. Tests check that every feature named here exists in
-//! `Cargo.toml` and that each stand-in matches its format's `SPEC`.
+//! Each format's module is built behind its Cargo feature (`safetensors`, `npy`,
+//! `gguf`, `ztensor`, `fold`, `aero`, `gptrs`, `wtxt`, `pytorch`, and `age` for the age
+//! envelope; all on by default). Tests check that every feature named in the tables
+//! exists in `Cargo.toml` and is on by default.
 //!
-//! Adding a format: its folder `formats/<fmt>/` (with `SPEC`), its `pub mod` behind its
-//! feature and one line here, its stand-in in [`unbuilt`], its feature in `Cargo.toml`
-//! (in `default`, with its optional dependencies: `.ci/run` checks each default feature
-//! alone), its test data under `crates/tessera/tests/data/<fmt>/` and its fuzz target
-//! `fuzz/fuzz_targets/<fmt>.rs` (a test names whatever is missing).
+//! Adding a format: its folder `formats/<fmt>/` (with `CODEC`), its `pub mod` behind its
+//! feature here, one line in the identity table of [`crate::format`] and one line in the
+//! codec table below, its feature in `Cargo.toml` (in `default`, with its optional
+//! dependencies: `.ci/run` checks each default feature alone), its test data under
+//! `crates/tessera/tests/data/<fmt>/` and its fuzz target `fuzz/fuzz_targets/<fmt>.rs` (a
+//! test names whatever is missing).
 
-use crate::format::FormatSpec;
+use crate::any::{Access, OpenFn};
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::Format;
+use crate::options::OptionSpec;
+use crate::write::{Capabilities, WriteFn};
+
+pub use open::{open, reader_for};
+pub use options::{all_options, check_options, find_option};
 
 #[cfg(feature = "aero")]
 pub mod aero;
@@ -38,11 +48,12 @@ pub mod gguf;
 pub mod gptrs;
 #[cfg(feature = "npy")]
 pub mod npy;
+mod open;
+mod options;
 #[cfg(feature = "pytorch")]
 pub mod pytorch;
 #[cfg(feature = "safetensors")]
 pub mod safetensors;
-pub mod sniff;
 #[cfg(any(
     feature = "safetensors",
     feature = "gguf",
@@ -51,8 +62,6 @@ pub mod sniff;
     feature = "npy"
 ))]
 mod stream;
-#[doc(hidden)]
-pub mod unbuilt;
 #[cfg(feature = "wtxt")]
 pub mod wtxt;
 #[cfg(feature = "ztensor")]
@@ -60,94 +69,173 @@ pub mod ztensor;
 #[cfg(feature = "ztensor")]
 pub mod ztensor2;
 
-/// Generates [`Format`] (one variant per line, documented by the line's doc comment),
-/// [`Format::ALL`], [`Format::spec`], [`Format::feature`] and [`Format::is_built`].
-/// A line is `Variant: "feature" => module::SPEC | unbuilt::STAND_IN,`.
-macro_rules! registry {
-    ($( $(#[$doc:meta])* $variant:ident : $feature:literal => $spec:path | $off:path, )*) => {
-        /// Every format Tessera knows, implemented or not: one variant per line of the
-        /// registry in `formats/mod.rs`.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        #[non_exhaustive]
-        pub enum Format {
-            $( $(#[$doc])* $variant, )*
+/// What a format can do, as its module describes it: reader, writer, capabilities,
+/// options. Built with [`Codec::new`] and the `const` setters, so a field added later
+/// does not break existing descriptions.
+#[derive(Clone, Copy)]
+#[non_exhaustive]
+pub struct Codec {
+    /// The reader and how it reads, when implemented.
+    pub reader: Option<(OpenFn, Access)>,
+    /// The writer, when implemented.
+    pub writer: Option<WriteFn>,
+    /// What the format can hold, when Tessera writes it.
+    pub capabilities: Option<fn() -> Capabilities>,
+    /// The libFuzzer target (`fuzz/fuzz_targets/<name>.rs`) and test-data folder
+    /// (`crates/tessera/tests/data/<name>/`) that cover this format's reader; formats
+    /// that share a reader share it.
+    pub fuzz_target: Option<&'static str>,
+    /// The writer options the format takes ([`crate::options`]); any other is refused.
+    pub options: &'static [OptionSpec],
+    /// The error when a detected format has no reader or writer (defaults to "… is
+    /// detected but not supported yet").
+    pub refusal: Option<(ErrorKind, &'static str)>,
+}
+
+impl Codec {
+    /// A format that is neither read nor written. Add the rest with the setters.
+    pub const fn new() -> Codec {
+        Codec {
+            reader: None,
+            writer: None,
+            capabilities: None,
+            fuzz_target: None,
+            options: &[],
+            refusal: None,
         }
+    }
+    /// The codec of a format this build left out (its Cargo feature is off): no reader,
+    /// no writer; [`Format::not_supported_yet`] names the feature.
+    pub const UNBUILT: Codec = Codec::new();
+    /// The reader, how it reads, and the fuzz target that covers it.
+    pub const fn reader(mut self, open: OpenFn, access: Access, fuzz: &'static str) -> Codec {
+        self.reader = Some((open, access));
+        self.fuzz_target = Some(fuzz);
+        self
+    }
+    /// The writer and what it can hold.
+    pub const fn writer(mut self, write: WriteFn, caps: fn() -> Capabilities) -> Codec {
+        self.writer = Some(write);
+        self.capabilities = Some(caps);
+        self
+    }
+    /// The writer options the format takes.
+    pub const fn options(mut self, o: &'static [OptionSpec]) -> Codec {
+        self.options = o;
+        self
+    }
+    /// The error for this format when it cannot be read or written.
+    pub const fn refusal(mut self, kind: ErrorKind, message: &'static str) -> Codec {
+        self.refusal = Some((kind, message));
+        self
+    }
+}
 
+impl Default for Codec {
+    fn default() -> Codec {
+        Codec::new()
+    }
+}
+
+impl std::fmt::Debug for Codec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Codec")
+            .field("read", &self.reader.map(|r| r.1))
+            .field("write", &self.writer.is_some())
+            .field("options", &self.options.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Generates [`Format::codec`] from the lines `Variant: "feature" => module::CODEC,`:
+/// with the feature, the module's codec; without it, [`Codec::UNBUILT`].
+macro_rules! codecs {
+    ($( $variant:ident : $feature:literal => $codec:path, )*) => {
         impl Format {
-            /// Every format, in registry order.
-            pub const ALL: [Format; <[&str]>::len(&[$(stringify!($variant)),*])] =
-                [$(Format::$variant),*];
-
-            /// The format's description, from its module; when the crate is built
-            /// without the format's feature, a stand-in with the same name, extensions
-            /// and magic but no reader or writer.
-            pub fn spec(self) -> &'static FormatSpec {
+            /// What the format can do in this build: its module's codec, or
+            /// [`Codec::UNBUILT`] when the build left its Cargo feature out.
+            pub fn codec(self) -> &'static Codec {
                 match self {
                     $(
                         #[cfg(feature = $feature)]
-                        Format::$variant => &$spec,
+                        Format::$variant => &$codec,
                         #[cfg(not(feature = $feature))]
-                        Format::$variant => &$off,
+                        Format::$variant => &Codec::UNBUILT,
                     )*
                 }
             }
-
-            /// The Cargo feature that builds this format's reader and writer.
-            pub fn feature(self) -> &'static str {
-                match self {
-                    $( Format::$variant => $feature, )*
-                }
-            }
-
-            /// The stand-in [`Format::spec`] is without the format's feature.
-            #[cfg(test)]
-            pub(crate) fn stand_in(self) -> &'static FormatSpec {
-                match self {
-                    $( Format::$variant => &$off, )*
-                }
-            }
-
-            /// True when the crate was built with [`Format::feature`].
-            pub fn is_built(self) -> bool {
-                match self {
-                    $( Format::$variant => cfg!(feature = $feature), )*
-                }
-            }
         }
+
+        const _: () = {
+            $( assert!(
+                crate::format::same(Format::$variant.identity().feature, $feature),
+                concat!("the codec line of ", stringify!($variant),
+                        " names another feature than its identity line")
+            ); )*
+        };
     };
 }
 
-registry! {
-    /// WTXT/Chunks v1.1 snapshot (`WTXT 1`).
-    Wtxt: "wtxt" => wtxt::SPEC | unbuilt::WTXT,
-    /// WTXT DELTA v2 (`WTXT-DELTA 2`): detected, applied with `tessera wtxt apply`.
-    WtxtDelta: "wtxt" => wtxt::DELTA_SPEC | unbuilt::WTXT_DELTA,
-    /// WSUM finalization line of a streamed WTXT (`WSUM 1`).
-    Wsum: "wtxt" => wtxt::WSUM_SPEC | unbuilt::WSUM,
-    /// An age ASCII-armored encrypted file (typically a WTXT snapshot).
-    AgeArmor: "age" => wtxt::AGE_SPEC | unbuilt::AGE_ARMOR,
-    /// zTensor v1.0 / v1.1 (`ZTEN1000`).
-    Ztensor: "ztensor" => ztensor::SPEC | unbuilt::ZTENSOR,
-    /// zTensor v2 (`\x89ZT2\r\n\x1a\n`).
-    ZtensorV2: "ztensor" => ztensor2::SPEC | unbuilt::ZTENSOR_V2,
-    /// FOLD `.fold` / `.mind` (`FOLDv1\0\0`).
-    Fold: "fold" => fold::SPEC | unbuilt::FOLD,
-    /// AERO v0.1 (`AERO`).
-    Aero: "aero" => aero::SPEC | unbuilt::AERO,
-    /// GPTRS v2 checkpoint (`GPTRSCHK`).
-    GptrsCheckpoint: "gptrs" => gptrs::CHECKPOINT_SPEC | unbuilt::GPTRS_CHECKPOINT,
-    /// GPTRS v2 tensor archive (`GPTRSTEN`).
-    GptrsArchive: "gptrs" => gptrs::ARCHIVE_SPEC | unbuilt::GPTRS_ARCHIVE,
-    /// safetensors (u64 header length, then a JSON object).
-    Safetensors: "safetensors" => safetensors::SPEC | unbuilt::SAFETENSORS,
-    /// NumPy `.npy` (`\x93NUMPY`).
-    Npy: "npy" => npy::NPY_SPEC | unbuilt::NPY,
-    /// NumPy `.npz` (a zip of `.npy` members).
-    Npz: "npy" => npy::NPZ_SPEC | unbuilt::NPZ,
-    /// GGUF v2/v3 (`GGUF`).
-    Gguf: "gguf" => gguf::SPEC | unbuilt::GGUF,
-    /// PyTorch checkpoint (`torch.save`: a zip with `<archive>/data.pkl`, or legacy).
-    Pytorch: "pytorch" => pytorch::SPEC | unbuilt::PYTORCH,
+codecs! {
+    Wtxt: "wtxt" => wtxt::CODEC,
+    WtxtDelta: "wtxt" => wtxt::DELTA_CODEC,
+    Wsum: "wtxt" => wtxt::WSUM_CODEC,
+    AgeArmor: "age" => wtxt::AGE_CODEC,
+    Ztensor: "ztensor" => ztensor::CODEC,
+    ZtensorV2: "ztensor" => ztensor2::CODEC,
+    Fold: "fold" => fold::CODEC,
+    Aero: "aero" => aero::CODEC,
+    GptrsCheckpoint: "gptrs" => gptrs::CHECKPOINT_CODEC,
+    GptrsArchive: "gptrs" => gptrs::ARCHIVE_CODEC,
+    Safetensors: "safetensors" => safetensors::CODEC,
+    Npy: "npy" => npy::NPY_CODEC,
+    Npz: "npy" => npy::NPZ_CODEC,
+    Gguf: "gguf" => gguf::CODEC,
+    Pytorch: "pytorch" => pytorch::CODEC,
+}
+
+impl Format {
+    /// True when Tessera can read tensors from this format in this build.
+    pub fn can_read(self) -> bool {
+        self.codec().reader.is_some()
+    }
+
+    /// True when Tessera can write this format in this build.
+    pub fn can_write(self) -> bool {
+        self.codec().writer.is_some()
+    }
+
+    /// The error for a detected format that this build cannot read or write: its
+    /// codec's refusal, the feature the build left out, or "not supported yet".
+    pub fn not_supported_yet(self) -> Error {
+        if let Some((kind, message)) = self.codec().refusal {
+            return Error::new(kind, message);
+        }
+        if !self.is_built() {
+            return Error::unsupported(format!(
+                "{} is recognised, but this build of Tessera was built without feature `{}`",
+                self.title(),
+                self.feature()
+            ));
+        }
+        Error::unsupported(format!(
+            "{} is detected but not supported yet",
+            self.title()
+        ))
+    }
+
+    /// Like [`Format::detect`], but an `UnknownFormat` error when nothing matches.
+    pub fn detect_or_err(head: &[u8]) -> Result<Format> {
+        Format::detect(head).ok_or_else(|| {
+            Error::new(
+                ErrorKind::UnknownFormat,
+                format!(
+                    "unknown format: no known magic at the start of the file (starts with \"{}\")",
+                    Format::shown_head(head)
+                ),
+            )
+        })
+    }
 }
 
 #[cfg(test)]
@@ -224,54 +312,35 @@ mod tests {
         assert!(folders >= 10, "{folders} format folders");
     }
 
-    /// A stand-in is its format's `SPEC` without reader and writer, refused naming the
-    /// feature; compared for the formats this build has.
+    /// A format this build left out has no reader and no writer, and is refused naming
+    /// its feature; a format it has reads (and writes) what its codec says, with a
+    /// fuzz target for each reader and capabilities naming the format for each writer.
     #[test]
-    fn the_stand_ins_match_their_formats() {
+    fn the_codecs_follow_the_build() {
         for f in Format::ALL {
-            let off = f.stand_in();
-            assert!(off.reader.is_none() && off.writer.is_none(), "{f}");
-            let (_, message) = off.not_supported.expect("a stand-in is refused");
-            assert!(
-                message.ends_with(&format!("built without feature `{}`", f.feature())),
-                "{f}: {message}"
-            );
-            let spec = f.spec();
-            if !f.is_built() {
-                assert_eq!(spec.name, off.name);
-                continue;
+            let c = f.codec();
+            assert_eq!(c.reader.is_some(), c.fuzz_target.is_some(), "{f}");
+            assert_eq!(c.writer.is_some(), c.capabilities.is_some(), "{f}");
+            if let Some(caps) = c.capabilities {
+                assert_eq!(caps().format, f, "{f}: capabilities name another format");
             }
-            assert_eq!(spec.name, off.name, "{f}");
-            assert_eq!(spec.title, off.title, "{f}");
-            assert_eq!(spec.extensions, off.extensions, "{f}");
-            assert_eq!(spec.aliases, off.aliases, "{f}");
-            assert_eq!(spec.magic, off.magic, "{f}");
-            assert_eq!(spec.sniff.is_some(), off.sniff.is_some(), "{f}");
-            assert_eq!(spec.listed, off.listed, "{f}");
-            assert_eq!(spec.single_tensor, off.single_tensor, "{f}");
+            if !f.is_built() {
+                assert!(c.reader.is_none() && c.writer.is_none(), "{f}");
+                let message = f.not_supported_yet().to_string();
+                assert!(
+                    message.ends_with(&format!("built without feature `{}`", f.feature())),
+                    "{f}: {message}"
+                );
+            } else if !f.can_read() || !f.can_write() {
+                assert!(!f.not_supported_yet().to_string().is_empty(), "{f}");
+            }
         }
     }
 
-    /// The stand-ins alone detect what the formats detect: a build without some format
-    /// still names its files.
     #[test]
-    fn the_stand_ins_detect_the_same_files() {
-        let heads: [&[u8]; 6] = [
-            b"\x10\0\0\0\0\0\0\0{\"__metadata__\"",
-            b"PK\x03\x04",
-            b"FOLDv1\0\0\0",
-            b"GGUF\x03\0\0\0",
-            b"\x93NUMPY\x01\x00",
-            b"WTXT 1\nmeta",
-        ];
-        for head in heads {
-            let f = Format::detect(head).unwrap();
-            let by_stand_in = Format::ALL.into_iter().find(|g| {
-                let s = g.stand_in();
-                s.magic.iter().any(|m| head.starts_with(m)) && s.sniff.is_none_or(|t| t(head))
-                    || (s.magic.is_empty() && s.sniff.is_some_and(|t| t(head)))
-            });
-            assert_eq!(by_stand_in, Some(f), "{head:?}");
-        }
+    fn an_unknown_head_is_named_escaped() {
+        let e = Format::detect_or_err(b"\x1b[2Jhello").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::UnknownFormat);
+        assert!(e.to_string().contains("\\x1b[2Jhel"), "{e}");
     }
 }

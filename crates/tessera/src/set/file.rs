@@ -98,8 +98,8 @@ impl OpenedFile {
             shards: Vec::new(),
         };
         OpenedFile::try_new(files, |f| match &f.main {
-            Backing::Data(d) => crate::any::open(d, opts),
-            Backing::Source(s) => crate::any::open(&**s, opts),
+            Backing::Data(d) => crate::formats::open(d, opts),
+            Backing::Source(s) => crate::formats::open(&**s, opts),
         })
     }
 

@@ -37,12 +37,14 @@
 use std::path::{Path, PathBuf};
 
 use super::hf::INDEX_SUFFIX;
-use crate::convert::{prepare, write_file, ConvertOptions, WriteOptions, WriteReport};
+use crate::convert::{prepare, write_file, ConvertOptions};
 use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::metadata::Metadata;
 use crate::model::TensorSource;
+use crate::options::WriteOptions;
 use crate::tensor::{TensorInfo, TensorView};
+use crate::write::WriteReport;
 
 /// How to cut a model into shards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,7 +187,7 @@ pub fn convert_set(
         // AERO multi-shard: one file, one WTSH chunk per group.
         let mut o = opts.clone();
         o.path = Some(path.to_path_buf());
-        crate::options::check_options(format, &o)?;
+        crate::formats::check_options(format, &o)?;
         let durability = crate::util::atomic::Durability::from_durable(!o.no_fsync);
         let mut r = crate::util::atomic::write_atomic_with(path, durability, |f| {
             crate::formats::aero::write::write_in_shards(&prepared, f, &o, Some(&groups))

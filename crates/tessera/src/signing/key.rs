@@ -219,11 +219,11 @@ fn owner_only(path: &Path) -> bool {
 /// Whether the untyped `bare` read from `path` is the secret half of a keygen pair:
 /// `path.pub` holds the public key it derives.
 fn has_matching_pub(path: &Path, bare: &[u8; 32]) -> bool {
-    let public = crate::util::keys::public_path(path);
+    let public = crate::signing::ed25519::public_path(path);
     let Ok(bytes) = std::fs::read(&public) else {
         return false;
     };
-    let derived = crate::util::keys::public_key(bare);
+    let derived = crate::signing::ed25519::public_key(bare);
     match parse(&bytes) {
         Ok(Parsed::Public(PublicKey::Ed25519(k))) | Ok(Parsed::Bare(k)) => k == derived,
         _ => false,
@@ -289,7 +289,7 @@ impl SecretKey {
     /// A fresh random key of `algorithm` ([`ED25519`] or [`ECDSA_P256`]).
     pub fn generate(algorithm: &str) -> Result<SecretKey> {
         match algorithm {
-            ED25519 => Ok(SecretKey::Ed25519(crate::util::keys::generate_seed())),
+            ED25519 => Ok(SecretKey::Ed25519(crate::signing::ed25519::generate_seed())),
             ECDSA_P256 => Ok(SecretKey::EcdsaP256(SigningKey::random(
                 &mut rand::rngs::OsRng,
             ))),
@@ -310,7 +310,9 @@ impl SecretKey {
     /// The matching public key.
     pub fn public(&self) -> PublicKey {
         match self {
-            SecretKey::Ed25519(seed) => PublicKey::Ed25519(crate::util::keys::public_key(seed)),
+            SecretKey::Ed25519(seed) => {
+                PublicKey::Ed25519(crate::signing::ed25519::public_key(seed))
+            }
             SecretKey::EcdsaP256(k) => PublicKey::EcdsaP256(*k.verifying_key()),
         }
     }
@@ -364,7 +366,7 @@ impl PublicKey {
                         "{} is a secret key file (its public key is {}); verifying takes \
                          the public key",
                         path.display(),
-                        crate::util::keys::public_path(path).display()
+                        crate::signing::ed25519::public_path(path).display()
                     )));
                 }
                 if !named_pub(path) && owner_only(path) {
@@ -503,7 +505,11 @@ pub fn write_key_pair(path: &Path, key: &SecretKey) -> Result<PublicKey> {
     let public_text = public.to_file_text()?;
     for (p, text, mode) in [
         (path.to_path_buf(), &secret_text, 0o600),
-        (crate::util::keys::public_path(path), &public_text, 0o644),
+        (
+            crate::signing::ed25519::public_path(path),
+            &public_text,
+            0o644,
+        ),
     ] {
         crate::util::atomic::write_atomic(&p, |w| {
             use std::io::Write;
@@ -534,7 +540,7 @@ mod tests {
         let public = write_key_pair(&p, &key).unwrap();
         let back = SecretKey::load(&p).unwrap();
         assert_eq!(back.public(), public);
-        let pub_back = PublicKey::load(&crate::util::keys::public_path(&p)).unwrap();
+        let pub_back = PublicKey::load(&crate::signing::ed25519::public_path(&p)).unwrap();
         assert_eq!(pub_back, public);
         assert_eq!(
             PublicKey::from_hex(ECDSA_P256, &public.to_hex()),
@@ -568,7 +574,7 @@ mod tests {
                 .unwrap();
         let key = SecretKey::Ed25519(seed);
         let public = write_key_pair(&p, &key).unwrap();
-        let pub_path = crate::util::keys::public_path(&p);
+        let pub_path = crate::signing::ed25519::public_path(&p);
         let text = std::fs::read_to_string(&p).unwrap();
         // The PKCS#8 OpenSSL writes for this seed (`openssl pkey`).
         assert_eq!(
@@ -591,7 +597,7 @@ mod tests {
         // The keyid is WTXT's.
         assert_eq!(
             public.keyid(),
-            crate::util::hex(&Sha256::digest(crate::util::keys::public_key(&seed))[..8])
+            crate::util::hex(&Sha256::digest(crate::signing::ed25519::public_key(&seed))[..8])
         );
         // The old untyped pair still reads; its secret half is refused as public.
         let hex_seed = crate::util::hex(&seed);

@@ -38,6 +38,7 @@
 //! cannot disagree. Tensors are listed in name order; duplicates are refused.
 
 pub mod bundle;
+pub mod ed25519;
 pub mod embed;
 pub mod files;
 pub mod key;

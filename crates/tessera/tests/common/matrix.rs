@@ -11,7 +11,7 @@ use tessera::{DType, Format, Model, TensorInfo, TensorView};
 pub fn formats() -> Vec<Format> {
     Format::ALL
         .into_iter()
-        .filter(|f| f.can_read() && f.can_write() && !f.spec().single_tensor)
+        .filter(|f| f.can_read() && f.can_write() && !f.identity().single_tensor)
         .collect()
 }
 

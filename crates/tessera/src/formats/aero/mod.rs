@@ -183,16 +183,17 @@ pub mod write;
 use std::borrow::Cow;
 
 use crate::any::{Access, ReadOptions};
-use crate::convert::{Capabilities, MetadataSupport};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::format::{Format, FormatSpec};
+use crate::format::Format;
+use crate::formats::Codec;
 use crate::metadata::Metadata;
 use crate::model::{Container, TensorSource};
 use crate::options;
 use crate::source::SourceRef;
 use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
+use crate::write::{Capabilities, MetadataSupport};
 
 pub use raw::{dtype_from_u16, dtype_to_u16};
 pub use read::AeroFile;
@@ -203,10 +204,8 @@ fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container 
     Ok(Box::new(f))
 }
 
-/// AERO in the format registry.
-pub const SPEC: FormatSpec = FormatSpec::new("aero", "AERO v0.1")
-    .extensions(&["aero"])
-    .magic(&[b"AERO"])
+/// AERO in the codec table.
+pub const CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "aero")
     .writer(write::write, capabilities)
     .options(&[
@@ -291,5 +290,7 @@ pub fn capabilities() -> Capabilities {
         compression: &[],
         integrity: &["blake3", "hash_b3", "ihsh", "phsh"],
         zero_copy: true,
+        chunk_copies: false,
+        typed_metadata: false,
     }
 }

@@ -6,10 +6,10 @@ use super::codec::{self, map_of};
 use super::quant::Packed;
 use super::raw::*;
 use super::read::{MMSG_EXACT_METADATA, STANDARD};
-use crate::convert::WriteOptions;
 use crate::error::{Error, Result};
 use crate::metadata::{Map, Metadata, Value};
 use crate::model::TensorSource;
+use crate::options::WriteOptions;
 use crate::tensor::{Layout, TensorView};
 use crate::util::pyjson;
 

@@ -589,5 +589,6 @@ fn chunk_info(c: &Chunk) -> ChunkInfo {
             digests: vec![format!("blake3:{}", hex(&e.blake3_256))],
         },
         holds_tensors: STANDARD.contains(&&e.fourcc),
+        copies: None,
     }
 }

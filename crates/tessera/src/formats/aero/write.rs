@@ -7,9 +7,10 @@ use std::io::{BufWriter, Seek, SeekFrom, Write};
 use super::plan::*;
 use super::raw::*;
 use super::read::MMSG_EXACT_METADATA;
-use crate::convert::{WriteOptions, WriteReport, WriteSeek};
 use crate::error::{Error, Result};
 use crate::model::TensorSource;
+use crate::options::WriteOptions;
+use crate::write::{WriteReport, WriteSeek};
 
 /// zstd level of the original writer.
 const ZSTD_LEVEL: i32 = 6;

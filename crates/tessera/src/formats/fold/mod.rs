@@ -159,21 +159,21 @@ pub use read::FoldFile;
 pub use write::FoldWriter;
 
 use crate::any::{Access, ReadOptions};
-use crate::convert::{Capabilities, MetadataSupport, WriteOptions, WriteReport, WriteSeek};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::format::{Format, FormatSpec};
+use crate::format::Format;
+use crate::formats::Codec;
 use crate::metadata::Metadata;
 use crate::model::{Container, TensorSource};
 use crate::options;
+use crate::options::WriteOptions;
 use crate::source::SourceRef;
 use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
+use crate::write::{Capabilities, MetadataSupport, WriteReport, WriteSeek};
 
-/// FOLD in the format registry.
-pub const SPEC: FormatSpec = FormatSpec::new("fold", "FOLD v1.2")
-    .extensions(&["fold", "mind"])
-    .magic(&[b"FOLDv1\0\0"])
+/// FOLD in the codec table.
+pub const CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "fold")
     .writer(write, capabilities)
     .options(&[options::COMPRESSION, options::ECC, options::TIMESTAMP]);
@@ -272,6 +272,8 @@ pub fn capabilities() -> Capabilities {
             "reed-solomon",
         ],
         zero_copy: true,
+        chunk_copies: true,
+        typed_metadata: false,
     }
 }
 

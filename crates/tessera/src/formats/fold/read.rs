@@ -321,6 +321,10 @@ impl<'d> FoldFile<'d> {
             // A damaged tensor chunk (lenient open) still holds tensors: it is never
             // carried or dropped as if it were an opaque chunk.
             let holds = holds || holds_tensors(&ctype);
+            // A TSAV chunk whose tensors were listed holds copies of them.
+            let copies = (self.srcs.iter())
+                .filter(|s| matches!(s, TensorSrc::Tsav { chunk, .. } if *chunk == i))
+                .count() as u64;
             let e = &self.entries[i];
             self.chunk_infos.push(ChunkInfo {
                 name: e.name.clone(),
@@ -328,6 +332,7 @@ impl<'d> FoldFile<'d> {
                 len: Some(e.header.uncomp_len),
                 storage: self.storage(i),
                 holds_tensors: holds,
+                copies: (copies > 0).then_some(copies),
             });
         }
         Ok(())

@@ -39,7 +39,7 @@ fn open<'p>(payload: &'p [u8], limits: &Limits) -> Result<Box<dyn Container + 'p
         limits: limits.clone(),
         ..ReadOptions::default()
     };
-    let f = crate::any::open(payload, &opts)?;
+    let f = crate::formats::open(payload, &opts)?;
     if f.format() != Format::Pytorch {
         return Err(Error::unsupported(format!(
             "the payload is {}, not a torch.save file",

@@ -16,9 +16,9 @@ use super::raw::{
     ChunkHeader, FileHeader, CHUNK_HEADER_LEN, FLAG_COMP_NONE, FLAG_COMP_ZSTD, FORMAT_NAME,
     HEADER_LEN, MAX_CHUNK_SIZE, VERSION,
 };
-use crate::convert::Compression;
 use crate::error::{Error, Result};
 use crate::metadata::{Map, Value};
+use crate::options::Compression;
 use crate::tensor::TensorView;
 use crate::util::pyjson::{dumps_map, DumpOptions};
 

@@ -120,17 +120,16 @@ pub mod read;
 pub mod write;
 
 use crate::any::Access;
-use crate::convert::{Capabilities, MetadataSupport};
 use crate::dtype::DType;
-use crate::format::{Format, FormatSpec};
+use crate::format::Format;
+use crate::formats::Codec;
+use crate::write::{Capabilities, MetadataSupport};
 
 pub use read::GgufFile;
 pub use write::GgufWriter;
 
-/// GGUF in the format registry.
-pub const SPEC: FormatSpec = FormatSpec::new("gguf", "GGUF")
-    .extensions(&["gguf"])
-    .magic(&[b"GGUF"])
+/// GGUF in the codec table.
+pub const CODEC: Codec = Codec::new()
     .reader(read::open, Access::Ranges, "gguf")
     .writer(write::write, capabilities);
 
@@ -156,5 +155,7 @@ pub fn capabilities() -> Capabilities {
         compression: &[],
         integrity: &[],
         zero_copy: true,
+        chunk_copies: false,
+        typed_metadata: true,
     }
 }

@@ -4,12 +4,13 @@
 
 use std::io::Write;
 
-use crate::convert::{WriteOptions, WriteReport, WriteSeek};
 use crate::error::{Error, Result};
 use crate::formats::stream::{all_written, next_planned};
 use crate::metadata::{Map, Metadata, Value};
 use crate::model::TensorSource;
+use crate::options::WriteOptions;
 use crate::tensor::{Layout, TensorInfo};
+use crate::write::{WriteReport, WriteSeek};
 
 use super::meta::{annotations, encode_kv, JSON_ANNOTATION, JSON_KEYS_KEY, TYPES_KEY};
 use super::raw::{

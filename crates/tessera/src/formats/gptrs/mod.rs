@@ -89,13 +89,15 @@ pub mod read;
 pub mod write;
 
 use crate::any::{Access, ReadOptions};
-use crate::convert::{Capabilities, MetadataSupport, WriteOptions, WriteReport, WriteSeek};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::format::{Format, FormatSpec};
+use crate::format::Format;
+use crate::formats::Codec;
 use crate::model::{Container, TensorSource};
 use crate::options;
+use crate::options::WriteOptions;
 use crate::source::SourceRef;
+use crate::write::{Capabilities, MetadataSupport, WriteReport, WriteSeek};
 
 pub use raw::{base_id, Kind};
 pub use read::GptrsFile;
@@ -123,18 +125,14 @@ fn write_archive(
     write::write_source(src, out, opts, Kind::Archive)
 }
 
-/// The GPTRS v2 checkpoint (`GPTRSCHK`) in the format registry.
-pub const CHECKPOINT_SPEC: FormatSpec = FormatSpec::new("gptrs", "GPTRS v2 checkpoint")
-    .extensions(&["gptrs"])
-    .magic(&[b"GPTRSCHK"])
+/// The GPTRS v2 checkpoint (`GPTRSCHK`) in the codec table.
+pub const CHECKPOINT_CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "gptrs")
     .writer(write_checkpoint, || capabilities(Format::GptrsCheckpoint))
     .options(&[options::ZERO_BASE_ID]);
 
-/// The GPTRS v2 tensor archive (`GPTRSTEN`) in the format registry.
-pub const ARCHIVE_SPEC: FormatSpec = FormatSpec::new("gptrsten", "GPTRS v2 tensor archive")
-    .extensions(&["gptrsten"])
-    .magic(&[b"GPTRSTEN"])
+/// The GPTRS v2 tensor archive (`GPTRSTEN`) in the codec table.
+pub const ARCHIVE_CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "gptrs")
     .writer(write_archive, || capabilities(Format::GptrsArchive))
     .options(&[options::ZERO_BASE_ID]);
@@ -159,5 +157,7 @@ pub fn capabilities(format: Format) -> Capabilities {
             &[]
         },
         zero_copy: true,
+        chunk_copies: false,
+        typed_metadata: false,
     }
 }

@@ -6,13 +6,14 @@ use std::io::Write;
 
 use super::config;
 use super::raw::{self, IndexEntry, Kind, VERSION};
-use crate::convert::{WriteOptions, WriteReport};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::metadata::Value;
 use crate::model::TensorSource;
+use crate::options::WriteOptions;
 use crate::tensor::{dense_nbytes, Layout, TensorInfo};
+use crate::write::WriteReport;
 
 /// A tensor the writer will store: what the index needs before any data is written.
 #[derive(Debug, Clone, PartialEq)]

@@ -88,13 +88,14 @@ pub use write::NpzWriter;
 pub(crate) use zipsrc::SourceReader;
 
 use crate::any::{Access, ReadOptions};
-use crate::convert::{Capabilities, MetadataSupport};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::format::{Format, FormatSpec};
+use crate::format::Format;
+use crate::formats::Codec;
 use crate::model::Container;
 use crate::options;
 use crate::source::SourceRef;
+use crate::write::{Capabilities, MetadataSupport};
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
     let head = src.read_up_to(0, crate::format::DETECT_LEN as u64)?;
@@ -107,18 +108,13 @@ fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container 
     }
 }
 
-/// NumPy `.npy` in the format registry (one array per file).
-pub const NPY_SPEC: FormatSpec = FormatSpec::new("npy", "NumPy .npy")
-    .extensions(&["npy"])
-    .magic(&[b"\x93NUMPY"])
+/// NumPy `.npy` in the codec table (one array per file).
+pub const NPY_CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "npy")
-    .writer(write::write_npy, || capabilities(Format::Npy))
-    .single_tensor();
+    .writer(write::write_npy, || capabilities(Format::Npy));
 
-/// NumPy `.npz` (a zip of `.npy` members) in the format registry.
-pub const NPZ_SPEC: FormatSpec = FormatSpec::new("npz", "NumPy .npz")
-    .extensions(&["npz"])
-    .magic(&[b"PK\x03\x04", b"PK\x05\x06"])
+/// NumPy `.npz` (a zip of `.npy` members) in the codec table.
+pub const NPZ_CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "npy")
     .writer(write::write_npz, || capabilities(Format::Npz))
     .options(&[options::COMPRESSION]);
@@ -163,5 +159,7 @@ pub fn capabilities(format: Format) -> Capabilities {
             &[]
         },
         zero_copy: true,
+        chunk_copies: false,
+        typed_metadata: false,
     }
 }

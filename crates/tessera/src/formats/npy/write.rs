@@ -5,11 +5,12 @@
 use std::io::{Seek, Write};
 
 use super::header;
-use crate::convert::{Compression, WriteOptions, WriteReport, WriteSeek};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::model::TensorSource;
+use crate::options::{Compression, WriteOptions};
 use crate::tensor::{Layout, TensorInfo};
+use crate::write::{WriteReport, WriteSeek};
 
 fn check_dense(info: &TensorInfo) -> Result<()> {
     if info.layout != Layout::Dense {

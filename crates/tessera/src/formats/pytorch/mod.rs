@@ -132,15 +132,16 @@ pub use write::PytorchWriter;
 use std::collections::HashMap;
 
 use crate::any::{Access, ReadOptions};
-use crate::convert::{Capabilities, MetadataSupport};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::format::{Format, FormatSpec};
+use crate::format::Format;
+use crate::formats::Codec;
 use crate::model::Container;
 use crate::source::SourceRef;
+use crate::write::{Capabilities, MetadataSupport};
 use read::{Loc, Parts, StorageLoc};
 
-pub use super::sniff::{is_legacy, is_zip_checkpoint};
+pub use crate::format::sniff::{is_legacy, is_zip_checkpoint};
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
     let head = src.read_up_to(0, 64)?;
@@ -152,13 +153,10 @@ fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container 
     Ok(Box::new(PytorchFile::assemble(parts, opts)?))
 }
 
-/// PyTorch checkpoints in the format registry. A zip shares npz's magic and is told
+/// PyTorch checkpoints in the codec table. A zip shares npz's magic and is told
 /// apart by its first record's name; the legacy format starts with a pickle's protocol
 /// opcode and torch's magic number. Written as zip state dicts.
-pub const SPEC: FormatSpec = FormatSpec::new("pytorch", "PyTorch checkpoint")
-    .extensions(&["pt", "pth", "bin", "ckpt"])
-    .magic(&[b"PK\x03\x04", b"\x80"])
-    .sniff(super::sniff::pytorch)
+pub const CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "pytorch")
     .writer(write::write, capabilities)
     .options(&[write::ARCHIVE]);
@@ -177,6 +175,8 @@ pub fn capabilities() -> Capabilities {
         compression: &[],
         integrity: &["crc32"],
         zero_copy: true,
+        chunk_copies: false,
+        typed_metadata: false,
     }
 }
 

@@ -7,13 +7,14 @@ use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipWriter};
 
 use super::pickler::{self, Entry};
-use crate::convert::{WriteOptions, WriteReport, WriteSeek};
 use crate::error::{Error, Result};
 use crate::formats::stream::{all_written, next_planned};
 use crate::metadata::Metadata;
 use crate::model::TensorSource;
+use crate::options::WriteOptions;
 use crate::options::{OptionKind, OptionSpec};
 use crate::tensor::{Layout, TensorInfo};
+use crate::write::{WriteReport, WriteSeek};
 
 /// `-O archive=NAME`: the folder the records sit in (torch names it after the file's
 /// stem; Tessera writes `archive`, as torch does for a buffer).

@@ -67,22 +67,21 @@ pub use read::SafetensorsFile;
 pub use write::{header_in_order, metadata_string, SafetensorsWriter};
 
 use crate::any::{Access, ReadOptions};
-use crate::convert::{Capabilities, MetadataSupport};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::format::{Format, FormatSpec};
+use crate::format::Format;
+use crate::formats::Codec;
 use crate::model::Container;
 use crate::source::SourceRef;
+use crate::write::{Capabilities, MetadataSupport};
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
     Ok(Box::new(SafetensorsFile::parse(src, opts)?))
 }
 
-/// safetensors in the format registry. It has no magic: a u64 header length, then a
+/// safetensors in the codec table. It has no magic: a u64 header length, then a
 /// JSON object.
-pub const SPEC: FormatSpec = FormatSpec::new("safetensors", "safetensors")
-    .extensions(&["safetensors"])
-    .sniff(super::sniff::safetensors)
+pub const CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "safetensors")
     .writer(write::write, capabilities);
 
@@ -118,5 +117,7 @@ pub fn capabilities() -> Capabilities {
         compression: &[],
         integrity: &[],
         zero_copy: true,
+        chunk_copies: false,
+        typed_metadata: false,
     }
 }

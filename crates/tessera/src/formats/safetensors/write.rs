@@ -4,12 +4,13 @@
 use std::io::Write;
 
 use super::raw::{self, METADATA_KEY};
-use crate::convert::{WriteOptions, WriteReport, WriteSeek};
 use crate::error::{Error, Result};
 use crate::formats::stream::{all_written, next_planned};
 use crate::metadata::{Metadata, Value};
 use crate::model::TensorSource;
+use crate::options::WriteOptions;
 use crate::tensor::{Layout, TensorInfo};
+use crate::write::{WriteReport, WriteSeek};
 
 /// One planned tensor: its name, safetensors dtype name, shape and byte length.
 #[derive(Debug, Clone)]

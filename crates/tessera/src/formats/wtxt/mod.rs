@@ -106,21 +106,20 @@ pub use read::WtxtFile;
 pub use write::WtxtWriter;
 
 use crate::any::{Access, ReadOptions};
-use crate::convert::{Capabilities, MetadataSupport};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{Format, FormatSpec};
+use crate::format::Format;
+use crate::formats::Codec;
 use crate::metadata::Metadata;
 use crate::model::{Container, TensorSource};
 use crate::options;
 use crate::source::SourceRef;
 use crate::tensor::{Storage, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
+use crate::write::{Capabilities, MetadataSupport};
 
-/// WTXT/Chunks v1.1 in the format registry.
-pub const SPEC: FormatSpec = FormatSpec::new("wtxt", "WTXT/Chunks v1.1")
-    .extensions(&["wtxt"])
-    .magic(&[b"WTXT 1\n"])
+/// WTXT/Chunks v1.1 in the codec table.
+pub const CODEC: Codec = Codec::new()
     .reader(open, Access::Whole, "wtxt")
     .writer(write::write, capabilities)
     .options(&[
@@ -139,29 +138,17 @@ pub const SPEC: FormatSpec = FormatSpec::new("wtxt", "WTXT/Chunks v1.1")
     ]);
 
 /// A WTXT DELTA v2 file: detected, applied to its base with `tessera wtxt apply`.
-pub const DELTA_SPEC: FormatSpec = FormatSpec::new("wtxt-delta", "WTXT DELTA v2")
-    .extensions(&["wtxtdelta"])
-    .magic(&[b"WTXT-DELTA 2"])
-    .unlisted()
-    .not_supported(
-        ErrorKind::Unsupported,
-        "a WTXT delta holds changed chunks, not a model: apply it to its base with \
+pub const DELTA_CODEC: Codec = Codec::new().refusal(
+    ErrorKind::Unsupported,
+    "a WTXT delta holds changed chunks, not a model: apply it to its base with \
          `tessera wtxt apply BASE DELTA -o OUT`",
-    );
+);
 
 /// A WSUM finalization line (`.wsum`), read as the WTXT-S snapshot beside it.
-pub const WSUM_SPEC: FormatSpec = FormatSpec::new("wsum", "WTXT WSUM")
-    .extensions(&["wsum"])
-    .magic(&[b"WSUM 1"])
-    .reader(open, Access::Whole, "wtxt")
-    .unlisted();
+pub const WSUM_CODEC: Codec = Codec::new().reader(open, Access::Whole, "wtxt");
 
 /// An age ASCII-armored file, decrypted and read as the WTXT snapshot inside.
-pub const AGE_SPEC: FormatSpec = FormatSpec::new("age", "age-encrypted (ASCII armor)")
-    .extensions(&["age"])
-    .magic(&[b"-----BEGIN AGE ENCRYPTED FILE-----"])
-    .reader(open, Access::Whole, "wtxt")
-    .unlisted();
+pub const AGE_CODEC: Codec = Codec::new().reader(open, Access::Whole, "wtxt");
 
 /// An opened WTXT file.
 pub struct WtxtContainer<'d> {
@@ -407,5 +394,7 @@ pub fn capabilities() -> Capabilities {
             "ed25519",
         ],
         zero_copy: false,
+        chunk_copies: false,
+        typed_metadata: false,
     }
 }

@@ -8,10 +8,11 @@ use sha2::{Digest, Sha256};
 use super::armor;
 use super::raw::{ArrLine, ChLine};
 use super::write::{hmac, xor_at, Chunking};
-use crate::convert::{WriteOptions, WriteSeek};
 use crate::error::{Error, Result};
 use crate::model::TensorSource;
+use crate::options::WriteOptions;
 use crate::tensor::{TensorInfo, TensorView};
+use crate::write::WriteSeek;
 
 /// Raw bytes encoded per parallel batch of one big array (about: a segment is a whole
 /// number of chunks, [`segment_len`]).

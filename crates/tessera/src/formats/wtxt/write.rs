@@ -13,11 +13,12 @@ use sha2::{Digest, Sha256};
 use super::header::{self, cap_line, is_timestamp, is_token, Meta, Root, Sign, ROOT_PENDING};
 use super::raw::{self, IdxLine};
 use super::wsum::Wsum;
-use crate::convert::{WriteOptions, WriteReport, WriteSeek};
 use crate::error::{Error, Result};
 use crate::formats::stream::{all_written, next_planned};
 use crate::model::TensorSource;
+use crate::options::WriteOptions;
 use crate::tensor::{Layout, TensorInfo};
+use crate::write::{WriteReport, WriteSeek};
 
 /// Raw chunk size without row blocking, and the target with it (RESOLUTIONS 5).
 pub const CHUNK: u64 = 32 * 1024;

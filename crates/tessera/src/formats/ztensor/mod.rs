@@ -119,22 +119,21 @@ pub use read::ZtensorFile;
 pub use write::{write, ZtensorWriter, GENERATOR};
 
 use crate::any::{Access, ReadOptions};
-use crate::convert::{Capabilities, MetadataSupport};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::format::{Format, FormatSpec};
+use crate::format::Format;
+use crate::formats::Codec;
 use crate::model::Container;
 use crate::options;
 use crate::source::SourceRef;
+use crate::write::{Capabilities, MetadataSupport};
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
     Ok(Box::new(ZtensorFile::parse(src, opts)?))
 }
 
-/// zTensor v1 in the format registry.
-pub const SPEC: FormatSpec = FormatSpec::new("ztensor", "zTensor v1.0")
-    .extensions(&["zt", "ztensor"])
-    .magic(&[b"ZTEN1000"])
+/// zTensor v1 in the codec table.
+pub const CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "ztensor")
     .writer(write, capabilities)
     .options(&[options::COMPRESSION, options::DIGESTS]);
@@ -165,5 +164,7 @@ pub fn capabilities() -> Capabilities {
         compression: &["zstd"],
         integrity: &["crc32c", "sha256"],
         zero_copy: true,
+        chunk_copies: false,
+        typed_metadata: false,
     }
 }

@@ -15,11 +15,12 @@ use std::io::Write;
 use rayon::prelude::*;
 
 use super::raw::{self, OutComponent, OutManifest, OutTensor, ALIGNMENT, MAGIC};
-use crate::convert::{Compression, Digest, WriteOptions, WriteReport, WriteSeek};
 use crate::error::{Error, Result};
 use crate::metadata::{Metadata, Value};
 use crate::model::TensorSource;
+use crate::options::{Compression, Digest, WriteOptions};
 use crate::tensor::TensorView;
+use crate::write::{WriteReport, WriteSeek};
 
 /// The `generator` we write.
 pub const GENERATOR: &str = concat!("tessera v", env!("CARGO_PKG_VERSION"));

@@ -154,23 +154,22 @@ pub use read::{Ztensor2File, ZSTD_SEEKABLE};
 pub use write::{write, ShardObjects, Ztensor2Writer};
 
 use crate::any::{Access, ReadOptions};
-use crate::convert::{Capabilities, MetadataSupport};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::format::{Format, FormatSpec};
+use crate::format::Format;
+use crate::formats::Codec;
 use crate::model::Container;
 use crate::options;
 use crate::source::SourceRef;
+use crate::write::{Capabilities, MetadataSupport};
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
     Ok(Box::new(Ztensor2File::parse(src, opts)?))
 }
 
-/// zTensor v2 in the format registry. `.zt` stays v1's extension: v2 is picked by
+/// zTensor v2 in the codec table. `.zt` stays v1's extension: v2 is picked by
 /// `--to ztensor2` (or `ztensor-v2`) or `--zt-version 2`.
-pub const SPEC: FormatSpec = FormatSpec::new("ztensor-v2", "zTensor v2")
-    .aliases(&["ztensor2"])
-    .magic(&[b"\x89ZT2\r\n\x1a\n"])
+pub const CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "ztensor2")
     .writer(write, capabilities)
     .options(&[options::COMPRESSION, options::DIGESTS]);
@@ -187,5 +186,7 @@ pub fn capabilities() -> Capabilities {
         compression: &["zt.zstd-seekable/1"],
         integrity: &["xxh3", "sha256", "manifest xxh3-64"],
         zero_copy: true,
+        chunk_copies: false,
+        typed_metadata: false,
     }
 }

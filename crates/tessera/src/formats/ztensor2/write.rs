@@ -13,12 +13,13 @@ use super::cbor::{self, CVal};
 use super::layout::{COO, CSR, PART_TYPES};
 use super::raw::{self, check_name, storage_of, ALIGN_CANONICAL, MAGIC, VERSION};
 use super::read::ZSTD_SEEKABLE;
-use crate::convert::{Compression, Digest, WriteOptions, WriteReport, WriteSeek};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::metadata::{Map, Value};
 use crate::model::TensorSource;
+use crate::options::{Compression, Digest, WriteOptions};
 use crate::tensor::{Layout, TensorView};
+use crate::write::{WriteReport, WriteSeek};
 
 /// Decoded bytes per zstd frame of `zt.zstd-seekable/1` (the spec allows up to 16 MiB).
 const FRAME: usize = 1 << 20;

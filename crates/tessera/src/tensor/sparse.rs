@@ -6,8 +6,8 @@
 
 use std::borrow::Cow;
 
+use super::{Layout, Part, TensorInfo, TensorView};
 use crate::error::{Error, Result};
-use crate::tensor::{Layout, Part, TensorInfo, TensorView};
 
 fn u64s(bytes: &[u8], what: &str, name: &str) -> Result<Vec<u64>> {
     if bytes.len() % 8 != 0 {

@@ -1,5 +1,7 @@
-//! The content tests of formats without a magic of their own, built whatever the Cargo
-//! features: a format built without its feature is still recognised by them.
+//! The content tests of formats without a magic of their own (or sharing one), part of
+//! the formats' identity: built whatever the Cargo features, so a format built without
+//! its feature is still recognised by them. Like the rest of [`crate::format`], this
+//! module imports nothing of the library.
 
 /// safetensors: a u64 LE header length of at least 2, then `{`.
 pub fn safetensors(head: &[u8]) -> bool {

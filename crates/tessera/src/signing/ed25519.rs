@@ -1,5 +1,6 @@
 //! Ed25519 key files, as `tessera keygen` writes them: PEM, typed (see
-//! [`crate::signing::key`], which reads them, the old untyped 64-hex-digit form too).
+//! [`crate::signing::key`], which reads them, the old untyped 64-hex-digit form too),
+//! and the Ed25519 helpers the WTXT signatures and `tessera keygen` use.
 
 use std::path::Path;
 
