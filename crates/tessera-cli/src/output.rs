@@ -236,6 +236,16 @@ impl TensorSource for ProgressSource<'_> {
         }
         Ok(v)
     }
+    fn tensors(&self, names: &[&str]) -> Vec<tessera::Result<tessera::TensorView<'_>>> {
+        let got = self.inner.tensors(names);
+        for v in got.iter().flatten() {
+            self.progress.inc(v.info.dense_nbytes().unwrap_or(0));
+        }
+        got
+    }
+    fn interrupted(&self) -> tessera::Result<()> {
+        self.inner.interrupted()
+    }
     fn chunks(&self) -> &[tessera::ChunkInfo] {
         self.inner.chunks()
     }
