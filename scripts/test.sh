@@ -44,7 +44,7 @@ echo "== cargo test"
 LOG="${CARGO_TARGET_DIR:-$PWD/target}/test-rust.log"
 mkdir -p "$(dirname "$LOG")"
 set +e
-cargo test --workspace --no-fail-fast -- --quiet >"$LOG" 2>&1
+cargo test --workspace --features tessera-cli/test-hooks --no-fail-fast -- --quiet >"$LOG" 2>&1
 rc_rust=$?
 set -e
 awk '

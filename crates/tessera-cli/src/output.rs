@@ -125,7 +125,9 @@ fn open_opened<T>(
     let opened =
         tessera::set::open_path_remote(path, &opts, tessera::set::Load::Map, &remote_options(args))
             .map_err(anyhow::Error::new)?;
-    // Test hook: a pause after the open lets a test change the input underneath.
+    // Test hook (feature `test-hooks`, never in a user's build): a pause after the open
+    // lets a test change the input underneath.
+    #[cfg(feature = "test-hooks")]
     if let Some(ms) = std::env::var("TESSERA_TEST_PAUSE_AFTER_OPEN_MS")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
@@ -233,6 +235,16 @@ impl TensorSource for ProgressSource<'_> {
                 .set_message(format!("{} ({} fetched)", self.what, human_bytes(fetched)));
         }
         Ok(v)
+    }
+    fn tensors(&self, names: &[&str]) -> Vec<tessera::Result<tessera::TensorView<'_>>> {
+        let got = self.inner.tensors(names);
+        for v in got.iter().flatten() {
+            self.progress.inc(v.info.dense_nbytes().unwrap_or(0));
+        }
+        got
+    }
+    fn interrupted(&self) -> tessera::Result<()> {
+        self.inner.interrupted()
     }
     fn chunks(&self) -> &[tessera::ChunkInfo] {
         self.inner.chunks()

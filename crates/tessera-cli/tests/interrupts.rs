@@ -140,6 +140,10 @@ fn sigint_and_sigterm_remove_the_temporary_and_keep_the_old_target() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "needs the test-hooks feature (scripts/test.sh enables it)"
+)]
 fn an_input_truncated_while_read_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let src = big_source(dir.path(), 32);
@@ -353,6 +357,10 @@ fn s3_state(endpoint: &str, bucket: &str, prefix: &str) -> (usize, usize) {
 /// object, the open upload and the staging stayed, and the rerun was refused because
 /// the object existed).
 #[test]
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "needs the test-hooks feature (scripts/test.sh enables it)"
+)]
 fn sigint_during_an_s3_upload_aborts_it_and_removes_what_the_run_wrote() {
     let test = "sigint_during_an_s3_upload_aborts_it_and_removes_what_the_run_wrote";
     let Some((endpoint, bucket)) = s3_server(test) else {

@@ -103,33 +103,6 @@ fn read_options(
         .path(path)
 }
 
-/// A container seen as a plain [`TensorSource`] (no trait upcasting: MSRV 1.80).
-struct AsSource<'c>(&'c dyn Container);
-
-impl TensorSource for AsSource<'_> {
-    fn metadata(&self) -> &Metadata {
-        self.0.metadata()
-    }
-    fn tensor_infos(&self) -> &[TensorInfo] {
-        self.0.tensor_infos()
-    }
-    fn tensor(&self, name: &str) -> tessera::Result<tessera::TensorView<'_>> {
-        self.0.tensor(name)
-    }
-    fn chunks(&self) -> &[ChunkInfo] {
-        self.0.chunks()
-    }
-    fn chunk(&self, name: &str) -> tessera::Result<std::borrow::Cow<'_, [u8]>> {
-        self.0.chunk(name)
-    }
-    fn source_format(&self) -> Option<tessera::Format> {
-        self.0.source_format()
-    }
-    fn metadata_types(&self) -> Option<&Metadata> {
-        self.0.metadata_types()
-    }
-}
-
 /// Opens a file (memory-mapped unless `mmap=False`), detecting the format by content, or
 /// a model set by its index, any of its shards, or its directory (`tessera::open_path`).
 /// With `verify`, every tensor or chunk read checks the digests the file stores for its
@@ -663,11 +636,11 @@ impl File {
                         )));
                     }
                 }
-                let src = AsSource(c);
-                let id = tessera::identity::model_id(&Reframed::without_signature(&src), metadata)?;
+                let src: &dyn TensorSource = c;
+                let id = tessera::identity::model_id(&Reframed::without_signature(src), metadata)?;
                 let text = tessera::signing::SignedManifest::sign_id(&id, &key)?.to_compact_json()?;
                 tessera::convert::convert_file(
-                    &Reframed::with_signature(&src, &text),
+                    &Reframed::with_signature(src, &text),
                     format,
                     &output,
                     tessera::ConvertOptions::default(),
@@ -739,9 +712,8 @@ impl File {
         tessera::formats::check_options(format, &wopts).py()?;
         let (r, raised) = py.detach(|| {
             self.shared.with(|c| {
-                let src = AsSource(c);
-                let guarded =
-                    crate::save::Interruptible::new(&src).with_progress(progress.as_ref());
+                let src: &dyn TensorSource = c;
+                let guarded = crate::save::Interruptible::new(src).with_progress(progress.as_ref());
                 let r = crate::save::convert_to_path(&guarded, format, &path, copts, &wopts, split);
                 (r, guarded.take_raised())
             })

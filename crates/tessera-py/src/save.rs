@@ -327,8 +327,25 @@ impl<S: TensorSource + ?Sized> TensorSource for Interruptible<'_, S> {
         self.advance(tessera::verify::progress_bytes(&v.info))?;
         Ok(v)
     }
+    fn tensors(&self, names: &[&str]) -> Vec<tessera::Result<tessera::TensorView<'_>>> {
+        if self.check().is_err() {
+            return names
+                .iter()
+                .map(|_| Err(Error::invalid_input("interrupted")))
+                .collect();
+        }
+        let got = self.inner.tensors(names);
+        got.into_iter()
+            .map(|r| {
+                let v = r?;
+                self.advance(tessera::verify::progress_bytes(&v.info))?;
+                Ok(v)
+            })
+            .collect()
+    }
     fn interrupted(&self) -> tessera::Result<()> {
-        self.check()
+        self.check()?;
+        self.inner.interrupted()
     }
     fn chunks(&self) -> &[tessera::ChunkInfo] {
         self.inner.chunks()

@@ -179,6 +179,12 @@ impl TensorSource for Labeled<'_> {
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         self.inner.tensor(name).map_err(|e| self.label(e))
     }
+    fn tensors(&self, names: &[&str]) -> Vec<Result<TensorView<'_>>> {
+        let got = self.inner.tensors(names);
+        got.into_iter()
+            .map(|r| r.map_err(|e| self.label(e)))
+            .collect()
+    }
     fn interrupted(&self) -> Result<()> {
         self.inner.interrupted()
     }
@@ -231,5 +237,17 @@ mod tests {
             assert!(!text.contains(s), "{text}");
         }
         assert!(text.contains("redacted"));
+    }
+
+    #[test]
+    fn labeled_forwards_every_method() {
+        use crate::model::probe::{check_forwards, Probe};
+        let l = Labeled {
+            inner: Box::new(Probe::new()),
+            file: "f".into(),
+            format: Format::Gguf,
+        };
+        check_forwards(&l, &[]);
+        assert_eq!(l.warnings(), ["probe: warning"]);
     }
 }

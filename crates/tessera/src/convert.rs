@@ -351,18 +351,24 @@ impl TensorSource for Prepared<'_> {
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         let i = crate::model::tensor_position(&self.index, name)?;
         let v = self.src.tensor(name).map_err(|e| self.source_error(e))?;
-        let mut v = match self.plans[i] {
-            Plan::AsIs => v,
-            Plan::Densify => crate::tensor::sparse::densify(v)?,
-            Plan::Cast(d) => crate::cast::cast_view(v, d)?,
-            Plan::DensifyCast(d) => crate::cast::cast_view(crate::tensor::sparse::densify(v)?, d)?,
-            #[cfg(feature = "gguf")]
-            Plan::Quant(step) => {
-                crate::formats::gguf::quants::adapt::apply(step, v, &self.infos[i])?
-            }
-        };
-        v.info.storage = Default::default();
-        Ok(v)
+        self.adapt(i, v)
+    }
+    fn tensors(&self, names: &[&str]) -> Vec<Result<TensorView<'_>>> {
+        // The source's own batch read (parallel, remote ranges together), then each
+        // tensor's plan.
+        use rayon::prelude::*;
+        let at: Vec<Result<usize>> = names
+            .iter()
+            .map(|n| crate::model::tensor_position(&self.index, n))
+            .collect();
+        if at.iter().any(|r| r.is_err()) {
+            return names.par_iter().map(|n| self.tensor(n)).collect();
+        }
+        let got = self.src.tensors(names);
+        got.into_par_iter()
+            .zip(at)
+            .map(|(v, i)| self.adapt(i?, v.map_err(|e| self.source_error(e))?))
+            .collect()
     }
     fn chunks(&self) -> &[ChunkInfo] {
         if self.keep_chunks {
@@ -379,6 +385,24 @@ impl TensorSource for Prepared<'_> {
     }
     fn metadata_types(&self) -> Option<&Metadata> {
         self.metadata_types.as_ref()
+    }
+}
+
+impl Prepared<'_> {
+    /// Tensor `i` of the source as the target takes it (its plan applied).
+    fn adapt<'a>(&'a self, i: usize, v: TensorView<'a>) -> Result<TensorView<'a>> {
+        let mut v = match self.plans[i] {
+            Plan::AsIs => v,
+            Plan::Densify => crate::tensor::sparse::densify(v)?,
+            Plan::Cast(d) => crate::cast::cast_view(v, d)?,
+            Plan::DensifyCast(d) => crate::cast::cast_view(crate::tensor::sparse::densify(v)?, d)?,
+            #[cfg(feature = "gguf")]
+            Plan::Quant(step) => {
+                crate::formats::gguf::quants::adapt::apply(step, v, &self.infos[i])?
+            }
+        };
+        v.info.storage = Default::default();
+        Ok(v)
     }
 }
 
@@ -459,4 +483,42 @@ pub fn convert_file(
     notes.append(&mut report.notes);
     report.notes = notes;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prepared_forwards_every_method() {
+        let p = crate::model::probe::Probe::new();
+        let opts = ConvertOptions {
+            drop_metadata: true,
+            ..ConvertOptions::default()
+        };
+        let prepared = prepare(&p, Format::Safetensors, opts).unwrap();
+        // The chunks and metadata types are the target's (safetensors has neither).
+        crate::model::probe::check_forwards(&prepared, &["chunks", "metadata_types"]);
+    }
+
+    #[test]
+    fn write_options_debug_never_shows_keys() {
+        let o = WriteOptions {
+            hmac_key: Some(b"hmac-secret".to_vec()),
+            sign_key: Some([0xA7; 32]),
+            build: Some("b1".into()),
+            ..WriteOptions::default()
+        };
+        let text = format!("{o:?} {o:#?}");
+        // The key's bytes in any of the forms Debug prints them.
+        for s in ["hmac-secret", "104, 109, 97, 99", "167", "0xa7", "a7a7"] {
+            assert!(!text.contains(s), "{s} in {text}");
+        }
+        assert!(text.contains("<redacted>"), "{text}");
+        assert!(
+            text.contains("\"b1\""),
+            "the other fields are still shown: {text}"
+        );
+        assert!(!format!("{:?}", WriteOptions::default()).contains("redacted"));
+    }
 }

@@ -175,6 +175,24 @@ impl DiffReport {
 
 /// Compares `a` with `b` (see the module docs). Fails on a read error of either (a
 /// checked read that finds damaged bytes, say) or a bad tolerance.
+///
+/// ```
+/// use tessera::{diff::DiffOptions, TensorView};
+/// # let dir = tempfile::tempdir()?;
+/// let file = |name: &str, w: &[f32]| -> tessera::Result<tessera::Opened> {
+///     let mut m = tessera::Model::new();
+///     m.push(TensorView::from_slice("w", vec![w.len() as u64], w)?)?;
+///     let path = dir.path().join(name);
+///     tessera::convert::write_file(tessera::Format::Safetensors, &m, &path, &Default::default())?;
+///     tessera::open_file(&path)
+/// };
+/// let (a, b) = (file("a.safetensors", &[1.0, 2.0])?, file("b.safetensors", &[1.0, 2.001])?);
+/// let exact = tessera::diff::diff(a.container(), b.container(), &DiffOptions::new())?;
+/// assert_eq!(exact.changed[0].name, "w");
+/// let close = tessera::diff::diff(a.container(), b.container(), &DiffOptions::new().atol(1e-2))?;
+/// assert!(close.tensors_same() && close.within_tolerance.len() == 1);
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub fn diff(a: &dyn Container, b: &dyn Container, opts: &DiffOptions) -> Result<DiffReport> {
     diff_with_progress(a, b, opts, &mut |_| {})
 }

@@ -66,6 +66,9 @@ struct Inner {
     offset: Option<u64>,
     message: String,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    /// Whether `Display` appends the source (`false` when the message already says
+    /// it: an error made from an `io::Error` keeps it only for `source()`).
+    show_source: bool,
     /// Options that would lift this error (rendered by the front end: `--cast`, `cast=True`).
     hints: Vec<Hint>,
     /// Every refusal of a conversion, when this error is one (see [`crate::refusal`]).
@@ -90,6 +93,7 @@ impl Error {
             offset: None,
             message: message.into(),
             source: None,
+            show_source: true,
             hints: Vec::new(),
             refusals: Vec::new(),
         }))
@@ -166,6 +170,7 @@ impl Error {
     /// Attaches an underlying cause.
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Error {
         self.0.source = Some(Box::new(source));
+        self.0.show_source = true;
         self
     }
 
@@ -225,7 +230,7 @@ impl Error {
             write!(f, "{c}: ")?;
         }
         self.write_message(f, hint)?;
-        if let Some(src) = &i.source {
+        if let (Some(src), true) = (&i.source, i.show_source) {
             write!(f, ": {src}")?;
         }
         Ok(())
@@ -311,6 +316,8 @@ impl From<std::io::Error> for Error {
                 "an input file shrank or became unreadable while it was being read (truncated by another process?)",
             );
             err.0.os_error = Some(libc::EFAULT);
+            err.0.source = Some(Box::new(e));
+            err.0.show_source = false;
             return err;
         }
         let msg = e.to_string();
@@ -322,6 +329,10 @@ impl From<std::io::Error> for Error {
         };
         let mut err = Error::new(kind, msg);
         err.0.os_error = e.raw_os_error();
+        // Kept for `source()` (its `kind()` inspectable by a downcast); the message
+        // already says it, so `Display` does not repeat it.
+        err.0.source = Some(Box::new(e));
+        err.0.show_source = false;
         err
     }
 }
@@ -346,6 +357,30 @@ impl<T> ResultExt<T> for Result<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn io_errors_are_kept_as_the_source() {
+        use std::error::Error as _;
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "no entry");
+        let e = Error::from(io).in_file("m.bin");
+        assert_eq!(e.to_string(), "m.bin: no entry", "Display says it once");
+        let src = e.source().expect("the io::Error is the source");
+        let io = src.downcast_ref::<std::io::Error>().expect("an io::Error");
+        assert_eq!(io.kind(), std::io::ErrorKind::PermissionDenied);
+        assert_eq!(e.kind(), ErrorKind::Io);
+        let eof = Error::from(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+        assert_eq!(eof.kind(), ErrorKind::Malformed);
+        let io = eof
+            .source()
+            .and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            io.map(|e| e.kind()),
+            Some(std::io::ErrorKind::UnexpectedEof)
+        );
+        // A source given explicitly is still shown.
+        let e = Error::malformed("bad").with_source(std::fmt::Error);
+        assert!(e.to_string().starts_with("bad: "), "{e}");
+    }
 
     #[test]
     fn display_puts_context_first() {

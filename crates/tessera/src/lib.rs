@@ -6,16 +6,30 @@
 //! length and offset is checked, decompression is bounded, and `verify` runs every
 //! integrity layer a format has.
 //!
-//! ```no_run
-//! use tessera::{FileData, ReadOptions};
-//! let data = FileData::open("model.zt".as_ref())?;
-//! let file = tessera::open(&data, &ReadOptions::default())?;
+//! ```
+//! use tessera::{ReadOptions, TensorView};
+//! # let dir = tempfile::tempdir()?;
+//! # let path = dir.path().join("model.safetensors");
+//! # let mut m = tessera::Model::new();
+//! # m.push(TensorView::from_slice("w", vec![2], &[1.0f32, 2.0])?)?;
+//! # tessera::convert::write_file(tessera::Format::Safetensors, &m, &path, &Default::default())?;
+//! // A file (format detected by content), a model set (its index, a shard or its
+//! // directory) or a URL; files are mapped read-only.
+//! let opened = tessera::open_path(&path, &ReadOptions::default())?;
+//! let file = opened.container();
 //! for info in file.tensor_infos() {
 //!     let t = file.tensor(&info.name)?; // zero-copy when stored raw
 //!     println!("{} {} {:?} {} bytes", info.name, info.dtype, info.shape, t.nbytes());
 //! }
+//! // Bytes already in memory (or a `FileData` map) open with `tessera::open`.
+//! let bytes = std::fs::read(&path)?;
+//! let file = tessera::open(&bytes[..], &ReadOptions::default())?;
+//! assert_eq!(file.tensor("w")?.to_vec::<f32>()?, [1.0, 2.0]);
 //! # Ok::<(), tessera::Error>(())
 //! ```
+//!
+//! More in `crates/tessera/examples/` (`cargo run -p tessera --example read_typed`,
+//! `convert`, `diff_identity`, `remote`).
 //!
 //! Reads are checked: with [`ReadOptions::verify`] (on by default) `tensor()` and
 //! `chunk()` compare every digest the format stores for those bytes (zTensor
@@ -100,8 +114,18 @@ pub fn open_file(path: impl AsRef<std::path::Path>) -> Result<Opened> {
 /// (cast, densify, drop metadata) only where `opts` allows it. For writer options or
 /// an explicit format, use [`convert::convert_file`].
 ///
-/// ```no_run
-/// tessera::convert_file("model.safetensors", "model.zt", &tessera::ConvertOptions::default())?;
+/// ```
+/// # let dir = tempfile::tempdir()?;
+/// # std::env::set_current_dir(dir.path())?;
+/// # let mut m = tessera::Model::new();
+/// # m.push(tessera::TensorView::from_slice("w", vec![2], &[1.0f64, 2.0])?)?;
+/// # tessera::convert::write_file(tessera::Format::Safetensors, &m, "model.safetensors".as_ref(), &Default::default())?;
+/// let report =
+///     tessera::convert_file("model.safetensors", "model.zt", &tessera::ConvertOptions::default())?;
+/// assert!(report.notes.is_empty()); // nothing lost
+/// // The same tensors in another container: the same content identity.
+/// let id = |p: &str| tessera::identity::model_id(tessera::open_file(p)?.container(), false);
+/// assert_eq!(id("model.safetensors")?, id("model.zt")?);
 /// # Ok::<(), tessera::Error>(())
 /// ```
 pub fn convert_file(

@@ -23,6 +23,10 @@ pub fn tensor_position(index: &HashMap<String, usize>, name: &str) -> Result<usi
 /// Anything tensors can be read from: an opened file, an in-memory [`Model`], or an
 /// adapter (cast, densify) over another source. Writers take a `&dyn TensorSource` and
 /// ask for one tensor at a time, so memory stays near one tensor.
+///
+/// A wrapper over another source forwards every method, those with a default too
+/// (otherwise it answers with the default instead of the inner source's better answer):
+/// the unit tests of each wrapper check it with `model::probe`.
 pub trait TensorSource: Send + Sync {
     /// File-level metadata.
     fn metadata(&self) -> &Metadata;
@@ -99,6 +103,15 @@ macro_rules! forward_to_dependent {
             }
             fn tensor(&self, name: &str) -> $crate::error::Result<$crate::tensor::TensorView<'_>> {
                 self.with_dependent(|_, c| c.tensor(name))
+            }
+            fn tensors(
+                &self,
+                names: &[&str],
+            ) -> Vec<$crate::error::Result<$crate::tensor::TensorView<'_>>> {
+                self.with_dependent(|_, c| c.tensors(names))
+            }
+            fn interrupted(&self) -> $crate::error::Result<()> {
+                self.with_dependent(|_, c| c.interrupted())
             }
             fn chunks(&self) -> &[$crate::tensor::ChunkInfo] {
                 self.with_dependent(|_, c| c.chunks())
@@ -235,6 +248,199 @@ impl TensorSource for Model {
             .position(|c| c.name == name)
             .map(|i| Cow::Borrowed(self.chunk_bytes[i].as_slice()))
             .ok_or_else(|| Error::not_found(format!("no chunk named {name:?}")))
+    }
+}
+
+/// A source whose every defaulted [`TensorSource`] method (and [`Container`]'s) answers
+/// differently from the default, and the check that a wrapper passes those answers on.
+#[cfg(test)]
+pub(crate) mod probe {
+    use super::*;
+    use crate::DType;
+
+    /// The trait's methods that have a default body: what [`check_forwards`] covers.
+    pub const DEFAULTED: &[&str] = &[
+        "tensors",
+        "interrupted",
+        "chunks",
+        "chunk",
+        "source_format",
+        "metadata_types",
+    ];
+
+    /// A source with one tensor `a` (read with `tensor`, an error naming `tensor`) and
+    /// one chunk.
+    pub struct Probe {
+        infos: Vec<TensorInfo>,
+        chunks: Vec<ChunkInfo>,
+        metadata: Metadata,
+        types: Metadata,
+    }
+
+    impl Probe {
+        pub fn new() -> Probe {
+            let mut types = Metadata::new();
+            types.insert("probe", "u32");
+            Probe {
+                infos: vec![TensorInfo::dense("a", DType::F32, vec![1])],
+                chunks: vec![ChunkInfo {
+                    name: "probe-chunk".into(),
+                    kind: "PROB".into(),
+                    len: Some(5),
+                    storage: Default::default(),
+                    holds_tensors: false,
+                    copies: None,
+                }],
+                metadata: Metadata::new(),
+                types,
+            }
+        }
+    }
+
+    impl TensorSource for Probe {
+        fn metadata(&self) -> &Metadata {
+            &self.metadata
+        }
+        fn tensor_infos(&self) -> &[TensorInfo] {
+            &self.infos
+        }
+        fn tensor(&self, _: &str) -> Result<TensorView<'_>> {
+            Err(Error::malformed("probe: tensor"))
+        }
+        fn tensors(&self, names: &[&str]) -> Vec<Result<TensorView<'_>>> {
+            names
+                .iter()
+                .map(|_| Err(Error::malformed("probe: tensors")))
+                .collect()
+        }
+        fn interrupted(&self) -> Result<()> {
+            Err(Error::malformed("probe: interrupted"))
+        }
+        fn chunks(&self) -> &[ChunkInfo] {
+            &self.chunks
+        }
+        fn chunk(&self, _: &str) -> Result<Cow<'_, [u8]>> {
+            Ok(Cow::Borrowed(b"probe"))
+        }
+        fn source_format(&self) -> Option<Format> {
+            Some(Format::Gguf)
+        }
+        fn metadata_types(&self) -> Option<&crate::metadata::Map> {
+            Some(&self.types)
+        }
+    }
+
+    impl Container for Probe {
+        fn format(&self) -> Format {
+            Format::Gguf
+        }
+        fn version(&self) -> String {
+            "probe".into()
+        }
+        fn verify(&self, _: &VerifyOptions) -> VerifyReport {
+            VerifyReport::default()
+        }
+        fn warnings(&self) -> Vec<String> {
+            vec!["probe: warning".into()]
+        }
+        fn lost(&self) -> Vec<crate::refusal::Lost> {
+            Vec::new()
+        }
+    }
+
+    /// Asserts that `w`, wrapping a [`Probe`], gives the probe's answer to every
+    /// defaulted method but those in `replaced` (methods the wrapper answers itself, on
+    /// purpose: say why at the call).
+    pub fn check_forwards(w: &dyn TensorSource, replaced: &[&str]) {
+        let says = |r: Result<()>, what: &str| match r {
+            Err(e) => assert!(e.to_string().contains(what), "{what}: {e}"),
+            Ok(()) => panic!("{what}: Ok"),
+        };
+        for &m in DEFAULTED.iter().filter(|m| !replaced.contains(m)) {
+            match m {
+                "tensors" => {
+                    let got = w.tensors(&["a"]);
+                    assert_eq!(got.len(), 1);
+                    let r = got.into_iter().next().unwrap().map(|_| ());
+                    says(r, "probe: tensors");
+                }
+                "interrupted" => says(w.interrupted(), "probe: interrupted"),
+                "chunks" => assert_eq!(w.chunks().len(), 1, "chunks"),
+                "chunk" => assert_eq!(w.chunk("probe-chunk").unwrap().as_ref(), b"probe"),
+                "source_format" => assert_eq!(w.source_format(), Some(Format::Gguf)),
+                "metadata_types" => {
+                    let t = w.metadata_types().expect("metadata_types");
+                    assert!(t.get("probe").is_some(), "metadata_types");
+                }
+                other => panic!("check_forwards does not cover {other}"),
+            }
+        }
+    }
+
+    /// [`DEFAULTED`] is every method of [`TensorSource`] that has a default body, so
+    /// a method added to the trait later is checked in every wrapper.
+    #[test]
+    fn defaulted_lists_every_default_method() {
+        let src = include_str!("model.rs");
+        let start = src.find("pub trait TensorSource").unwrap();
+        let body = &src[start..start + src[start..].find("\n}\n").unwrap()];
+        let mut found = Vec::new();
+        let mut lines = body.lines().peekable();
+        while let Some(l) = lines.next() {
+            let Some(rest) = l.trim_start().strip_prefix("fn ") else {
+                continue;
+            };
+            let name = &rest[..rest.find(['(', '<']).unwrap()];
+            // The signature may span lines: it ends with `;` (required) or `{` (default).
+            let mut sig = l.to_string();
+            while !sig.trim_end().ends_with(';') && !sig.trim_end().ends_with('{') {
+                sig = lines.next().unwrap().to_string();
+            }
+            if sig.trim_end().ends_with('{') {
+                found.push(name.to_string());
+            }
+        }
+        assert_eq!(found, DEFAULTED, "update DEFAULTED and check_forwards");
+    }
+
+    /// The macro's wrapper (an opened file tied to its bytes) forwards everything.
+    #[test]
+    fn forward_to_dependent_forwards_every_method() {
+        self_cell::self_cell!(
+            struct Cell {
+                owner: Vec<u8>,
+                #[not_covariant]
+                dependent: DynProbe,
+            }
+        );
+        type DynProbe<'a> = Box<dyn Container + 'a>;
+        crate::model::forward_to_dependent!(Cell);
+        let c = Cell::new(Vec::new(), |_| Box::new(Probe::new()));
+        check_forwards(&c, &[]);
+        assert_eq!(c.warnings(), ["probe: warning"]);
+    }
+
+    /// Checks the probe against the defaults, so that the checks above test something.
+    #[test]
+    fn the_probe_differs_from_every_default() {
+        struct Bare(Probe);
+        impl TensorSource for Bare {
+            fn metadata(&self) -> &Metadata {
+                self.0.metadata()
+            }
+            fn tensor_infos(&self) -> &[TensorInfo] {
+                self.0.tensor_infos()
+            }
+            fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
+                self.0.tensor(name)
+            }
+        }
+        check_forwards(&Probe::new(), &[]);
+        for &m in DEFAULTED {
+            let others: Vec<&str> = DEFAULTED.iter().copied().filter(|o| *o != m).collect();
+            let r = std::panic::catch_unwind(|| check_forwards(&Bare(Probe::new()), &others));
+            assert!(r.is_err(), "the default of {m} passes the check");
+        }
     }
 }
 

@@ -41,8 +41,9 @@ pub enum Digest {
 /// [`crate::options`]) and reads those fields; a write refuses an option the target does
 /// not declare. `tessera convert` and Python's `save` set them with
 /// [`WriteOptions::set`]. Timestamps, salts and UUIDs default to "now"/random unless
-/// fixed here, which makes output byte-deterministic.
-#[derive(Debug, Clone, Default)]
+/// fixed here, which makes output byte-deterministic. Its `Debug` never shows the keys
+/// (`hmac_key`, `sign_key`): only whether they are set.
+#[derive(Clone, Default)]
 #[non_exhaustive]
 pub struct WriteOptions {
     /// Compression (zTensor, FOLD, AERO metadata).
@@ -100,6 +101,68 @@ pub struct WriteOptions {
     /// Options only one format has, declared in its module and set by
     /// [`WriteOptions::set`] (read them with [`WriteOptions::extra_int`] and friends).
     pub extra: std::collections::BTreeMap<String, crate::options::OptionValue>,
+}
+
+impl std::fmt::Debug for WriteOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secret = |set: bool| if set { "<redacted>" } else { "none" };
+        // Destructured so that a new field is a compile error here until it is shown
+        // (or, if it is a secret, redacted).
+        let WriteOptions {
+            compression,
+            digests,
+            ecc,
+            hmac_key,
+            sign_key,
+            prev,
+            generation,
+            timestamp,
+            build,
+            host,
+            cuda,
+            audit,
+            rows_per_chunk,
+            streaming,
+            fixed_salt,
+            shard_size,
+            tensor_hashes,
+            control_integrity,
+            page_hashes,
+            uuid,
+            zero_base_id,
+            no_digest,
+            path,
+            no_fsync,
+            extra,
+        } = self;
+        f.debug_struct("WriteOptions")
+            .field("compression", compression)
+            .field("digests", digests)
+            .field("ecc", ecc)
+            .field("hmac_key", &secret(hmac_key.is_some()))
+            .field("sign_key", &secret(sign_key.is_some()))
+            .field("prev", prev)
+            .field("generation", generation)
+            .field("timestamp", timestamp)
+            .field("build", build)
+            .field("host", host)
+            .field("cuda", cuda)
+            .field("audit", audit)
+            .field("rows_per_chunk", rows_per_chunk)
+            .field("streaming", streaming)
+            .field("fixed_salt", fixed_salt)
+            .field("shard_size", shard_size)
+            .field("tensor_hashes", tensor_hashes)
+            .field("control_integrity", control_integrity)
+            .field("page_hashes", page_hashes)
+            .field("uuid", uuid)
+            .field("zero_base_id", zero_base_id)
+            .field("no_digest", no_digest)
+            .field("path", path)
+            .field("no_fsync", no_fsync)
+            .field("extra", extra)
+            .finish()
+    }
 }
 
 crate::setters::setters!(WriteOptions {

@@ -13,7 +13,8 @@
 //! - [`CountingSource`]: wraps another and counts the ranges and bytes read (what tests
 //!   use to show that opening a file touches only its index).
 //!
-//! This is the one module allowed `unsafe` (the mmap call).
+//! `unsafe` here is the mmap call (the other places allowed it are listed in
+//! docs/architecture.md).
 use std::borrow::Cow;
 use std::fs::File;
 use std::ops::{Deref, DerefMut};

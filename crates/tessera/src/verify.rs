@@ -308,8 +308,8 @@ pub fn progress_share(bytes: u64, n: u64, k: u64) -> u64 {
     bytes / n + u64::from(k < bytes % n)
 }
 
-/// What `verify` is given beyond the file.
-#[derive(Debug, Clone, Default)]
+/// What `verify` is given beyond the file. Its `Debug` never shows the HMAC key.
+#[derive(Clone, Default)]
 #[non_exhaustive]
 pub struct VerifyOptions {
     /// HMAC key (WTXT `hmac=`).
@@ -329,6 +329,34 @@ pub struct VerifyOptions {
     /// count the tensors they skip as done. Chunks that hold no tensors count nothing.
     /// Called from several threads at once where a format verifies in parallel.
     pub progress: Option<ProgressHook>,
+}
+
+impl fmt::Debug for VerifyOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let VerifyOptions {
+            hmac_key,
+            public_key,
+            control_only,
+            tensors,
+            path,
+            progress,
+        } = self;
+        f.debug_struct("VerifyOptions")
+            .field(
+                "hmac_key",
+                &if hmac_key.is_some() {
+                    "<redacted>"
+                } else {
+                    "none"
+                },
+            )
+            .field("public_key", public_key)
+            .field("control_only", control_only)
+            .field("tensors", tensors)
+            .field("path", path)
+            .field("progress", progress)
+            .finish()
+    }
 }
 
 crate::setters::setters!(VerifyOptions {
@@ -372,6 +400,20 @@ impl VerifyOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn verify_options_debug_never_shows_the_hmac_key() {
+        let o = VerifyOptions {
+            hmac_key: Some(b"hmac-secret".to_vec()),
+            ..VerifyOptions::default()
+        };
+        let text = format!("{o:?}");
+        assert!(
+            !text.contains("hmac-secret") && !text.contains("104, 109"),
+            "{text}"
+        );
+        assert!(text.contains("<redacted>"), "{text}");
+    }
 
     #[test]
     fn layers_are_counted_and_structure_is_not_a_digest() {

@@ -19,7 +19,8 @@ static PEAK: AtomicUsize = AtomicUsize::new(0);
 #[allow(unsafe_code)]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: AllocLayout) -> *mut u8 {
-        let p = System.alloc(l);
+        // SAFETY: the caller's `alloc` contract, passed on unchanged.
+        let p = unsafe { System.alloc(l) };
         if !p.is_null() {
             let now = CURRENT.fetch_add(l.size(), Ordering::SeqCst) + l.size();
             PEAK.fetch_max(now, Ordering::SeqCst);
@@ -27,7 +28,8 @@ unsafe impl GlobalAlloc for Counting {
         p
     }
     unsafe fn dealloc(&self, p: *mut u8, l: AllocLayout) {
-        System.dealloc(p, l);
+        // SAFETY: `p` came from `alloc` above with layout `l` (the caller's contract).
+        unsafe { System.dealloc(p, l) };
         CURRENT.fetch_sub(l.size(), Ordering::SeqCst);
     }
 }

@@ -152,7 +152,11 @@ fn check_values(file: &dyn Container, only: &[String], report: &mut VerifyReport
                 );
             }
             Ok(Err(why)) => report.push(subject, "values", Status::NotChecked, Some(why)),
-            Err(e) => report.failed(subject, "values", format!("cannot be read: {e:#}")),
+            Err(e) => report.failed(
+                subject,
+                "values",
+                format!("cannot be read: {}", crate::render_error(&e)),
+            ),
         }
         bar.inc(tessera::verify::progress_bytes(info));
     }

@@ -82,6 +82,8 @@ static COMPLETED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsiz
 /// Test hook: `TESSERA_TEST_PAUSE_MID_UPLOAD_MS=N` pauses N ms (or until an interrupt)
 /// once the first part of the second file this process uploads is in, so that a test
 /// can signal while one object of a set is complete and a multipart upload is open.
+/// Only with feature `test-hooks` (never in a user's build).
+#[cfg(feature = "test-hooks")]
 fn pause_mid_upload() -> Option<std::time::Duration> {
     static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let ms: u64 = std::env::var("TESSERA_TEST_PAUSE_MID_UPLOAD_MS")
@@ -91,6 +93,11 @@ fn pause_mid_upload() -> Option<std::time::Duration> {
     (COMPLETED.load(std::sync::atomic::Ordering::Relaxed) == 1
         && !DONE.swap(true, std::sync::atomic::Ordering::Relaxed))
     .then(|| std::time::Duration::from_millis(ms))
+}
+
+#[cfg(not(feature = "test-hooks"))]
+fn pause_mid_upload() -> Option<std::time::Duration> {
+    None
 }
 
 /// [`upload_file`]'s work: `Ok(Err(Stopped))` when an interrupt stopped it.

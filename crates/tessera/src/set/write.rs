@@ -124,6 +124,21 @@ impl TensorSource for ShardSource<'_> {
         }
         self.src.tensor(name)
     }
+    fn tensors(&self, names: &[&str]) -> Vec<Result<TensorView<'_>>> {
+        if !names
+            .iter()
+            .all(|n| self.infos.iter().any(|t| t.name == *n))
+        {
+            // Each name outside the shard gets its own error, in its place.
+            return names.iter().map(|n| self.tensor(n)).collect();
+        }
+        self.src.tensors(names)
+    }
+    fn interrupted(&self) -> Result<()> {
+        self.src.interrupted()
+    }
+    // `chunks`/`chunk`: the default (none) on purpose: a shard holds tensors only (a
+    // source with opaque chunks is refused, see the module docs).
     fn source_format(&self) -> Option<Format> {
         self.src.source_format()
     }
@@ -527,6 +542,25 @@ fn gguf_keys(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shard_source_forwards_every_method() {
+        let p = crate::model::probe::Probe::new();
+        let shard = ShardSource {
+            src: &p,
+            infos: p.tensor_infos().to_vec(),
+            metadata: Metadata::new(),
+            types: None,
+        };
+        // Its own metadata types, and no chunks (a shard holds tensors only).
+        let replaced = ["chunks", "chunk", "metadata_types"];
+        crate::model::probe::check_forwards(&shard, &replaced);
+        // A name outside the shard is refused in its place, not read from the source.
+        let got = shard.tensors(&["a", "b"]);
+        assert!(got[1]
+            .as_ref()
+            .is_err_and(|e| !e.to_string().contains("probe")));
+    }
 
     #[test]
     fn plans() {

@@ -61,6 +61,9 @@ impl TensorSource for Reframed<'_> {
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         self.inner.tensor(name)
     }
+    fn tensors(&self, names: &[&str]) -> Vec<Result<TensorView<'_>>> {
+        self.inner.tensors(names)
+    }
     fn interrupted(&self) -> Result<()> {
         self.inner.interrupted()
     }
@@ -146,6 +149,12 @@ pub fn check_format(format: Format) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reframed_forwards_every_method() {
+        let p = crate::model::probe::Probe::new();
+        crate::model::probe::check_forwards(&Reframed::without_signature(&p), &[]);
+    }
     use crate::signing::key::SecretKey;
     use crate::{DType, Model};
 

@@ -533,6 +533,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn secret_key_debug_never_shows_the_key() {
+        let text = format!("{:?}", SecretKey::Ed25519([0xA7; 32]));
+        assert!(
+            !text.contains("167") && !text.to_lowercase().contains("a7"),
+            "{text}"
+        );
+        let p256 = SecretKey::generate(ECDSA_P256).unwrap();
+        assert_eq!(format!("{p256:?}"), "SecretKey(ecdsa-p256)");
+    }
+
+    #[test]
     fn p256_pairs_round_trip_through_pem_files() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("k");
