@@ -951,6 +951,99 @@ fn a_directory_url_with_nothing_or_two_candidates_is_the_local_error() {
     }
 }
 
+/// What an open gave, to compare a local open with a remote one: a set (its kind's
+/// index name and shard names) or one file (its format).
+fn shape_of(o: &tessera::Opened) -> String {
+    match o.as_set() {
+        Some(s) => {
+            let shards: Vec<&str> = s.shards().iter().map(|s| s.name.as_str()).collect();
+            format!("set {} [{}]", s.kind().index_name(), shards.join(", "))
+        }
+        None => format!("file {}", o.container().format().name()),
+    }
+}
+
+/// The one rule (`set/opener.rs` over `set/place.rs`) classifies every way into a
+/// layout alike from a local directory, an S3 prefix and an HTTP directory: each file
+/// of the set by its name (index, any shard), a JSON index under another name, the
+/// directory, and `shard_only`. A JSON index not named `*.index.json` opened only
+/// locally before the rule was shared (the remote copy had no JSON sniffing).
+#[test]
+fn every_way_into_a_layout_opens_alike_locally_on_s3_and_over_http() {
+    let Some(srv) = servers("every_way_into_a_layout_opens_alike_locally_on_s3_and_over_http")
+    else {
+        return;
+    };
+    let opts = ReadOptions::default();
+    let shard_only = ReadOptions::default().shard_only(true);
+    for (set, prefix) in [
+        ("hf", "alike-hf"),
+        ("pt", "alike-pt"),
+        ("gguf", "alike-gguf"),
+    ] {
+        let mut files = set_files(set);
+        // The index again under a name no rule knows: found by its bytes (`{`).
+        if let Some((_, index)) = files.iter().find(|(n, _)| n.ends_with(".index.json")) {
+            files.push(("weights.json".to_string(), index.clone()));
+        }
+        let local = stage_files(&srv, prefix, &files);
+        let mut ways: Vec<(String, &ReadOptions)> =
+            files.iter().map(|(n, _)| (n.clone(), &opts)).collect();
+        ways.extend(files.iter().map(|(n, _)| (n.clone(), &shard_only)));
+        ways.push((String::new(), &opts));
+        for (name, o) in ways {
+            let want = tessera::open_path(local.path().join(&name), o);
+            for url in [
+                format!("s3://{}/{prefix}/{name}", srv.bucket),
+                format!("{}/{prefix}/{name}", srv.http_url),
+            ] {
+                // An HTTP directory of GGUF splits has no well-known name to find.
+                if name.is_empty() && set == "gguf" && url.starts_with("http") {
+                    continue;
+                }
+                let what = format!("{url} (shard_only {})", o.shard_only);
+                let got = open_location(&url, o, &srv.remote());
+                match (&want, &got) {
+                    (Ok(w), Ok(g)) => {
+                        assert_eq!(shape_of(w), shape_of(g), "{what}");
+                        same(w.container(), g.container(), &what);
+                    }
+                    (Err(w), Err(g)) => assert_eq!(w.kind(), g.kind(), "{what}: {w} / {g}"),
+                    (w, g) => panic!(
+                        "{what}: locally {:?}, remotely {:?}",
+                        w.as_ref().map(shape_of).map_err(|e| e.to_string()),
+                        g.as_ref().map(shape_of).map_err(|e| e.to_string())
+                    ),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_missing_bucket_is_named_as_missing() {
+    let Some(srv) = servers("a_missing_bucket_is_named_as_missing") else {
+        return;
+    };
+    let url = "s3://tessera-no-such-bucket/model.safetensors";
+    let e = open_location(url, &ReadOptions::default(), &srv.remote())
+        .err()
+        .expect("an object in a missing bucket opened");
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("the bucket \"tessera-no-such-bucket\" does not exist"),
+        "{msg}"
+    );
+    // A missing object in a bucket that exists says so, not that the bucket is gone.
+    let url = format!("s3://{}/no-such-object.safetensors", srv.bucket);
+    let e = open_location(&url, &ReadOptions::default(), &srv.remote())
+        .err()
+        .expect("a missing object opened");
+    assert!(!e.to_string().contains("bucket"), "{e}");
+    assert!(e.to_string().contains("no such object"), "{e}");
+}
+
 /// Six tensors written as three FOLD shards with a Tessera index (our writer: the
 /// test compares the remote read with a local read of the same files).
 fn tessera_set_files() -> Vec<(String, Vec<u8>)> {

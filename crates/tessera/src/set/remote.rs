@@ -209,7 +209,8 @@ impl Place for Remote {
         let Ok(src) = RemoteSource::open(&self.loc, &self.remote) else {
             return false;
         };
-        src.read_up_to(0, 64).is_ok_and(|h| first_is_brace(&h))
+        let n = src.len().min(64);
+        src.read_at(0, n).is_ok_and(|h| first_is_brace(&h))
     }
 
     fn open_file(&self, opts: &ReadOptions) -> Result<OpenedFile> {
