@@ -112,7 +112,7 @@ pub fn convert_path(
             dst.display()
         ))
     })?;
-    let opened = open_path(src, &ReadOptions::default())?;
+    let opened = open_path(src.as_ref(), &ReadOptions::default())?;
     convert::convert_file(
         opened.container(),
         format,

@@ -992,7 +992,7 @@ fn every_way_into_a_layout_opens_alike_locally_on_s3_and_over_http() {
         ways.extend(files.iter().map(|(n, _)| (n.clone(), &shard_only)));
         ways.push((String::new(), &opts));
         for (name, o) in ways {
-            let want = tessera::open_path(local.path().join(&name), o);
+            let want = tessera::open_path(&local.path().join(&name), o);
             for url in [
                 format!("s3://{}/{prefix}/{name}", srv.bucket),
                 format!("{}/{prefix}/{name}", srv.http_url),

@@ -1,5 +1,12 @@
-//! The one place a path becomes a container: [`open_path`]. A plain file opens as
-//! today; an index file, any shard of a set, or a directory opens the set.
+//! The one place a path or a URL becomes a container: [`open_path`]. A plain file
+//! opens alone; an index file, any shard of a set, or a directory opens the set.
+//!
+//! The rule below is written once ([`open_at`]) over a [`Place`] (`place.rs`): a local
+//! path, or a remote URL (`remote.rs`, feature `remote`). A place says only what it
+//! can — is this a directory, what is in it, which indexes are beside a file, read an
+//! index, open a file, open a set's shards — so the two cannot classify differently;
+//! what each can do differs (an HTTP server lists nothing, a presigned URL reaches one
+//! object), and `place.rs` tabulates it.
 //!
 //! How a path is read (links are followed throughout: a Hugging Face cache's
 //! `snapshots/<rev>/` holds links into `blobs/`, named by hashes; a file is known by
@@ -17,10 +24,11 @@
 //! - a file named `*.index.json`, or any file whose bytes are JSON (`{`) rather than a
 //!   known format: a Hugging Face index (safetensors or PyTorch `.bin` shards);
 //! - `*-NNNNN-of-NNNNN.gguf` whose `split.count` key is present: the GGUF split set;
-//! - `*-NNNNN-of-NNNNN.safetensors` (`.bin`) named by a `*.safetensors.index.json`
-//!   (`*.bin.index.json`) beside it: that index's set;
-//! - any other `*-NNNNN-of-NNNNN.<ext>` named by a `*.tessera-set.json` beside it: that
-//!   index's set;
+//! - `*-NNNNN-of-NNNNN.safetensors` (`.bin`) named by the one `*.safetensors.index.json`
+//!   (`*.bin.index.json`) beside it that names it: that index's set;
+//! - any other `*-NNNNN-of-NNNNN.<ext>` named by the one `*.tessera-set.json` beside
+//!   it that names it: that index's set (a remote place looks for the conventional
+//!   `<prefix>.<suffix>` only);
 //! - a zTensor v2 root whose manifest has a shard table: the file with its shards
 //!   (`<stem>-<name>.zt` beside it, `zt2_shards.rs`);
 //! - anything else: the file alone.
@@ -29,12 +37,12 @@
 //! set, a zTensor v2 root without its shards); a directory or an index is then an
 //! `InvalidInput` error.
 //!
-//! A location ([`open_location`], and any path that parses as a URL): `file://` is the
-//! path; `s3://…` and `http(s)://…` open the object read by range
-//! ([`crate::remote::RemoteSource`], feature `remote`), or the set an index URL, a
-//! shard's or a GGUF split's URL names, its shards resolved relative to that URL; a
-//! directory URL goes through the directory rule above ([`choose_in_directory`]) over
-//! an S3 listing or the well-known names an HTTP server has (`remote.rs`).
+//! A path that parses as a URL ([`Location::parse`]): `file://` is the path; `s3://…`
+//! and `http(s)://…` are a remote place, each object read by range
+//! ([`crate::remote::RemoteSource`]), reached as [`ReadOptions::remote`] says; its
+//! shards are resolved relative to the URL; a directory URL's names are an S3 listing
+//! or the well-known names an HTTP server has (`remote.rs`). Local files are mapped or
+//! read whole as [`ReadOptions::load`] says.
 
 use std::path::Path;
 
@@ -112,7 +120,7 @@ impl Opened {
 /// the module docs say. Every error names the file it is about. `opts.path` is
 /// ignored: each file's own path is used; `opts.load` says how local files are read,
 /// `opts.remote` how remote ones are reached.
-pub fn open_path(path_or_url: impl AsRef<Path>, opts: &ReadOptions) -> Result<Opened> {
+pub fn open_path<P: AsRef<Path> + ?Sized>(path_or_url: &P, opts: &ReadOptions) -> Result<Opened> {
     let path = path_or_url.as_ref();
     match Location::from_path(path).map_err(|e| e.in_file(path.display().to_string()))? {
         Location::Local(p) => open_at(&Local(p), opts),
