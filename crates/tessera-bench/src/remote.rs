@@ -20,7 +20,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use tessera::remote::{upload_file, RemoteOptions};
-use tessera::set::{open_location, Load};
 use tessera::{Format, ReadOptions};
 
 use crate::common::{interleaved, median, report, synthetic_model, Opts};
@@ -248,7 +247,7 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
         let settle = crate::common::sync;
         // One checked run of each side first: an error must not pass for a fast run.
         curl(plain, &dl, signed)?;
-        open_location(url, &ropts, Load::Map, &remote)?;
+        tessera::open_path(url, &ropts.clone().remote(remote.clone()))?;
 
         // inspect
         let mut fetched = Vec::new();
@@ -258,7 +257,8 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
             settle,
             || {
                 counted(&mut fetched, || {
-                    let f = open_location(url, &ropts, Load::Map, &remote).expect("open");
+                    let f = tessera::open_path(url, &ropts.clone().remote(remote.clone()))
+                        .expect("open");
                     f.container().tensor_infos().len()
                 })
             },
@@ -285,7 +285,8 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
             settle,
             || {
                 counted(&mut fetched, || {
-                    let f = open_location(url, &ropts, Load::Map, &remote).expect("open");
+                    let f = tessera::open_path(url, &ropts.clone().remote(remote.clone()))
+                        .expect("open");
                     f.container().tensor(&mid).expect("tensor").nbytes()
                 })
             },
@@ -317,7 +318,8 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
             settle,
             || {
                 counted(&mut fetched, || {
-                    let f = open_location(url, &ropts, Load::Map, &remote).expect("open");
+                    let f = tessera::open_path(url, &ropts.clone().remote(remote.clone()))
+                        .expect("open");
                     tessera::convert::write_file(
                         Format::Ztensor,
                         f.container(),

@@ -122,9 +122,8 @@ fn open_opened<T>(
         .ok()
         .filter(tessera::Location::is_remote)
         .map(|l| FetchProgress::start(l.display()));
-    let opened =
-        tessera::set::open_path_remote(path, &opts, tessera::set::Load::Map, &remote_options(args))
-            .map_err(anyhow::Error::new)?;
+    let opts = opts.remote(remote_options(args));
+    let opened = tessera::open_path(path, &opts).map_err(anyhow::Error::new)?;
     // Test hook (feature `test-hooks`, never in a user's build): a pause after the open
     // lets a test change the input underneath.
     #[cfg(feature = "test-hooks")]

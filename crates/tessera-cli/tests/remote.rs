@@ -516,8 +516,8 @@ fn convert_writes_a_set_and_a_wtxt_pair_to_s3_and_never_over_old_objects() {
 }
 
 /// The object store's raw errors said as a user reads them: a missing object is "no
-/// such object"; no XML, no library wording. (A missing bucket answers a HEAD with a
-/// bare 404 too, so it reads the same; a GET's NoSuchBucket reply names the bucket.)
+/// such object", a missing bucket "the bucket … does not exist" (its HEAD is a bare 404
+/// too: one listing on the not-found path tells them apart); no XML, no library wording.
 #[test]
 fn a_missing_object_or_bucket_is_said_plainly() {
     let Some(srv) = servers("a_missing_object_or_bucket_is_said_plainly") else {
@@ -530,7 +530,7 @@ fn a_missing_object_or_bucket_is_said_plainly() {
         ),
         (
             "s3://tessera-no-such-bucket/m.safetensors".to_string(),
-            "no such object".to_string(),
+            "the bucket \"tessera-no-such-bucket\" does not exist".to_string(),
         ),
     ] {
         let o = tessera(&[

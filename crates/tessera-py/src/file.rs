@@ -20,7 +20,8 @@ use crate::fill::Reader;
 use crate::owner::{copy_parts, Buffer, PartBytes, Shared};
 use crate::progress::PyProgress;
 use crate::values::{map_to_py, IntoPy};
-use tessera::set::{Load, OpenedFile};
+use tessera::set::OpenedFile;
+use tessera::Load;
 use tessera::Opened;
 
 /// A tensor handed to Python: its description and its parts.
@@ -111,7 +112,9 @@ fn read_options(
 /// With `signature` (a `tessera sign` file's bytes) and `public_key`, the file is held
 /// to that signed manifest (see `crate::signed`).
 /// `shard`: open the file alone, never the model set it is a shard of.
-#[pyo3(signature = (path, *, mmap=true, salvage=false, verify=true, hmac_key=None, age_identities=None, age_passphrase=None, signature=None, public_key=None, shard=false))]
+/// `token`: a bearer token for an `http(s)://` location's own host; `token_host`: send
+/// `TESSERA_HTTP_TOKEN` there (the CLI's `--token`). Neither is ever shown.
+#[pyo3(signature = (path, *, mmap=true, salvage=false, verify=true, hmac_key=None, age_identities=None, age_passphrase=None, signature=None, public_key=None, shard=false, token=None, token_host=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn open_file(
     py: Python<'_>,
@@ -125,6 +128,8 @@ pub fn open_file(
     signature: Option<Vec<u8>>,
     public_key: Option<Vec<u8>>,
     shard: bool,
+    token: Option<String>,
+    token_host: bool,
 ) -> PyResult<File> {
     let opts = read_options(
         salvage,
@@ -134,10 +139,15 @@ pub fn open_file(
         age_passphrase,
         Some(path.clone()),
     )
-    .shard_only(shard);
+    .shard_only(shard)
+    .load(if mmap { Load::Map } else { Load::Read })
+    .remote(
+        tessera::RemoteOptions::default()
+            .token(token_host)
+            .bearer_token(token),
+    );
     py.detach(|| {
-        let load = if mmap { Load::Map } else { Load::Read };
-        let opened = tessera::set::open_path_with(&path, &opts, load)?;
+        let opened = tessera::open_path(&path, &opts)?;
         let mut file = open_data(opened, Some(path.clone()), &opts)?;
         match (signature, public_key) {
             (Some(sig), Some(key)) => {

@@ -193,3 +193,96 @@ def test_save_and_convert_to_s3_upload_what_the_local_write_writes(servers, tmp_
     with pytest.raises(tessera.UnsupportedError) as e:
         tessera.numpy.save_file(want, f"{HTTP_URL}/py-save.safetensors")
     assert "s3://" in str(e.value)
+
+
+def _token_server(path, token):
+    """A ranged HTTP server on 127.0.0.1 serving `path` only to `Authorization: Bearer
+    <token>` (401 otherwise), recording the Authorization headers it saw."""
+    import http.server
+    import threading
+
+    data = open(path, "rb").read()
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _allowed(self):
+            seen.append(self.headers.get("Authorization"))
+            if self.headers.get("Authorization") == f"Bearer {token}":
+                return True
+            self.send_response(401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return False
+
+        def _head(self, status, length):
+            self.send_response(status)
+            self.send_header("Content-Length", str(length))
+            self.send_header("ETag", '"v1"')
+            self.send_header("Last-Modified", "Fri, 27 Nov 2026 00:00:00 GMT")
+            self.send_header("Accept-Ranges", "bytes")
+
+        def do_HEAD(self):
+            if self._allowed():
+                self._head(200, len(data))
+                self.end_headers()
+
+        def do_GET(self):
+            if not self._allowed():
+                return
+            rng = self.headers.get("Range")
+            if rng and rng.startswith("bytes="):
+                a, b = rng[len("bytes="):].split("-")
+                a = int(a)
+                b = min(int(b) if b else len(data) - 1, len(data) - 1)
+                self._head(206, b - a + 1)
+                self.send_header("Content-Range", f"bytes {a}-{b}/{len(data)}")
+                self.end_headers()
+                self.wfile.write(data[a : b + 1])
+            else:
+                self._head(200, len(data))
+                self.end_headers()
+                self.wfile.write(data)
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, seen
+
+
+def test_token_keyword_sends_a_bearer_token_and_never_shows_it(tmp_path, monkeypatch):
+    for var in ("TESSERA_HTTP_TOKEN", "TESSERA_HTTP_TOKEN_HOSTS", "HF_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    want = _tensors()
+    local = tmp_path / "m.safetensors"
+    safetensors.numpy.save_file(want, str(local))
+    secret = "tok-" + uuid.uuid4().hex
+    srv, seen = _token_server(local, secret)
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/m.safetensors"
+        # Without the token, and with a wrong one: refused, the token never in the message.
+        with pytest.raises(tessera.TesseraError) as e:
+            tessera.open(url)
+        assert "401" in str(e.value), str(e.value)
+        with pytest.raises(tessera.TesseraError) as e:
+            tessera.open(url, token="wrong-" + secret)
+        assert secret not in str(e.value) and secret not in repr(e.value)
+        # With it: every way that takes a URL reads.
+        f = tessera.open(url, token=secret)
+        np.testing.assert_array_equal(np.asarray(f["layer.3.weight"]), want["layer.3.weight"])
+        assert secret not in repr(f)
+        got = tessera.numpy.load_file(url, token=secret)
+        np.testing.assert_array_equal(got["layer.1.weight"], want["layer.1.weight"])
+        with tessera.safe_open(url, framework="np", token=secret) as s:
+            np.testing.assert_array_equal(s.get_tensor("layer.5.weight"), want["layer.5.weight"])
+        assert f"Bearer {secret}" in seen
+        # token=True sends TESSERA_HTTP_TOKEN to this host (the CLI's --token).
+        monkeypatch.setenv("TESSERA_HTTP_TOKEN", secret)
+        with pytest.raises(tessera.TesseraError):
+            tessera.open(url)
+        assert sorted(tessera.open(url, token=True).keys()) == sorted(want)
+        with pytest.raises(TypeError):
+            tessera.open(url, token=b"bytes")
+    finally:
+        srv.shutdown()

@@ -26,7 +26,7 @@ fn main() -> std::process::ExitCode {
 
 fn run(url: &str, tensor: Option<String>) -> tessera::Result<()> {
     // The same opener as for a local path: a URL parses as a remote location.
-    let opened = tessera::open_path(url.as_ref(), &ReadOptions::default())?;
+    let opened = tessera::open_path(url, &ReadOptions::default())?;
     let file = opened.container();
     println!(
         "{url}: {} {}, {} tensors",

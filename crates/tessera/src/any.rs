@@ -13,6 +13,7 @@ use crate::limits::Limits;
 use crate::metadata::Metadata;
 use crate::model::Container;
 use crate::model::TensorSource;
+use crate::remote::RemoteOptions;
 use crate::source::SourceRef;
 use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
@@ -48,16 +49,33 @@ pub struct ReadOptions {
     /// HMAC key for formats whose arrays carry keyed MACs (WTXT `arr … hmac=`): with a
     /// key, a read also checks the array's HMAC, and refuses an array that carries none.
     pub hmac_key: Option<Vec<u8>>,
-    /// Open a path as the one file it is ([`crate::set::open_path`]): a shard of a set
+    /// Open a path as the one file it is ([`crate::open_path`]): a shard of a set
     /// alone (its own tensors and metadata, no index looked for), a zTensor v2 root
     /// without its shard files; a directory or a set's index is then an error. Off by
     /// default (`--shard-only`, `shard=True`).
     pub shard_only: bool,
+    /// How a local file's bytes are brought in: a read-only memory map (the default)
+    /// or read whole into memory.
+    pub load: Load,
+    /// How a remote location (`s3://`, `http(s)://`) is reached: an endpoint, which
+    /// token goes where ([`crate::open_path`] with a URL).
+    pub remote: RemoteOptions,
     /// How a sibling file (`<path><suffix>`: WTXT's `.wsum`) is read when `path` names
     /// a remote object: fetched beside it (set by the remote opener, `set/remote.rs`).
     /// `None`: read from disk beside `path`.
     #[cfg_attr(not(feature = "wtxt"), allow(dead_code))]
     pub(crate) sibling: Option<Sibling>,
+}
+
+/// How a local file's bytes are brought in ([`ReadOptions::load`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Load {
+    /// A read-only memory map (zero-copy reads).
+    #[default]
+    Map,
+    /// Read whole into memory.
+    Read,
 }
 
 /// Reads the sibling `<path><suffix>` of at most `max` bytes; the error is the message
@@ -75,6 +93,8 @@ impl std::fmt::Debug for ReadOptions {
             .field("verify", &self.verify)
             .field("audit", &self.audit)
             .field("shard_only", &self.shard_only)
+            .field("load", &self.load)
+            .field("remote", &self.remote)
             .field("age_identities", &self.age_identities.len())
             .field("age_passphrase", &secret(self.age_passphrase.is_some()))
             .field("hmac_key", &secret(self.hmac_key.is_some()))
@@ -94,6 +114,8 @@ impl Default for ReadOptions {
             audit: false,
             hmac_key: None,
             shard_only: false,
+            load: Load::Map,
+            remote: RemoteOptions::default(),
             sibling: None,
         }
     }
@@ -118,6 +140,10 @@ crate::setters::setters!(ReadOptions {
     hmac_key: Option<Vec<u8>>,
     /// Sets `shard_only`: open a shard of a set (or a zTensor v2 root) as the one file.
     shard_only: bool,
+    /// Sets `load`: map local files (the default) or read them whole.
+    load: Load,
+    /// Sets `remote`, how remote locations are reached.
+    remote: RemoteOptions,
 });
 
 /// A reader entry point: parse and validate the file `src` holds, return it opened.
@@ -230,10 +256,17 @@ mod tests {
             hmac_key: Some(b"hmac-secret".to_vec()),
             age_passphrase: Some("pass-secret".into()),
             age_identities: vec!["AGE-SECRET-KEY-1SECRET".into()],
+            remote: RemoteOptions::default().bearer_token(Some("bearer-secret".into())),
             ..ReadOptions::default()
         };
         let text = format!("{o:?}");
-        for s in ["hmac-secret", "pass-secret", "SECRET-KEY", "104, 109"] {
+        for s in [
+            "hmac-secret",
+            "pass-secret",
+            "SECRET-KEY",
+            "104, 109",
+            "bearer-secret",
+        ] {
             assert!(!text.contains(s), "{text}");
         }
         assert!(text.contains("redacted"));

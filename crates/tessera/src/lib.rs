@@ -6,6 +6,11 @@
 //! length and offset is checked, decompression is bounded, and `verify` runs every
 //! integrity layer a format has.
 //!
+//! Two ways in: [`open_path`] takes a path or a URL (a file, a model set by its index,
+//! any shard or its directory; `s3://` and `http(s)://` read by range), [`open`] bytes
+//! already in hand; both take [`ReadOptions`] (checks, limits, keys, `load` for mapping
+//! or reading local files, `remote` for endpoints and tokens).
+//!
 //! ```
 //! use tessera::{ReadOptions, TensorView};
 //! # let dir = tempfile::tempdir()?;
@@ -77,7 +82,7 @@ pub mod values;
 pub mod verify;
 pub mod write;
 
-pub use any::ReadOptions;
+pub use any::{Load, ReadOptions};
 pub use convert::ConvertOptions;
 pub use dtype::DType;
 pub use element::Element;
@@ -89,30 +94,19 @@ pub use metadata::{Map, Metadata, Value};
 pub use model::{Container, Model, TensorSource};
 pub use options::WriteOptions;
 pub use refusal::{Hint, Refusal};
-pub use remote::Location;
-pub use set::{open_location, open_path, ModelSet, Opened};
+pub use remote::{Location, RemoteOptions};
+pub use set::{open_path, ModelSet, Opened};
 pub use source::FileData;
 pub use tensor::{ChunkInfo, Layout, Part, Storage, TensorInfo, TensorView};
 pub use verify::{
     layer_kind, Check, LayerKind, LayerSummary, ProgressHook, Status, VerifyOptions, VerifyReport,
 };
 
-/// Opens a file, a model set or a URL (see [`open_path`]) with the default
-/// [`ReadOptions`]: checked reads, files mapped read-only.
-///
-/// ```no_run
-/// let file = tessera::open_file("model.safetensors")?;
-/// let w = file.container().tensor("w")?.to_vec::<f32>()?;
-/// # Ok::<(), tessera::Error>(())
-/// ```
-pub fn open_file(path: impl AsRef<std::path::Path>) -> Result<Opened> {
-    open_path(path.as_ref(), &ReadOptions::default())
-}
-
-/// Converts the file at `src` (any readable format, detected by content) into the
-/// format `dst`'s extension names, atomically, with default writer options; a loss
-/// (cast, densify, drop metadata) only where `opts` allows it. For writer options or
-/// an explicit format, use [`convert::convert_file`].
+/// Converts the file, model set or URL at `src` (any readable format, detected by
+/// content; opened as [`open_path`] opens it) into the format `dst`'s extension names,
+/// atomically, with default writer options; a loss (cast, densify, drop metadata) only
+/// where `opts` allows it. For writer options or an explicit format, open the source
+/// and use [`convert::convert_file`].
 ///
 /// ```
 /// # let dir = tempfile::tempdir()?;
@@ -121,14 +115,14 @@ pub fn open_file(path: impl AsRef<std::path::Path>) -> Result<Opened> {
 /// # m.push(tessera::TensorView::from_slice("w", vec![2], &[1.0f64, 2.0])?)?;
 /// # tessera::convert::write_file(tessera::Format::Safetensors, &m, "model.safetensors".as_ref(), &Default::default())?;
 /// let report =
-///     tessera::convert_file("model.safetensors", "model.zt", &tessera::ConvertOptions::default())?;
+///     tessera::convert_path("model.safetensors", "model.zt", &tessera::ConvertOptions::default())?;
 /// assert!(report.notes.is_empty()); // nothing lost
 /// // The same tensors in another container: the same content identity.
-/// let id = |p: &str| tessera::identity::model_id(tessera::open_file(p)?.container(), false);
+/// let id = |p: &str| tessera::identity::model_id(tessera::open_path(p, &tessera::ReadOptions::default())?.container(), false);
 /// assert_eq!(id("model.safetensors")?, id("model.zt")?);
 /// # Ok::<(), tessera::Error>(())
 /// ```
-pub fn convert_file(
+pub fn convert_path(
     src: impl AsRef<std::path::Path>,
     dst: impl AsRef<std::path::Path>,
     opts: &ConvertOptions,
@@ -140,7 +134,7 @@ pub fn convert_file(
             dst.display()
         ))
     })?;
-    let opened = open_file(src)?;
+    let opened = open_path(src.as_ref(), &ReadOptions::default())?;
     convert::convert_file(
         opened.container(),
         format,

@@ -14,7 +14,6 @@ use std::process::{Child, Command, Stdio};
 
 use tessera::convert::{capabilities, prepare, write_to};
 use tessera::remote::{upload_file, Location, RemoteOptions, RemoteSource};
-use tessera::set::{open_location, Load};
 use tessera::{
     ConvertOptions, DType, ErrorKind, Format, Model, ReadOptions, TensorInfo, TensorSource,
     TensorView, WriteOptions,
@@ -26,6 +25,15 @@ struct Servers {
     http_url: String,
     http_root: PathBuf,
     http_log: PathBuf,
+}
+
+/// Opens a URL with `remote` as the options' remote settings.
+fn open_location(
+    url: &str,
+    opts: &ReadOptions,
+    remote: &RemoteOptions,
+) -> tessera::Result<tessera::Opened> {
+    tessera::open_path(url, &opts.clone().remote(remote.clone()))
 }
 
 fn servers(test: &str) -> Option<Servers> {
@@ -187,8 +195,8 @@ fn every_format_reads_the_same_from_s3_http_and_disk() {
         let want = tessera::open_path(&local, &opts).unwrap();
         let (s3, http) = srv.stage(name, bytes);
         for url in [&s3, &http, &format!("file://{}", local.display())] {
-            let got = open_location(url, &opts, Load::Map, &srv.remote())
-                .unwrap_or_else(|e| panic!("{url}: {e}"));
+            let got =
+                open_location(url, &opts, &srv.remote()).unwrap_or_else(|e| panic!("{url}: {e}"));
             same(want.container(), got.container(), url);
         }
     }
@@ -307,8 +315,8 @@ fn a_set_opens_by_its_index_url_or_any_split_url() {
         ),
     ] {
         let (_, before) = tessera::remote::totals();
-        let got = open_location(&url, &opts, Load::Map, &srv.remote())
-            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        let got =
+            open_location(&url, &opts, &srv.remote()).unwrap_or_else(|e| panic!("{url}: {e}"));
         let set = got.as_set().unwrap_or_else(|| panic!("{url}: not a set"));
         assert_eq!(set.shards().len(), 4, "{url}");
         // Opening read the index and each shard's header: the shards are under 1 KiB
@@ -324,8 +332,8 @@ fn a_set_opens_by_its_index_url_or_any_split_url() {
         format!("s3://{}/set-gguf/tiny-00002-of-00003.gguf", srv.bucket),
         format!("{}/set-gguf/tiny-00002-of-00003.gguf", srv.http_url),
     ] {
-        let got = open_location(&url, &opts, Load::Map, &srv.remote())
-            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        let got =
+            open_location(&url, &opts, &srv.remote()).unwrap_or_else(|e| panic!("{url}: {e}"));
         assert_eq!(got.as_set().map(|s| s.shards().len()), Some(3), "{url}");
         same(want.container(), got.container(), &url);
     }
@@ -369,8 +377,8 @@ fn a_safetensors_shard_url_opens_its_set_when_the_index_is_beside_it() {
         format!("{}/shard-hf/{shard}", srv.http_url),
         format!("{}/shard-hf/{shard}?download=true", srv.http_url),
     ] {
-        let got = open_location(&url, &opts, Load::Map, &srv.remote())
-            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        let got =
+            open_location(&url, &opts, &srv.remote()).unwrap_or_else(|e| panic!("{url}: {e}"));
         let set = got.as_set().unwrap_or_else(|| panic!("{url}: not a set"));
         assert_eq!(set.shards().len(), 4, "{url}");
         assert_eq!(
@@ -389,8 +397,8 @@ fn a_safetensors_shard_url_opens_its_set_when_the_index_is_beside_it() {
         format!("s3://{}/shard-noindex/{shard}", srv.bucket),
         format!("{}/shard-noindex/{shard}", srv.http_url),
     ] {
-        let got = open_location(&url, &opts, Load::Map, &srv.remote())
-            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        let got =
+            open_location(&url, &opts, &srv.remote()).unwrap_or_else(|e| panic!("{url}: {e}"));
         assert!(got.as_set().is_none(), "{url}: opened as a set");
         assert_eq!(got.container().warnings(), want.container().warnings());
         same(want.container(), got.container(), &url);
@@ -402,7 +410,7 @@ fn a_safetensors_shard_url_opens_its_set_when_the_index_is_beside_it() {
         srv.http_url
     );
     let before = srv.http_bytes("shard-hf/model.safetensors.index.json");
-    let got = open_location(&signed, &opts, Load::Map, &srv.remote()).unwrap();
+    let got = open_location(&signed, &opts, &srv.remote()).unwrap();
     assert!(got.as_set().is_none(), "a presigned shard URL opened a set");
     assert_eq!(got.container().tensor_infos().len(), 2, "{signed}");
     assert_eq!(
@@ -415,7 +423,7 @@ fn a_safetensors_shard_url_opens_its_set_when_the_index_is_beside_it() {
         "{}/shard-hf/model.safetensors.index.json?X-Amz-Signature=s3cr3t",
         srv.http_url
     );
-    let e = open_location(&signed, &opts, Load::Map, &srv.remote())
+    let e = open_location(&signed, &opts, &srv.remote())
         .err()
         .expect("a presigned index URL opened");
     assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
@@ -432,7 +440,7 @@ fn a_safetensors_shard_url_opens_its_set_when_the_index_is_beside_it() {
         "{}/shard-gguf/tiny-00002-of-00003.gguf?X-Amz-Signature=s3cr3t",
         srv.http_url
     );
-    let e = open_location(&signed, &opts, Load::Map, &srv.remote())
+    let e = open_location(&signed, &opts, &srv.remote())
         .err()
         .expect("a presigned GGUF split opened");
     assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
@@ -451,14 +459,14 @@ fn a_remote_set_missing_a_shard_names_its_url() {
         format!("{}/set-hf-missing", srv.http_url),
     ] {
         let url = format!("{base}/model.safetensors.index.json");
-        let e = open_location(&url, &ReadOptions::default(), Load::Map, &srv.remote())
+        let e = open_location(&url, &ReadOptions::default(), &srv.remote())
             .err()
             .unwrap_or_else(|| panic!("{url}: a set missing a shard opened"));
         let shard = format!("{base}/model-00002-of-00004.safetensors");
         assert!(e.to_string().contains(&shard), "{url}: {e}");
         // Audited (inspect, verify): opened, the shard reported missing by name.
         let audit = ReadOptions::default().audit(true);
-        let got = open_location(&url, &audit, Load::Map, &srv.remote()).unwrap();
+        let got = open_location(&url, &audit, &srv.remote()).unwrap();
         let report = got.container().verify(&Default::default());
         let failed: Vec<_> = report
             .checks
@@ -508,7 +516,7 @@ fn a_missing_object_names_the_url_and_is_not_found() {
         format!("s3://{}/no-such.safetensors", srv.bucket),
         format!("{}/no-such.safetensors", srv.http_url),
     ] {
-        let e = open_location(&url, &ReadOptions::default(), Load::Map, &srv.remote())
+        let e = open_location(&url, &ReadOptions::default(), &srv.remote())
             .err()
             .unwrap();
         assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
@@ -553,7 +561,7 @@ fn faulty() -> Faulty {
 }
 
 fn read_all_tensors(url: &str) -> tessera::Result<Vec<(String, Vec<u8>)>> {
-    let opened = open_location(url, &ReadOptions::default(), Load::Map, &Default::default())?;
+    let opened = open_location(url, &ReadOptions::default(), &Default::default())?;
     let f = opened.container();
     f.tensor_infos()
         .iter()
@@ -649,13 +657,8 @@ fn a_flipped_byte_in_a_digested_tensor_is_named_by_the_reader() {
         let at = info.storage.offset.unwrap() + 1000;
         std::fs::write(format!("{}.flip", path.display()), at.to_string()).unwrap();
         let url = format!("{}/flip/{name}", srv.url);
-        let opened = open_location(
-            &url,
-            &ReadOptions::default(),
-            Load::Map,
-            &Default::default(),
-        )
-        .unwrap_or_else(|e| panic!("{format}: {e}"));
+        let opened = open_location(&url, &ReadOptions::default(), &Default::default())
+            .unwrap_or_else(|e| panic!("{format}: {e}"));
         let f = opened.container();
         assert!(
             f.tensor("layer4.weight").is_ok(),
@@ -825,7 +828,7 @@ fn a_directory_url_opens_what_the_local_directory_rule_picks() {
         return;
     };
     let opts = ReadOptions::default();
-    let open = |url: &str| open_location(url, &opts, Load::Map, &srv.remote());
+    let open = |url: &str| open_location(url, &opts, &srv.remote());
     // An HF set: S3 lists the prefix (with or without the trailing slash), HTTP finds
     // model.safetensors.index.json among the names it probes.
     let local = stage_files(&srv, "dir-hf", &set_files("hf"));
@@ -889,7 +892,7 @@ fn a_directory_url_with_nothing_or_two_candidates_is_the_local_error() {
         return;
     };
     let opts = ReadOptions::default();
-    let open = |url: &str| open_location(url, &opts, Load::Map, &srv.remote());
+    let open = |url: &str| open_location(url, &opts, &srv.remote());
     // Nothing recognisable.
     let junk = vec![("README.txt".to_string(), b"not a model".to_vec())];
     stage_files(&srv, "dir-junk", &junk);
@@ -946,6 +949,99 @@ fn a_directory_url_with_nothing_or_two_candidates_is_the_local_error() {
         assert_eq!(e.kind(), want.kind(), "{url}: {e}");
         assert_eq!(detail(&e), detail(&want), "{url}");
     }
+}
+
+/// What an open gave, to compare a local open with a remote one: a set (its kind's
+/// index name and shard names) or one file (its format).
+fn shape_of(o: &tessera::Opened) -> String {
+    match o.as_set() {
+        Some(s) => {
+            let shards: Vec<&str> = s.shards().iter().map(|s| s.name.as_str()).collect();
+            format!("set {} [{}]", s.kind().index_name(), shards.join(", "))
+        }
+        None => format!("file {}", o.container().format().name()),
+    }
+}
+
+/// The one rule (`set/opener.rs` over `set/place.rs`) classifies every way into a
+/// layout alike from a local directory, an S3 prefix and an HTTP directory: each file
+/// of the set by its name (index, any shard), a JSON index under another name, the
+/// directory, and `shard_only`. A JSON index not named `*.index.json` opened only
+/// locally before the rule was shared (the remote copy had no JSON sniffing).
+#[test]
+fn every_way_into_a_layout_opens_alike_locally_on_s3_and_over_http() {
+    let Some(srv) = servers("every_way_into_a_layout_opens_alike_locally_on_s3_and_over_http")
+    else {
+        return;
+    };
+    let opts = ReadOptions::default();
+    let shard_only = ReadOptions::default().shard_only(true);
+    for (set, prefix) in [
+        ("hf", "alike-hf"),
+        ("pt", "alike-pt"),
+        ("gguf", "alike-gguf"),
+    ] {
+        let mut files = set_files(set);
+        // The index again under a name no rule knows: found by its bytes (`{`).
+        if let Some((_, index)) = files.iter().find(|(n, _)| n.ends_with(".index.json")) {
+            files.push(("weights.json".to_string(), index.clone()));
+        }
+        let local = stage_files(&srv, prefix, &files);
+        let mut ways: Vec<(String, &ReadOptions)> =
+            files.iter().map(|(n, _)| (n.clone(), &opts)).collect();
+        ways.extend(files.iter().map(|(n, _)| (n.clone(), &shard_only)));
+        ways.push((String::new(), &opts));
+        for (name, o) in ways {
+            let want = tessera::open_path(&local.path().join(&name), o);
+            for url in [
+                format!("s3://{}/{prefix}/{name}", srv.bucket),
+                format!("{}/{prefix}/{name}", srv.http_url),
+            ] {
+                // An HTTP directory of GGUF splits has no well-known name to find.
+                if name.is_empty() && set == "gguf" && url.starts_with("http") {
+                    continue;
+                }
+                let what = format!("{url} (shard_only {})", o.shard_only);
+                let got = open_location(&url, o, &srv.remote());
+                match (&want, &got) {
+                    (Ok(w), Ok(g)) => {
+                        assert_eq!(shape_of(w), shape_of(g), "{what}");
+                        same(w.container(), g.container(), &what);
+                    }
+                    (Err(w), Err(g)) => assert_eq!(w.kind(), g.kind(), "{what}: {w} / {g}"),
+                    (w, g) => panic!(
+                        "{what}: locally {:?}, remotely {:?}",
+                        w.as_ref().map(shape_of).map_err(|e| e.to_string()),
+                        g.as_ref().map(shape_of).map_err(|e| e.to_string())
+                    ),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_missing_bucket_is_named_as_missing() {
+    let Some(srv) = servers("a_missing_bucket_is_named_as_missing") else {
+        return;
+    };
+    let url = "s3://tessera-no-such-bucket/model.safetensors";
+    let e = open_location(url, &ReadOptions::default(), &srv.remote())
+        .err()
+        .expect("an object in a missing bucket opened");
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("the bucket \"tessera-no-such-bucket\" does not exist"),
+        "{msg}"
+    );
+    // A missing object in a bucket that exists says so, not that the bucket is gone.
+    let url = format!("s3://{}/no-such-object.safetensors", srv.bucket);
+    let e = open_location(&url, &ReadOptions::default(), &srv.remote())
+        .err()
+        .expect("a missing object opened");
+    assert!(!e.to_string().contains("bucket"), "{e}");
+    assert!(e.to_string().contains("no such object"), "{e}");
 }
 
 /// Six tensors written as three FOLD shards with a Tessera index (our writer: the
@@ -1009,8 +1105,8 @@ fn a_tessera_index_opens_by_its_url_or_its_directory_and_binds_the_shards() {
         format!("s3://{}/dir-tessera/model-00002-of-00003.fold", srv.bucket),
         format!("{}/dir-tessera/model-00003-of-00003.fold", srv.http_url),
     ] {
-        let got = open_location(&url, &opts, Load::Map, &srv.remote())
-            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        let got =
+            open_location(&url, &opts, &srv.remote()).unwrap_or_else(|e| panic!("{url}: {e}"));
         assert_eq!(got.as_set().map(|s| s.shards().len()), Some(3), "{url}");
         same(want.container(), got.container(), &url);
         let r = got.container().verify(&Default::default());
@@ -1031,8 +1127,7 @@ fn a_tessera_index_opens_by_its_url_or_its_directory_and_binds_the_shards() {
     stage_files(&srv, "dir-tessera-bad", &bad);
     let url = format!("s3://{}/dir-tessera-bad/", srv.bucket);
     let audit = ReadOptions::default().audit(true);
-    let got = open_location(&url, &audit, Load::Map, &srv.remote())
-        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let got = open_location(&url, &audit, &srv.remote()).unwrap_or_else(|e| panic!("{url}: {e}"));
     let r = got.container().verify(&Default::default());
     let failed: Vec<_> = r
         .checks
@@ -1081,8 +1176,8 @@ fn a_ztensor2_root_reads_its_shards_beside_its_url() {
         format!("{}/zt2/model.zt", srv.http_url),
         format!("{}/zt2/model.zt?download=true", srv.http_url),
     ] {
-        let got = open_location(&url, &opts, Load::Map, &srv.remote())
-            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        let got =
+            open_location(&url, &opts, &srv.remote()).unwrap_or_else(|e| panic!("{url}: {e}"));
         assert!(
             got.container().warnings().is_empty(),
             "{url}: {:?}",
@@ -1111,7 +1206,7 @@ fn a_ztensor2_root_reads_its_shards_beside_its_url() {
         format!("{}/zt2-missing", srv.http_url),
     ] {
         let url = format!("{base}/model.zt");
-        let e = open_location(&url, &opts, Load::Map, &srv.remote())
+        let e = open_location(&url, &opts, &srv.remote())
             .err()
             .unwrap_or_else(|| panic!("{url}: opened without a shard"));
         assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
@@ -1126,7 +1221,7 @@ fn a_ztensor2_root_reads_its_shards_beside_its_url() {
     resized[2].1.extend_from_slice(b"extra");
     stage_files(&srv, "zt2-resized", &resized);
     let url = format!("s3://{}/zt2-resized/model.zt", srv.bucket);
-    let e = open_location(&url, &opts, Load::Map, &srv.remote())
+    let e = open_location(&url, &opts, &srv.remote())
         .err()
         .expect("a resized shard opened");
     assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");
@@ -1141,8 +1236,8 @@ fn a_ztensor2_root_reads_its_shards_beside_its_url() {
         format!("s3://{}/zt2-altered/model.zt", srv.bucket),
         format!("{}/zt2-altered/model.zt", srv.http_url),
     ] {
-        let got = open_location(&url, &opts, Load::Map, &srv.remote())
-            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        let got =
+            open_location(&url, &opts, &srv.remote()).unwrap_or_else(|e| panic!("{url}: {e}"));
         let e = got.container().tensor("enc.weight").unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Integrity, "{url}: {e}");
         let msg = e.to_string();
@@ -1155,7 +1250,7 @@ fn a_ztensor2_root_reads_its_shards_beside_its_url() {
     // A presigned root: its signature fits the root only, so it opens alone, as a root
     // without its shards does (listing the tensors, warning of the shard table).
     let url = format!("{}/zt2/model.zt?X-Amz-Signature=abc", srv.http_url);
-    let got = open_location(&url, &opts, Load::Map, &srv.remote()).unwrap();
+    let got = open_location(&url, &opts, &srv.remote()).unwrap();
     assert!(
         got.container()
             .warnings()
@@ -1364,7 +1459,7 @@ fn a_remote_fold_chunk_is_checked_when_first_used() {
         bytes[at as usize] ^= 0x20;
         let name = format!("flip-{label}.fold");
         let (_, http) = srv.stage(&name, &bytes);
-        let opened = open_location(&http, &ReadOptions::default(), Load::Map, &srv.remote())
+        let opened = open_location(&http, &ReadOptions::default(), &srv.remote())
             .unwrap_or_else(|e| panic!("{label}: {e}"));
         let f = opened.container();
         match ecc {
@@ -1469,7 +1564,7 @@ fn read_ahead_skips_header_probes_and_never_fetches_twice() {
         .iter()
         .map(|n| http_log(&srv, &format!("ra-set/{n}"), (0, 0)))
         .collect();
-    let opened = open_location(&url, &ReadOptions::default(), Load::Map, &srv.remote()).unwrap();
+    let opened = open_location(&url, &ReadOptions::default(), &srv.remote()).unwrap();
     let f = opened.container();
     let infos = f.tensor_infos().to_vec();
     assert_eq!(infos.len(), 32);
@@ -1517,13 +1612,13 @@ fn a_remote_wtxt_s_reads_its_wsum_beside_the_url() {
     let (s3, http) = srv.stage("wsum/snap.wtxt", &data);
     srv.stage("wsum/snap.wtxt.wsum", &wsum);
     for url in [&s3, &http] {
-        let opened = open_location(url, &ReadOptions::default(), Load::Map, &srv.remote())
+        let opened = open_location(url, &ReadOptions::default(), &srv.remote())
             .unwrap_or_else(|e| panic!("{url}: {e}"));
         let r = opened.container().verify(&Default::default());
         assert!(r.is_ok(), "{url}: {:?}", r.failures().collect::<Vec<_>>());
     }
     let (_, alone) = srv.stage("wsum/alone.wtxt", &data);
-    let opened = open_location(&alone, &ReadOptions::default(), Load::Map, &srv.remote()).unwrap();
+    let opened = open_location(&alone, &ReadOptions::default(), &srv.remote()).unwrap();
     let r = opened.container().verify(&Default::default());
     assert!(!r.is_ok());
     let all = format!("{:?}", r.failures().collect::<Vec<_>>());

@@ -1,4 +1,4 @@
-//! The crate root's typed helpers: `open_file`, `convert_file`, `TensorView::from_slice`
+//! The crate root's typed helpers: `open_path`, `convert_path`, `TensorView::from_slice`
 //! and `to_vec`, on files written by the peer tools (safetensors' own writer).
 
 use tessera::diff::{diff, DiffOptions};
@@ -13,10 +13,10 @@ const MIXED: &str = concat!(
 fn convert_file_writes_the_format_the_extension_names_and_keeps_every_tensor() {
     let dir = tempfile::tempdir().unwrap();
     let dst = dir.path().join("out.safetensors");
-    tessera::convert_file(MIXED, &dst, &ConvertOptions::default()).unwrap();
+    tessera::convert_path(MIXED, &dst, &ConvertOptions::default()).unwrap();
     let (a, b) = (
-        tessera::open_file(MIXED).unwrap(),
-        tessera::open_file(&dst).unwrap(),
+        tessera::open_path(MIXED, &Default::default()).unwrap(),
+        tessera::open_path(&dst, &Default::default()).unwrap(),
     );
     let r = diff(a.container(), b.container(), &DiffOptions::new()).unwrap();
     assert!(r.same(), "{r:?}");
@@ -28,7 +28,7 @@ fn convert_file_refuses_a_loss_the_options_do_not_allow() {
     // mixed.safetensors holds a c64 tensor "cplx", which zTensor v1 cannot store.
     let dir = tempfile::tempdir().unwrap();
     let dst = dir.path().join("out.zt");
-    let e = tessera::convert_file(MIXED, &dst, &ConvertOptions::default()).unwrap_err();
+    let e = tessera::convert_path(MIXED, &dst, &ConvertOptions::default()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
     assert!(e.to_string().contains("cplx"), "{e}");
     assert!(!dst.exists());
@@ -38,14 +38,14 @@ fn convert_file_refuses_a_loss_the_options_do_not_allow() {
 fn convert_file_refuses_an_extension_no_format_has() {
     let dir = tempfile::tempdir().unwrap();
     let dst = dir.path().join("out.nope");
-    let e = tessera::convert_file(MIXED, &dst, &ConvertOptions::default()).unwrap_err();
+    let e = tessera::convert_path(MIXED, &dst, &ConvertOptions::default()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     assert!(!dst.exists());
 }
 
 #[test]
 fn to_vec_reads_a_peer_written_tensor_as_its_type() {
-    let f = tessera::open_file(MIXED).unwrap();
+    let f = tessera::open_path(MIXED, &Default::default()).unwrap();
     let c = f.container();
     let info = c
         .tensor_infos()
@@ -68,7 +68,7 @@ fn to_vec_reads_a_peer_written_tensor_as_its_type() {
 #[test]
 fn to_vec_gives_the_values_gen_py_wrote() {
     // gen.py: "u16": [65535, 1], "i64": [-(2**62), 5], "u64": [2**63 + 11].
-    let f = tessera::open_file(MIXED).unwrap();
+    let f = tessera::open_path(MIXED, &Default::default()).unwrap();
     let c = f.container();
     assert_eq!(
         c.tensor("u16").unwrap().to_vec::<u16>().unwrap(),

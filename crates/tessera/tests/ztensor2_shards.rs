@@ -72,10 +72,9 @@ fn a_sharded_model_opens_by_path_as_one_model() {
         ]
     );
     // The same with the files read into memory instead of mapped.
-    let read = tessera::set::open_path_with(
+    let read = tessera::open_path(
         Path::new(&format!("{DIR}model.zt")),
-        &ReadOptions::default(),
-        tessera::set::Load::Read,
+        &ReadOptions::default().load(tessera::Load::Read),
     )
     .unwrap();
     check_all(read.container(), &want);

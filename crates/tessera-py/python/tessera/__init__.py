@@ -521,6 +521,7 @@ def open(
     signature: Optional[Union[str, bytes, PathLike]] = None,
     public_key: Optional[Union[bytes, PathLike]] = None,
     shard: bool = False,
+    token: Union[str, bool, None] = None,
 ) -> File:
     """Opens a tensor container of any supported format, detected by content (never by
     extension). The file is memory-mapped unless ``mmap=False``.
@@ -551,7 +552,14 @@ def open(
 
     A model set opens whole from its directory, its index or any shard;
     ``shard=True`` opens the file named alone (one shard's own tensors and metadata;
-    a directory or an index is then refused)."""
+    a directory or an index is then refused).
+
+    ``token``, for an ``http(s)://`` location: a string is a bearer token sent to that
+    URL's host only (in place of ``TESSERA_HTTP_TOKEN`` or ``HF_TOKEN``); ``True`` sends
+    ``TESSERA_HTTP_TOKEN`` to that host (the CLI's ``--token``). It is never shown in a
+    message or a ``repr``."""
+    if token is not None and not isinstance(token, (str, bool)):
+        raise TypeError(f"token must be a str or a bool, not {type(token).__name__}")
     native = _tessera.open_file(
         _os.fspath(path),
         mmap=mmap,
@@ -563,6 +571,8 @@ def open(
         signature=None if signature is None else _signature_bytes(signature),
         public_key=None if public_key is None else _key_bytes(public_key, "public key"),
         shard=shard,
+        token=token if isinstance(token, str) else None,
+        token_host=token is True,
     )
     return File(native, framework, device, dequantize)
 
@@ -899,6 +909,7 @@ class safe_open:
         dequantize: Optional[str] = None,
         backend: Optional[str] = None,
         shard: bool = False,
+        token: Union[str, bool, None] = None,
     ) -> None:
         # safetensors' backend= picks its I/O path ("mmap" or "pread"); tessera maps the
         # file and makes its copies with positional reads (File.positional_reads) either way.
@@ -911,10 +922,13 @@ class safe_open:
         self._verify = bool(verify)
         self._dequantize = dequantize
         self._shard = bool(shard)
+        self._token = token
         self._file = self._open(filename, self._verify)
 
     def _open(self, filename: PathLike, check: bool) -> File:
-        return open(filename, self._framework, device=self._device, verify=check, shard=self._shard)
+        return open(
+            filename, self._framework, device=self._device, verify=check, shard=self._shard, token=self._token
+        )
 
     def _dequantized(self, info: Dict[str, Any]) -> Optional[str]:
         """The dtype a packed tensor is decoded to (None: not packed, or not asked)."""

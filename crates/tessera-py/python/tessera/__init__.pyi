@@ -160,6 +160,7 @@ def open(
     signature: Optional[Union[str, bytes, _Path]] = None,
     public_key: Optional[Union[bytes, _Path]] = None,
     shard: bool = False,
+    token: Union[str, bool, None] = None,
 ) -> File: ...
 def convert(
     src: _Path, dst: _Path, format: Optional[str] = None, *, verify: bool = True, **options: Any
@@ -203,6 +204,7 @@ class safe_open:
         dequantize: Optional[_Dequantize] = None,
         backend: Optional[str] = None,
         shard: bool = False,
+        token: Union[str, bool, None] = None,
     ) -> None: ...
     def keys(self) -> List[str]: ...
     def offset_keys(self) -> List[str]: ...

@@ -83,6 +83,8 @@ def open_file(
     signature: Optional[bytes] = None,
     public_key: Optional[bytes] = None,
     shard: bool = False,
+    token: Optional[str] = None,
+    token_host: bool = False,
 ) -> File: ...
 def open_bytes(
     data: bytes,

@@ -87,6 +87,7 @@ def load_file(
     dequantize: Optional[str] = None,
     progress: Any = False,
     shard: bool = False,
+    token: Union[str, bool, None] = None,
 ) -> Dict[str, np.ndarray]:
     """Loads every tensor of a file of any supported format into writable arrays the
     caller owns (as ``safetensors.numpy.load_file``). ``copy=False``: zero-copy,
@@ -104,8 +105,9 @@ def load_file(
     ``ndarray``). ``progress=True`` shows a bar on stderr (tqdm's
     when installed, on a terminal), a callable gets ``(done_bytes, total_bytes)`` in the
     tensors' dense bytes: the tensors are then read in batches of about 64 MiB, one call
-    each. ``shard=True``: the file named alone, not the model set it is a shard of."""
-    f = _open(filename, verify=bool(verify), dequantize=dequantize, shard=shard)
+    each. ``shard=True``: the file named alone, not the model set it is a shard of.
+    ``token``: for an ``http(s)://`` location, as in :func:`tessera.open`."""
+    f = _open(filename, verify=bool(verify), dequantize=dequantize, shard=shard, token=token)
     _refuse_unasked(f, dequantize)
     bar = _progress.reporter(progress, "loading")
     if bar is None:

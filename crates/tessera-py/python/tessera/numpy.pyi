@@ -30,4 +30,5 @@ def load_file(
     dequantize: Optional[str] = None,
     progress: Any = False,
     shard: bool = False,
+    token: Union[str, bool, None] = None,
 ) -> Dict[str, np.ndarray]: ...

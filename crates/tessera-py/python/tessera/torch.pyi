@@ -28,6 +28,7 @@ def load_file(
     verify: bool = True,
     dequantize: Optional[str] = None,
     shard: bool = False,
+    token: Union[str, bool, None] = None,
 ) -> Dict[str, Any]: ...
 def save_model(
     model: Any,

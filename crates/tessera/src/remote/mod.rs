@@ -89,9 +89,9 @@ pub use source::RemoteSource;
 #[cfg(feature = "remote")]
 pub use upload::{delete, upload_file, upload_files, write_staged};
 
-/// How remote objects are reached (credentials are never here: they come from the
-/// environment).
-#[derive(Clone, Debug, Default)]
+/// How remote objects are reached (S3 credentials are never here: they come from the
+/// environment). Its `Debug` output never shows the bearer token.
+#[derive(Clone, Default)]
 #[non_exhaustive]
 pub struct RemoteOptions {
     /// An S3 endpoint (`http://127.0.0.1:9000`, MinIO, R2, …) instead of AWS's; when
@@ -101,6 +101,24 @@ pub struct RemoteOptions {
     /// CLI's `--token`); without it the token goes only to the hosts
     /// `TESSERA_HTTP_TOKEN_HOSTS` names. `HF_TOKEN` goes to Hugging Face over HTTPS only.
     pub token: bool,
+    /// A bearer token, given as it is (Python's `token="…"`), sent to the location's own
+    /// host over HTTP(S) in place of any from the environment; never sent elsewhere,
+    /// never shown.
+    pub bearer_token: Option<String>,
+}
+
+impl std::fmt::Debug for RemoteOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let bearer = match self.bearer_token {
+            Some(_) => "<redacted>",
+            None => "none",
+        };
+        f.debug_struct("RemoteOptions")
+            .field("endpoint", &self.endpoint)
+            .field("token", &self.token)
+            .field("bearer_token", &bearer)
+            .finish()
+    }
 }
 
 crate::setters::setters!(RemoteOptions {
@@ -108,6 +126,8 @@ crate::setters::setters!(RemoteOptions {
     endpoint: Option<String>,
     /// Sets `token`: `TESSERA_HTTP_TOKEN` to the location's own host.
     token: bool,
+    /// Sets `bearer_token`, a token sent to the location's own host.
+    bearer_token: Option<String>,
 });
 
 /// Requests sent and body bytes received by every remote source of this process so far

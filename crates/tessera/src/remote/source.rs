@@ -131,9 +131,13 @@ impl RemoteSource {
         let target = target(loc, opts)?;
         let (meta, first) = match loc.is_presigned() {
             false => {
-                let meta = runtime()?
-                    .block_on(target.store.head(&target.path))
-                    .map_err(|e| store_error(&target.url, e))?;
+                let meta = match runtime()?.block_on(target.store.head(&target.path)) {
+                    Ok(meta) => meta,
+                    Err(e @ object_store::Error::NotFound { .. }) => {
+                        return Err(not_found(&target, loc, e))
+                    }
+                    Err(e) => return Err(store_error(&target.url, e)),
+                };
                 (meta, bytes::Bytes::new())
             }
             true => runtime()?
@@ -608,8 +612,8 @@ pub(crate) fn store_error(url: &str, e: object_store::Error) -> Error {
     // stays for anything else.
     let said = match &e {
         E::NotFound { .. } if raw.contains("NoSuchBucket") => match bucket_of(url) {
-            Some(b) => format!("no such bucket {b:?} (HTTP 404 NoSuchBucket)"),
-            None => "no such bucket (HTTP 404 NoSuchBucket)".into(),
+            Some(b) => format!("the bucket {b:?} does not exist (HTTP 404 NoSuchBucket)"),
+            None => "the bucket does not exist (HTTP 404 NoSuchBucket)".into(),
         },
         E::NotFound { .. } => "no such object (HTTP 404 Not Found)".into(),
         E::PermissionDenied { .. } => {
@@ -621,6 +625,27 @@ pub(crate) fn store_error(url: &str, e: object_store::Error) -> Error {
         _ => raw,
     };
     Error::new(kind, said).in_file(url)
+}
+
+/// An object not found (a `HEAD`'s bare 404, which says nothing of why): for an S3
+/// location, one listing of the key's prefix — a request only on this path — tells a
+/// missing bucket (`NoSuchBucket`) from a missing object.
+fn not_found(target: &Target, loc: &Location, e: object_store::Error) -> Error {
+    if let Location::S3 { bucket, .. } = loc {
+        if let Ok(rt) = runtime() {
+            let listed = rt.block_on(target.store.list_with_delimiter(Some(&target.path)));
+            count_request();
+            if let Err(le) = listed {
+                if chain(&le).contains("NoSuchBucket") {
+                    return Error::not_found(format!(
+                        "the bucket {bucket:?} does not exist (HTTP 404 NoSuchBucket)"
+                    ))
+                    .in_file(target.url.clone());
+                }
+            }
+        }
+    }
+    store_error(&target.url, e)
 }
 
 /// The bucket of an `s3://bucket/key` location, as shown.

@@ -127,7 +127,11 @@ pub(crate) fn target(loc: &Location, opts: &RemoteOptions) -> Result<Target> {
         Location::Http(u) => {
             let parsed = split_http(u).ok_or_else(|| setup(&url, "not an http(s) URL"))?;
             let mut options = client_options();
-            if let Some(token) = bearer_token(u, opts.token, &|n| env_nonempty(n)) {
+            // A token given with the options goes to this location's host (the one the
+            // caller named), in place of any from the environment.
+            let given = opts.bearer_token.clone().filter(|t| !t.trim().is_empty());
+            let token = given.or_else(|| bearer_token(u, opts.token, &|n| env_nonempty(n)));
+            if let Some(token) = token {
                 let mut value = object_store::HeaderValue::from_str(&format!("Bearer {token}"))
                     .map_err(|_| {
                         setup(&url, "the bearer token holds characters a header cannot")

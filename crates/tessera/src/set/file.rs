@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::any::ReadOptions;
+use crate::any::{Load, ReadOptions};
 use crate::error::Result;
 use crate::model::Container;
 use crate::source::{ByteSource, FileData};
@@ -58,22 +58,11 @@ self_cell::self_cell!(
     }
 );
 
-/// How a path's bytes are brought in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Load {
-    /// A read-only memory map (zero-copy reads).
-    #[default]
-    Map,
-    /// Read whole into memory.
-    Read,
-}
-
 impl OpenedFile {
     /// Opens the file at `path` as whatever format its bytes say; its errors name the
-    /// file (`opts.path` is set to `path`).
-    pub fn open(path: &Path, opts: &ReadOptions, load: Load) -> Result<OpenedFile> {
-        let data = match load {
+    /// file (`opts.path` is set to `path`); mapped or read whole as `opts.load` says.
+    pub fn open(path: &Path, opts: &ReadOptions) -> Result<OpenedFile> {
+        let data = match opts.load {
             Load::Map => FileData::open(path)?,
             Load::Read => FileData::read(path)?,
         };

@@ -96,12 +96,6 @@ pub fn shard_names(bytes: &[u8]) -> Option<Vec<String>> {
     Some(index.weight_map.0.into_iter().map(|(_, s)| s).collect())
 }
 
-/// Parses the index at `path` into a plan.
-pub(super) fn plan(path: &Path, opts: &ReadOptions) -> Result<Plan> {
-    let bytes = read_index(path, opts).map_err(|e| e.in_file(path.display().to_string()))?;
-    plan_bytes(path, &bytes, opts, &|p| p.exists())
-}
-
 /// Parses index `bytes` read from `path` (a file, or a URL as a path: `set/remote.rs`)
 /// into a plan; `exists` says whether a shard the index does not name is there.
 pub(super) fn plan_bytes(

@@ -79,6 +79,7 @@ mod gguf_split;
 mod hf;
 pub mod names;
 mod opener;
+mod place;
 #[cfg(feature = "remote")]
 mod remote;
 pub mod tessera_index;
@@ -88,7 +89,7 @@ mod zt2_shards;
 /// Built without feature `ztensor`, no file is a zTensor v2 root: files open alone.
 #[cfg(not(feature = "ztensor"))]
 mod zt2_shards {
-    use super::file::{Load, OpenedFile};
+    use super::file::OpenedFile;
     use crate::any::ReadOptions;
     use crate::error::Result;
 
@@ -96,7 +97,6 @@ mod zt2_shards {
         _: &std::path::Path,
         file: OpenedFile,
         _: &ReadOptions,
-        _: Load,
     ) -> Result<OpenedFile> {
         Ok(file)
     }
@@ -107,8 +107,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-pub use file::{Backing, Load, OpenedFile};
-pub use opener::{open_location, open_path, open_path_remote, open_path_with, Opened};
+pub use file::{Backing, OpenedFile};
+pub use opener::{open_path, Opened};
 pub use tessera_index::TesseraSet;
 pub use write::{convert_set, Split};
 #[cfg(feature = "ztensor")]
@@ -237,14 +237,8 @@ struct Plan {
 }
 
 impl ModelSet {
-    /// Opens the shards a plan names and runs the set-level checks.
-    fn build(plan: Plan, opts: &ReadOptions, load: Load) -> Result<ModelSet> {
-        let dir = plan.dir.clone();
-        let open = |name: &str| OpenedFile::open(&dir.join(name), opts, load);
-        ModelSet::build_with(plan, opts, &open)
-    }
-
-    /// [`ModelSet::build`] with `open` opening a shard by its name (`set/remote.rs`).
+    /// Opens the shards a plan names (`open` opens one by its name: a local file or a
+    /// remote object, `place.rs`, `remote.rs`) and runs the set-level checks.
     fn build_with(
         plan: Plan,
         opts: &ReadOptions,

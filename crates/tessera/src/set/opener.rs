@@ -1,5 +1,12 @@
-//! The one place a path becomes a container: [`open_path`]. A plain file opens as
-//! today; an index file, any shard of a set, or a directory opens the set.
+//! The one place a path or a URL becomes a container: [`open_path`]. A plain file
+//! opens alone; an index file, any shard of a set, or a directory opens the set.
+//!
+//! The rule below is written once ([`open_at`]) over a [`Place`] (`place.rs`): a local
+//! path, or a remote URL (`remote.rs`, feature `remote`). A place says only what it
+//! can — is this a directory, what is in it, which indexes are beside a file, read an
+//! index, open a file, open a set's shards — so the two cannot classify differently;
+//! what each can do differs (an HTTP server lists nothing, a presigned URL reaches one
+//! object), and `place.rs` tabulates it.
 //!
 //! How a path is read (links are followed throughout: a Hugging Face cache's
 //! `snapshots/<rev>/` holds links into `blobs/`, named by hashes; a file is known by
@@ -17,10 +24,11 @@
 //! - a file named `*.index.json`, or any file whose bytes are JSON (`{`) rather than a
 //!   known format: a Hugging Face index (safetensors or PyTorch `.bin` shards);
 //! - `*-NNNNN-of-NNNNN.gguf` whose `split.count` key is present: the GGUF split set;
-//! - `*-NNNNN-of-NNNNN.safetensors` (`.bin`) named by a `*.safetensors.index.json`
-//!   (`*.bin.index.json`) beside it: that index's set;
-//! - any other `*-NNNNN-of-NNNNN.<ext>` named by a `*.tessera-set.json` beside it: that
-//!   index's set;
+//! - `*-NNNNN-of-NNNNN.safetensors` (`.bin`) named by the one `*.safetensors.index.json`
+//!   (`*.bin.index.json`) beside it that names it: that index's set;
+//! - any other `*-NNNNN-of-NNNNN.<ext>` named by the one `*.tessera-set.json` beside
+//!   it that names it: that index's set (a remote place looks for the conventional
+//!   `<prefix>.<suffix>` only);
 //! - a zTensor v2 root whose manifest has a shard table: the file with its shards
 //!   (`<stem>-<name>.zt` beside it, `zt2_shards.rs`);
 //! - anything else: the file alone.
@@ -29,23 +37,24 @@
 //! set, a zTensor v2 root without its shards); a directory or an index is then an
 //! `InvalidInput` error.
 //!
-//! A location ([`open_location`], and any path that parses as a URL): `file://` is the
-//! path; `s3://…` and `http(s)://…` open the object read by range
-//! ([`crate::remote::RemoteSource`], feature `remote`), or the set an index URL, a
-//! shard's or a GGUF split's URL names, its shards resolved relative to that URL; a
-//! directory URL goes through the directory rule above ([`choose_in_directory`]) over
-//! an S3 listing or the well-known names an HTTP server has (`remote.rs`).
+//! A path that parses as a URL ([`Location::parse`]): `file://` is the path; `s3://…`
+//! and `http(s)://…` are a remote place, each object read by range
+//! ([`crate::remote::RemoteSource`]), reached as [`ReadOptions::remote`] says; its
+//! shards are resolved relative to the URL; a directory URL's names are an S3 listing
+//! or the well-known names an HTTP server has (`remote.rs`). Local files are mapped or
+//! read whole as [`ReadOptions::load`] says.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::file::{Load, OpenedFile};
+use super::file::OpenedFile;
 use super::names::Numbered;
-use super::{gguf_split, hf, tessera_index, zt2_shards, ModelSet};
+use super::place::{Local, Place};
+use super::{gguf_split, hf, tessera_index, ModelSet};
 use crate::any::ReadOptions;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::Format;
 use crate::model::Container;
-use crate::remote::{Location, RemoteOptions};
+use crate::remote::Location;
 
 /// A path opened: one file or a set. Both are a [`Container`] that owns its bytes.
 pub enum Opened {
@@ -106,289 +115,187 @@ impl Opened {
     }
 }
 
-/// Opens `path` (a file, an index, a shard of a set, or a directory) with memory maps.
-/// Every error names the file it is about. `opts.path` is ignored: each file's own
-/// path is used.
-pub fn open_path(path: &Path, opts: &ReadOptions) -> Result<Opened> {
-    open_path_with(path, opts, Load::Map)
-}
-
-/// [`open_path`], choosing how the files' bytes are brought in. A path that parses as
-/// a URL ([`Location::parse`]) opens as [`open_location`] does.
-pub fn open_path_with(path: &Path, opts: &ReadOptions, load: Load) -> Result<Opened> {
-    open_path_remote(path, opts, load, &RemoteOptions::default())
-}
-
-/// Opens `loc` (a URL or a path, see [`Location::parse`]) as [`open_path`] does, with
-/// `remote` saying how to reach an object store.
-pub fn open_location(
-    loc: &str,
-    opts: &ReadOptions,
-    load: Load,
-    remote: &RemoteOptions,
-) -> Result<Opened> {
-    open_path_remote(Path::new(loc), opts, load, remote)
-}
-
-/// [`open_path_with`] with options for remote locations.
-pub fn open_path_remote(
-    path: &Path,
-    opts: &ReadOptions,
-    load: Load,
-    remote: &RemoteOptions,
-) -> Result<Opened> {
+/// Opens `path_or_url` — a local path, or a URL (`s3://…`, `http(s)://…`, `file://…`,
+/// see [`Location::parse`]) — as a file, an index, a shard of a set, or a directory, as
+/// the module docs say. Every error names the file it is about. `opts.path` is
+/// ignored: each file's own path is used; `opts.load` says how local files are read,
+/// `opts.remote` how remote ones are reached.
+pub fn open_path<P: AsRef<Path> + ?Sized>(path_or_url: &P, opts: &ReadOptions) -> Result<Opened> {
+    let path = path_or_url.as_ref();
     match Location::from_path(path).map_err(|e| e.in_file(path.display().to_string()))? {
-        Location::Local(p) if p.as_path() != path => open_local(&p, opts, load),
-        Location::Local(_) => open_local(path, opts, load),
-        loc => open_remote(&loc, opts, remote),
+        Location::Local(p) => open_at(&Local(p), opts),
+        loc => open_remote(loc, opts),
     }
 }
 
 #[cfg(feature = "remote")]
-fn open_remote(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -> Result<Opened> {
-    super::remote::open(loc, opts, remote)
+fn open_remote(loc: Location, opts: &ReadOptions) -> Result<Opened> {
+    open_at(&super::remote::Remote::new(loc, &opts.remote), opts)
 }
 
 #[cfg(not(feature = "remote"))]
-fn open_remote(loc: &Location, _opts: &ReadOptions, _remote: &RemoteOptions) -> Result<Opened> {
-    Err(crate::remote::not_enabled(loc))
+fn open_remote(loc: Location, _opts: &ReadOptions) -> Result<Opened> {
+    Err(crate::remote::not_enabled(&loc))
 }
 
-fn open_local(path: &Path, opts: &ReadOptions, load: Load) -> Result<Opened> {
-    let named = |e: Error| e.in_file(path.display().to_string());
-    // `fs::metadata` follows symbolic links: a Hugging Face cache's files are links
-    // into its `blobs/`, and a link to a directory is the directory.
-    let meta = std::fs::metadata(path).map_err(|e| named(Error::from(e)))?;
-    if meta.is_dir() {
+/// The rule, written once for a local path and a URL (`place.rs`).
+pub(super) fn open_at<P: Place>(place: &P, opts: &ReadOptions) -> Result<Opened> {
+    let named = |e: Error| e.in_file(place.shown());
+    if place.is_dir().map_err(named)? {
         if opts.shard_only {
             return Err(named(Error::invalid_input(
                 "a directory is not a shard: opening one file alone (shard-only) takes a file",
             )));
         }
-        let target = in_directory(path, opts).map_err(named)?;
-        return open_local(&target, opts, load);
+        if let Some(snapshot) = place.hf_snapshot().map_err(named)? {
+            return open_at(&snapshot, opts);
+        }
+        let names = place.list(opts).map_err(named)?;
+        return open_in_dir(place, names, opts);
     }
-    let name = file_name(path);
+    let name = place.name();
+    let tessera = name.ends_with(tessera_index::INDEX_SUFFIX);
+    let index = name.ends_with(".index.json");
     if opts.shard_only {
-        if name.ends_with(tessera_index::INDEX_SUFFIX) || name.ends_with(".index.json") {
+        if tessera || index {
             return Err(named(Error::invalid_input(
                 "this is a model set's index, not a shard: open it without shard-only to read the set",
             )));
         }
-        return OpenedFile::open(path, opts, load).map(Opened::File);
+        return place.open_file(opts).map(Opened::File);
     }
-    if name.ends_with(tessera_index::INDEX_SUFFIX) {
-        return open_tessera(path, opts, load);
+    if tessera || index {
+        refuse_single(place, "the shards its index names")?;
+        let bytes = place.read_index(opts)?;
+        return open_index(place, &bytes, tessera, opts);
     }
-    if name.ends_with(".index.json") {
-        return open_index(path, opts, load);
+    // A numbered shard (`-0000i-of-0000n`) of a set whose index is beside it: a Hugging
+    // Face index for safetensors and PyTorch shards, else (GGUF splits aside) a Tessera
+    // index. None (the shard then opens alone) from a place that is one object only.
+    let numbered = name
+        .rfind('.')
+        .and_then(|dot| Numbered::parse(&name, &name[dot..]));
+    if let Some(n) = numbered.filter(|n| n.suffix != ".gguf" && !place.single()) {
+        if hf::SHARD_EXTENSIONS.contains(&n.suffix.as_str()) {
+            let suffix = format!("{}.index.json", n.suffix);
+            if let Some((at, bytes)) =
+                index_naming(place, &n, &name, &suffix, hf::shard_names, opts)?
+            {
+                return open_index(&at, &bytes, false, opts);
+            }
+        }
+        let suffix = tessera_index::INDEX_SUFFIX;
+        if let Some((at, bytes)) =
+            index_naming(place, &n, &name, suffix, tessera_index::shard_names, opts)?
+        {
+            return open_index(&at, &bytes, true, opts);
+        }
     }
+    let first = match place.open_file(opts) {
+        Ok(f) => f,
+        // s3://bucket/ckpt with no object of that name: the directory ckpt/, when
+        // something is in it.
+        Err(e) if e.kind() == ErrorKind::NotFound => match place.missing_as_dir(opts) {
+            Some((dir, names)) => return open_in_dir(&dir, names, opts),
+            None => return Err(e),
+        },
+        // A JSON file of another name: an index (a Tessera one when it says so). Only
+        // a regular file is read a second time (a FIFO would block for good).
+        Err(e)
+            if e.kind() == ErrorKind::UnknownFormat
+                && place.is_regular()
+                && place.starts_with_brace(opts) =>
+        {
+            refuse_single(place, "the shards its index names")?;
+            let bytes = place.read_index(opts)?;
+            let tessera = tessera_index::looks_like(&bytes);
+            return open_index(place, &bytes, tessera, opts);
+        }
+        Err(e) => return Err(e),
+    };
     if let Some(n) = Numbered::parse(&name, ".gguf") {
-        let first = OpenedFile::open(path, opts, load)?;
         if first.format() == Format::Gguf
             && gguf_split::is_split(crate::TensorSource::metadata(&first))
         {
-            drop(first);
-            let plan = gguf_split::plan(path, &n, opts)?;
-            return ModelSet::build(plan, opts, load).map(|s| Opened::Set(Box::new(s)));
-        }
-        return Ok(Opened::File(first));
-    }
-    for ext in hf::SHARD_EXTENSIONS {
-        if Numbered::parse(&name, ext).is_some() {
-            if let Some(index) = index_naming(path, &name, &format!("{ext}.index.json"), opts) {
-                return open_index(&index, opts, load);
-            }
+            refuse_single(place, "the other splits of its GGUF set")?;
+            let plan = gguf_split::plan(&place.plan_path(), &n, opts)?;
+            let set = place.build(plan, opts, Some((name, first)))?;
+            return Ok(Opened::Set(Box::new(set)));
         }
     }
-    let numbered = name
-        .rfind('.')
-        .is_some_and(|dot| Numbered::parse(&name, &name[dot..]).is_some());
-    if numbered {
-        if let Some(index) = tessera_index_naming(path, &name, opts) {
-            return open_tessera(&index, opts, load);
-        }
-    }
-    match OpenedFile::open(path, opts, load) {
-        Ok(f) => zt2_shards::with_shards(path, f, opts, load).map(Opened::File),
-        // Only a regular file is read a second time (a FIFO would block for good).
-        Err(e)
-            if e.kind() == ErrorKind::UnknownFormat
-                && meta.is_file()
-                && starts_with_brace(path) =>
-        {
-            let tessera = hf::read_index(path, opts).is_ok_and(|b| tessera_index::looks_like(&b));
-            if tessera {
-                open_tessera(path, opts, load)
-            } else {
-                open_index(path, opts, load)
-            }
-        }
-        Err(e) => Err(e),
+    place.with_zt2_shards(first, opts).map(Opened::File)
+}
+
+/// The directory `dir` holding the files `names`: what [`choose_in_directory`] picks.
+fn open_in_dir<P: Place>(dir: &P, names: Vec<String>, opts: &ReadOptions) -> Result<Opened> {
+    let named = |e: Error| e.in_file(dir.shown());
+    match choose_in_directory(names).map_err(named)? {
+        Some(name) => open_at(&dir.child(&name), opts),
+        None => Err(named(dir.nothing_in_dir())),
     }
 }
 
-fn open_index(path: &Path, opts: &ReadOptions, load: Load) -> Result<Opened> {
-    let plan = hf::plan(path, opts)?;
-    ModelSet::build(plan, opts, load).map(|s| Opened::Set(Box::new(s)))
-}
-
-fn open_tessera(path: &Path, opts: &ReadOptions, load: Load) -> Result<Opened> {
-    let plan = tessera_index::plan(path, opts)?;
-    ModelSet::build(plan, opts, load).map(|s| Opened::Set(Box::new(s)))
-}
-
-fn file_name(path: &Path) -> String {
-    path.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
-fn starts_with_brace(path: &Path) -> bool {
-    use std::io::Read;
-    let mut head = [0u8; 64];
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return false;
+/// The set of the index at `place` (its `bytes`): a Tessera index, or a Hugging Face
+/// one; its shards beside it.
+fn open_index<P: Place>(
+    place: &P,
+    bytes: &[u8],
+    tessera: bool,
+    opts: &ReadOptions,
+) -> Result<Opened> {
+    let exists = |p: &Path| {
+        p.file_name()
+            .is_some_and(|n| place.exists_beside(&n.to_string_lossy()))
     };
-    let n = f.read(&mut head).unwrap_or(0);
-    head[..n]
-        .iter()
-        .find(|b| !b.is_ascii_whitespace())
-        .is_some_and(|&b| b == b'{')
+    let path = place.plan_path();
+    let plan = match tessera {
+        true => tessera_index::plan_bytes(&path, bytes, opts, &exists)?,
+        false => hf::plan_bytes(&path, bytes, opts, &exists)?,
+    };
+    let set = place.build(plan, opts, None)?;
+    Ok(Opened::Set(Box::new(set)))
 }
 
-/// The one Hugging Face index (a name ending with `suffix`: `.safetensors.index.json`
-/// for a safetensors shard, `.bin.index.json` for a PyTorch one) beside `path` that
-/// names `name` as a shard. Links are followed (a Hugging Face cache's files are links).
-fn index_naming(path: &Path, name: &str, suffix: &str, opts: &ReadOptions) -> Option<PathBuf> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    let dir = dir.unwrap_or(Path::new("."));
+/// A place that is one object only (a presigned URL signs its one object): `what` (the
+/// rest of a set) cannot be fetched with it, so the set is refused rather than opened
+/// in part.
+fn refuse_single<P: Place>(place: &P, what: &str) -> Result<()> {
+    if !place.single() {
+        return Ok(());
+    }
+    Err(Error::unsupported(format!(
+        "a presigned URL signs this one object, so {what} cannot be fetched with it; open the set by an unsigned URL (s3:// with credentials, or HTTP with a bearer token) or its files one by one"
+    ))
+    .in_file(place.shown()))
+}
+
+/// The one index beside the shard `name` (at `place`) whose name ends with `suffix`
+/// (`.safetensors.index.json`, `.bin.index.json`, `.tessera-set.json`) and that lists
+/// it among its shards (`shard_names`), with its bytes. An index that cannot be read
+/// is passed over; `None` when no index, or more than one, names the shard.
+fn index_naming<P: Place>(
+    place: &P,
+    n: &Numbered,
+    name: &str,
+    suffix: &str,
+    shard_names: fn(&[u8]) -> Option<Vec<String>>,
+    opts: &ReadOptions,
+) -> Result<Option<(P, Vec<u8>)>> {
+    let conventional = format!("{}{suffix}", n.prefix);
     let mut hits = Vec::new();
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
-        let n = entry.file_name().to_string_lossy().into_owned();
-        if !n.ends_with(suffix) || !is_file(&entry.path()) {
-            continue;
-        }
-        let Ok(bytes) = hf::read_index(&entry.path(), opts) else {
+    for index in place.beside(suffix, &conventional)? {
+        let Ok(bytes) = index.read_index(opts) else {
             continue;
         };
-        if hf::shard_names(&bytes).is_some_and(|s| s.iter().any(|s| s == name)) {
-            hits.push(path.with_file_name(n));
+        if shard_names(&bytes).is_some_and(|s| s.iter().any(|s| s == name)) {
+            hits.push((index, bytes));
         }
     }
-    (hits.len() == 1).then(|| hits.remove(0))
+    Ok(match hits.len() {
+        1 => hits.pop(),
+        _ => None,
+    })
 }
-
-/// True for a regular file, or a link to one (`DirEntry::file_type` does not follow
-/// links; `fs::metadata` does).
-fn is_file(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| m.is_file())
-}
-
-/// The one `*.tessera-set.json` beside `path` that names `name` as a shard.
-fn tessera_index_naming(path: &Path, name: &str, opts: &ReadOptions) -> Option<PathBuf> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    let dir = dir.unwrap_or(Path::new("."));
-    let mut hits = Vec::new();
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
-        let n = entry.file_name().to_string_lossy().into_owned();
-        if !n.ends_with(tessera_index::INDEX_SUFFIX) || !is_file(&entry.path()) {
-            continue;
-        }
-        let Ok(bytes) = hf::read_index(&entry.path(), opts) else {
-            continue;
-        };
-        if tessera_index::shard_names(&bytes).is_some_and(|s| s.iter().any(|s| s == name)) {
-            hits.push(path.with_file_name(n));
-        }
-    }
-    (hits.len() == 1).then(|| hits.remove(0))
-}
-
-/// What to open in directory `dir`: a Hugging Face cache's repository folder
-/// (`models--org--name`) is its current snapshot ([`hf_cache_snapshot`]); else
-/// [`choose_in_directory`] over the regular files in it, links to files included.
-fn in_directory(dir: &Path, _opts: &ReadOptions) -> Result<PathBuf> {
-    if let Some(snapshot) = hf_cache_snapshot(dir)? {
-        return Ok(snapshot);
-    }
-    let mut names = Vec::new();
-    let entries = std::fs::read_dir(dir).map_err(Error::from)?;
-    for entry in entries {
-        let entry = entry.map_err(Error::from)?;
-        if is_file(&entry.path()) {
-            names.push(entry.file_name().to_string_lossy().into_owned());
-        }
-    }
-    match choose_in_directory(names)? {
-        Some(name) => Ok(dir.join(name)),
-        // EISDIR, as opening a directory as a file says (callers map it to their
-        // "is a directory" error), with what was looked for.
-        None => Err(Error::from(std::io::Error::from_raw_os_error(libc::EISDIR))
-            .at_subject(format!("no model in it (looked for {LOOKED_FOR})"))),
-    }
-}
-
-/// A Hugging Face cache's repository folder, `…/hub/models--org--name/` (as
-/// `huggingface_hub` lays it out: `refs/main` holds the commit hash of the main branch,
-/// `snapshots/<commit>/` its files as links into `blobs/`): the snapshot `refs/main`
-/// names, or the only snapshot when there is no `refs/main`. `None` for any other
-/// directory. A `refs/main` naming no snapshot, or several snapshots and no
-/// `refs/main`, is an error saying which to name.
-fn hf_cache_snapshot(dir: &Path) -> Result<Option<PathBuf>> {
-    let is_repo = dir
-        .file_name()
-        .is_some_and(|n| n.to_string_lossy().starts_with("models--"));
-    let snapshots = dir.join("snapshots");
-    if !is_repo || !snapshots.is_dir() {
-        return Ok(None);
-    }
-    let refs_main = dir.join("refs").join("main");
-    if let Ok(f) = std::fs::File::open(&refs_main) {
-        use std::io::Read;
-        // A commit hash: 40 hex digits (a little more is read to tell a longer file).
-        let mut text = String::new();
-        f.take(256)
-            .read_to_string(&mut text)
-            .map_err(|e| Error::from(e).at_subject(refs_main.display().to_string()))?;
-        let rev = text.trim();
-        // A commit hash; never a path out of snapshots/.
-        if rev.is_empty() || !rev.bytes().all(|b| b.is_ascii_alphanumeric()) {
-            return Err(
-                Error::malformed(format!("refs/main holds {rev:?}, not a commit hash"))
-                    .at_subject(refs_main.display().to_string()),
-            );
-        }
-        let at = snapshots.join(rev);
-        if !at.is_dir() {
-            return Err(Error::not_found(format!(
-                "a Hugging Face cache folder whose refs/main names revision {rev:?}, which has no snapshots/{rev}/ (download it, or name a snapshot directory)"
-            )));
-        }
-        return Ok(Some(at));
-    }
-    let mut revs: Vec<String> = std::fs::read_dir(&snapshots)
-        .map_err(|e| Error::from(e).at_subject(snapshots.display().to_string()))?
-        .flatten()
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    revs.sort();
-    match revs.len() {
-        1 => Ok(Some(snapshots.join(revs.remove(0)))),
-        0 => Err(Error::not_found(
-            "a Hugging Face cache folder with no snapshot in snapshots/",
-        )),
-        n => Err(Error::invalid_input(format!(
-            "a Hugging Face cache folder with {n} snapshots and no refs/main: {}; name the snapshot directory (snapshots/<revision>) to open",
-            revs.join(", ")
-        ))),
-    }
-}
-
-/// What [`choose_in_directory`] looks for, for messages.
-pub(super) const LOOKED_FOR: &str =
-    "a *.safetensors.index.json, a *.bin.index.json, a *.tessera-set.json, a *-00001-of-NNNNN.gguf split, or a single tensor file";
 
 /// The rule for a directory, over the names of the regular files in it (a local
 /// directory's, an S3 prefix's objects, or the well-known names an HTTP directory was

@@ -1,5 +1,6 @@
-//! Opening a remote location (feature `remote`): one object, or the model set its URL
-//! names, read lazily by range.
+//! A remote location as a [`Place`] (feature `remote`): what the opener's one rule
+//! (`opener.rs`) asks, answered over S3 and HTTP, every object read lazily by range.
+//! What the rule makes of a URL:
 //!
 //! - `…/NAME.index.json` (HTTP or S3): a Hugging Face index. It is fetched whole
 //!   (refused over `Limits::max_index_bytes`), parsed by `hf.rs` as a local index is,
@@ -21,7 +22,7 @@
 //!   shard fetched block by block for it.
 //! - a directory — `s3://bucket/ckpt/`, `https://host/ckpt/` (a path ending with `/`),
 //!   or `s3://bucket/ckpt` when no object has that key and the prefix `ckpt/` holds
-//!   some: the local directory rule (`opener.rs`, `choose_in_directory`) over the
+//!   some: the directory rule (`opener.rs`, `choose_in_directory`) over the
 //!   names in it, then what it picks opens as above. S3 lists the prefix (one
 //!   `ListObjectsV2` with delimiter `/`, sub-prefixes ignored, as a local directory's
 //!   subdirectories are); an HTTP server cannot list, so the directory is probed for
@@ -52,111 +53,210 @@
 //! names in an HTTP directory (HTTP lists nothing; S3 directories find them).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 use super::file::OpenedFile;
 #[cfg(feature = "ztensor")]
 use super::file::{Backing, Files};
-use super::names::Numbered;
-use super::opener::{choose_in_directory, Opened, LOOKED_FOR};
+use super::place::{first_is_brace, Place, LOOKED_FOR};
 #[cfg(feature = "ztensor")]
 use super::zt2_shards;
-use super::{gguf_split, hf, tessera_index, ModelSet};
+use super::{ModelSet, Plan};
 use crate::any::ReadOptions;
 use crate::error::{Error, ErrorKind, Result};
+#[cfg(feature = "ztensor")]
 use crate::format::Format;
 #[cfg(feature = "ztensor")]
 use crate::formats::ztensor2::Ztensor2File;
+#[cfg(feature = "ztensor")]
 use crate::model::Container;
 use crate::remote::{Location, RemoteOptions, RemoteSource};
+use crate::source::ByteSource;
 
 /// Shards opened (`HEAD` and first read) at once.
 const PARALLEL: usize = 8;
 
-/// Opens `loc` (remote): the set it names, or the one object.
-pub(super) fn open(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -> Result<Opened> {
-    if opts.shard_only {
-        return open_alone(loc, opts, remote);
-    }
-    if loc.is_dir() {
-        return open_dir(loc, opts, remote);
-    }
-    let name = loc.file_name();
-    if name.ends_with(tessera_index::INDEX_SUFFIX) {
-        refuse_presigned(loc, "the shards its index names")?;
-        let bytes = fetch_index(loc, opts, remote)?;
-        return open_tessera(loc, &bytes, opts, remote);
-    }
-    if name.ends_with(".index.json") {
-        refuse_presigned(loc, "the shards its index names")?;
-        let bytes = fetch_index(loc, opts, remote)?;
-        return open_hf(loc, &bytes, opts, remote);
-    }
-    // A numbered shard (`-0000i-of-0000n`) of a set whose index is beside it: a Hugging
-    // Face index for safetensors, else (GGUF splits aside) a Tessera index, as locally.
-    let numbered = name
-        .rfind('.')
-        .and_then(|dot| Numbered::parse(&name, &name[dot..]));
-    if let Some(n) = numbered.filter(|n| n.suffix != ".gguf") {
-        let both = (opts, remote);
-        if hf::SHARD_EXTENSIONS.contains(&n.suffix.as_str()) {
-            let suffix = format!("{}.index.json", n.suffix);
-            let hf_index = index_naming(loc, &n, &name, &suffix, hf::shard_names, both)?;
-            if let Some((index, bytes)) = hf_index {
-                return open_hf(&index, &bytes, opts, remote);
-            }
-        }
-        let suffix = tessera_index::INDEX_SUFFIX;
-        let ours = index_naming(loc, &n, &name, suffix, tessera_index::shard_names, both)?;
-        if let Some((index, bytes)) = ours {
-            return open_tessera(&index, &bytes, opts, remote);
-        }
-    }
-    let first = match open_file(loc, opts, remote) {
-        // s3://bucket/ckpt with no object of that name: the directory ckpt/, when
-        // something is in it.
-        Err(e) if e.kind() == ErrorKind::NotFound && matches!(loc, Location::S3 { .. }) => {
-            let names = crate::remote::list_dir(loc, remote, opts.limits.max_entries);
-            return match names {
-                Ok(names) if !names.is_empty() => {
-                    open_dir_names(&loc.as_dir(), names, opts, remote)
-                }
-                _ => Err(e),
-            };
-        }
-        other => other?,
-    };
-    if let Some(n) = Numbered::parse(&name, ".gguf") {
-        if first.format() == Format::Gguf
-            && gguf_split::is_split(crate::TensorSource::metadata(&first))
-        {
-            refuse_presigned(loc, "the other splits of its GGUF set")?;
-            let plan = gguf_split::plan(&as_path(loc), &n, opts)?;
-            let mut pre = HashMap::new();
-            pre.insert(name, Ok(first));
-            return build(plan, loc, opts, remote, pre);
-        }
-    }
-    #[cfg(feature = "ztensor")]
-    if first.format() == Format::ZtensorV2 && !loc.is_presigned() {
-        return with_zt2_shards(loc, first, opts, remote).map(Opened::File);
-    }
-    Ok(Opened::File(first))
+/// A remote location and how to reach it.
+pub(super) struct Remote {
+    loc: Location,
+    remote: RemoteOptions,
 }
 
-/// [`ReadOptions::shard_only`]: the one object, whatever it is (no index looked for,
-/// a zTensor v2 root without its shards); a directory or an index is refused.
-fn open_alone(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -> Result<Opened> {
-    let name = loc.file_name();
-    if loc.is_dir() || name.ends_with(".index.json") || name.ends_with(tessera_index::INDEX_SUFFIX)
-    {
-        return Err(Error::invalid_input(
-            "opening one file alone (shard-only) takes a shard, not a directory or a set's index",
-        )
-        .in_file(loc.display()));
+impl Remote {
+    pub(super) fn new(loc: Location, remote: &RemoteOptions) -> Remote {
+        Remote {
+            loc,
+            remote: remote.clone(),
+        }
     }
-    open_file(loc, opts, remote).map(Opened::File)
+
+    fn at(&self, loc: Location) -> Remote {
+        Remote::new(loc, &self.remote)
+    }
+}
+
+impl Place for Remote {
+    fn shown(&self) -> String {
+        self.loc.display()
+    }
+
+    fn name(&self) -> String {
+        self.loc.file_name()
+    }
+
+    fn is_dir(&self) -> Result<bool> {
+        Ok(self.loc.is_dir())
+    }
+
+    fn is_regular(&self) -> bool {
+        true
+    }
+
+    fn sibling(&self, name: &str) -> Remote {
+        self.at(self.loc.sibling(name))
+    }
+
+    fn child(&self, name: &str) -> Remote {
+        self.at(self.loc.as_dir().sibling(name))
+    }
+
+    /// An S3 prefix is listed; an HTTP directory, which no server lists, is probed for
+    /// the [`WELL_KNOWN`] names (a `HEAD` each, in parallel) and those found are its
+    /// names.
+    fn list(&self, opts: &ReadOptions) -> Result<Vec<String>> {
+        let loc = &self.loc;
+        if let Location::S3 { .. } = loc {
+            return crate::remote::list_dir(loc, &self.remote, opts.limits.max_entries);
+        }
+        if loc.is_presigned() {
+            return Err(Error::unsupported(
+                "a presigned URL signs one object; a directory cannot be opened with it",
+            ));
+        }
+        let remote = &self.remote;
+        let found: Vec<Result<bool>> = std::thread::scope(|s| {
+            let probes: Vec<_> = WELL_KNOWN
+                .iter()
+                .map(|n| s.spawn(move || crate::remote::exists(&loc.sibling(n), remote)))
+                .collect();
+            probes
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(Error::new(ErrorKind::Io, "a probe thread panicked"))
+                    })
+                })
+                .collect()
+        });
+        let mut names = Vec::new();
+        for (name, there) in WELL_KNOWN.iter().zip(found) {
+            if there? {
+                names.push(name.to_string());
+            }
+        }
+        Ok(names)
+    }
+
+    fn nothing_in_dir(&self) -> Error {
+        match self.loc {
+            Location::S3 { .. } => {
+                Error::not_found(format!("no model in it (looked for {LOOKED_FOR})"))
+            }
+            _ => Error::not_found(format!(
+                "no model found: an HTTP server lists no directory, so these names were tried: {}; name the file to open",
+                WELL_KNOWN.join(", ")
+            )),
+        }
+    }
+
+    fn hf_snapshot(&self) -> Result<Option<Remote>> {
+        Ok(None)
+    }
+
+    /// The conventional name only (a `HEAD`): HTTP lists no directory (S3 too, to
+    /// behave alike, and to spare a listing per shard opened).
+    fn beside(&self, _suffix: &str, conventional: &str) -> Result<Vec<Remote>> {
+        let index = self.sibling(conventional);
+        match crate::remote::exists(&index.loc, &self.remote)? {
+            true => Ok(vec![index]),
+            false => Ok(Vec::new()),
+        }
+    }
+
+    fn exists_beside(&self, name: &str) -> bool {
+        crate::remote::exists(&self.loc.sibling(name), &self.remote).unwrap_or(false)
+    }
+
+    /// The URL as a path (its file name is the index's or split's name, its parent the
+    /// set's directory): shown, without the query string.
+    fn plan_path(&self) -> PathBuf {
+        let url = self.loc.display();
+        PathBuf::from(url.split(['?', '#']).next().unwrap_or(""))
+    }
+
+    /// Refused over `Limits::max_index_bytes` before anything is fetched.
+    fn read_index(&self, opts: &ReadOptions) -> Result<Vec<u8>> {
+        let named = |e: Error| e.in_file(self.shown());
+        let src = RemoteSource::open(&self.loc, &self.remote).map_err(named)?;
+        // Checked before anything is fetched or allocated.
+        opts.limits.check_index(src.len()).map_err(named)?;
+        let bytes = src.read_at(0, src.len()).map_err(named)?;
+        Ok(bytes.into_owned())
+    }
+
+    fn starts_with_brace(&self, _opts: &ReadOptions) -> bool {
+        let Ok(src) = RemoteSource::open(&self.loc, &self.remote) else {
+            return false;
+        };
+        let n = src.len().min(64);
+        src.read_at(0, n).is_ok_and(|h| first_is_brace(&h))
+    }
+
+    fn open_file(&self, opts: &ReadOptions) -> Result<OpenedFile> {
+        open_file(&self.loc, opts, &self.remote)
+    }
+
+    /// `s3://bucket/ckpt` with no object of that name: the directory `ckpt/`, when
+    /// something is in it.
+    fn missing_as_dir(&self, opts: &ReadOptions) -> Option<(Remote, Vec<String>)> {
+        if !matches!(self.loc, Location::S3 { .. }) {
+            return None;
+        }
+        let names = crate::remote::list_dir(&self.loc, &self.remote, opts.limits.max_entries);
+        match names {
+            Ok(names) if !names.is_empty() => Some((self.at(self.loc.as_dir()), names)),
+            _ => None,
+        }
+    }
+
+    fn build(
+        &self,
+        plan: Plan,
+        opts: &ReadOptions,
+        first: Option<(String, OpenedFile)>,
+    ) -> Result<ModelSet> {
+        let pre = first.into_iter().map(|(n, f)| (n, Ok(f))).collect();
+        build(plan, &self.loc, opts, &self.remote, pre)
+    }
+
+    /// Not for a presigned root (its signature fits the root only: it opens alone).
+    #[cfg(feature = "ztensor")]
+    fn with_zt2_shards(&self, file: OpenedFile, opts: &ReadOptions) -> Result<OpenedFile> {
+        if file.format() != Format::ZtensorV2 || self.loc.is_presigned() {
+            return Ok(file);
+        }
+        with_zt2_shards(&self.loc, file, opts, &self.remote)
+    }
+
+    #[cfg(not(feature = "ztensor"))]
+    fn with_zt2_shards(&self, file: OpenedFile, _opts: &ReadOptions) -> Result<OpenedFile> {
+        Ok(file)
+    }
+
+    fn single(&self) -> bool {
+        self.loc.is_presigned()
+    }
 }
 
 /// A zTensor v2 root with the shards its shard table names, each opened beside it at
@@ -212,13 +312,6 @@ fn with_zt2_shards(
     zt2_shards::assemble(files, url.clone(), Vec::new(), &[], opts).map_err(named)
 }
 
-/// The URL as a path for the set's plan (its file name is the index's or split's name,
-/// its parent the set's directory): shown, without the query string.
-fn as_path(loc: &Location) -> PathBuf {
-    let url = loc.display();
-    PathBuf::from(url.split(['?', '#']).next().unwrap_or(""))
-}
-
 /// Names an HTTP directory URL is probed for, since HTTP lists no directory: the
 /// usual name of each kind the directory rule (`opener.rs`) takes, sets first.
 const WELL_KNOWN: &[&str] = &[
@@ -230,80 +323,6 @@ const WELL_KNOWN: &[&str] = &[
     "model.zt",
     "pytorch_model.bin",
 ];
-
-/// A directory URL: an S3 prefix is listed, an HTTP directory probed for the
-/// [`WELL_KNOWN`] names; then the local directory rule picks what to open.
-fn open_dir(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -> Result<Opened> {
-    let url = loc.display();
-    if let Location::S3 { .. } = loc {
-        let names = crate::remote::list_dir(loc, remote, opts.limits.max_entries)?;
-        return open_dir_names(loc, names, opts, remote);
-    }
-    if loc.is_presigned() {
-        return Err(Error::unsupported(
-            "a presigned URL signs one object; a directory cannot be opened with it",
-        )
-        .in_file(url));
-    }
-    let found: Vec<Result<bool>> = std::thread::scope(|s| {
-        let probes: Vec<_> = WELL_KNOWN
-            .iter()
-            .map(|n| s.spawn(move || crate::remote::exists(&loc.sibling(n), remote)))
-            .collect();
-        probes
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::new(ErrorKind::Io, "a probe thread panicked")))
-            })
-            .collect()
-    });
-    let mut names = Vec::new();
-    for (name, there) in WELL_KNOWN.iter().zip(found) {
-        if there? {
-            names.push(name.to_string());
-        }
-    }
-    match choose_in_directory(names).map_err(|e| e.in_file(url.clone()))? {
-        Some(name) => open(&loc.sibling(&name), opts, remote),
-        None => Err(Error::not_found(format!(
-            "no model found: an HTTP server lists no directory, so these names were tried: {}; name the file to open",
-            WELL_KNOWN.join(", ")
-        ))
-        .in_file(url)),
-    }
-}
-
-/// The directory `dir` holding the objects `names`: the local directory rule's choice.
-fn open_dir_names(
-    dir: &Location,
-    names: Vec<String>,
-    opts: &ReadOptions,
-    remote: &RemoteOptions,
-) -> Result<Opened> {
-    let url = dir.display();
-    match choose_in_directory(names).map_err(|e| e.in_file(url.clone()))? {
-        Some(name) => open(&dir.sibling(&name), opts, remote),
-        None => {
-            Err(Error::not_found(format!("no model in it (looked for {LOOKED_FOR})")).in_file(url))
-        }
-    }
-}
-
-fn open_tessera(
-    loc: &Location,
-    bytes: &[u8],
-    opts: &ReadOptions,
-    remote: &RemoteOptions,
-) -> Result<Opened> {
-    let url = loc.display();
-    let exists = |p: &Path| {
-        let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
-        name.is_some_and(|n| crate::remote::exists(&loc.sibling(&n), remote).unwrap_or(false))
-    };
-    let plan = tessera_index::plan_bytes(Path::new(&url), bytes, opts, &exists)?;
-    build(plan, loc, opts, remote, HashMap::new())
-}
 
 /// One remote object, its errors naming the URL.
 fn open_file(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -> Result<OpenedFile> {
@@ -322,7 +341,6 @@ fn sibling_of(loc: &Location, remote: &RemoteOptions) -> crate::any::Sibling {
     std::sync::Arc::new(move |suffix: &str, max: u64| {
         let side = loc.sibling(&format!("{}{suffix}", loc.file_name()));
         let url = side.display();
-        use crate::source::ByteSource;
         match RemoteSource::open(&side, &remote) {
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 Err(format!("unfinalized: {url} not found"))
@@ -337,79 +355,14 @@ fn sibling_of(loc: &Location, remote: &RemoteOptions) -> crate::any::Sibling {
     })
 }
 
-/// A presigned URL signs its one object: `what` (the rest of a set) cannot be fetched
-/// with it, so the set is refused rather than opened in part.
-fn refuse_presigned(loc: &Location, what: &str) -> Result<()> {
-    if !loc.is_presigned() {
-        return Ok(());
-    }
-    Err(Error::unsupported(format!(
-        "a presigned URL signs this one object, so {what} cannot be fetched with it; open the set by an unsigned URL (s3:// with credentials, or HTTP with a bearer token) or its files one by one"
-    ))
-    .in_file(loc.display()))
-}
-
-/// An index's bytes, whole (refused over `Limits::max_index_bytes` before they are
-/// fetched).
-fn fetch_index(loc: &Location, opts: &ReadOptions, remote: &RemoteOptions) -> Result<Vec<u8>> {
-    let url = loc.display();
-    let named = |e: Error| e.in_file(url.clone());
-    let src = RemoteSource::open(loc, remote).map_err(named)?;
-    use crate::source::ByteSource;
-    // Checked before anything is fetched or allocated.
-    opts.limits.check_index(src.len()).map_err(named)?;
-    let bytes = src.read_at(0, src.len()).map_err(named)?;
-    Ok(bytes.into_owned())
-}
-
-/// The index beside the shard `name` at `loc` that names it, with its bytes:
-/// `{prefix}{suffix}` (`.safetensors.index.json`, or `.tessera-set.json`; HTTP lists no
-/// directory, so the conventional name is the one looked for, on S3 too), its shards
-/// listed by `shard_names`. `None` — the shard then opens alone, as a local shard no
-/// index names does — when there is no such index, it does not name the shard, or `loc`
-/// is presigned (its signature fits the shard only).
-fn index_naming(
-    loc: &Location,
-    n: &Numbered,
-    name: &str,
-    suffix: &str,
-    shard_names: fn(&[u8]) -> Option<Vec<String>>,
-    (opts, remote): (&ReadOptions, &RemoteOptions),
-) -> Result<Option<(Location, Vec<u8>)>> {
-    if loc.is_presigned() {
-        return Ok(None);
-    }
-    let index = loc.sibling(&format!("{}{suffix}", n.prefix));
-    if !crate::remote::exists(&index, remote)? {
-        return Ok(None);
-    }
-    let bytes = fetch_index(&index, opts, remote)?;
-    let names_it = shard_names(&bytes).is_some_and(|s| s.iter().any(|s| s == name));
-    Ok(names_it.then_some((index, bytes)))
-}
-
-fn open_hf(
-    loc: &Location,
-    bytes: &[u8],
-    opts: &ReadOptions,
-    remote: &RemoteOptions,
-) -> Result<Opened> {
-    let exists = |p: &Path| {
-        let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
-        name.is_some_and(|n| crate::remote::exists(&loc.sibling(&n), remote).unwrap_or(false))
-    };
-    let plan = hf::plan_bytes(&as_path(loc), bytes, opts, &exists)?;
-    build(plan, loc, opts, remote, HashMap::new())
-}
-
 /// Opens the plan's shards beside `loc` (those in `pre` already open) and builds the set.
 fn build(
-    plan: super::Plan,
+    plan: Plan,
     loc: &Location,
     opts: &ReadOptions,
     remote: &RemoteOptions,
     mut pre: HashMap<String, Result<OpenedFile>>,
-) -> Result<Opened> {
+) -> Result<ModelSet> {
     let todo: Vec<&String> = plan
         .shards
         .iter()
@@ -434,7 +387,7 @@ fn build(
             .and_then(|mut m| m.remove(name))
             .unwrap_or_else(|| open_file(&loc.sibling(name), opts, remote))
     };
-    ModelSet::build_with(plan, opts, &open).map(|s| Opened::Set(Box::new(s)))
+    ModelSet::build_with(plan, opts, &open)
 }
 
 /// `HEAD` and the first bytes of each shard, [`PARALLEL`] at a time, in order.

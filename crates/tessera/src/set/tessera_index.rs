@@ -35,7 +35,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::hf::{read_index, Pairs};
+use super::hf::Pairs;
 use super::names::check_plain;
 use super::{Checks, Plan, SetKind, Shard};
 use crate::any::ReadOptions;
@@ -98,12 +98,6 @@ pub fn looks_like(bytes: &[u8]) -> bool {
 pub fn shard_names(bytes: &[u8]) -> Option<Vec<String>> {
     let index: RawIndex = serde_json::from_slice(bytes).ok()?;
     Some(index.shards.into_iter().map(|s| s.file).collect())
-}
-
-/// Parses the index at `path` into a plan.
-pub(super) fn plan(path: &Path, opts: &ReadOptions) -> Result<Plan> {
-    let bytes = read_index(path, opts).map_err(|e| e.in_file(path.display().to_string()))?;
-    plan_bytes(path, &bytes, opts, &|p| p.exists())
 }
 
 /// Parses index `bytes` read from `path` (a file, or a URL as a path: `set/remote.rs`)

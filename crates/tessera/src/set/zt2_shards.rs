@@ -33,8 +33,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::file::{Backing, Files, Load, OpenedFile};
-use crate::any::ReadOptions;
+use super::file::{Backing, Files, OpenedFile};
+use crate::any::{Load, ReadOptions};
 use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::formats::ztensor2::Ztensor2File;
@@ -51,12 +51,7 @@ pub fn shard_path(root: &Path, name: &str) -> PathBuf {
 
 /// `file` (opened from `path`) with the shards its table names, when it is a zTensor v2
 /// root with a shard table; else `file` unchanged.
-pub fn with_shards(
-    path: &Path,
-    file: OpenedFile,
-    opts: &ReadOptions,
-    load: Load,
-) -> Result<OpenedFile> {
+pub fn with_shards(path: &Path, file: OpenedFile, opts: &ReadOptions) -> Result<OpenedFile> {
     if crate::model::Container::format(&file) != Format::ZtensorV2 {
         return Ok(file);
     }
@@ -85,7 +80,7 @@ pub fn with_shards(
             }
             None => shard_path(path, name),
         };
-        let data = match load {
+        let data = match opts.load {
             Load::Map => FileData::open(&p),
             Load::Read => FileData::read(&p),
         };
