@@ -5,21 +5,10 @@
 
 use std::borrow::Cow;
 use std::path::Path;
-use std::process::{Command, Output};
 
 use tessera::{DType, Format, Model, TensorInfo, TensorView};
 
-fn tessera() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-}
-
-fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    let mut c = tessera();
-    for a in args {
-        c.arg(a);
-    }
-    c.output().unwrap()
-}
+use crate::common::run;
 
 fn source(dir: &Path) -> std::path::PathBuf {
     let mut m = Model::new();

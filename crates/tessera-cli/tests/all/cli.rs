@@ -1,11 +1,8 @@
 //! The CLI as a user runs it: exit codes, messages, the README's format table.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn tessera() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-}
+use crate::common::tessera;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

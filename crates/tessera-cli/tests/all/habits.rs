@@ -4,9 +4,7 @@
 use std::io::Read;
 use std::process::{Command, Stdio};
 
-fn tessera() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-}
+use crate::common::tessera;
 
 /// A safetensors file with `n` one-element tensors (written with the format's own
 /// layout: u64 header length, JSON header, data).

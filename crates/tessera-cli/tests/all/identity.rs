@@ -4,30 +4,12 @@
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use tessera::convert::{capabilities, prepare, write_file, MetadataSupport};
 use tessera::{ConvertOptions, DType, Format, Model, TensorInfo, TensorView, WriteOptions};
 
-fn tessera() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-}
-
-fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    let mut c = tessera();
-    for a in args {
-        c.arg(a);
-    }
-    c.output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use crate::common::{run, tessera, text};
 
 /// Three f32 tensors (the dtype every format holds), one of them 2-D, and metadata.
 fn model(scale: f32) -> Model {

@@ -77,9 +77,7 @@ fn signal(child: &std::process::Child, sig: i32) {
     }
 }
 
-fn tessera() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-}
+use crate::common::tessera;
 
 fn temporaries(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)

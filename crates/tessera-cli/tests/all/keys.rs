@@ -29,13 +29,7 @@ fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
     c.output().unwrap()
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use crate::common::text;
 
 fn model() -> Model {
     let mut m = Model::new();

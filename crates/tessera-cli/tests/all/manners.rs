@@ -3,11 +3,7 @@
 //! allow each); `--help` groups format-only flags; GPTRS shows no invented
 //! `requires_grad`; a GGUF llama.cpp cannot load is written with a warning.
 
-use std::process::Command;
-
-fn tessera() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-}
+use crate::common::tessera;
 
 /// A safetensors file (its own layout: u64 header length, JSON header, data) with
 /// tensors of the given dtypes (two elements each) and one metadata key.

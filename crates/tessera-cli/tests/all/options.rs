@@ -4,13 +4,11 @@
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use tessera::{DType, Format, Model, TensorInfo, TensorView};
 
-fn tessera() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-}
+use crate::common::tessera;
 
 fn model(dir: &Path) -> PathBuf {
     let p = dir.join("m.safetensors");

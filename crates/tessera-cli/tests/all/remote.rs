@@ -70,13 +70,7 @@ fn tensor_names(inspect_json: &str) -> Vec<String> {
         .collect()
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use crate::common::text;
 
 fn ok(args: &[&OsStr]) -> String {
     let o = tessera(args);

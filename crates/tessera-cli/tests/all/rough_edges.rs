@@ -21,13 +21,7 @@ fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
     cmd(args).output().unwrap()
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use crate::common::text;
 
 fn f32s(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()

@@ -19,13 +19,7 @@ fn data(p: &str) -> PathBuf {
         .join(p)
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use crate::common::text;
 
 #[test]
 fn inspect_and_verify_a_set() {

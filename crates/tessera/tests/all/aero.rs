@@ -1,8 +1,7 @@
 //! AERO v0.1: the original's samples read with the values MANIFEST.md states, our writer
 //! rebuilds them byte for byte, IHSH/PHSH verification.
 
-#[path = "common/aero.rs"]
-mod common;
+use crate::common::aero as common;
 use common::*;
 
 use tessera::convert::WriteOptions;

@@ -1,8 +1,7 @@
 //! AERO v0.1: round trips with every option, per-tensor hashes, writer refusals, random
 //! models, page reserves, failed writes, GGUF-style metadata.
 
-#[path = "common/aero.rs"]
-mod common;
+use crate::common::aero as common;
 use common::*;
 
 use std::borrow::Cow;

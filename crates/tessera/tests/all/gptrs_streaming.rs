@@ -1,10 +1,12 @@
 //! The GPTRS writer streams: writing 64 MiB of tensors that a source produces on demand
 //! never holds much more than one tensor. Measured with a counting global allocator
-//! (this test binary only).
+//! (the test binary's; it counts only in a subprocess of the binary that runs this test
+//! alone, as the other tests allocate on their own threads).
 
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use std::sync::Mutex;
 
 use tessera::convert::{self, WriteOptions};
@@ -12,23 +14,29 @@ use tessera::{DType, Format, Metadata, Result, TensorInfo, TensorSource, TensorV
 
 struct Counting;
 
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
+/// Set by the test in its own subprocess only: elsewhere the allocator just forwards.
+static COUNTING: AtomicBool = AtomicBool::new(false);
+// Signed: blocks allocated before counting began may be freed while it counts.
+static CURRENT: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
 
 // SAFETY: forwards to the system allocator; only counts.
 #[allow(unsafe_code)]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: AllocLayout) -> *mut u8 {
         let p = System.alloc(l);
-        if !p.is_null() {
-            let now = CURRENT.fetch_add(l.size(), Ordering::SeqCst) + l.size();
+        if !p.is_null() && COUNTING.load(Ordering::Relaxed) {
+            let size = l.size() as isize;
+            let now = CURRENT.fetch_add(size, Ordering::SeqCst) + size;
             PEAK.fetch_max(now, Ordering::SeqCst);
         }
         p
     }
     unsafe fn dealloc(&self, p: *mut u8, l: AllocLayout) {
         System.dealloc(p, l);
-        CURRENT.fetch_sub(l.size(), Ordering::SeqCst);
+        if COUNTING.load(Ordering::Relaxed) {
+            CURRENT.fetch_sub(l.size() as isize, Ordering::SeqCst);
+        }
     }
 }
 
@@ -61,8 +69,30 @@ impl TensorSource for OnDemand {
     }
 }
 
+/// Set in the environment of the subprocess that runs the test alone.
+const ALONE: &str = "TESSERA_TEST_ALLOCATIONS_ALONE";
+
 #[test]
 fn writing_holds_about_one_tensor_at_a_time() {
+    if std::env::var_os(ALONE).is_none() {
+        // This binary runs its tests on parallel threads that all allocate: run this one
+        // alone in a subprocess of the binary, and count there.
+        let name = "gptrs_streaming::writing_holds_about_one_tensor_at_a_time";
+        let o = Command::new(std::env::current_exe().unwrap())
+            .args([name, "--exact", "--test-threads=1"])
+            .env(ALONE, "1")
+            .output()
+            .unwrap();
+        let out = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(o.status.success(), "{out}");
+        assert!(out.contains("test result: ok. 1 passed"), "{out}");
+        return;
+    }
+    COUNTING.store(true, Ordering::SeqCst);
     let mut meta = Metadata::new();
     meta.insert("kind", "gpt");
     meta.insert("config", Metadata::new());
@@ -103,7 +133,7 @@ fn writing_holds_about_one_tensor_at_a_time() {
         &WriteOptions::default(),
     )
     .unwrap();
-    let peak = PEAK.load(Ordering::SeqCst) - base;
+    let peak = (PEAK.load(Ordering::SeqCst) - base) as usize;
     assert!(out.0 > (TENSORS * one) as u64, "all data was written");
     assert!(
         peak >= one,

@@ -9,8 +9,7 @@ use std::io::Cursor;
 
 use proptest::prelude::*;
 
-#[path = "common/matrix.rs"]
-mod common;
+use crate::common::matrix as common;
 use common::{carries_metadata, formats, model_of, Spec};
 use tessera::convert::{capabilities, prepare, write_to};
 use tessera::{

@@ -64,22 +64,7 @@ fn written(format: Format) -> Vec<u8> {
 /// call before: for them the bytes read are checked over all tensors, not per tensor.
 const READS_AHEAD: [Format; 1] = [Format::Fold];
 
-/// A file extension for `format` (its name when it has none of its own: zTensor v2
-/// shares `.zt` with v1).
-fn ext(format: Format) -> &'static str {
-    format
-        .extensions()
-        .first()
-        .copied()
-        .unwrap_or(format.name())
-}
-
-fn readable_formats() -> Vec<Format> {
-    Format::ALL
-        .into_iter()
-        .filter(|f| f.can_read() && f.can_write())
-        .collect()
-}
+use crate::common::{ext, readable_formats};
 
 #[test]
 fn opening_reads_the_index_not_the_tensors() {

@@ -30,9 +30,7 @@ fn open(data: &[u8]) -> tessera::Result<Box<dyn tessera::Container + '_>> {
     tessera::open(data, &ReadOptions::default())
 }
 
-fn sha(b: &[u8]) -> String {
-    tessera::util::hex(&tessera::util::sha256(b))
-}
+use crate::common::sha;
 
 fn check(file: &dyn tessera::Container, want: &serde_json::Value, what: &str) {
     let tensors = want["tensors"].as_object().unwrap();

@@ -24,9 +24,7 @@ fn write(src: &dyn TensorSource, opts: &WriteOptions) -> tessera::Result<Vec<u8>
     Ok(out.into_inner())
 }
 
-fn sha(b: &[u8]) -> String {
-    tessera::util::hex(&tessera::util::sha256(b))
-}
+use crate::common::sha;
 
 #[test]
 fn torchs_checkpoints_rewritten_by_us_keep_torchs_values() {

@@ -19,10 +19,8 @@ use tessera::{
     TensorView, Value, VerifyOptions, WriteOptions,
 };
 
-#[path = "common/vectors.rs"]
-mod classified;
-#[path = "common/matrix.rs"]
-mod matrix;
+use crate::common::matrix;
+use crate::common::vectors as classified;
 
 use classified::{vectors, Expect};
 use matrix::{model_of, Spec};

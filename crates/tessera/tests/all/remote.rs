@@ -112,20 +112,7 @@ fn written_with(format: Format, opts: &WriteOptions) -> Vec<u8> {
     out.into_inner()
 }
 
-fn ext(format: Format) -> &'static str {
-    format
-        .extensions()
-        .first()
-        .copied()
-        .unwrap_or(format.name())
-}
-
-fn readable_formats() -> Vec<Format> {
-    Format::ALL
-        .into_iter()
-        .filter(|f| f.can_read() && f.can_write())
-        .collect()
-}
+use crate::common::{ext, readable_formats};
 
 /// Files written by the original tools (committed test data).
 fn peer_files() -> Vec<PathBuf> {

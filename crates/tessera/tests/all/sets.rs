@@ -3,8 +3,7 @@
 //! checked against the manifest numpy wrote; and every set-level fault, each refused by
 //! a plain open and named by an audit's `verify`.
 
-#[path = "common/sets.rs"]
-mod common;
+use crate::common::sets as common;
 
 use std::path::Path;
 

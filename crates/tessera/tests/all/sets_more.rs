@@ -11,8 +11,7 @@
 //! - each shard's own metadata is kept, a key the shards disagree on named in a warning;
 //! - a broken set opened for audit says why a plain open refuses it.
 
-#[path = "common/sets.rs"]
-mod common;
+use crate::common::sets as common;
 
 use std::path::{Path, PathBuf};
 

@@ -4,8 +4,7 @@
 //! directory with every tensor's bytes checked against the SHA-256 numpy recorded; then
 //! every set-level fault, each named.
 
-#[path = "common/sets.rs"]
-mod common;
+use crate::common::sets as common;
 
 use std::path::{Path, PathBuf};
 

@@ -47,8 +47,7 @@ use serde_json::{json, Value as J};
 use sha2::{Digest, Sha256};
 use tessera::{Container, ErrorKind, ReadOptions, VerifyOptions};
 
-#[path = "common/vectors.rs"]
-mod classified;
+use crate::common::vectors as classified;
 use classified::{data_root, files_under, glob, vectors, Expect, Kind, Vector};
 
 impl Vector {

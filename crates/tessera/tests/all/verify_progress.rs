@@ -5,8 +5,7 @@
 //! a multi-tensor file reports more than once; and the hook changes nothing in the
 //! report.
 
-#[path = "common/sets.rs"]
-mod common;
+use crate::common::sets as common;
 
 use std::borrow::Cow;
 use std::io::Cursor;

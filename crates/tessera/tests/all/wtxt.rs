@@ -1,7 +1,6 @@
 //! WTXT/Chunks v1.1: writer, strict reader, every verify layer, salvage, WSUM, golden vectors.
 
-#[path = "common/wtxt.rs"]
-mod common;
+use crate::common::wtxt as common;
 use common::*;
 
 use std::borrow::Cow;

@@ -1,7 +1,6 @@
 //! WTXT: DELTA v2, signing, age encryption, large arrays, armor damage, mutation robustness, audit.
 
-#[path = "common/wtxt.rs"]
-mod common;
+use crate::common::wtxt as common;
 use common::*;
 
 use std::borrow::Cow;

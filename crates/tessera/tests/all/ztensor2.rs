@@ -23,9 +23,7 @@ fn expected() -> Json {
     serde_json::from_slice(&read("expected.json")).unwrap()
 }
 
-fn sha(b: &[u8]) -> String {
-    tessera::util::hex(&tessera::util::sha256(b))
-}
+use crate::common::sha;
 
 fn dtype_of(label: &str) -> Option<DType> {
     Some(match label {

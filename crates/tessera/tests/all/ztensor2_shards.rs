@@ -17,9 +17,7 @@ fn expected() -> serde_json::Value {
     serde_json::from_str(&s).unwrap()
 }
 
-fn sha(b: &[u8]) -> String {
-    tessera::util::hex(&tessera::util::sha256(b))
-}
+use crate::common::sha;
 
 fn check_all(src: &dyn TensorSource, want: &serde_json::Value) {
     let tensors = want["tensors"].as_object().unwrap();
