@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH="${1:-60}"
 # Every target in fuzz/fuzz_targets/: one per reader of the format registry, plus detect
-# and roundtrip (crates/tessera/tests/fuzz_regressions.rs checks the folder against the
+# and roundtrip (crates/tessera/tests/all/fuzz_regressions.rs checks the folder against the
 # registry, so a new format's target is run here without editing this script).
 TARGETS="${TARGETS:-$(ls fuzz/fuzz_targets | sed -n 's/\.rs$//p' | tr '\n' ' ')}"
 

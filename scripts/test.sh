@@ -40,23 +40,63 @@ export TESSERA_PYTHON="$(cd "$(dirname "$VENV/bin/python")" && pwd)/python"
 
 echo "== cargo test"
 # The whole log goes to a file; the terminal gets one line per test binary (which
-# binary, its result line), then, if anything failed, the failures and build errors.
+# binary, its result line) and, for each crate's integration tests (one binary,
+# tests/all/main.rs, a module per file), one line per module; then the total and the
+# failing tests' names, and, if anything failed, the failures and build errors. Not
+# --quiet: the per-module counts come from the one line per test.
 LOG="${CARGO_TARGET_DIR:-$PWD/target}/test-rust.log"
 mkdir -p "$(dirname "$LOG")"
 set +e
-cargo test --workspace --features tessera-cli/test-hooks --no-fail-fast -- --quiet >"$LOG" 2>&1
+cargo test --workspace --features tessera-cli/test-hooks --no-fail-fast >"$LOG" 2>&1
 rc_rust=$?
 set -e
 awk '
+  function flush_modules(   i, j, t, m) {
+    # the modules of the binary just finished, sorted by name
+    for (i = 2; i <= nmods; i++) {
+      t = mods[i]
+      for (j = i - 1; j >= 1 && mods[j] > t; j--) mods[j + 1] = mods[j]
+      mods[j + 1] = t
+    }
+    for (i = 1; i <= nmods; i++) {
+      m = mods[i]
+      printf "    %-54s %d passed; %d failed; %d ignored\n", m "::", ok[m] + 0, bad[m] + 0, ign[m] + 0
+      delete ok[m]; delete bad[m]; delete ign[m]; delete seen[m]
+    }
+    nmods = 0
+  }
   /^ *Running / {
     line = $0; sub(/^ *Running /, "", line)
     bin = line; sub(/^.*\(/, "", bin); sub(/\)$/, "", bin); sub(/^.*\//, "", bin)
     sub(/-[0-9a-f]+$/, "", bin); sub(/ \(.*$/, "", line)
-    name = line " [" bin "]"
+    # each crate has one tests/all binary: say whose (the library that cargo ran last)
+    if (line ~ /^unittests src\/lib\.rs/) lib = bin
+    grouped = (line ~ /tests\/all\/main\.rs$/)
+    name = line " [" bin (grouped ? " of " lib : "") "]"
   }
-  /^ *Doc-tests / { name = $0; sub(/^ *Doc-tests /, "doc-tests ", name) }
-  /^test result:/ { printf "%-58s %s\n", name, $0; n++ }
-  END { printf "%d test binaries ran\n", n }
+  /^ *Doc-tests / { name = $0; sub(/^ *Doc-tests /, "doc-tests ", name); grouped = 0 }
+  /^test .* \.\.\. (ok|FAILED|ignored)/ {
+    t = $0; sub(/^test /, "", t); sub(/ \.\.\. .*$/, "", t)
+    st = $0; sub(/^.* \.\.\. /, "", st)
+    if (st ~ /^FAILED/) failed_names[++nfailed] = name ": " t
+    if (grouped) {
+      m = t; sub(/::.*$/, "", m)
+      if (!(m in seen)) { seen[m] = 1; mods[++nmods] = m }
+      if (st ~ /^ok/) ok[m]++; else if (st ~ /^FAILED/) bad[m]++; else ign[m]++
+    }
+  }
+  /^test result:/ {
+    printf "%-58s %s\n", name, $0; n++
+    r = $0
+    if (match(r, /[0-9]+ passed/)) tp += substr(r, RSTART, RLENGTH) + 0
+    if (match(r, /[0-9]+ failed/)) tf += substr(r, RSTART, RLENGTH) + 0
+    if (match(r, /[0-9]+ ignored/)) ti += substr(r, RSTART, RLENGTH) + 0
+    if (grouped) flush_modules()
+  }
+  END {
+    printf "%d test binaries ran: %d tests, %d passed, %d failed, %d ignored\n", n, tp + tf + ti, tp, tf, ti
+    for (i = 1; i <= nfailed; i++) print "FAILED " failed_names[i]
+  }
 ' "$LOG"
 echo "(full log: $LOG)"
 if [ "$rc_rust" -ne 0 ]; then

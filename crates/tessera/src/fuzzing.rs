@@ -1,5 +1,5 @@
 //! Entry points shared by the cargo-fuzz targets (`fuzz/`) and the regression tests
-//! that replay their findings (`tests/fuzz_regressions.rs`). Not part of the stable API.
+//! that replay their findings (`tests/all/fuzz_regressions.rs`). Not part of the stable API.
 //!
 //! The readers must never panic, hang or over-allocate on any input; [`exercise`] drives
 //! everything a user can do with an opened file. [`round_trip`] builds a small model from

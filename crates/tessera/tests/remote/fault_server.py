@@ -1,5 +1,5 @@
 """A small HTTP server with range support that misbehaves on purpose, for the remote
-read tests (crates/tessera/tests/remote.rs). Standard library only.
+read tests (crates/tessera/tests/all/remote.rs). Standard library only.
 
     python3 fault_server.py ROOT      # prints "PORT\n" once listening
 

@@ -2,7 +2,7 @@
 plus `expected.json` (names, dtypes, shapes, data as hex, metadata) computed by numpy.
 
 Run: /tmp/pyenv/bin/python gen.py   (needs numpy, ml_dtypes, safetensors==0.8.0)
-The Rust tests (crates/tessera/tests/safetensors.rs) read these files and compare with
+The Rust tests (crates/tessera/tests/all/safetensors.rs) read these files and compare with
 expected.json; the files are also the byte-identity oracle for our writer.
 """
 import json

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes values.npz (numpy's own writer) and expected.json: numpy's statistics of each
-array, what `tessera stats` must report (tests/stats.rs in tessera-cli).
+array, what `tessera stats` must report (tests/all/stats.rs in tessera-cli).
 
 min, max, mean and std are over the finite elements (std with ddof=0), in float64; nan,
 pos_inf, neg_inf and zeros are counts. NaN and infinities are placed on purpose.

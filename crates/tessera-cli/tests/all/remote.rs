@@ -1,0 +1,544 @@
+//! The CLI's verbs on s3:// and http:// locations, against moto and nginx started by
+//! `scripts/remote-servers.sh` (`scripts/test.sh` runs it): inspect, extract, verify,
+//! diff and convert give what they give on the local file, and `convert … s3://…`
+//! uploads. Without the servers each test prints a notice and passes, unless
+//! `TESSERA_REQUIRE_REMOTE=1`.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+struct Servers {
+    endpoint: String,
+    bucket: String,
+    http_url: String,
+    http_root: PathBuf,
+}
+
+fn servers(test: &str) -> Option<Servers> {
+    let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+    let got = (|| {
+        Some(Servers {
+            endpoint: var("TESSERA_TEST_S3_ENDPOINT")?,
+            bucket: var("TESSERA_TEST_S3_BUCKET")?,
+            http_url: var("TESSERA_TEST_HTTP_URL")?,
+            http_root: var("TESSERA_TEST_HTTP_ROOT")?.into(),
+        })
+    })();
+    if got.is_none() {
+        if std::env::var("TESSERA_REQUIRE_REMOTE").as_deref() == Ok("1") {
+            panic!("{test}: TESSERA_REQUIRE_REMOTE=1 but the test servers' variables are not set");
+        }
+        eprintln!("notice: {test} skipped: no test servers (scripts/test.sh starts them)");
+    }
+    got
+}
+
+/// `tessera ARGS`. WTXT and FOLD stamp the time they are written; a fixed
+/// SOURCE_DATE_EPOCH makes a local and a remote conversion comparable byte for byte
+/// even when they run in different seconds.
+fn tessera(args: &[&OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .env("SOURCE_DATE_EPOCH", "1764000000")
+        .output()
+        .unwrap()
+}
+
+/// `tessera ARGS` with no AWS variable of the caller's environment, `vars` set instead.
+fn tessera_env(args: &[&str], vars: &[(&str, &OsStr)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tessera"));
+    c.args(args);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("AWS_") {
+            c.env_remove(k);
+        }
+    }
+    for (k, v) in vars {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn tensor_names(inspect_json: &str) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_str(inspect_json).unwrap();
+    v["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+use crate::common::text;
+
+fn ok(args: &[&OsStr]) -> String {
+    let o = tessera(args);
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Files written by the original tools (committed test data): safetensors, GGUF,
+/// zTensor v2 and WTXT.
+fn samples() -> Vec<PathBuf> {
+    let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tessera/tests/data");
+    [
+        "safetensors/mixed.safetensors",
+        "gguf/peer_small.gguf",
+        "ztensor2/dense.zt",
+        "wtxt/basic.wtxt",
+    ]
+    .iter()
+    .map(|p| d.join(p))
+    .collect()
+}
+
+fn first_tensor(path: &Path) -> String {
+    let f = tessera::open_path(path, &tessera::ReadOptions::default()).unwrap();
+    f.container().tensor_infos()[0].name.clone()
+}
+
+fn stage(srv: &Servers, local: &Path, name: &str) -> (String, String) {
+    std::fs::copy(local, srv.http_root.join(name)).unwrap();
+    let s3 = format!("s3://{}/cli/{name}", srv.bucket);
+    tessera::remote::upload_file(
+        local,
+        &tessera::Location::parse(&s3).unwrap(),
+        &tessera::remote::RemoteOptions::default().endpoint(Some(srv.endpoint.clone())),
+    )
+    .unwrap();
+    (s3, format!("{}/{name}", srv.http_url))
+}
+
+#[test]
+fn read_verbs_give_the_local_result_from_s3_and_http() {
+    let Some(srv) = servers("read_verbs_give_the_local_result_from_s3_and_http") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ep = ["--endpoint".as_ref(), srv.endpoint.as_ref()] as [&OsStr; 2];
+    for local in samples() {
+        let file_name = local.file_name().unwrap().to_string_lossy().into_owned();
+        let name = format!("cli-{file_name}");
+        let (s3, http) = stage(&srv, &local, &name);
+        let lp = local.display().to_string();
+        let tensor = first_tensor(&local);
+        let inspect_local = ok(&["inspect".as_ref(), "--json".as_ref(), local.as_os_str()]);
+        let verify_local = ok(&["verify".as_ref(), local.as_os_str()]);
+        let want_x = dir.path().join("local.npy");
+        ok(&[
+            "extract".as_ref(),
+            local.as_os_str(),
+            tensor.as_ref(),
+            "-o".as_ref(),
+            want_x.as_os_str(),
+        ]);
+        // Converted to its own format (every sample's tensors fit it).
+        let ext = local.extension().unwrap().to_string_lossy().into_owned();
+        let want_c = dir.path().join(format!("local.{ext}"));
+        // The sample is zTensor v2; `.zt` alone means v1.
+        let zt2: Vec<&OsStr> = match ext.as_str() {
+            "zt" => vec!["--zt-version".as_ref(), "2".as_ref()],
+            _ => vec![],
+        };
+        let mut args: Vec<&OsStr> = vec!["convert".as_ref(), local.as_os_str(), want_c.as_os_str()];
+        args.extend(&zt2);
+        ok(&args);
+        for url in [&s3, &http] {
+            let u: &OsStr = url.as_ref();
+            let mut args: Vec<&OsStr> = vec!["inspect".as_ref(), "--json".as_ref(), u];
+            args.extend(ep);
+            let got = ok(&args);
+            assert_eq!(
+                got.replace(url.as_str(), &lp),
+                inspect_local,
+                "{url}: inspect"
+            );
+            let mut args: Vec<&OsStr> = vec!["verify".as_ref(), u];
+            args.extend(ep);
+            let got = ok(&args);
+            assert_eq!(
+                got.replace(url.as_str(), &lp),
+                verify_local,
+                "{url}: verify"
+            );
+            let x = dir.path().join("remote.npy");
+            let mut args: Vec<&OsStr> = vec![
+                "extract".as_ref(),
+                u,
+                tensor.as_ref(),
+                "-o".as_ref(),
+                x.as_os_str(),
+            ];
+            args.extend(ep);
+            ok(&args);
+            assert_eq!(
+                std::fs::read(&x).unwrap(),
+                std::fs::read(&want_x).unwrap(),
+                "{url}: extract"
+            );
+            let c = dir.path().join(format!("remote.{ext}"));
+            let mut args: Vec<&OsStr> = vec!["convert".as_ref(), u, c.as_os_str()];
+            args.extend(ep);
+            args.extend(&zt2);
+            ok(&args);
+            assert_eq!(
+                std::fs::read(&c).unwrap(),
+                std::fs::read(&want_c).unwrap(),
+                "{url}: convert"
+            );
+            let mut args: Vec<&OsStr> = vec!["diff".as_ref(), local.as_os_str(), u];
+            args.extend(ep);
+            ok(&args);
+        }
+    }
+}
+
+#[test]
+fn convert_uploads_to_s3_and_reads_back() {
+    let Some(srv) = servers("convert_uploads_to_s3_and_reads_back") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tessera/tests/data/gguf/peer_small.gguf");
+    let local = dir.path().join("local.gguf");
+    ok(&["convert".as_ref(), src.as_os_str(), local.as_os_str()]);
+    let url = format!("s3://{}/cli/up.gguf", srv.bucket);
+    let out = ok(&[
+        "convert".as_ref(),
+        src.as_os_str(),
+        url.as_ref(),
+        "--endpoint".as_ref(),
+        srv.endpoint.as_ref(),
+    ]);
+    assert!(out.contains(&url), "{out}");
+    // What landed under the key is the bytes a local conversion writes.
+    let back = dir.path().join("back.gguf");
+    let src_remote = tessera::remote::RemoteSource::open(
+        &tessera::Location::parse(&url).unwrap(),
+        &tessera::remote::RemoteOptions::default().endpoint(Some(srv.endpoint.clone())),
+    )
+    .unwrap();
+    use tessera::source::ByteSource;
+    let bytes = src_remote.read_at(0, src_remote.len()).unwrap();
+    std::fs::write(&back, &bytes).unwrap();
+    ok(&["diff".as_ref(), local.as_os_str(), back.as_os_str()]);
+    ok(&[
+        "verify".as_ref(),
+        url.as_ref(),
+        "--endpoint".as_ref(),
+        srv.endpoint.as_ref(),
+    ]);
+}
+
+#[test]
+fn inspect_and_verify_open_a_set_by_its_index_url() {
+    let Some(srv) = servers("inspect_and_verify_open_a_set_by_its_index_url") else {
+        return;
+    };
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tessera/tests/data/sets/hf");
+    std::fs::create_dir_all(srv.http_root.join("cli-set")).unwrap();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        stage(&srv, &dir.join(&name), &format!("cli-set/{name}"));
+    }
+    let index = dir.join("model.safetensors.index.json");
+    let want = tensor_names(&ok(&[
+        "inspect".as_ref(),
+        "--json".as_ref(),
+        index.as_os_str(),
+    ]));
+    assert!(want.len() > 4, "{want:?}");
+    for url in [
+        format!(
+            "s3://{}/cli/cli-set/model.safetensors.index.json",
+            srv.bucket
+        ),
+        format!("{}/cli-set/model.safetensors.index.json", srv.http_url),
+    ] {
+        let ep = ["--endpoint".as_ref(), srv.endpoint.as_ref()] as [&OsStr; 2];
+        let mut args: Vec<&OsStr> = vec!["inspect".as_ref(), "--json".as_ref(), url.as_ref()];
+        args.extend(ep);
+        assert_eq!(tensor_names(&ok(&args)), want, "{url}");
+        let mut args: Vec<&OsStr> = vec!["verify".as_ref(), url.as_ref()];
+        args.extend(ep);
+        let out = ok(&args);
+        assert!(out.contains("shard present"), "{url}: {out}");
+    }
+}
+
+#[test]
+fn aws_profiles_give_the_endpoint_region_and_keys_and_never_print_them() {
+    let Some(srv) = servers("aws_profiles_give_the_endpoint_region_and_keys_and_never_print_them")
+    else {
+        return;
+    };
+    let local = samples()[0].clone();
+    let (s3, _) = stage(&srv, &local, "profile.safetensors");
+    let home = tempfile::tempdir().unwrap();
+    let aws = home.path().join(".aws");
+    std::fs::create_dir_all(&aws).unwrap();
+    // The default profile from ~/.aws: no --endpoint, no AWS_* variable.
+    std::fs::write(
+        aws.join("credentials"),
+        "[default]\naws_access_key_id = AKIDPROFILE\naws_secret_access_key = SECRETPROFILEVALUE\n",
+    )
+    .unwrap();
+    std::fs::write(
+        aws.join("config"),
+        format!(
+            "[default]\nregion = us-east-1\ns3 =\n  endpoint_url = {}\n",
+            srv.endpoint
+        ),
+    )
+    .unwrap();
+    let h = home.path().as_os_str();
+    let o = tessera_env(&["inspect", &s3], &[("HOME", h)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Without the profile the endpoint is AWS's, which this machine cannot reach: the
+    // profile is what made it work.
+    let empty = tempfile::tempdir().unwrap();
+    let o = tessera_env(
+        &["inspect", &s3],
+        &[
+            ("HOME", empty.path().as_os_str()),
+            ("TESSERA_REMOTE_TIMEOUT", "3".as_ref()),
+        ],
+    );
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    // A named profile, from files named by the environment.
+    let other = tempfile::tempdir().unwrap();
+    let (creds, config) = (other.path().join("c"), other.path().join("f"));
+    std::fs::write(
+        &creds,
+        "[dev]\naws_access_key_id = AKIDDEV\naws_secret_access_key = SECRETDEVVALUE\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "[profile dev]\nregion = us-east-1\nendpoint_url = {}\n",
+            srv.endpoint
+        ),
+    )
+    .unwrap();
+    let vars = [
+        ("HOME", empty.path().as_os_str()),
+        ("AWS_PROFILE", "dev".as_ref()),
+        ("AWS_SHARED_CREDENTIALS_FILE", creds.as_os_str()),
+        ("AWS_CONFIG_FILE", config.as_os_str()),
+    ];
+    let o = tessera_env(&["inspect", &s3], &vars);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A profile neither file has: a usage error naming it; no secret printed anywhere.
+    let mut vars = vars;
+    vars[1].1 = "nope".as_ref();
+    let o = tessera_env(&["inspect", &s3], &vars);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("\"nope\""), "{}", text(&o));
+    for o in [
+        tessera_env(&["inspect", "--json", &s3], &[("HOME", h)]),
+        tessera_env(&["verify", "-v", &s3], &[("HOME", h)]),
+        tessera_env(
+            &["inspect", &format!("s3://{}/no-such-key", srv.bucket)],
+            &[("HOME", h)],
+        ),
+    ] {
+        let t = text(&o);
+        assert!(
+            !t.contains("SECRETPROFILEVALUE") && !t.contains("SECRETDEVVALUE"),
+            "{t}"
+        );
+    }
+}
+
+#[test]
+fn remote_reads_show_the_bytes_fetched_after_a_second() {
+    if servers("remote_reads_show_the_bytes_fetched_after_a_second").is_none() {
+        return;
+    }
+    // The fault server's `slow` mode answers each range after 1.5 s.
+    let root = tempfile::tempdir().unwrap();
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tessera/tests/remote/fault_server.py");
+    let python = std::env::var("TESSERA_PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut child = Command::new(python)
+        .arg(&script)
+        .arg(root.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let port: u16 = line.trim().parse().unwrap();
+    let local = samples()[0].clone();
+    std::fs::copy(&local, root.path().join("p.safetensors")).unwrap();
+    let tensor = first_tensor(&local);
+    let x = root.path().join("x.npy");
+    let run = |mode: &str, always: bool| {
+        let url = format!("http://127.0.0.1:{port}/{mode}/p.safetensors");
+        let mut vars: Vec<(&str, &OsStr)> = vec![];
+        if always {
+            vars.push(("TESSERA_PROGRESS", "always".as_ref()));
+        }
+        let args = ["extract", &url, &tensor, "-o", x.to_str().unwrap()];
+        let o = tessera_env(&args, &vars);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        (url, String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (url, err) = run("slow", true);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with(&format!("fetching {url}: ")))
+        .unwrap_or_else(|| panic!("no progress line: {err}"));
+    assert!(line.contains(" requests"), "{line}");
+    // Under a second, or without a terminal: nothing.
+    assert!(!run("ok", true).1.contains("fetching"));
+    assert!(!run("slow", false).1.contains("fetching"));
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn convert_writes_a_set_and_a_wtxt_pair_to_s3_and_never_over_old_objects() {
+    let Some(srv) =
+        servers("convert_writes_a_set_and_a_wtxt_pair_to_s3_and_never_over_old_objects")
+    else {
+        return;
+    };
+    let ep = ["--endpoint".as_ref(), srv.endpoint.as_ref()] as [&OsStr; 2];
+    let index = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tessera/tests/data/sets/hf/model.safetensors.index.json");
+    let want = tensor_names(&ok(&[
+        "inspect".as_ref(),
+        "--json".as_ref(),
+        index.as_os_str(),
+    ]));
+    assert!(want.len() >= 3, "{want:?}");
+    // A prefix of this run's own: the servers may hold an earlier run's objects.
+    let run = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+
+    // A set: three shards, then the index; each named on stdout as uploaded.
+    let url = format!("s3://{}/cli/resharded-{run}/model.safetensors", srv.bucket);
+    let mut args: Vec<&OsStr> = vec![
+        "convert".as_ref(),
+        index.as_os_str(),
+        url.as_ref(),
+        "--shards".as_ref(),
+        "3".as_ref(),
+    ];
+    args.extend(ep);
+    let out = ok(&args);
+    let base = format!("s3://{}/cli/resharded-{run}", srv.bucket);
+    let wrote: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("wrote "))
+        .collect();
+    assert_eq!(
+        wrote,
+        vec![
+            format!("{base}/model-00001-of-00003.safetensors"),
+            format!("{base}/model-00002-of-00003.safetensors"),
+            format!("{base}/model-00003-of-00003.safetensors"),
+            format!("{base}/model.safetensors.index.json"),
+        ],
+        "{out}"
+    );
+    let index_url = format!("{base}/model.safetensors.index.json");
+    let mut args: Vec<&OsStr> = vec!["inspect".as_ref(), "--json".as_ref(), index_url.as_ref()];
+    args.extend(ep);
+    assert_eq!(tensor_names(&ok(&args)), want);
+    let mut args: Vec<&OsStr> = vec!["diff".as_ref(), index.as_os_str(), index_url.as_ref()];
+    args.extend(ep);
+    ok(&args);
+
+    // The same command again: refused (the old set's objects are there), nothing changed.
+    let mut args: Vec<&OsStr> = vec![
+        "convert".as_ref(),
+        index.as_os_str(),
+        url.as_ref(),
+        "--shards".as_ref(),
+        "2".as_ref(),
+    ];
+    args.extend(ep);
+    let o = tessera(&args);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("exists"), "{}", text(&o));
+    let mut args: Vec<&OsStr> = vec!["verify".as_ref(), index_url.as_ref()];
+    args.extend(ep);
+    let v = ok(&args);
+    assert!(v.contains("shard present"), "{v}");
+
+    // Streamed WTXT and its .wsum (the root line): the side file first, the file last;
+    // both readable back.
+    let wtxt = format!("s3://{}/cli/pair-{run}/m.wtxt", srv.bucket);
+    let drop: &OsStr = "--drop-metadata".as_ref();
+    let streaming: &OsStr = "--streaming".as_ref();
+    let mut args: Vec<&OsStr> = vec![
+        "convert".as_ref(),
+        index.as_os_str(),
+        wtxt.as_ref(),
+        drop,
+        streaming,
+    ];
+    args.extend(ep);
+    let out = ok(&args);
+    assert!(out.contains(&format!("also wrote {wtxt}.wsum")), "{out}");
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("m.wtxt");
+    ok(&[
+        "convert".as_ref(),
+        index.as_os_str(),
+        local.as_os_str(),
+        drop,
+    ]);
+    let mut args: Vec<&OsStr> = vec!["diff".as_ref(), local.as_os_str(), wtxt.as_ref()];
+    args.extend(ep);
+    ok(&args);
+}
+
+/// The object store's raw errors said as a user reads them: a missing object is "no
+/// such object", a missing bucket "the bucket … does not exist" (its HEAD is a bare 404
+/// too: one listing on the not-found path tells them apart); no XML, no library wording.
+#[test]
+fn a_missing_object_or_bucket_is_said_plainly() {
+    let Some(srv) = servers("a_missing_object_or_bucket_is_said_plainly") else {
+        return;
+    };
+    for (url, want) in [
+        (
+            format!("s3://{}/cli/no-such.safetensors", srv.bucket),
+            "no such object".to_string(),
+        ),
+        (
+            "s3://tessera-no-such-bucket/m.safetensors".to_string(),
+            "the bucket \"tessera-no-such-bucket\" does not exist".to_string(),
+        ),
+    ] {
+        let o = tessera(&[
+            "inspect".as_ref(),
+            url.as_ref(),
+            "--endpoint".as_ref(),
+            srv.endpoint.as_ref(),
+        ]);
+        let t = text(&o);
+        assert_ne!(o.status.code(), Some(0), "{t}");
+        assert!(t.contains(&want), "{url}: {t}");
+        assert!(
+            !t.contains("<?xml") && !t.contains("Client error"),
+            "{url}: {t}"
+        );
+    }
+}
