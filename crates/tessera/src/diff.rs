@@ -184,7 +184,7 @@ impl DiffReport {
 ///     m.push(TensorView::from_slice("w", vec![w.len() as u64], w)?)?;
 ///     let path = dir.path().join(name);
 ///     tessera::convert::write_file(tessera::Format::Safetensors, &m, &path, &Default::default())?;
-///     tessera::open_file(&path)
+///     tessera::open_path(&path, &tessera::ReadOptions::default())
 /// };
 /// let (a, b) = (file("a.safetensors", &[1.0, 2.0])?, file("b.safetensors", &[1.0, 2.001])?);
 /// let exact = tessera::diff::diff(a.container(), b.container(), &DiffOptions::new())?;

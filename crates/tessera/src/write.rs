@@ -85,3 +85,27 @@ pub struct Capabilities {
     /// other target they are kept in the metadata under `tessera.gguf_types`.
     pub typed_metadata: bool,
 }
+
+/// How a format is written as a model set of several files (`--shards`,
+/// `--max-shard-size`): the set behaviour of its codec ([`crate::formats::Codec::sets`]),
+/// so that the set writer (`set/write.rs`) never names a format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum SetStyle {
+    /// Shards of the format plus a Tessera index (`*.tessera-set.json`) naming each
+    /// shard's size and BLAKE3: any format without a set layout of its own.
+    #[default]
+    TesseraIndex,
+    /// Not written as a set: a file holds one tensor (`.npy`; write `.npz` shards).
+    None,
+    /// Shards plus a Hugging Face index (`*.safetensors.index.json`, `weight_map`), each
+    /// shard's metadata `{"format": "pt"}` as `transformers` writes it.
+    HfIndex,
+    /// GGUF splits (`-0000i-of-0000n.gguf`), the model's keys in the first, the
+    /// `split.*` keys in every one.
+    GgufSplit,
+    /// A root file whose shard table names the shard files (zTensor v2).
+    ShardTable,
+    /// One file holding every shard (AERO's `WTSH` chunks, one per group).
+    OneFile,
+}

@@ -33,7 +33,7 @@ use crate::any::{Access, OpenFn};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::Format;
 use crate::options::OptionSpec;
-use crate::write::{Capabilities, WriteFn};
+use crate::write::{Capabilities, SetStyle, WriteFn};
 
 pub use open::{open, reader_for};
 pub use options::{all_options, check_options, find_option};
@@ -90,6 +90,8 @@ pub struct Codec {
     /// The error when a detected format has no reader or writer (defaults to "… is
     /// detected but not supported yet").
     pub refusal: Option<(ErrorKind, &'static str)>,
+    /// How it is written as a model set of several files.
+    pub sets: SetStyle,
 }
 
 impl Codec {
@@ -102,6 +104,7 @@ impl Codec {
             fuzz_target: None,
             options: &[],
             refusal: None,
+            sets: SetStyle::TesseraIndex,
         }
     }
     /// The codec of a format this build left out (its Cargo feature is off): no reader,
@@ -122,6 +125,11 @@ impl Codec {
     /// The writer options the format takes.
     pub const fn options(mut self, o: &'static [OptionSpec]) -> Codec {
         self.options = o;
+        self
+    }
+    /// How the format is written as a model set (default: shards and a Tessera index).
+    pub const fn sets(mut self, style: SetStyle) -> Codec {
+        self.sets = style;
         self
     }
     /// The error for this format when it cannot be read or written.
@@ -334,6 +342,16 @@ mod tests {
             } else if !f.can_read() || !f.can_write() {
                 assert!(!f.not_supported_yet().to_string().is_empty(), "{f}");
             }
+        }
+    }
+
+    /// A format whose files hold one tensor is never written as a set; every other
+    /// writable format is, in its own layout or with a Tessera index.
+    #[test]
+    fn set_styles_follow_what_a_file_holds() {
+        for f in Format::ALL.into_iter().filter(|f| f.can_write()) {
+            let one = f.identity().single_tensor;
+            assert_eq!(f.codec().sets == SetStyle::None, one, "{f}");
         }
     }
 

@@ -44,7 +44,7 @@ use crate::metadata::Metadata;
 use crate::model::TensorSource;
 use crate::options::WriteOptions;
 use crate::tensor::{TensorInfo, TensorView};
-use crate::write::WriteReport;
+use crate::write::{SetStyle, WriteReport};
 
 /// How to cut a model into shards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,15 +175,18 @@ pub fn convert_set(
         }
         _ => {}
     }
-    if format == Format::Npy {
-        return Err(Error::unsupported(
-            "writing a model set as npy: an .npy file holds one array; write .npz shards",
-        ));
+    // How the target is written as a set: its codec says (`SetStyle`); this writer
+    // names no format.
+    let style = format.codec().sets;
+    if style == SetStyle::None {
+        return Err(Error::unsupported(format!(
+            "writing a model set as {}: a {} file holds one tensor; write the shards in a \
+             format that holds several (npz, safetensors, …)",
+            format.name(),
+            format.title(),
+        )));
     }
-    let tessera = !matches!(
-        format,
-        Format::Safetensors | Format::Gguf | Format::ZtensorV2 | Format::Aero
-    );
+    let tessera = style == SetStyle::TesseraIndex;
     let prepared = prepare(src, format, convert)?;
     if tessera && !prepared.chunks().is_empty() {
         let names: Vec<&str> = prepared.chunks().iter().map(|c| c.name.as_str()).collect();
@@ -198,7 +201,7 @@ pub fn convert_set(
     let sizes: Vec<u64> = infos.iter().map(size_of).collect();
     let groups = plan(&sizes, split);
     #[cfg(feature = "aero")]
-    if format == Format::Aero {
+    if style == SetStyle::OneFile {
         // AERO multi-shard: one file, one WTSH chunk per group.
         let mut o = opts.clone();
         o.path = Some(path.to_path_buf());
@@ -215,7 +218,7 @@ pub fn convert_set(
         });
     }
     // The set this write replaces (read before the new index replaces its index).
-    let old = old_set(format, path);
+    let old = old_set(format, style, path);
     if groups.len() == 1 {
         let mut r = write_file(format, &prepared, path, opts)?;
         notes.append(&mut r.notes);
@@ -237,7 +240,7 @@ pub fn convert_set(
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let (stem, ext) = stem_and_ext(format, path);
+    let (stem, ext) = stem_and_ext(format, style, path);
     let names: Vec<String> = (1..=n)
         .map(|i| format!("{stem}-{i:05}-of-{n:05}.{ext}"))
         .collect();
@@ -249,17 +252,17 @@ pub fn convert_set(
     let mut written = Vec::new();
     let mut index_name = None;
     #[cfg(feature = "ztensor")]
-    if format == Format::ZtensorV2 {
+    if style == SetStyle::ShardTable {
         written = super::zt2_shards::write_set(&prepared, &groups, path, tmp.path(), opts)?;
     }
     for (i, g) in groups.iter().enumerate() {
-        if format == Format::ZtensorV2 {
+        if style == SetStyle::ShardTable {
             break;
         }
         let shard_infos = infos[g.clone()].to_vec();
-        let (metadata, types) = match format {
+        let (metadata, types) = match style {
             #[cfg(feature = "gguf")]
-            Format::Gguf => gguf_keys(&prepared, meta, i, n, infos.len()),
+            SetStyle::GgufSplit => gguf_keys(&prepared, meta, i, n, infos.len()),
             _ if tessera && i == 0 => (meta.clone(), prepared.metadata_types().cloned()),
             _ if tessera => (Metadata::new(), None),
             _ => {
@@ -315,7 +318,7 @@ pub fn convert_set(
         })?;
         index_name = Some(iname);
     }
-    if format == Format::Safetensors {
+    if style == SetStyle::HfIndex {
         let total: u64 = sizes.iter().sum();
         let mut md = serde_json::Map::new();
         md.insert("total_size".into(), total.into());
@@ -366,14 +369,16 @@ pub fn convert_set(
 
 /// The stem and extension of a set's file names at `path` (`dir/model.safetensors` →
 /// `model`, `safetensors`).
-fn stem_and_ext(format: Format, path: &Path) -> (String, String) {
+/// Sets whose readers find shards by name (GGUF splits, a Hugging Face index) take the
+/// format's own extension whatever `path` ends with.
+fn stem_and_ext(format: Format, style: SetStyle, path: &Path) -> (String, String) {
     let file_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let ext = match format {
-        Format::Gguf => "gguf".to_string(),
-        Format::Safetensors => "safetensors".to_string(),
+    let own = format.extensions().first().copied().unwrap_or("bin");
+    let ext = match style {
+        SetStyle::GgufSplit | SetStyle::HfIndex => own.to_string(),
         _ => match path.extension() {
             Some(e) => e.to_string_lossy().into_owned(),
             None => format
@@ -399,24 +404,24 @@ fn stem_and_ext(format: Format, path: &Path) -> (String, String) {
 /// index), a zTensor v2 root (`{stem}.zt`: the shards its table names). Only plain
 /// names beside the index ([`super::names::check_plain`]); an index that does not parse
 /// names nothing. Empty when there is no such set.
-fn old_set(format: Format, path: &Path) -> Vec<PathBuf> {
+fn old_set(format: Format, style: SetStyle, path: &Path) -> Vec<PathBuf> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let (stem, _) = stem_and_ext(format, path);
+    let (stem, _) = stem_and_ext(format, style, path);
     let opts = crate::any::ReadOptions::default();
     let mut names: Vec<String> = Vec::new();
     let mut index = None;
-    match format {
-        Format::Safetensors => {
+    match style {
+        SetStyle::HfIndex => {
             let i = dir.join(format!("{stem}{INDEX_SUFFIX}"));
             if let Ok(b) = super::hf::read_index(&i, &opts) {
                 names = super::hf::shard_names(&b).unwrap_or_default();
                 index = Some(i);
             }
         }
-        Format::Gguf => {
+        SetStyle::GgufSplit => {
             let first = std::fs::read_dir(&dir)
                 .into_iter()
                 .flatten()
@@ -430,7 +435,7 @@ fn old_set(format: Format, path: &Path) -> Vec<PathBuf> {
             }
         }
         #[cfg(feature = "ztensor")]
-        Format::ZtensorV2 => {
+        SetStyle::ShardTable => {
             if let Ok(data) = crate::source::FileData::open(path) {
                 if let Ok(f) = crate::formats::ztensor2::Ztensor2File::parse(&data, &opts) {
                     names = f
@@ -444,7 +449,7 @@ fn old_set(format: Format, path: &Path) -> Vec<PathBuf> {
                 }
             }
         }
-        Format::Aero => {}
+        SetStyle::OneFile => {}
         _ => {
             let i = dir.join(format!("{stem}{}", super::tessera_index::INDEX_SUFFIX));
             if let Ok(b) = super::hf::read_index(&i, &opts) {

@@ -193,6 +193,7 @@ use crate::options;
 use crate::source::SourceRef;
 use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
+use crate::write::SetStyle;
 use crate::write::{Capabilities, MetadataSupport};
 
 pub use raw::{dtype_from_u16, dtype_to_u16};
@@ -214,7 +215,8 @@ pub const CODEC: Codec = Codec::new()
         options::CONTROL_INTEGRITY,
         options::PAGE_HASHES,
         options::UUID,
-    ]);
+    ])
+    .sets(SetStyle::OneFile);
 
 impl TensorSource for AeroFile<'_> {
     fn metadata(&self) -> &Metadata {

@@ -123,6 +123,7 @@ use crate::any::Access;
 use crate::dtype::DType;
 use crate::format::Format;
 use crate::formats::Codec;
+use crate::write::SetStyle;
 use crate::write::{Capabilities, MetadataSupport};
 
 pub use read::GgufFile;
@@ -131,7 +132,8 @@ pub use write::GgufWriter;
 /// GGUF in the codec table.
 pub const CODEC: Codec = Codec::new()
     .reader(read::open, Access::Ranges, "gguf")
-    .writer(write::write, capabilities);
+    .writer(write::write, capabilities)
+    .sets(SetStyle::GgufSplit);
 
 /// What GGUF can hold.
 pub fn capabilities() -> Capabilities {

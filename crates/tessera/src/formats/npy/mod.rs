@@ -95,6 +95,7 @@ use crate::formats::Codec;
 use crate::model::Container;
 use crate::options;
 use crate::source::SourceRef;
+use crate::write::SetStyle;
 use crate::write::{Capabilities, MetadataSupport};
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
@@ -111,7 +112,8 @@ fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container 
 /// NumPy `.npy` in the codec table (one array per file).
 pub const NPY_CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "npy")
-    .writer(write::write_npy, || capabilities(Format::Npy));
+    .writer(write::write_npy, || capabilities(Format::Npy))
+    .sets(SetStyle::None);
 
 /// NumPy `.npz` (a zip of `.npy` members) in the codec table.
 pub const NPZ_CODEC: Codec = Codec::new()

@@ -73,6 +73,7 @@ use crate::format::Format;
 use crate::formats::Codec;
 use crate::model::Container;
 use crate::source::SourceRef;
+use crate::write::SetStyle;
 use crate::write::{Capabilities, MetadataSupport};
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
@@ -83,7 +84,8 @@ fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container 
 /// JSON object.
 pub const CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "safetensors")
-    .writer(write::write, capabilities);
+    .writer(write::write, capabilities)
+    .sets(SetStyle::HfIndex);
 
 /// What safetensors can hold.
 pub fn capabilities() -> Capabilities {

@@ -161,6 +161,7 @@ use crate::formats::Codec;
 use crate::model::Container;
 use crate::options;
 use crate::source::SourceRef;
+use crate::write::SetStyle;
 use crate::write::{Capabilities, MetadataSupport};
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
@@ -172,7 +173,8 @@ fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container 
 pub const CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "ztensor2")
     .writer(write, capabilities)
-    .options(&[options::COMPRESSION, options::DIGESTS]);
+    .options(&[options::COMPRESSION, options::DIGESTS])
+    .sets(SetStyle::ShardTable);
 
 /// What zTensor v2 can hold.
 pub fn capabilities() -> Capabilities {
