@@ -151,8 +151,9 @@ pub fn round_trip(data: &[u8]) {
     let mut model = Model::new();
     let mut rest = &data[1..];
     let mut i = 0;
-    // A .npy file holds exactly one array.
-    let max_tensors = if format == Format::Npy { 1 } else { 4 };
+    // A file of a single-tensor format (.npy) holds exactly one array.
+    let one = format.identity().single_tensor;
+    let max_tensors = if one { 1 } else { 4 };
     while rest.len() >= 3 && i < max_tensors {
         let dtype = caps.dtypes[rest[0] as usize % caps.dtypes.len()];
         let rank = (rest[1] % 4) as usize;
@@ -173,7 +174,7 @@ pub fn round_trip(data: &[u8]) {
         }
         rest = &rest[n.min(rest.len())..];
         // .npy names its one array "array".
-        let name = if format == Format::Npy {
+        let name = if one {
             "array".to_string()
         } else {
             format!("t{i}")
