@@ -76,7 +76,9 @@ fn run_embed(
     out: &mut dyn Write,
 ) -> anyhow::Result<u8> {
     use tessera::signing::embed::{self, Reframed};
-    let opts = crate::output::read_options(&args.file, &args.read)?;
+    // The same remote settings (`--endpoint`, `--token`) as every reading verb.
+    let opts = crate::output::read_options(&args.file, &args.read)?
+        .remote(crate::output::remote_options(&args.read));
     let opened = tessera::open_path(&args.file, &opts).map_err(anyhow::Error::new)?;
     if opened.as_set().is_some() {
         return Err(anyhow::Error::new(tessera::Error::unsupported(format!(

@@ -542,3 +542,43 @@ fn a_missing_object_or_bucket_is_said_plainly() {
         );
     }
 }
+
+/// `sign` reads its input from S3 with `--endpoint`, detached and `--embed`: the same
+/// signature, and the same signed file, as from the local copy (Ed25519 signing is
+/// deterministic).
+#[test]
+fn sign_reads_its_input_from_s3_detached_and_embedded() {
+    let Some(srv) = servers("sign_reads_its_input_from_s3_detached_and_embedded") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let local = samples().remove(0);
+    let (s3, _) = stage(&srv, &local, "sign-me.safetensors");
+    let key = dir.path().join("k");
+    ok(&["keygen".as_ref(), "-o".as_ref(), key.as_os_str()]);
+    let ep = ["--endpoint".as_ref(), srv.endpoint.as_ref()] as [&OsStr; 2];
+    let d = |n: &str| dir.path().join(n);
+    for (input, tag) in [(local.as_os_str(), "local"), (s3.as_ref(), "s3")] {
+        let sig = d(&format!("{tag}.sig"));
+        let mut args = vec!["sign".as_ref(), input, "--key".as_ref(), key.as_os_str()];
+        args.extend(["-o".as_ref(), sig.as_os_str()]);
+        args.extend(ep);
+        ok(&args);
+        let out = d(&format!("{tag}.safetensors"));
+        let mut args = vec!["sign".as_ref(), input, "--key".as_ref(), key.as_os_str()];
+        args.extend(["--embed".as_ref(), "-o".as_ref(), out.as_os_str()]);
+        args.extend(ep);
+        ok(&args);
+    }
+    let read = |n: &str| std::fs::read(d(n)).unwrap();
+    assert_eq!(read("local.sig"), read("s3.sig"));
+    assert_eq!(read("local.safetensors"), read("s3.safetensors"));
+    let public = dir.path().join("k.pub");
+    let v = ok(&[
+        "verify".as_ref(),
+        d("s3.safetensors").as_os_str(),
+        "--public-key".as_ref(),
+        public.as_os_str(),
+    ]);
+    assert!(v.contains("by signed manifest"), "{v}");
+}
