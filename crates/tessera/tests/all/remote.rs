@@ -1316,11 +1316,7 @@ fn a_multi_file_upload_leaves_nothing_when_it_fails_and_never_writes_over_object
 /// settled (nginx logs a request after answering it).
 fn http_log(srv: &Servers, name: &str, since: (u64, u64)) -> (u64, u64) {
     let read = || {
-        let log = std::fs::read_to_string(&srv.http_log).unwrap_or_default();
-        let lines: Vec<&str> = log
-            .lines()
-            .filter(|l| l.split(' ').nth(1) == Some(&format!("/{name}")))
-            .collect();
+        let lines = log_lines(srv, name);
         let bytes = lines
             .iter()
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
@@ -1339,13 +1335,21 @@ fn http_log(srv: &Servers, name: &str, since: (u64, u64)) -> (u64, u64) {
     last
 }
 
+/// nginx's log lines (`METHOD URI RANGE STATUS BYTES`) of the requests for `name`.
+fn log_lines(srv: &Servers, name: &str) -> Vec<String> {
+    let log = std::fs::read_to_string(&srv.http_log).unwrap_or_default();
+    let uri = format!("/{name}");
+    log.lines()
+        .filter(|l| l.split(' ').nth(1) == Some(uri.as_str()))
+        .map(String::from)
+        .collect()
+}
+
 /// The `Range` headers of the requests for `name` after the first `skip`, as
 /// `[start, end]` pairs, that overlap another one (each pair once).
 fn overlapping_ranges(srv: &Servers, name: &str, skip: usize) -> Vec<((u64, u64), (u64, u64))> {
-    let log = std::fs::read_to_string(&srv.http_log).unwrap_or_default();
-    let ranges: Vec<(u64, u64)> = log
-        .lines()
-        .filter(|l| l.split(' ').nth(1) == Some(&format!("/{name}")))
+    let ranges: Vec<(u64, u64)> = log_lines(srv, name)
+        .into_iter()
         .skip(skip)
         .filter_map(|l| {
             let r = l.split(' ').nth(2)?.strip_prefix("bytes=")?;

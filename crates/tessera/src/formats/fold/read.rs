@@ -274,6 +274,7 @@ impl<'d> FoldFile<'d> {
         for i in 0..self.entries.len() {
             let e = &self.entries[i];
             let ctype = e.ctype();
+            let listed_before = self.srcs.len();
             let holds = match ctype.as_str() {
                 "STEN" => {
                     let h = match (headers.get_mut(i).and_then(Option::take), lazy) {
@@ -321,10 +322,11 @@ impl<'d> FoldFile<'d> {
             // A damaged tensor chunk (lenient open) still holds tensors: it is never
             // carried or dropped as if it were an opaque chunk.
             let holds = holds || holds_tensors(&ctype);
-            // A TSAV chunk whose tensors were listed holds copies of them.
-            let copies = (self.srcs.iter())
-                .filter(|s| matches!(s, TensorSrc::Tsav { chunk, .. } if *chunk == i))
-                .count() as u64;
+            // A TSAV chunk whose tensors were listed (just above) holds copies of them.
+            let copies = match ctype.as_str() {
+                "TSAV" => (self.srcs.len() - listed_before) as u64,
+                _ => 0,
+            };
             let e = &self.entries[i];
             self.chunk_infos.push(ChunkInfo {
                 name: e.name.clone(),
