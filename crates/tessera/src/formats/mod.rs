@@ -92,6 +92,30 @@ pub struct Codec {
     pub refusal: Option<(ErrorKind, &'static str)>,
     /// How it is written as a model set of several files.
     pub sets: SetStyle,
+    /// Its writer stores float tensors quantized to ggml's blocks
+    /// (`ConvertOptions::quantize`, [`crate::quant`]): they are its own tensor types
+    /// (GGUF). Any target carries packed tensors it is given; this says which ones
+    /// `--quantize` may write.
+    pub quantizes: bool,
+    /// How the format signs its own files, when it does (WTXT's `sign` lines: "WTXT has
+    /// its own: tessera wtxt sign"): said when a signature embedded in the metadata is
+    /// refused for want of metadata.
+    pub own_signature: Option<&'static str>,
+    /// A metadata key the format's writers put in every file by convention, not model
+    /// metadata (safetensors' framework key `format`): `diff` leaves it out when only one
+    /// side has it.
+    pub marker: Option<MetadataMarker>,
+}
+
+/// A metadata key a format's writers add by convention ([`Codec::marker`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetadataMarker {
+    /// The key (`format`).
+    pub key: &'static str,
+    /// The values that make it a marker (`pt`, `tf`, …); another value is metadata.
+    pub values: &'static [&'static str],
+    /// What it is, as a report says it (`safetensors' framework marker`).
+    pub what: &'static str,
 }
 
 impl Codec {
@@ -105,6 +129,9 @@ impl Codec {
             options: &[],
             refusal: None,
             sets: SetStyle::TesseraIndex,
+            quantizes: false,
+            own_signature: None,
+            marker: None,
         }
     }
     /// The codec of a format this build left out (its Cargo feature is off): no reader,
@@ -130,6 +157,21 @@ impl Codec {
     /// How the format is written as a model set (default: shards and a Tessera index).
     pub const fn sets(mut self, style: SetStyle) -> Codec {
         self.sets = style;
+        self
+    }
+    /// Its writer takes `--quantize` ([`Codec::quantizes`]).
+    pub const fn quantizes(mut self) -> Codec {
+        self.quantizes = true;
+        self
+    }
+    /// How the format signs its own files ([`Codec::own_signature`]).
+    pub const fn own_signature(mut self, how: &'static str) -> Codec {
+        self.own_signature = Some(how);
+        self
+    }
+    /// The metadata key its writers add by convention ([`Codec::marker`]).
+    pub const fn marker(mut self, m: MetadataMarker) -> Codec {
+        self.marker = Some(m);
         self
     }
     /// The error for this format when it cannot be read or written.

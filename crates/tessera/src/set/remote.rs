@@ -66,13 +66,13 @@ use super::{ModelSet, Plan};
 use crate::any::ReadOptions;
 use crate::error::{Error, ErrorKind, Result};
 #[cfg(feature = "ztensor")]
-use crate::format::Format;
-#[cfg(feature = "ztensor")]
 use crate::formats::ztensor2::Ztensor2File;
 #[cfg(feature = "ztensor")]
 use crate::model::Container;
 use crate::remote::{Location, RemoteOptions, RemoteSource};
 use crate::source::ByteSource;
+#[cfg(feature = "ztensor")]
+use crate::write::SetStyle;
 
 /// Shards opened (`HEAD` and first read) at once.
 const PARALLEL: usize = 8;
@@ -243,7 +243,7 @@ impl Place for Remote {
     /// Not for a presigned root (its signature fits the root only: it opens alone).
     #[cfg(feature = "ztensor")]
     fn with_zt2_shards(&self, file: OpenedFile, opts: &ReadOptions) -> Result<OpenedFile> {
-        if file.format() != Format::ZtensorV2 || self.loc.is_presigned() {
+        if file.format().codec().sets != SetStyle::ShardTable || self.loc.is_presigned() {
             return Ok(file);
         }
         with_zt2_shards(&self.loc, file, opts, &self.remote)

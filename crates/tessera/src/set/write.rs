@@ -261,7 +261,6 @@ pub fn convert_set(
         }
         let shard_infos = infos[g.clone()].to_vec();
         let (metadata, types) = match style {
-            #[cfg(feature = "gguf")]
             SetStyle::GgufSplit => gguf_keys(&prepared, meta, i, n, infos.len()),
             _ if tessera && i == 0 => (meta.clone(), prepared.metadata_types().cloned()),
             _ if tessera => (Metadata::new(), None),
@@ -504,8 +503,9 @@ fn remove_old_set(old: &[PathBuf], keep: &[PathBuf], notes: &mut Vec<String>) {
 }
 
 /// A GGUF split's keys and their types: the model's keys in the first split only, the
-/// `split.*` keys in every one.
-#[cfg(feature = "gguf")]
+/// `split.*` keys in every one. A source whose format carries typed metadata
+/// (`Capabilities::typed_metadata`: GGUF) gives its own types; another gives those kept
+/// under `tessera.gguf_types` in its metadata.
 fn gguf_keys(
     src: &dyn TensorSource,
     meta: &Metadata,
@@ -514,13 +514,14 @@ fn gguf_keys(
     tensors: usize,
 ) -> (Metadata, Option<Metadata>) {
     use super::gguf_split::{SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS};
-    use crate::formats::gguf::meta::TYPES_KEY;
-    use crate::metadata::{Map, Value};
+    use crate::metadata::{Map, Value, GGUF_TYPES_KEY as TYPES_KEY};
+    let typed = src
+        .source_format()
+        .and_then(crate::convert::capabilities)
+        .is_some_and(|c| c.typed_metadata);
     let mut types = match src.metadata_types() {
         Some(t) => t.clone(),
-        None if src.source_format() != Some(Format::Gguf) => {
-            crate::formats::gguf::meta::annotations(meta)
-        }
+        None if !typed => crate::metadata::kept_types(meta),
         None => Map::new(),
     };
     let mut m = Metadata::new();

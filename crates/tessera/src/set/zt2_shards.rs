@@ -36,9 +36,9 @@ use std::path::{Path, PathBuf};
 use super::file::{Backing, Files, OpenedFile};
 use crate::any::{Load, ReadOptions};
 use crate::error::{Error, Result};
-use crate::format::Format;
 use crate::formats::ztensor2::Ztensor2File;
 use crate::source::{FileData, SourceRef};
+use crate::write::SetStyle;
 
 /// The path shard `name` of the root at `root` resolves to.
 pub fn shard_path(root: &Path, name: &str) -> PathBuf {
@@ -52,7 +52,7 @@ pub fn shard_path(root: &Path, name: &str) -> PathBuf {
 /// `file` (opened from `path`) with the shards its table names, when it is a zTensor v2
 /// root with a shard table; else `file` unchanged.
 pub fn with_shards(path: &Path, file: OpenedFile, opts: &ReadOptions) -> Result<OpenedFile> {
-    if crate::model::Container::format(&file) != Format::ZtensorV2 {
+    if crate::model::Container::format(&file).codec().sets != SetStyle::ShardTable {
         return Ok(file);
     }
     // A root read by range (remote) is opened alone: its shards are not fetched.
