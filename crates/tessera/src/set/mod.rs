@@ -84,23 +84,7 @@ mod place;
 mod remote;
 pub mod tessera_index;
 pub mod write;
-#[cfg(feature = "ztensor")]
 mod zt2_shards;
-/// Built without feature `ztensor`, no file is a zTensor v2 root: files open alone.
-#[cfg(not(feature = "ztensor"))]
-mod zt2_shards {
-    use super::file::OpenedFile;
-    use crate::any::ReadOptions;
-    use crate::error::Result;
-
-    pub fn with_shards(
-        _: &std::path::Path,
-        file: OpenedFile,
-        _: &ReadOptions,
-    ) -> Result<OpenedFile> {
-        Ok(file)
-    }
-}
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -111,8 +95,6 @@ pub use file::{Backing, OpenedFile};
 pub use opener::{open_path, Opened};
 pub use tessera_index::TesseraSet;
 pub use write::{convert_set, Split};
-#[cfg(feature = "ztensor")]
-pub use zt2_shards::shard_path as zt2_shard_path;
 
 use crate::any::ReadOptions;
 use crate::error::{Error, Result};

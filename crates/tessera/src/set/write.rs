@@ -200,16 +200,14 @@ pub fn convert_set(
     let infos = prepared.tensor_infos();
     let sizes: Vec<u64> = infos.iter().map(size_of).collect();
     let groups = plan(&sizes, split);
-    #[cfg(feature = "aero")]
-    if style == SetStyle::OneFile {
-        // AERO multi-shard: one file, one WTSH chunk per group.
+    if let (SetStyle::OneFile, Some(write_groups)) = (style, format.codec().one_file_sets) {
+        // One file holding every shard (AERO: one WTSH chunk per group).
         let mut o = opts.clone();
         o.path = Some(path.to_path_buf());
         crate::formats::check_options(format, &o)?;
         let durability = crate::util::atomic::Durability::from_durable(!o.no_fsync);
         let mut r = crate::util::atomic::write_atomic_with(path, durability, |f| {
-            crate::formats::aero::write::write_in_shards(&prepared, f, &o, Some(&groups))
-                .map_err(|e| e.in_format(format))
+            write_groups(&prepared, f, &o, &groups).map_err(|e| e.in_format(format))
         })?;
         notes.append(&mut r.notes);
         return Ok(SetReport {
@@ -251,9 +249,8 @@ pub fn convert_set(
     let meta = prepared.metadata();
     let mut written = Vec::new();
     let mut index_name = None;
-    #[cfg(feature = "ztensor")]
-    if style == SetStyle::ShardTable {
-        written = super::zt2_shards::write_set(&prepared, &groups, path, tmp.path(), opts)?;
+    if let (SetStyle::ShardTable, Some(st)) = (style, format.codec().shard_table) {
+        written = (st.write)(&prepared, &groups, path, tmp.path(), opts)?;
     }
     for (i, g) in groups.iter().enumerate() {
         if style == SetStyle::ShardTable {
@@ -433,15 +430,14 @@ fn old_set(format: Format, style: SetStyle, path: &Path) -> Vec<PathBuf> {
                 names = (1..=n.count).map(|i| n.sibling(i)).collect();
             }
         }
-        #[cfg(feature = "ztensor")]
         SetStyle::ShardTable => {
-            if let Ok(data) = crate::source::FileData::open(path) {
-                if let Ok(f) = crate::formats::ztensor2::Ztensor2File::parse(&data, &opts) {
-                    names = f
-                        .shards()
+            let st = format.codec().shard_table;
+            if let (Some(st), Ok(data)) = (st, crate::source::FileData::open(path)) {
+                if let Ok(table) = (st.table)((&data[..]).into(), &opts) {
+                    names = table
                         .iter()
                         .filter_map(|(label, _, _)| {
-                            let p = super::zt2_shards::shard_path(path, label);
+                            let p = (st.shard_path)(path, label);
                             Some(p.file_name()?.to_string_lossy().into_owned())
                         })
                         .collect();
