@@ -263,7 +263,13 @@ pub fn write_source(
     };
     let dtypes: std::collections::HashMap<String, DType> =
         planned.iter().map(|t| (t.name.clone(), t.dtype)).collect();
-    let mut w = GptrsWriter::new(out, kind, config.as_deref(), planned, opts.zero_base_id)?;
+    let mut w = GptrsWriter::new(
+        out,
+        kind,
+        config.as_deref(),
+        planned,
+        super::GptrsOptions::from_options(opts)?.zero_base_id,
+    )?;
     while let Some(name) = w.next_name().map(str::to_string) {
         let view = src.tensor(&name)?;
         let want = dtypes.get(&name).copied();

@@ -12,18 +12,8 @@ use crate::formats::stream::{all_written, next_planned};
 use crate::metadata::Metadata;
 use crate::model::TensorSource;
 use crate::options::WriteOptions;
-use crate::options::{OptionKind, OptionSpec};
 use crate::tensor::{Layout, TensorInfo};
 use crate::write::{WriteReport, WriteSeek};
-
-/// `-O archive=NAME`: the folder the records sit in (torch names it after the file's
-/// stem; Tessera writes `archive`, as torch does for a buffer).
-pub const ARCHIVE: OptionSpec = OptionSpec {
-    name: "archive",
-    kind: OptionKind::Text,
-    help: "the folder name inside the zip (default: archive)",
-    aliases: &[],
-};
 
 /// torch aligns every record's data to 64 bytes (`kFieldAlignment`).
 const ALIGN: u16 = 64;
@@ -181,7 +171,9 @@ pub fn write(
         &mut *out,
         infos,
         src.metadata(),
-        opts.extra_text(ARCHIVE.name),
+        super::PytorchOptions::from_options(opts)?
+            .archive
+            .as_deref(),
     )?;
     let names: Vec<&str> = infos.iter().map(|i| i.name.as_str()).collect();
     crate::formats::stream::each_read_ahead(src, &names, |name, view| {

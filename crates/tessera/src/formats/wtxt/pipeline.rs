@@ -8,9 +8,9 @@ use sha2::{Digest, Sha256};
 use super::armor;
 use super::raw::{ArrLine, ChLine};
 use super::write::{hmac, xor_at, Chunking};
+use super::WtxtOptions;
 use crate::error::{Error, Result};
 use crate::model::TensorSource;
-use crate::options::WriteOptions;
 use crate::tensor::{TensorInfo, TensorView};
 use crate::write::WriteSeek;
 
@@ -52,7 +52,7 @@ type Hashed<'v> = (String, TensorView<'v>);
 pub fn encode_arrays<'s>(
     src: &'s dyn TensorSource,
     arrays: &[(&TensorInfo, u64, Chunking)],
-    opts: &WriteOptions,
+    opts: &WtxtOptions,
     out: &mut dyn WriteSeek,
     all: &mut Sha256,
     fastxor: &mut u64,
@@ -269,7 +269,7 @@ pub fn encode_arrays<'s>(
 }
 
 /// The lines after the last array: `audit` (when set) and `endwtxt`.
-pub fn end_arrays(opts: &WriteOptions, out: &mut dyn WriteSeek) -> Result<()> {
+pub fn end_arrays(opts: &WtxtOptions, out: &mut dyn WriteSeek) -> Result<()> {
     if let Some(audit) = &opts.audit {
         check_audit(audit)?;
         out.write_all(b"audit ")?;
