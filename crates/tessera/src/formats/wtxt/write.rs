@@ -14,11 +14,10 @@ use super::header::{self, cap_line, is_timestamp, is_token, Meta, Root, Sign, RO
 use super::raw::{self, IdxLine};
 use super::wsum::Wsum;
 use crate::error::{Error, Result};
-use crate::formats::stream::{all_written, next_planned};
 use crate::model::TensorSource;
 use crate::options::WriteOptions;
 use crate::tensor::{Layout, TensorInfo};
-use crate::write::{WriteReport, WriteSeek};
+use crate::write::{InOrder, WriteReport, WriteSeek};
 
 /// Raw chunk size without row blocking, and the target with it (RESOLUTIONS 5).
 pub const CHUNK: u64 = 32 * 1024;
@@ -114,7 +113,7 @@ pub struct WtxtWriter<W: Write + Seek> {
     exts: Vec<&'static str>,
     /// The arrays in file order, with their byte lengths and chunkings.
     arrays: Vec<(TensorInfo, u64, Chunking)>,
-    next: usize,
+    next: InOrder,
     start: u64,
     root_pos: u64,
     head_len: usize,
@@ -266,7 +265,7 @@ impl<W: Write + Seek> WtxtWriter<W> {
             meta,
             exts,
             arrays,
-            next: 0,
+            next: InOrder::new(),
             start,
             root_pos,
             head_len: head.len(),
@@ -285,19 +284,19 @@ impl<W: Write + Seek> WtxtWriter<W> {
 
     /// Encodes the next array (`name` must be the next in [`Self::order`]).
     pub fn write_tensor(&mut self, name: &str, data: &[u8]) -> Result<()> {
-        let (info, _, _) = next_planned(&self.arrays, self.next, name, |a| &a.0.name)?;
+        let (info, _, _) = self.next.next(&self.arrays, name, |a| &a.0.name)?;
         let mut one = crate::model::Model::new();
         one.push(crate::tensor::TensorView::dense(
             info.clone(),
             std::borrow::Cow::Borrowed(data),
         )?)?;
-        self.encode(&one, self.next + 1)
+        self.encode(&one, self.next.written() + 1)
     }
 
     /// Encodes the arrays from the next up to `end` (exclusive), reading them from
     /// `src`, a step of arrays at a time on every core.
     fn encode(&mut self, src: &dyn TensorSource, end: usize) -> Result<()> {
-        let arrays: Vec<(&TensorInfo, u64, Chunking)> = self.arrays[self.next..end]
+        let arrays: Vec<(&TensorInfo, u64, Chunking)> = self.arrays[self.next.written()..end]
             .iter()
             .map(|(i, b, c)| (i, *b, *c))
             .collect();
@@ -310,13 +309,13 @@ impl<W: Write + Seek> WtxtWriter<W> {
             &mut self.fastxor,
             &mut self.offset,
         )?;
-        self.next = end;
+        self.next.advance_by(end - self.next.written());
         Ok(())
     }
 
     /// Checks every array was written, writes the trailer and the root.
     pub fn finish(mut self) -> Result<Finished<W>> {
-        all_written("WTXT writer", &self.arrays, self.next, |a| &a.0.name)?;
+        (self.next).all_written("WTXT writer", &self.arrays, |a| &a.0.name)?;
         super::pipeline::end_arrays(&self.opts, &mut self.out)?;
         let sha256_all: [u8; 32] = self.all.finalize().into();
         let merkle_prev = self.merkle_prev;
