@@ -107,10 +107,12 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
     // All three layers: chunk BLAKE3 + 4 MiB PHSH pages + hash_b3 per tensor.
     let model = synthetic_model(opts)?;
     let path2 = dir.path().join("bench-pages.aero");
-    let wo = WriteOptions::default()
-        .tensor_hashes(true)
-        .control_integrity(true)
-        .page_hashes(Some(4 << 20));
+    let wo = WriteOptions::default().with(
+        tessera::formats::aero::AeroOptions::default()
+            .tensor_hashes(true)
+            .control_integrity(true)
+            .page_hashes(Some(4 << 20)),
+    );
     write_file(Format::Aero, &model, &path2, &wo)?;
     drop(model);
     let data2 = tessera::FileData::open(&path2)?;

@@ -204,8 +204,8 @@ pub fn run(opts: &Opts) -> tessera::Result<()> {
         let path = dir.path().join("bench.fold");
         let wopts = WriteOptions::default()
             .compression(Compression::Zstd(3))
-            .ecc(ecc)
-            .timestamp(Some("2026-01-01T00:00:00Z".into()));
+            .timestamp(Some("2026-01-01T00:00:00Z".into()))
+            .with(tessera::formats::fold::FoldOptions::default().ecc(ecc));
         let mut err = None;
         let w = best_of(opts.reps, || {
             if let Err(e) = tessera::convert::write_file(Format::Fold, &model, &path, &wopts) {

@@ -294,24 +294,13 @@ pub struct ConvertArgs {
     pub zt_version: Option<u8>,
     /// A writer option of the output format, NAME=VALUE (repeatable): `-O
     /// shard_size=1G`, `-O compression=zstd:9`. `tessera formats --options` lists what
-    /// each format takes; an option the output format does not take is refused. The
-    /// flags below are the same options under their older names.
+    /// each format takes; an option the output format does not take is refused. Each
+    /// option is also a flag (`--shard-size 1G`), under its older names too.
     #[arg(short = 'O', long = "option", value_name = "NAME=VALUE")]
     pub option: Vec<String>,
-    /// Compression: none, zstd or zstd:LEVEL (1–22) (`-O compression=…`).
-    #[arg(
-        long,
-        value_name = "METHOD",
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub compress: Option<String>,
-    /// Digest to store per tensor: crc32c or sha256 (repeatable).
-    #[arg(
-        long,
-        value_name = "ALGO",
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub digest: Vec<String>,
+    /// Every format's writer options as flags, derived from what the formats declare.
+    #[command(flatten)]
+    pub format_flags: crate::flags::FormatFlags,
     /// Cast dtypes the target cannot hold to the nearest one it can, and report it.
     #[arg(long, help_heading = "Allowing a loss (each change is printed)")]
     pub cast: bool,
@@ -329,103 +318,6 @@ pub struct ConvertArgs {
     /// quantize does; 1-D tensors and rows that are not whole blocks stay float.
     #[arg(long, value_name = "TYPE", value_parser = ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1"], help_heading = "Allowing a loss (each change is printed)")]
     pub quantize: Option<String>,
-    /// FOLD: Reed-Solomon parity bytes per 255-byte block.
-    #[arg(
-        long,
-        value_name = "N",
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub ecc: Option<u8>,
-    /// WTXT: HMAC-SHA256 key file.
-    #[arg(
-        long,
-        value_name = "FILE",
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub hmac_key_file: Option<PathBuf>,
-    /// WTXT: Ed25519 secret key file to sign with.
-    #[arg(
-        long,
-        value_name = "FILE",
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub sign_key: Option<PathBuf>,
-    /// WTXT: previous snapshot to chain the merkle from.
-    #[arg(
-        long,
-        value_name = "FILE",
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub prev: Option<PathBuf>,
-    /// WTXT: generation number.
-    #[arg(
-        long,
-        value_name = "N",
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub gen: Option<u64>,
-    /// WTXT: timestamp, YYYY-MM-DDTHH:MM:SSZ.
-    #[arg(
-        long,
-        value_name = "T",
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub ts: Option<String>,
-    /// WTXT: build identifier.
-    #[arg(
-        long,
-        value_name = "B",
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub build: Option<String>,
-    /// WTXT: host name.
-    #[arg(
-        long,
-        value_name = "H",
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub host: Option<String>,
-    /// WTXT: CUDA version token.
-    #[arg(
-        long,
-        value_name = "C",
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub cuda: Option<String>,
-    /// WTXT: an audit line, e.g. 'kahan_max_resid=1.1e-15 notes="gamma=0.96"'.
-    #[arg(
-        long,
-        value_name = "FIELDS",
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub audit: Option<String>,
-    /// WTXT: rows per chunk (row blocking).
-    #[arg(
-        long,
-        value_name = "N",
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub rows_per_chunk: Option<u64>,
-    /// WTXT: streaming finalization (WTXT-S plus OUT.wsum).
-    #[arg(
-        long,
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub streaming: bool,
-    /// WTXT: fixed HMAC salt (16 hex digits) for reproducible output.
-    #[arg(
-        long,
-        value_name = "HEX",
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub salt: Option<String>,
-    /// AERO: maximum shard size (bytes; sizes as --max-shard-size takes them).
-    #[arg(
-        long,
-        value_name = "BYTES",
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub shard_size: Option<String>,
     /// Write a model set (safetensors: Hugging Face shards + index; GGUF: llama.cpp
     /// splits; zTensor v2: a shard table; AERO: one file of several WTSH shards; any
     /// other format: shards + a Tessera index `<stem>.tessera-set.json`) of shards
@@ -444,34 +336,6 @@ pub struct ConvertArgs {
     /// --max-shard-size).
     #[arg(long, value_name = "N", help_heading = "Sharded output")]
     pub shards: Option<u32>,
-    /// AERO: store a BLAKE3 hash per tensor.
-    #[arg(
-        long,
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub tensor_hashes: bool,
-    /// AERO: add the IHSH control-integrity chunk.
-    #[arg(
-        long,
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub control_integrity: bool,
-    /// AERO: add PHSH page hashes (default page size 4 MiB).
-    #[arg(long, value_name = "PAGE_SIZE", num_args = 0..=1, default_missing_value = "4194304", help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)")]
-    pub page_hashes: Option<String>,
-    /// AERO: fixed file UUID (32 hex digits) for byte-deterministic output.
-    #[arg(
-        long,
-        value_name = "HEX",
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub uuid: Option<String>,
-    /// GPTRS: store base_id 0 as the original Python exporter does.
-    #[arg(
-        long,
-        help_heading = "Format options (older names of -O NAME=VALUE; `tessera formats --options`)"
-    )]
-    pub zero_base_id: bool,
     /// Do not fsync the output: still written to a temporary file and renamed into
     /// place (never a half file under the name), but not flushed to disk, so a power
     /// loss or OS crash soon after may lose it. For frequent checkpoints.

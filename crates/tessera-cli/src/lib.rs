@@ -10,6 +10,7 @@
 
 pub mod cli;
 pub mod cmd;
+pub mod flags;
 pub mod output;
 pub mod term;
 

@@ -502,14 +502,14 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "wtxt")]
     fn write_options_debug_never_shows_keys() {
-        let o = WriteOptions {
-            hmac_key: Some(b"hmac-secret".to_vec()),
-            sign_key: Some([0xA7; 32]),
-            build: Some("b1".into()),
-            ..WriteOptions::default()
-        };
-        let text = format!("{o:?} {o:#?}");
+        let w = crate::formats::wtxt::WtxtOptions::default()
+            .hmac_key(Some(b"hmac-secret".to_vec()))
+            .sign_key(Some([0xA7; 32]))
+            .build(Some("b1".into()));
+        let o = WriteOptions::default().with(w.clone());
+        let text = format!("{o:?} {o:#?} {w:?}");
         // The key's bytes in any of the forms Debug prints them.
         for s in ["hmac-secret", "104, 109, 97, 99", "167", "0xa7", "a7a7"] {
             assert!(!text.contains(s), "{s} in {text}");

@@ -278,7 +278,7 @@ pub fn tensor_ids(
 /// The content identity of every tensor in `src` (and its metadata when
 /// `with_metadata`).
 ///
-/// [`crate::convert_file`]'s example computes one.
+/// [`crate::convert::convert_file`]'s example computes one.
 pub fn model_id(src: &dyn TensorSource, with_metadata: bool) -> Result<ModelId> {
     model_id_with_progress(src, with_metadata, &mut |_| {})
 }

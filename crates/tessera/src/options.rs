@@ -2,15 +2,20 @@
 //! from the CLI (`-O name=value`, and the older flags as aliases) and from Python keyword
 //! arguments (`compression="zstd"`), with one spelling for both.
 //!
-//! A format lists its options in its codec
-//! ([`crate::formats::Codec::options`]), each an [`OptionSpec`] (name, type, help,
-//! aliases). [`WriteOptions::apply`] parses a value for an option; the lookups over every
-//! format's codec — [`WriteOptions::set`] by name, [`crate::formats::check_options`]
-//! (run by every write), which refuses an option the target does not declare, naming
-//! the option and the format — sit above the formats, in [`crate::formats`]. The options the formats share — one field of
-//! [`WriteOptions`] each, typed — are the constants below; an option only one format
-//! has can also live in that format's module and reach its writer through
-//! [`WriteOptions::extra`] ([`WriteOptions::extra_int`] and friends).
+//! What several formats share — compression, digests, timestamp — is a typed field of
+//! [`WriteOptions`] each, declared by the constants [`SHARED`]. Everything else is
+//! owned by its format: the format declares its options with `format_options!` in its
+//! module (one line each: field, type, kind, help, aliases), which makes a typed struct
+//! (`WtxtOptions`, `FoldOptions`, …) with the [`OptionSpec`]s its codec lists
+//! ([`crate::formats::Codec::options`]) and `from_options`, which its writer calls to
+//! read them from the checked bag [`WriteOptions::extra`]. [`WriteOptions::apply`]
+//! parses a value for an option, checked against the declaring field's type
+//! ([`OptionField`]) when it is set; the lookups over every format's codec —
+//! [`WriteOptions::set`] by name, [`crate::formats::check_options`] (run by every
+//! write), which refuses an option the target does not declare, naming the option and
+//! the format — sit above the formats, in [`crate::formats`]. The CLI derives a flag
+//! per option from the same declarations. A new option is one line in its format's
+//! `format_options!` and its use in the writer.
 
 use std::path::PathBuf;
 
@@ -37,58 +42,26 @@ pub enum Digest {
     Sha256,
 }
 
-/// Options for writers. Each format declares the options it takes (its registry entry,
-/// [`crate::options`]) and reads those fields; a write refuses an option the target does
-/// not declare. `tessera convert` and Python's `save` set them with
-/// [`WriteOptions::set`]. Timestamps, salts and UUIDs default to "now"/random unless
-/// fixed here, which makes output byte-deterministic. Its `Debug` never shows the keys
-/// (`hmac_key`, `sign_key`): only whether they are set.
+/// Options for writers. What several formats share is a typed field here (compression,
+/// digests, timestamp, durability, the output path); each format's own options —
+/// WTXT's keys and header tokens, FOLD's `ecc`, AERO's hashes and shards, … — are
+/// declared by the format (`format_options!`: `WtxtOptions`, `FoldOptions`, …), kept
+/// here in [`WriteOptions::extra`], checked, and parsed into the format's typed struct
+/// by its writer. Set them by name with [`WriteOptions::set`] (`tessera convert -O
+/// name=value`, Python keywords) or typed with [`WriteOptions::with`]
+/// (`WriteOptions::default().with(FoldOptions::default().ecc(Some(16)))`); a write
+/// refuses an option the target does not declare. Timestamps, salts and UUIDs default
+/// to "now"/random unless fixed, which makes output byte-deterministic. Its `Debug`
+/// never shows a key: only whether it is set.
 #[derive(Clone, Default)]
 #[non_exhaustive]
 pub struct WriteOptions {
-    /// Compression (zTensor, FOLD, AERO metadata).
+    /// Compression (zTensor, FOLD, NPZ, AERO metadata).
     pub compression: Compression,
     /// Digests to store (zTensor).
     pub digests: Vec<Digest>,
-    /// Reed-Solomon parity bytes per block (FOLD `--ecc N`).
-    pub ecc: Option<u8>,
-    /// HMAC key (WTXT).
-    pub hmac_key: Option<Vec<u8>>,
-    /// Ed25519 secret key seed, 32 bytes (WTXT `sign`).
-    pub sign_key: Option<[u8; 32]>,
-    /// Previous snapshot to chain the merkle from (WTXT `--prev`).
-    pub prev: Option<PathBuf>,
-    /// Generation number (WTXT `gen`).
-    pub generation: Option<u64>,
-    /// Timestamp `YYYY-MM-DDTHH:MM:SSZ` (WTXT `ts`, zTensor `created_at` if asked).
+    /// Timestamp `YYYY-MM-DDTHH:MM:SSZ` (WTXT `ts`, FOLD, zTensor `created_at` if asked).
     pub timestamp: Option<String>,
-    /// Build identifier (WTXT `build`).
-    pub build: Option<String>,
-    /// Host name (WTXT `host`).
-    pub host: Option<String>,
-    /// CUDA version token (WTXT `cuda`).
-    pub cuda: Option<String>,
-    /// The optional `audit` line of a WTXT snapshot: `key=value` fields, quoted values
-    /// allowed (`kahan_max_resid=1.1e-15 notes="gamma=0.96"`).
-    pub audit: Option<String>,
-    /// Rows per chunk (WTXT row blocking).
-    pub rows_per_chunk: Option<u64>,
-    /// Streaming finalization (WTXT-S + WSUM).
-    pub streaming: bool,
-    /// Fixed HMAC salts instead of random ones (tests, reproducible builds).
-    pub fixed_salt: Option<[u8; 8]>,
-    /// Maximum shard size in bytes (AERO).
-    pub shard_size: Option<u64>,
-    /// Per-tensor BLAKE3 hashes (AERO `hash_b3`).
-    pub tensor_hashes: bool,
-    /// Control-plane integrity chunk (AERO IHSH).
-    pub control_integrity: bool,
-    /// Page hashes with this page size (AERO PHSH).
-    pub page_hashes: Option<u64>,
-    /// Fixed file UUID (AERO).
-    pub uuid: Option<[u8; 16]>,
-    /// Store base_id 0 as the original Python exporter does (GPTRS).
-    pub zero_base_id: bool,
     /// Store no digest where the format would store one by default (zTensor v1's
     /// crc32c): `digests=none` (or an empty list).
     pub no_digest: bool,
@@ -98,38 +71,21 @@ pub struct WriteOptions {
     /// --no-fsync`): still atomic, not flushed ([`crate::util::atomic::Durability`]).
     /// Not a format option: every format takes it.
     pub no_fsync: bool,
-    /// Options only one format has, declared in its module and set by
-    /// [`WriteOptions::set`] (read them with [`WriteOptions::extra_int`] and friends).
-    pub extra: std::collections::BTreeMap<String, crate::options::OptionValue>,
+    /// The options one format has, by name, each value checked against its declaration
+    /// when set ([`WriteOptions::set`], [`WriteOptions::with`]); the format's writer reads
+    /// them into its typed struct (`FoldOptions::from_options`).
+    pub extra: std::collections::BTreeMap<String, OptionValue>,
 }
 
 impl std::fmt::Debug for WriteOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let secret = |set: bool| if set { "<redacted>" } else { "none" };
         // Destructured so that a new field is a compile error here until it is shown
-        // (or, if it is a secret, redacted).
+        // (or, if it is a secret, redacted). Keys in `extra` are `OptionValue::Secret`,
+        // whose `Debug` redacts itself.
         let WriteOptions {
             compression,
             digests,
-            ecc,
-            hmac_key,
-            sign_key,
-            prev,
-            generation,
             timestamp,
-            build,
-            host,
-            cuda,
-            audit,
-            rows_per_chunk,
-            streaming,
-            fixed_salt,
-            shard_size,
-            tensor_hashes,
-            control_integrity,
-            page_hashes,
-            uuid,
-            zero_base_id,
             no_digest,
             path,
             no_fsync,
@@ -138,25 +94,7 @@ impl std::fmt::Debug for WriteOptions {
         f.debug_struct("WriteOptions")
             .field("compression", compression)
             .field("digests", digests)
-            .field("ecc", ecc)
-            .field("hmac_key", &secret(hmac_key.is_some()))
-            .field("sign_key", &secret(sign_key.is_some()))
-            .field("prev", prev)
-            .field("generation", generation)
             .field("timestamp", timestamp)
-            .field("build", build)
-            .field("host", host)
-            .field("cuda", cuda)
-            .field("audit", audit)
-            .field("rows_per_chunk", rows_per_chunk)
-            .field("streaming", streaming)
-            .field("fixed_salt", fixed_salt)
-            .field("shard_size", shard_size)
-            .field("tensor_hashes", tensor_hashes)
-            .field("control_integrity", control_integrity)
-            .field("page_hashes", page_hashes)
-            .field("uuid", uuid)
-            .field("zero_base_id", zero_base_id)
             .field("no_digest", no_digest)
             .field("path", path)
             .field("no_fsync", no_fsync)
@@ -166,48 +104,12 @@ impl std::fmt::Debug for WriteOptions {
 }
 
 crate::setters::setters!(WriteOptions {
-    /// Sets `compression` (zTensor, FOLD, AERO metadata).
+    /// Sets `compression` (zTensor, FOLD, NPZ, AERO metadata).
     compression: Compression,
     /// Sets `digests`, the digests to store (zTensor).
     digests: Vec<Digest>,
-    /// Sets `ecc`, Reed-Solomon parity bytes per block (FOLD).
-    ecc: Option<u8>,
-    /// Sets `hmac_key` (WTXT).
-    hmac_key: Option<Vec<u8>>,
-    /// Sets `sign_key`, the Ed25519 secret key seed (WTXT `sign`).
-    sign_key: Option<[u8; 32]>,
-    /// Sets `prev`, the previous snapshot to chain the merkle from (WTXT).
-    prev: Option<PathBuf>,
-    /// Sets `generation` (WTXT `gen`).
-    generation: Option<u64>,
-    /// Sets `timestamp`, `YYYY-MM-DDTHH:MM:SSZ` (WTXT `ts`, zTensor `created_at`).
+    /// Sets `timestamp`, `YYYY-MM-DDTHH:MM:SSZ` (WTXT `ts`, FOLD, zTensor `created_at`).
     timestamp: Option<String>,
-    /// Sets `build`, the build identifier (WTXT).
-    build: Option<String>,
-    /// Sets `host`, the host name (WTXT).
-    host: Option<String>,
-    /// Sets `cuda`, the CUDA version token (WTXT).
-    cuda: Option<String>,
-    /// Sets `audit`, the `key=value` fields of WTXT's `audit` line.
-    audit: Option<String>,
-    /// Sets `rows_per_chunk` (WTXT row blocking).
-    rows_per_chunk: Option<u64>,
-    /// Sets `streaming` finalization (WTXT-S + WSUM).
-    streaming: bool,
-    /// Sets `fixed_salt`, fixed HMAC salts instead of random ones.
-    fixed_salt: Option<[u8; 8]>,
-    /// Sets `shard_size`, the maximum shard size in bytes (AERO).
-    shard_size: Option<u64>,
-    /// Sets `tensor_hashes`, per-tensor BLAKE3 hashes (AERO `hash_b3`).
-    tensor_hashes: bool,
-    /// Sets `control_integrity`, the control-plane integrity chunk (AERO IHSH).
-    control_integrity: bool,
-    /// Sets `page_hashes`, page hashes with this page size (AERO PHSH).
-    page_hashes: Option<u64>,
-    /// Sets `uuid`, a fixed file UUID (AERO).
-    uuid: Option<[u8; 16]>,
-    /// Sets `zero_base_id`: store base_id 0 as the original exporter does (GPTRS).
-    zero_base_id: bool,
     /// Sets `no_digest`: store no digest where the format stores one by default
     /// (zTensor v1's crc32c).
     no_digest: bool,
@@ -215,8 +117,6 @@ crate::setters::setters!(WriteOptions {
     path: Option<PathBuf>,
     /// Sets `no_fsync`: skip the fsyncs of `write_file` (still atomic).
     no_fsync: bool,
-    /// Sets `extra`, the options only one format has (usually set by `set`).
-    extra: std::collections::BTreeMap<String, crate::options::OptionValue>,
 });
 
 /// The type of an option's value.
@@ -269,13 +169,59 @@ pub struct OptionSpec {
     pub kind: OptionKind,
     /// One line of help.
     pub help: &'static str,
-    /// Older spellings that still work (`compress` for `compression`).
+    /// Older spellings that still work (`compress` for `compression`); the CLI takes
+    /// each as a flag too (`--compress`).
     pub aliases: &'static [&'static str],
+    /// What the option given without a value means, for options that are not bools
+    /// (`-O page_hashes` = `page_hashes=4M`).
+    pub flag_value: Option<&'static str>,
+    /// Checks a value for this option and returns it as it is kept in
+    /// [`WriteOptions::extra`] (`None`: the default, as if not given). For an option of a
+    /// format's `format_options!` struct, the field type's [`OptionField`] parser.
+    pub check: fn(&OptionSpec, &OptionValue) -> Result<Option<OptionValue>>,
+}
+
+impl OptionSpec {
+    /// An option checked by its kind alone ([`OptionKind`]).
+    pub const fn new(name: &'static str, kind: OptionKind, help: &'static str) -> OptionSpec {
+        OptionSpec {
+            name,
+            kind,
+            help,
+            aliases: &[],
+            flag_value: None,
+            check: check_by_kind,
+        }
+    }
+
+    /// The option whose value is a `T` (a field of a format's options struct).
+    pub const fn typed<T: OptionField>(
+        name: &'static str,
+        kind: OptionKind,
+        help: &'static str,
+    ) -> OptionSpec {
+        OptionSpec {
+            check: check_typed::<T>,
+            ..OptionSpec::new(name, kind, help)
+        }
+    }
+
+    /// With older spellings.
+    pub const fn aliases(mut self, aliases: &'static [&'static str]) -> OptionSpec {
+        self.aliases = aliases;
+        self
+    }
+
+    /// With a meaning for the bare option.
+    pub const fn flag_value(mut self, v: &'static str) -> OptionSpec {
+        self.flag_value = Some(v);
+        self
+    }
 }
 
 /// A value handed to [`WriteOptions::set`]: text from the command line, typed values
 /// from Python.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub enum OptionValue {
     /// A flag given without a value (`-O streaming`).
@@ -286,150 +232,295 @@ pub enum OptionValue {
     Int(i64),
     /// Text, parsed by the option's kind.
     Text(String),
-    /// Bytes (keys, salts, UUIDs).
+    /// Bytes (salts, UUIDs).
     Bytes(Vec<u8>),
+    /// Key bytes, as an option of kind [`OptionKind::Secret`] keeps them: its `Debug`
+    /// never shows them.
+    Secret(Vec<u8>),
     /// Several values (`digests=["crc32c", "sha256"]`).
     List(Vec<OptionValue>),
 }
 
-const fn opt(name: &'static str, kind: OptionKind, help: &'static str) -> OptionSpec {
-    OptionSpec {
-        name,
-        kind,
-        help,
-        aliases: &[],
+impl std::fmt::Debug for OptionValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OptionValue::Flag => f.write_str("Flag"),
+            OptionValue::Bool(b) => f.debug_tuple("Bool").field(b).finish(),
+            OptionValue::Int(i) => f.debug_tuple("Int").field(i).finish(),
+            OptionValue::Text(s) => f.debug_tuple("Text").field(s).finish(),
+            OptionValue::Bytes(b) => f.debug_tuple("Bytes").field(b).finish(),
+            OptionValue::Secret(_) => f.write_str("Secret(<redacted>)"),
+            OptionValue::List(l) => f.debug_tuple("List").field(l).finish(),
+        }
     }
 }
 
-const fn aka(mut o: OptionSpec, aliases: &'static [&'static str]) -> OptionSpec {
-    o.aliases = aliases;
-    o
+const fn opt(name: &'static str, kind: OptionKind, help: &'static str) -> OptionSpec {
+    OptionSpec::new(name, kind, help)
 }
 
 /// zTensor, FOLD, npz: compression of tensor data.
-pub const COMPRESSION: OptionSpec = aka(
-    opt(
-        "compression",
-        OptionKind::Compression,
-        "compress tensor data",
-    ),
-    &["compress"],
-);
+pub const COMPRESSION: OptionSpec = opt(
+    "compression",
+    OptionKind::Compression,
+    "compress tensor data",
+)
+.aliases(&["compress"]);
 /// zTensor: digests stored per tensor.
-pub const DIGESTS: OptionSpec = aka(
-    opt(
-        "digests",
-        OptionKind::Choice(&["crc32c", "sha256", "none"]),
-        "digest stored per tensor (repeatable; zTensor v1 stores crc32c unless told none)",
-    ),
-    &["digest"],
-);
-/// FOLD: Reed-Solomon parity bytes per 255-byte block.
-pub const ECC: OptionSpec = opt(
-    "ecc",
-    OptionKind::Int,
-    "Reed-Solomon parity bytes per 255-byte block",
-);
+pub const DIGESTS: OptionSpec = opt(
+    "digests",
+    OptionKind::Choice(&["crc32c", "sha256", "none"]),
+    "digest stored per tensor (repeatable; zTensor v1 stores crc32c unless told none)",
+)
+.aliases(&["digest"]);
 /// WTXT and FOLD: the timestamp written.
-pub const TIMESTAMP: OptionSpec = aka(
-    opt(
-        "timestamp",
-        OptionKind::Text,
-        "timestamp, YYYY-MM-DDTHH:MM:SSZ",
-    ),
-    &["ts"],
-);
-/// WTXT: HMAC-SHA256 key.
-pub const HMAC_KEY: OptionSpec = aka(
-    opt(
-        "hmac_key",
-        OptionKind::Secret,
-        "HMAC-SHA256 key for every array",
-    ),
-    &["hmac_key_file"],
-);
-/// WTXT: Ed25519 signing key.
-pub const SIGN_KEY: OptionSpec = opt(
-    "sign_key",
-    OptionKind::Secret,
-    "Ed25519 secret key (file) to sign with",
-);
-/// WTXT: the previous snapshot.
-pub const PREV: OptionSpec = opt(
-    "prev",
-    OptionKind::Path,
-    "previous snapshot to chain the merkle from",
-);
-/// WTXT: generation number.
-pub const GENERATION: OptionSpec = aka(
-    opt("generation", OptionKind::Int, "generation number"),
-    &["gen"],
-);
-/// WTXT: build identifier.
-pub const BUILD: OptionSpec = opt("build", OptionKind::Text, "build identifier");
-/// WTXT: host name.
-pub const HOST: OptionSpec = opt("host", OptionKind::Text, "host name");
-/// WTXT: CUDA version token.
-pub const CUDA: OptionSpec = opt("cuda", OptionKind::Text, "CUDA version token");
-/// WTXT: the audit line.
-pub const AUDIT: OptionSpec = opt(
-    "audit",
+pub const TIMESTAMP: OptionSpec = opt(
+    "timestamp",
     OptionKind::Text,
-    "audit line fields, e.g. 'kahan_max_resid=1.1e-15 notes=\"gamma=0.96\"'",
-);
-/// WTXT: rows per chunk.
-pub const ROWS_PER_CHUNK: OptionSpec = opt(
-    "rows_per_chunk",
-    OptionKind::Int,
-    "rows per chunk (row blocking)",
-);
-/// WTXT: streaming finalization.
-pub const STREAMING: OptionSpec = opt(
-    "streaming",
-    OptionKind::Bool,
-    "streaming finalization (WTXT-S plus OUT.wsum)",
-);
-/// WTXT: fixed HMAC salt.
-pub const FIXED_SALT: OptionSpec = aka(
-    opt(
-        "fixed_salt",
-        OptionKind::Hex(8),
-        "fixed HMAC salt for reproducible output",
-    ),
-    &["salt"],
-);
-/// AERO: maximum shard size.
-pub const SHARD_SIZE: OptionSpec = opt("shard_size", OptionKind::Size, "maximum shard size");
-/// AERO: per-tensor BLAKE3.
-pub const TENSOR_HASHES: OptionSpec = opt(
-    "tensor_hashes",
-    OptionKind::Bool,
-    "store a BLAKE3 hash per tensor (hash_b3)",
-);
-/// AERO: IHSH chunk.
-pub const CONTROL_INTEGRITY: OptionSpec = opt(
-    "control_integrity",
-    OptionKind::Bool,
-    "add the IHSH control-integrity chunk",
-);
-/// AERO: PHSH page hashes.
-pub const PAGE_HASHES: OptionSpec = opt(
-    "page_hashes",
-    OptionKind::Size,
-    "add PHSH page hashes with this page size",
-);
-/// AERO: fixed file UUID.
-pub const UUID: OptionSpec = opt(
-    "uuid",
-    OptionKind::Hex(16),
-    "fixed file UUID for byte-deterministic output",
-);
-/// GPTRS: base_id 0.
-pub const ZERO_BASE_ID: OptionSpec = opt(
-    "zero_base_id",
-    OptionKind::Bool,
-    "store base_id 0 as the original Python exporter does",
-);
+    "timestamp, YYYY-MM-DDTHH:MM:SSZ",
+)
+.aliases(&["ts"]);
+
+/// The options [`WriteOptions`] holds as typed fields, shared by several formats (a
+/// format lists those it takes among its options).
+pub const SHARED: &[OptionSpec] = &[COMPRESSION, DIGESTS, TIMESTAMP];
+
+/// A Rust type a format option's value parses into: a field of a format's
+/// `format_options!` struct. [`OptionField::parse`] takes what the CLI gives (text),
+/// what Python gives (typed values) and what [`OptionField::to_value`] kept.
+pub trait OptionField: Sized + Default {
+    /// Parses a value given for the option `o`, with a message naming it when it is not one.
+    fn parse(o: &OptionSpec, v: &OptionValue) -> Result<Self>;
+    /// The value kept in [`WriteOptions::extra`]; `None` for the default (not given).
+    fn to_value(&self) -> Option<OptionValue>;
+}
+
+fn check_typed<T: OptionField>(o: &OptionSpec, v: &OptionValue) -> Result<Option<OptionValue>> {
+    Ok(kept(o, T::parse(o, v)?.to_value()))
+}
+
+/// A value as [`WriteOptions::extra`] keeps it: the bytes of a key as
+/// [`OptionValue::Secret`].
+fn kept(o: &OptionSpec, v: Option<OptionValue>) -> Option<OptionValue> {
+    match v {
+        Some(OptionValue::Bytes(b)) if o.kind == OptionKind::Secret => Some(OptionValue::Secret(b)),
+        other => other,
+    }
+}
+
+fn check_by_kind(o: &OptionSpec, v: &OptionValue) -> Result<Option<OptionValue>> {
+    normalize(o, v).map(Some)
+}
+
+impl OptionField for bool {
+    fn parse(o: &OptionSpec, v: &OptionValue) -> Result<Self> {
+        as_bool(o, v)
+    }
+    fn to_value(&self) -> Option<OptionValue> {
+        self.then_some(OptionValue::Bool(true))
+    }
+}
+
+impl OptionField for Option<u64> {
+    fn parse(o: &OptionSpec, v: &OptionValue) -> Result<Self> {
+        match o.kind {
+            OptionKind::Size => as_size(o, v).map(Some),
+            _ => as_int(o, v).map(Some),
+        }
+    }
+    fn to_value(&self) -> Option<OptionValue> {
+        self.map(|n| OptionValue::Int(i64::try_from(n).unwrap_or(i64::MAX)))
+    }
+}
+
+impl OptionField for Option<u8> {
+    fn parse(o: &OptionSpec, v: &OptionValue) -> Result<Self> {
+        let n = as_int(o, v)?;
+        u8::try_from(n)
+            .map(Some)
+            .map_err(|_| bad(o, v, "at most 255"))
+    }
+    fn to_value(&self) -> Option<OptionValue> {
+        self.map(|n| OptionValue::Int(n.into()))
+    }
+}
+
+impl OptionField for Option<String> {
+    fn parse(o: &OptionSpec, v: &OptionValue) -> Result<Self> {
+        let s = as_text(o, v)?;
+        if let OptionKind::Choice(c) = o.kind {
+            if !c.contains(&s.as_str()) {
+                return Err(bad(o, v, "not one of the choices"));
+            }
+        }
+        Ok(Some(s))
+    }
+    fn to_value(&self) -> Option<OptionValue> {
+        self.clone().map(OptionValue::Text)
+    }
+}
+
+impl OptionField for Option<PathBuf> {
+    fn parse(o: &OptionSpec, v: &OptionValue) -> Result<Self> {
+        as_text(o, v).map(|s| Some(PathBuf::from(s)))
+    }
+    fn to_value(&self) -> Option<OptionValue> {
+        self.as_ref()
+            .map(|p| OptionValue::Text(p.to_string_lossy().into_owned()))
+    }
+}
+
+/// Key bytes of any length ([`OptionKind::Secret`]): kept as [`OptionValue::Secret`].
+impl OptionField for Option<Vec<u8>> {
+    fn parse(o: &OptionSpec, v: &OptionValue) -> Result<Self> {
+        match v {
+            OptionValue::Bytes(b) | OptionValue::Secret(b) => Ok(Some(b.clone())),
+            _ => Err(bad(o, v, "not key bytes")),
+        }
+    }
+    fn to_value(&self) -> Option<OptionValue> {
+        self.clone().map(OptionValue::Secret)
+    }
+}
+
+/// Exactly `N` bytes: hex text or bytes ([`OptionKind::Hex`]), or a fixed-size key
+/// ([`OptionKind::Secret`], kept as [`OptionValue::Secret`]).
+impl<const N: usize> OptionField for Option<[u8; N]> {
+    fn parse(o: &OptionSpec, v: &OptionValue) -> Result<Self> {
+        if o.kind == OptionKind::Secret {
+            // Shown redacted in any error.
+            let key = match v {
+                OptionValue::Bytes(b) | OptionValue::Secret(b) => OptionValue::Secret(b.clone()),
+                _ => return Err(bad(o, v, "not key bytes")),
+            };
+            return fixed::<N>(o, &key).map(Some);
+        }
+        fixed::<N>(o, v).map(Some)
+    }
+    fn to_value(&self) -> Option<OptionValue> {
+        // Which of the two is decided by the kind at `check` time; a key's array is
+        // kept as `Secret` by `WriteOptions::apply`.
+        self.map(|b| OptionValue::Bytes(b.to_vec()))
+    }
+}
+
+/// A format's typed options (a struct made by `format_options!`): what
+/// [`WriteOptions::with`] stores.
+pub trait FormatOptions {
+    /// Every option the format takes: the shared ones its writer reads, then its own.
+    fn options() -> &'static [OptionSpec]
+    where
+        Self: Sized;
+    /// Each of the format's own options with its value (`None`: the default).
+    fn values(&self) -> Vec<(&'static OptionSpec, Option<OptionValue>)>;
+}
+
+/// Declares a format's own writer options as a typed struct: one line per option
+/// (field, type, kind, help, and optionally aliases and a bare-flag value), the shared
+/// options the format also takes listed first. Generates the struct (`Default`,
+/// `Clone`, a `Debug` that redacts keys, a builder setter per field), `OPTIONS` (for
+/// the codec's `options`), `from_options(&WriteOptions)` (what the writer calls) and
+/// [`FormatOptions`] (for [`WriteOptions::with`]). A new option is one line here and
+/// its use in the writer; the CLI's flag and Python's keyword follow from the line.
+#[allow(unused_macros)] // a build without any format that has options of its own
+macro_rules! format_options {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            shared: [$($shared:path),* $(,)?],
+            $(
+                $(#[$fmeta:meta])*
+                pub $field:ident : $ty:ty = ($kind:expr, $help:literal $(, aliases: $aliases:expr)? $(, flag: $flagv:literal)? $(,)?),
+            )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Default, PartialEq)]
+        #[non_exhaustive]
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: $ty, )*
+        }
+
+        impl $name {
+            /// Every option this format takes: the shared ones its writer reads
+            /// ([`crate::options::SHARED`]), then its own.
+            pub const OPTIONS: &'static [$crate::options::OptionSpec] = &[
+                $($shared,)*
+                $(
+                    $crate::options::OptionSpec::typed::<$ty>(stringify!($field), $kind, $help)
+                        $(.aliases($aliases))?
+                        $(.flag_value($flagv))?,
+                )*
+            ];
+
+            /// The declaration of one of this format's options.
+            fn spec(name: &str) -> &'static $crate::options::OptionSpec {
+                Self::OPTIONS
+                    .iter()
+                    .find(|o| o.name == name)
+                    .expect("format_options! declares every field")
+            }
+
+            /// This format's options among `opts` (the ones not given at their
+            /// defaults), each parsed into its field; a value that is not one is
+            /// refused naming the option.
+            pub fn from_options(opts: &$crate::options::WriteOptions) -> $crate::error::Result<Self> {
+                #[allow(unused_mut)]
+                let mut out = Self::default();
+                $(
+                    if let Some(v) = opts.extra.get(stringify!($field)) {
+                        out.$field = <$ty as $crate::options::OptionField>::parse(
+                            Self::spec(stringify!($field)),
+                            v,
+                        )?;
+                    }
+                )*
+                Ok(out)
+            }
+
+            $(
+                #[doc = concat!("Sets `", stringify!($field), "`.")]
+                #[must_use]
+                pub fn $field(mut self, v: $ty) -> Self {
+                    self.$field = v;
+                    self
+                }
+            )*
+        }
+
+        impl $crate::options::FormatOptions for $name {
+            fn options() -> &'static [$crate::options::OptionSpec] {
+                Self::OPTIONS
+            }
+            fn values(&self) -> Vec<(&'static $crate::options::OptionSpec, Option<$crate::options::OptionValue>)> {
+                vec![$( (
+                    Self::spec(stringify!($field)),
+                    $crate::options::OptionField::to_value(&self.$field),
+                ), )*]
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                #[allow(unused_mut)]
+                let mut d = f.debug_struct(stringify!($name));
+                $(
+                    let secret = Self::spec(stringify!($field)).kind
+                        == $crate::options::OptionKind::Secret;
+                    let set = $crate::options::OptionField::to_value(&self.$field).is_some();
+                    match (secret, set) {
+                        (true, true) => d.field(stringify!($field), &"<redacted>"),
+                        (true, false) => d.field(stringify!($field), &"none"),
+                        _ => d.field(stringify!($field), &self.$field),
+                    };
+                )*
+                d.finish()
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use format_options;
 
 /// Splits `name=value` (`-O shard_size=1G`); a bare `name` is a flag.
 pub fn parse_assignment(s: &str) -> Result<(String, OptionValue)> {
@@ -601,7 +692,7 @@ fn parse_digest(o: &OptionSpec, v: &OptionValue) -> Result<Digest> {
 
 fn fixed<const N: usize>(o: &OptionSpec, v: &OptionValue) -> Result<[u8; N]> {
     let b = match v {
-        OptionValue::Bytes(b) => b.clone(),
+        OptionValue::Bytes(b) | OptionValue::Secret(b) => b.clone(),
         OptionValue::Text(s) => crate::util::unhex(s.trim().replace('-', "").as_str())
             .ok_or_else(|| bad(o, v, "not hex"))?,
         _ => return Err(bad(o, v, "not bytes or hex")),
@@ -640,7 +731,7 @@ fn normalize(o: &OptionSpec, v: &OptionValue) -> Result<OptionValue> {
             OptionValue::Bytes(b)
         }
         OptionKind::Secret => match v {
-            OptionValue::Bytes(_) => v.clone(),
+            OptionValue::Bytes(b) | OptionValue::Secret(b) => OptionValue::Secret(b.clone()),
             _ => return Err(bad(o, v, "not key bytes")),
         },
     })
@@ -649,8 +740,14 @@ fn normalize(o: &OptionSpec, v: &OptionValue) -> Result<OptionValue> {
 impl WriteOptions {
     /// Sets the option `o` (declared by some format) from `value`. By name, with the
     /// lookup among every format's options, it is [`WriteOptions::set`]
-    /// ([`crate::formats::find_option`]).
+    /// ([`crate::formats::find_option`]). The shared options set their fields; a
+    /// format's own is checked by its declaration ([`OptionSpec::check`]) and kept in
+    /// [`WriteOptions::extra`] (removed when set to its default).
     pub fn apply(&mut self, o: &OptionSpec, value: OptionValue) -> Result<()> {
+        let value = match (&value, o.flag_value) {
+            (OptionValue::Flag, Some(bare)) => OptionValue::Text(bare.to_string()),
+            _ => value,
+        };
         let v = &value;
         match o.name {
             "compression" => self.compression = parse_compression(v)?,
@@ -674,47 +771,32 @@ impl WriteOptions {
                     }
                 }
             }
-            "ecc" => {
-                let n = as_int(o, v)?;
-                self.ecc = Some(u8::try_from(n).map_err(|_| bad(o, v, "at most 255"))?);
-            }
             "timestamp" => self.timestamp = Some(as_text(o, v)?),
-            "hmac_key" => match v {
-                OptionValue::Bytes(b) => self.hmac_key = Some(b.clone()),
-                _ => return Err(bad(o, v, "not key bytes")),
-            },
-            "sign_key" => match v {
-                OptionValue::Bytes(b) => {
-                    self.sign_key = Some(fixed::<32>(o, &OptionValue::Bytes(b.clone()))?)
+            name => match (o.check)(o, v)? {
+                Some(n) => {
+                    self.extra.insert(name.to_string(), n);
                 }
-                _ => return Err(bad(o, v, "not a 32-byte Ed25519 seed")),
+                None => {
+                    self.extra.remove(name);
+                }
             },
-            "prev" => self.prev = Some(PathBuf::from(as_text(o, v)?)),
-            "generation" => self.generation = Some(as_int(o, v)?),
-            "build" => self.build = Some(as_text(o, v)?),
-            "host" => self.host = Some(as_text(o, v)?),
-            "cuda" => self.cuda = Some(as_text(o, v)?),
-            "audit" => self.audit = Some(as_text(o, v)?),
-            "rows_per_chunk" => self.rows_per_chunk = Some(as_int(o, v)?),
-            "streaming" => self.streaming = as_bool(o, v)?,
-            "fixed_salt" => self.fixed_salt = Some(fixed::<8>(o, v)?),
-            "shard_size" => self.shard_size = Some(as_size(o, v)?),
-            "tensor_hashes" => self.tensor_hashes = as_bool(o, v)?,
-            "control_integrity" => self.control_integrity = as_bool(o, v)?,
-            "page_hashes" => {
-                self.page_hashes = Some(match v {
-                    OptionValue::Flag | OptionValue::Bool(true) => 4 << 20,
-                    _ => as_size(o, v)?,
-                })
-            }
-            "uuid" => self.uuid = Some(fixed::<16>(o, v)?),
-            "zero_base_id" => self.zero_base_id = as_bool(o, v)?,
-            other => {
-                let n = normalize(o, v)?;
-                self.extra.insert(other.to_string(), n);
-            }
         }
         Ok(())
+    }
+
+    /// Sets the options given in a format's typed struct (`WtxtOptions`, `FoldOptions`,
+    /// …): those not at their default, so that several `with`s add up
+    /// (`.with(FoldOptions::default().ecc(Some(16))).with(WtxtOptions::default()
+    /// .generation(Some(3)))`). An option is cleared by [`WriteOptions::set`] to its
+    /// default, or by removing it from [`WriteOptions::extra`].
+    #[must_use]
+    pub fn with<O: FormatOptions>(mut self, options: O) -> WriteOptions {
+        for (o, v) in options.values() {
+            if let Some(v) = kept(o, v) {
+                self.extra.insert(o.name.to_string(), v);
+            }
+        }
+        self
     }
 
     /// The names of the options set to something other than their default, the fields
@@ -729,83 +811,186 @@ impl WriteOptions {
         };
         add(self.compression != d.compression, "compression");
         add(!self.digests.is_empty() || self.no_digest, "digests");
-        add(self.ecc.is_some(), "ecc");
         add(self.timestamp.is_some(), "timestamp");
-        add(self.hmac_key.is_some(), "hmac_key");
-        add(self.sign_key.is_some(), "sign_key");
-        add(self.prev.is_some(), "prev");
-        add(self.generation.is_some(), "generation");
-        add(self.build.is_some(), "build");
-        add(self.host.is_some(), "host");
-        add(self.cuda.is_some(), "cuda");
-        add(self.audit.is_some(), "audit");
-        add(self.rows_per_chunk.is_some(), "rows_per_chunk");
-        add(self.streaming, "streaming");
-        add(self.fixed_salt.is_some(), "fixed_salt");
-        add(self.shard_size.is_some(), "shard_size");
-        add(self.tensor_hashes, "tensor_hashes");
-        add(self.control_integrity, "control_integrity");
-        add(self.page_hashes.is_some(), "page_hashes");
-        add(self.uuid.is_some(), "uuid");
-        add(self.zero_base_id, "zero_base_id");
         out.extend(self.extra.keys().map(String::as_str));
         out
-    }
-
-    /// A format-specific option kept in [`WriteOptions::extra`], as an integer (ints and
-    /// sizes).
-    pub fn extra_int(&self, name: &str) -> Option<u64> {
-        match self.extra.get(name) {
-            Some(OptionValue::Int(i)) => u64::try_from(*i).ok(),
-            _ => None,
-        }
-    }
-
-    /// A format-specific boolean option (false when not given).
-    pub fn extra_bool(&self, name: &str) -> bool {
-        matches!(self.extra.get(name), Some(OptionValue::Bool(true)))
-    }
-
-    /// A format-specific text, path or choice option.
-    pub fn extra_text(&self, name: &str) -> Option<&str> {
-        match self.extra.get(name) {
-            Some(OptionValue::Text(s)) => Some(s),
-            _ => None,
-        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::Format;
 
-    fn set(o: &mut WriteOptions, k: &str, v: &str) -> Result<()> {
-        o.set(k, OptionValue::Text(v.into()))
+    format_options! {
+        /// A format's options, as a format declares them.
+        pub struct DemoOptions {
+            shared: [COMPRESSION],
+            /// A count that fits a byte.
+            pub parity: Option<u8> = (OptionKind::Int, "parity bytes"),
+            /// A size.
+            pub part_size: Option<u64> = (OptionKind::Size, "part size", aliases: &["part"]),
+            /// A key.
+            pub key: Option<Vec<u8>> = (OptionKind::Secret, "a key"),
+            /// A fixed-size key.
+            pub seed: Option<[u8; 4]> = (OptionKind::Secret, "a seed"),
+            /// A switch.
+            pub on: bool = (OptionKind::Bool, "a switch"),
+            /// A page size whose bare flag means 4 KiB.
+            pub pages: Option<u64> = (OptionKind::Size, "pages", flag: "4K"),
+            /// A salt.
+            pub salt: Option<[u8; 2]> = (OptionKind::Hex(2), "a salt"),
+            /// One of two words.
+            pub mode: Option<String> = (OptionKind::Choice(&["a", "b"]), "a mode"),
+        }
+    }
+
+    fn spec(name: &str) -> &'static OptionSpec {
+        DemoOptions::OPTIONS
+            .iter()
+            .find(|o| o.name == name || o.aliases.contains(&name))
+            .unwrap()
+    }
+
+    fn set(o: &mut WriteOptions, k: &str, v: OptionValue) -> Result<()> {
+        o.apply(spec(k), v)
+    }
+
+    fn text(s: &str) -> OptionValue {
+        OptionValue::Text(s.into())
     }
 
     #[test]
-    fn one_parser_for_names_and_aliases() {
-        let mut o = WriteOptions::default();
-        set(&mut o, "compress", "zstd:7").unwrap();
-        assert_eq!(o.compression, Compression::Zstd(7));
-        set(&mut o, "compression", "none").unwrap();
-        assert_eq!(o.compression, Compression::None);
-        set(&mut o, "shard_size", "1G").unwrap();
-        assert_eq!(o.shard_size, Some(1 << 30));
-        set(&mut o, "--shard-size", "4K").unwrap();
-        assert_eq!(o.shard_size, Some(4096));
-        set(&mut o, "gen", "7").unwrap();
-        assert_eq!(o.generation, Some(7));
-        o.set("tensor_hashes", OptionValue::Flag).unwrap();
-        assert!(o.tensor_hashes);
-        set(&mut o, "digest", "sha256").unwrap();
-        assert_eq!(o.digests, vec![Digest::Sha256]);
-        set(&mut o, "salt", "0011223344556677").unwrap();
+    fn a_format_declares_its_options_and_reads_them_typed() {
+        let names: Vec<&str> = DemoOptions::OPTIONS.iter().map(|o| o.name).collect();
         assert_eq!(
-            o.fixed_salt,
-            Some([0, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77])
+            names,
+            [
+                "compression",
+                "parity",
+                "part_size",
+                "key",
+                "seed",
+                "on",
+                "pages",
+                "salt",
+                "mode"
+            ]
         );
+        let mut o = WriteOptions::default();
+        set(&mut o, "compress", text("zstd:7")).unwrap();
+        set(&mut o, "parity", text("16")).unwrap();
+        set(&mut o, "part", text("2K")).unwrap();
+        set(&mut o, "key", OptionValue::Bytes(b"k3y".to_vec())).unwrap();
+        set(&mut o, "seed", OptionValue::Bytes(vec![9; 4])).unwrap();
+        set(&mut o, "on", OptionValue::Flag).unwrap();
+        set(&mut o, "pages", OptionValue::Flag).unwrap();
+        set(&mut o, "salt", text("00ff")).unwrap();
+        set(&mut o, "mode", text("b")).unwrap();
+        assert_eq!(o.compression, Compression::Zstd(7));
+        let d = DemoOptions::from_options(&o).unwrap();
+        assert_eq!(d.parity, Some(16));
+        assert_eq!(d.part_size, Some(2048));
+        assert_eq!(d.key.as_deref(), Some(&b"k3y"[..]));
+        assert_eq!(d.seed, Some([9; 4]));
+        assert!(d.on);
+        assert_eq!(d.pages, Some(4096));
+        assert_eq!(d.salt, Some([0, 0xff]));
+        assert_eq!(d.mode.as_deref(), Some("b"));
+        let built = DemoOptions::default()
+            .parity(Some(16))
+            .part_size(Some(2048))
+            .key(Some(b"k3y".to_vec()))
+            .seed(Some([9; 4]))
+            .on(true)
+            .pages(Some(4096))
+            .salt(Some([0, 0xff]))
+            .mode(Some("b".into()));
+        assert_eq!(built, d);
+        assert_eq!(
+            o.given(),
+            [
+                "compression",
+                "key",
+                "mode",
+                "on",
+                "pages",
+                "parity",
+                "part_size",
+                "salt",
+                "seed"
+            ]
+        );
+        // Typed, the same bag.
+        let typed = WriteOptions::default()
+            .compression(Compression::Zstd(7))
+            .with(d.clone());
+        assert_eq!(typed.extra, o.extra);
+        assert_eq!(DemoOptions::from_options(&typed).unwrap(), d);
+        // `with`s add up; setting the default value clears an option.
+        let more = typed.clone().with(DemoOptions::default().parity(Some(2)));
+        assert_eq!(more.given(), o.given());
+        assert_eq!(DemoOptions::from_options(&more).unwrap().parity, Some(2));
+        assert_eq!(DemoOptions::from_options(&more).unwrap().key, d.key);
+        assert_eq!(
+            typed.clone().with(DemoOptions::default()).extra,
+            typed.extra
+        );
+        set(&mut o, "on", OptionValue::Bool(false)).unwrap();
+        assert!(!o.given().contains(&"on"));
+    }
+
+    #[test]
+    fn a_value_the_field_cannot_hold_is_refused_when_set_naming_the_option() {
+        let mut o = WriteOptions::default();
+        for (k, v, why) in [
+            ("parity", text("300"), "at most 255"),
+            ("parity", text("-1"), "non-negative"),
+            ("part_size", text("1Q"), "part_size"),
+            ("on", text("maybe"), "not a bool"),
+            ("salt", text("abcdef"), "3 bytes"),
+            ("mode", text("c"), "not one of the choices"),
+            ("seed", OptionValue::Bytes(vec![1; 5]), "5 bytes"),
+            ("key", text("k3y"), "not key bytes"),
+        ] {
+            let e = set(&mut o, k, v).unwrap_err().to_string();
+            assert!(e.contains(why) && e.contains(spec(k).name), "{k}: {e}");
+        }
+        assert!(o.given().is_empty(), "{:?}", o.given());
+        // A bag filled by hand is checked when the writer reads it.
+        o.extra.insert("parity".into(), text("many"));
+        let e = DemoOptions::from_options(&o).unwrap_err().to_string();
+        assert!(e.contains("parity"), "{e}");
+    }
+
+    #[test]
+    fn keys_never_show_in_debug_nor_in_errors() {
+        let o = WriteOptions::default()
+            .timestamp(Some("2026-01-01T00:00:00Z".into()))
+            .with(
+                DemoOptions::default()
+                    .key(Some(b"hmac-secret".to_vec()))
+                    .seed(Some([0xA7; 4]))
+                    .parity(Some(3)),
+            );
+        let d = DemoOptions::from_options(&o).unwrap();
+        let text = format!("{o:?} {o:#?} {d:?} {d:#?}");
+        // The key's bytes in any of the forms Debug prints them.
+        for s in ["hmac-secret", "104, 109, 97, 99", "167", "0xa7", "a7a7"] {
+            assert!(!text.contains(s), "{s} in {text}");
+        }
+        assert!(text.contains("<redacted>"), "{text}");
+        assert!(
+            text.contains("parity: Some(3)"),
+            "the others still show: {text}"
+        );
+        assert!(text.contains("2026-01-01"), "{text}");
+        assert!(
+            !format!("{:?} {:?}", WriteOptions::default(), DemoOptions::default())
+                .contains("redacted")
+        );
+        let mut w = WriteOptions::default();
+        let e = set(&mut w, "seed", OptionValue::Bytes(vec![0xA7; 5])).unwrap_err();
+        assert!(!e.to_string().contains("167"), "{e}");
     }
 
     #[test]
@@ -824,27 +1009,20 @@ mod tests {
     }
 
     #[test]
-    fn bad_values_say_what_was_expected() {
+    fn shared_options_parse_into_their_fields() {
         let mut o = WriteOptions::default();
-        let e = set(&mut o, "compression", "zstd:99").unwrap_err();
-        assert!(e.to_string().contains("zstd levels are 1–22"), "{e}");
-        let e = set(&mut o, "compression", "zstd:0").unwrap_err();
+        o.apply(&COMPRESSION, text("zstd:99")).unwrap_err();
+        let e = o.apply(&COMPRESSION, text("zstd:0")).unwrap_err();
         assert!(e.to_string().contains("1–22"), "{e}");
-        let e = set(&mut o, "compression", "lz4").unwrap_err();
+        let e = o.apply(&COMPRESSION, text("lz4")).unwrap_err();
         assert!(e.to_string().contains("unknown compression"), "{e}");
-        let e = set(&mut o, "ecc", "300").unwrap_err();
-        assert!(e.to_string().contains("ecc"), "{e}");
-        let e = set(&mut o, "shard_size", "1Q").unwrap_err();
-        assert!(e.to_string().contains("shard_size"), "{e}");
-        let e = set(&mut o, "streaming", "maybe").unwrap_err();
-        assert!(e.to_string().contains("not a bool"), "{e}");
-        let e = set(&mut o, "uuid", "abcd").unwrap_err();
-        assert!(e.to_string().contains("uuid"), "{e}");
-        let e = set(&mut o, "no_such_option", "1").unwrap_err();
-        assert!(
-            e.to_string().contains("unknown option \"no_such_option\""),
-            "{e}"
-        );
+        o.apply(&DIGESTS, text("sha256")).unwrap();
+        o.apply(&DIGESTS, text("crc32c")).unwrap();
+        assert_eq!(o.digests, [Digest::Sha256, Digest::Crc32c]);
+        o.apply(&DIGESTS, text("none")).unwrap();
+        assert!(o.digests.is_empty() && o.no_digest);
+        o.apply(&TIMESTAMP, text("2026-01-01T00:00:00Z")).unwrap();
+        assert_eq!(o.given(), ["digests", "timestamp"]);
     }
 
     #[test]
@@ -862,64 +1040,14 @@ mod tests {
     }
 
     #[test]
-    fn undeclared_options_are_refused_naming_option_and_format() {
-        let o = WriteOptions {
-            compression: Compression::Zstd(15),
-            ..Default::default()
-        };
-        let e = crate::formats::check_options(Format::Safetensors, &o).unwrap_err();
-        let s = e.to_string();
-        assert!(
-            s.contains("compression") && s.contains("safetensors"),
-            "{s}"
-        );
-        assert!(crate::formats::check_options(Format::Ztensor, &o).is_ok());
-        let o = WriteOptions {
-            ecc: Some(8),
-            generation: Some(2),
-            ..Default::default()
-        };
-        let s = crate::formats::check_options(Format::Gguf, &o)
-            .unwrap_err()
-            .to_string();
-        assert!(s.contains("ecc, generation") && s.contains("GGUF"), "{s}");
-        assert!(crate::formats::check_options(Format::Gguf, &WriteOptions::default()).is_ok());
-    }
-
-    #[test]
-    fn a_format_specific_option_is_checked_by_its_kind() {
+    fn an_option_checked_by_its_kind_alone() {
         let size = opt("part_size", OptionKind::Size, "");
-        assert_eq!(
-            normalize(&size, &OptionValue::Text("2K".into())).unwrap(),
-            OptionValue::Int(2048)
-        );
-        assert!(normalize(&size, &OptionValue::Text("2Q".into())).is_err());
-        let pick = opt("mode", OptionKind::Choice(&["a", "b"]), "");
-        assert!(normalize(&pick, &OptionValue::Text("c".into())).is_err());
         let mut w = WriteOptions::default();
-        w.extra.insert("part_size".into(), OptionValue::Int(2048));
-        assert_eq!(w.extra_int("part_size"), Some(2048));
-        assert_eq!(w.given(), vec!["part_size"]);
-        // Not declared by any registry format: refused.
-        assert!(crate::formats::check_options(Format::Ztensor, &w).is_err());
-    }
-
-    #[test]
-    fn every_declared_option_is_settable_and_given() {
-        for o in crate::formats::all_options() {
-            let mut w = WriteOptions::default();
-            let v = match o.kind {
-                OptionKind::Bool => OptionValue::Flag,
-                OptionKind::Int | OptionKind::Size => OptionValue::Text("8".into()),
-                OptionKind::Text | OptionKind::Path => OptionValue::Text("x".into()),
-                OptionKind::Choice(c) => OptionValue::Text(c[0].into()),
-                OptionKind::Compression => OptionValue::Text("zstd".into()),
-                OptionKind::Hex(n) => OptionValue::Bytes(vec![1; n]),
-                OptionKind::Secret => OptionValue::Bytes(vec![1; 32]),
-            };
-            w.set(o.name, v)
-                .unwrap_or_else(|e| panic!("{}: {e}", o.name));
-            assert_eq!(w.given(), vec![o.name], "{}", o.name);
-        }
+        w.apply(&size, text("2K")).unwrap();
+        assert_eq!(w.extra["part_size"], OptionValue::Int(2048));
+        assert!(w.apply(&size, text("2Q")).is_err());
+        let pick = opt("mode", OptionKind::Choice(&["a", "b"]), "");
+        assert!(w.apply(&pick, text("c")).is_err());
+        assert_eq!(w.given(), ["part_size"]);
     }
 }

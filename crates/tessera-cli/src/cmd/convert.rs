@@ -48,56 +48,11 @@ fn cli_value(name: &str, text: OptionValue) -> anyhow::Result<OptionValue> {
     }))
 }
 
-/// Builds writer options from `-O NAME=VALUE` and the older flags (aliases of the same
-/// options), through the library's one option parser.
+/// Builds writer options from the option flags (`--ecc 16`, derived from the formats'
+/// declarations: [`crate::flags`]) and `-O NAME=VALUE`, in that order, through the
+/// library's one option parser.
 pub fn write_options(args: &ConvertArgs) -> anyhow::Result<WriteOptions> {
-    let text = |s: &str| Some(OptionValue::Text(s.to_string()));
-    let flag = |b: bool| b.then_some(OptionValue::Flag);
-    let mut given: Vec<(String, OptionValue)> = Vec::new();
-    let mut add = |name: &str, v: Option<OptionValue>| {
-        if let Some(v) = v {
-            given.push((name.to_string(), v));
-        }
-    };
-    add("compression", args.compress.as_deref().and_then(text));
-    for d in &args.digest {
-        add("digests", text(d));
-    }
-    add("ecc", args.ecc.map(|n| OptionValue::Int(n.into())));
-    add(
-        "hmac_key",
-        args.hmac_key_file
-            .as_ref()
-            .and_then(|p| text(&p.to_string_lossy())),
-    );
-    add(
-        "sign_key",
-        args.sign_key
-            .as_ref()
-            .and_then(|p| text(&p.to_string_lossy())),
-    );
-    add(
-        "prev",
-        args.prev.as_ref().and_then(|p| text(&p.to_string_lossy())),
-    );
-    add("generation", args.gen.and_then(|g| text(&g.to_string())));
-    add("timestamp", args.ts.as_deref().and_then(text));
-    add("build", args.build.as_deref().and_then(text));
-    add("host", args.host.as_deref().and_then(text));
-    add("cuda", args.cuda.as_deref().and_then(text));
-    add("audit", args.audit.as_deref().and_then(text));
-    add(
-        "rows_per_chunk",
-        args.rows_per_chunk.and_then(|n| text(&n.to_string())),
-    );
-    add("streaming", flag(args.streaming));
-    add("fixed_salt", args.salt.as_deref().and_then(text));
-    add("shard_size", args.shard_size.as_deref().and_then(text));
-    add("tensor_hashes", flag(args.tensor_hashes));
-    add("control_integrity", flag(args.control_integrity));
-    add("page_hashes", args.page_hashes.as_deref().and_then(text));
-    add("uuid", args.uuid.as_deref().and_then(text));
-    add("zero_base_id", flag(args.zero_base_id));
+    let mut given = args.format_flags.given.clone();
     for o in &args.option {
         let (k, v) = parse_assignment(o).map_err(anyhow::Error::new)?;
         given.push((k, v));
@@ -216,7 +171,7 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         if split.is_some() {
             bail_usage("a model set is several files: name its output, not -")?;
         }
-        if opts.streaming {
+        if opts.extra.get("streaming") == Some(&OptionValue::Bool(true)) {
             bail_usage("streaming WTXT writes OUT.wsum beside the output: name the output, not -")?;
         }
         return to_stdout(args, format, conv, &opts);

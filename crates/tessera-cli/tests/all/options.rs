@@ -213,3 +213,73 @@ fn formats_lists_each_formats_options() {
         }
     }
 }
+
+/// Each option a format declares is a `convert` flag under its name and each older
+/// spelling, listed with the formats that take it: the CLI derives them from the
+/// declarations, so a new option needs no CLI change.
+#[test]
+fn every_declared_option_is_a_convert_flag() {
+    let o = tessera().args(["convert", "--help"]).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let help = String::from_utf8_lossy(&o.stdout);
+    for opt in tessera::formats::all_options() {
+        for name in std::iter::once(&opt.name).chain(opt.aliases) {
+            let flag = format!("--{}", name.replace('_', "-"));
+            assert!(
+                help.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                    .any(|w| w == flag),
+                "{flag} missing from convert --help:\n{help}"
+            );
+        }
+        assert!(help.contains(opt.help), "{}: {help}", opt.name);
+    }
+    // The names, not only the older spellings: the same file as -O.
+    let dir = tempfile::tempdir().unwrap();
+    let src = model(dir.path());
+    let pairs: [(&str, Vec<&str>, Vec<&str>); 2] = [
+        (
+            "pt",
+            vec!["--archive", "inner"],
+            vec!["-O", "archive=inner"],
+        ),
+        (
+            "wtxt",
+            vec![
+                "--generation",
+                "9",
+                "--timestamp",
+                "2024-01-02T03:04:05Z",
+                "--fixed-salt",
+                "0011223344556677",
+            ],
+            vec![
+                "-O",
+                "gen=9",
+                "-O",
+                "ts=2024-01-02T03:04:05Z",
+                "-O",
+                "salt=0011223344556677",
+            ],
+        ),
+    ];
+    for (ext, flags, dash_o) in pairs {
+        let a = dir.path().join(format!("flags.{ext}"));
+        let b = dir.path().join(format!("dash_o.{ext}"));
+        for (out, args) in [(&a, &flags), (&b, &dash_o)] {
+            let o = convert(&src, out, args);
+            assert!(o.status.success(), "{ext} {args:?}: {}", stderr(&o));
+        }
+        assert_eq!(
+            std::fs::read(&a).unwrap(),
+            std::fs::read(&b).unwrap(),
+            "{ext}: the flags and -O wrote different files"
+        );
+    }
+    let pt = std::fs::read(dir.path().join("flags.pt")).unwrap();
+    assert!(
+        pt.windows(10).any(|w| w == b"inner/data"),
+        "the archive name is used"
+    );
+    let w = std::fs::read_to_string(dir.path().join("flags.wtxt")).unwrap();
+    assert!(w.contains("gen=000009"), "{w}");
+}

@@ -90,14 +90,22 @@ fn our_writer_rebuilds_every_sample_byte_for_byte() {
     let m = manifest_model();
     let plain = write(&m, &fixed(WriteOptions::default()));
     assert_eq!(plain, sample(PLAIN));
-    let ihsh = write(&m, &fixed(WriteOptions::default().control_integrity(true)));
+    let ihsh = write(
+        &m,
+        &fixed(
+            WriteOptions::default()
+                .with(tessera::formats::aero::AeroOptions::default().control_integrity(true)),
+        ),
+    );
     assert_eq!(ihsh, sample(IHSH));
     let phsh = write(
         &m,
         &fixed(
-            WriteOptions::default()
-                .control_integrity(true)
-                .page_hashes(Some(16)),
+            WriteOptions::default().with(
+                tessera::formats::aero::AeroOptions::default()
+                    .control_integrity(true)
+                    .page_hashes(Some(16)),
+            ),
         ),
     );
     assert_eq!(phsh, sample(PHSH));
@@ -107,12 +115,18 @@ fn our_writer_rebuilds_every_sample_byte_for_byte() {
 fn aero_to_aero_is_byte_exact_for_every_sample() {
     for (name, opts) in [
         (PLAIN, WriteOptions::default()),
-        (IHSH, WriteOptions::default().control_integrity(true)),
+        (
+            IHSH,
+            WriteOptions::default()
+                .with(tessera::formats::aero::AeroOptions::default().control_integrity(true)),
+        ),
         (
             PHSH,
-            WriteOptions::default()
-                .control_integrity(true)
-                .page_hashes(Some(16)),
+            WriteOptions::default().with(
+                tessera::formats::aero::AeroOptions::default()
+                    .control_integrity(true)
+                    .page_hashes(Some(16)),
+            ),
         ),
     ] {
         let data = sample(name);
@@ -171,7 +185,11 @@ fn a_flipped_byte_in_one_page_is_caught_only_by_tensors_on_that_page() {
 #[test]
 fn tensor_checked_reads_through_the_pages_it_touches() {
     let m = manifest_model();
-    let mut data = write(&m, &WriteOptions::default().page_hashes(Some(16)));
+    let mut data = write(
+        &m,
+        &WriteOptions::default()
+            .with(tessera::formats::aero::AeroOptions::default().page_hashes(Some(16))),
+    );
     let f = AeroFile::open(&data, &Limits::default()).unwrap();
     let shard = f
         .toc()

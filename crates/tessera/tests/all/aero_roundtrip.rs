@@ -134,11 +134,13 @@ fn assert_same(a: &dyn TensorSource, b: &dyn TensorSource) {
 #[test]
 fn round_trip_with_every_option_multi_shard_packed_and_opaque() {
     let m = rich_model();
-    let opts = WriteOptions::default()
-        .shard_size(Some(40))
-        .tensor_hashes(true)
-        .control_integrity(true)
-        .page_hashes(Some(32));
+    let opts = WriteOptions::default().with(
+        tessera::formats::aero::AeroOptions::default()
+            .shard_size(Some(40))
+            .tensor_hashes(true)
+            .control_integrity(true)
+            .page_hashes(Some(32)),
+    );
     let data = write(&m, &opts);
     let f = AeroFile::open(&data, &Limits::default()).unwrap();
     assert_same(&m, &f);
@@ -224,7 +226,11 @@ fn round_trip_with_every_option_multi_shard_packed_and_opaque() {
 #[test]
 fn hash_b3_mismatch_is_reported_per_tensor() {
     let m = manifest_model();
-    let mut data = write(&m, &WriteOptions::default().tensor_hashes(true));
+    let mut data = write(
+        &m,
+        &WriteOptions::default()
+            .with(tessera::formats::aero::AeroOptions::default().tensor_hashes(true)),
+    );
     let f = AeroFile::open(&data, &Limits::default()).unwrap();
     let off = f.tensor_infos()[1].storage.offset.unwrap() as usize;
     drop(f);
@@ -251,9 +257,11 @@ fn an_empty_model_writes_and_reads() {
     let m = Model::new();
     let data = write(
         &m,
-        &WriteOptions::default()
-            .control_integrity(true)
-            .page_hashes(Some(16)),
+        &WriteOptions::default().with(
+            tessera::formats::aero::AeroOptions::default()
+                .control_integrity(true)
+                .page_hashes(Some(16)),
+        ),
     );
     let f = AeroFile::open(&data, &Limits::default()).unwrap();
     assert!(f.tensor_infos().is_empty() && f.metadata().is_empty());
@@ -349,11 +357,7 @@ mod random {
                 m.push(TensorView::dense(TensorInfo::dense(format!("t{i}"), dt, shape), Cow::Owned(bytes)).unwrap()).unwrap();
             }
             let opts = WriteOptions::default()
-                .shard_size(Some(shard))
-                .page_hashes(page)
-                .tensor_hashes(hashes)
-                .control_integrity(ihsh)
-                .uuid(Some([7; 16]));
+                .with(tessera::formats::aero::AeroOptions::default().shard_size(Some(shard)).page_hashes(page).tensor_hashes(hashes).control_integrity(ihsh).uuid(Some([7; 16])));
             let data = write(&m, &opts);
             let f = AeroFile::open(&data, &Limits::default()).unwrap();
             assert_same(&m, &f);
@@ -382,9 +386,11 @@ fn many_pages_per_shard_stay_inside_their_reserve() {
     }
     let data = write(
         &m,
-        &WriteOptions::default()
-            .shard_size(Some(1024))
-            .page_hashes(Some(16)),
+        &WriteOptions::default().with(
+            tessera::formats::aero::AeroOptions::default()
+                .shard_size(Some(1024))
+                .page_hashes(Some(16)),
+        ),
     );
     let f = AeroFile::open(&data, &Limits::default()).unwrap();
     assert_eq!(

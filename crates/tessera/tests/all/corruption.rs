@@ -171,9 +171,12 @@ fn campaign(format: Format, opts: &WriteOptions, vopts: &VerifyOptions) -> (Vec<
 #[test]
 fn wtxt_signed_every_flip_is_detected_or_harmless() {
     let opts = WriteOptions::default()
-        .hmac_key(Some(HMAC.to_vec()))
-        .sign_key(Some(SEED))
-        .fixed_salt(Some([1; 8]))
+        .with(
+            tessera::formats::wtxt::WtxtOptions::default()
+                .hmac_key(Some(HMAC.to_vec()))
+                .sign_key(Some(SEED))
+                .fixed_salt(Some([1; 8])),
+        )
         .timestamp(Some("2026-01-01T00:00:00Z".into()));
     let vopts = VerifyOptions::default()
         .hmac_key(Some(HMAC.to_vec()))
@@ -194,7 +197,7 @@ fn wtxt_signed_every_flip_is_detected_or_harmless() {
 #[test]
 fn fold_every_flip_is_detected_or_harmless() {
     let opts = WriteOptions::default()
-        .ecc(Some(16))
+        .with(tessera::formats::fold::FoldOptions::default().ecc(Some(16)))
         .timestamp(Some("2026-01-01T00:00:00Z".into()));
     let (_, c) = campaign(Format::Fold, &opts, &VerifyOptions::default());
     assert!(
@@ -211,11 +214,13 @@ fn fold_every_flip_is_detected_or_harmless() {
 
 #[test]
 fn aero_with_every_layer_every_flip_is_detected_or_harmless() {
-    let opts = WriteOptions::default()
-        .tensor_hashes(true)
-        .control_integrity(true)
-        .page_hashes(Some(64))
-        .uuid(Some([0x11; 16]));
+    let opts = WriteOptions::default().with(
+        tessera::formats::aero::AeroOptions::default()
+            .tensor_hashes(true)
+            .control_integrity(true)
+            .page_hashes(Some(64))
+            .uuid(Some([0x11; 16])),
+    );
     let (_, c) = campaign(Format::Aero, &opts, &VerifyOptions::default());
     assert!(
         c.undetected.is_empty(),

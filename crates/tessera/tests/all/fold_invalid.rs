@@ -50,7 +50,7 @@ fn small_model() -> Model {
 fn write(m: &Model, compression: Compression, ecc: Option<u8>) -> Vec<u8> {
     let opts = WriteOptions::default()
         .compression(compression)
-        .ecc(ecc)
+        .with(tessera::formats::fold::FoldOptions::default().ecc(ecc))
         .timestamp(Some("2026-01-02T03:04:05Z".into()));
     let mut cur = Cursor::new(Vec::new());
     tessera::convert::write_to(Format::Fold, m, &mut cur, &opts).unwrap();

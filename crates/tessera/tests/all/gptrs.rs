@@ -82,7 +82,8 @@ fn write(format: Format, src: &dyn TensorSource, opts: &WriteOptions) -> Vec<u8>
 }
 
 fn zero_ids() -> WriteOptions {
-    WriteOptions::default().zero_base_id(true)
+    WriteOptions::default()
+        .with(tessera::formats::gptrs::GptrsOptions::default().zero_base_id(true))
 }
 
 #[test]
@@ -587,7 +588,7 @@ mod props {
         ) {
             let m = model(&ts, checkpoint);
             let format = if checkpoint { Format::GptrsCheckpoint } else { Format::GptrsArchive };
-            let opts = WriteOptions::default().zero_base_id(zero);
+            let opts = WriteOptions::default().with(tessera::formats::gptrs::GptrsOptions::default().zero_base_id(zero));
             let bytes = write(format, &m, &opts);
             prop_assert_eq!(&bytes, &write(format, &m, &opts));
             let f = GptrsFile::parse(&bytes, &Limits::default()).unwrap();

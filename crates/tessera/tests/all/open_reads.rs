@@ -212,9 +212,11 @@ fn aero_checked_reads_over_a_counting_source_hash_only_the_pages_a_tensor_touche
     // 16 tensors of 256 KiB in one shard, 64 KiB pages: a checked read of one tensor
     // reads its 4 pages (and the PHSH chunk), not the 4 MiB shard.
     let m = model(Format::Aero);
-    let opts = WriteOptions::default()
-        .page_hashes(Some(64 * 1024))
-        .control_integrity(true);
+    let opts = WriteOptions::default().with(
+        tessera::formats::aero::AeroOptions::default()
+            .page_hashes(Some(64 * 1024))
+            .control_integrity(true),
+    );
     let p = prepare(&m, Format::Aero, ConvertOptions::default()).unwrap();
     let mut out = Cursor::new(Vec::new());
     write_to(Format::Aero, &p, &mut out, &opts).unwrap();

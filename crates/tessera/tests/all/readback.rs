@@ -425,7 +425,11 @@ fn large_odd_arrays_read_back_from_every_target() {
             how.push("sha256 digests");
         }
         if declares("rows_per_chunk") {
-            w = w.rows_per_chunk(Some(7)).hmac_key(Some(b"key".to_vec()));
+            w = w.with(
+                tessera::formats::wtxt::WtxtOptions::default()
+                    .rows_per_chunk(Some(7))
+                    .hmac_key(Some(b"key".to_vec())),
+            );
             how.push("7 rows per chunk, hmac");
         }
         if !how.is_empty() {

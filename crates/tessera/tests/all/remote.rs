@@ -89,9 +89,11 @@ fn written(format: Format) -> Vec<u8> {
 /// AERO with 64 KiB page hashes (PHSH): a checked read hashes the pages a tensor
 /// touches, not its whole shard.
 fn aero_paged() -> WriteOptions {
-    WriteOptions::default()
-        .page_hashes(Some(64 * 1024))
-        .control_integrity(true)
+    WriteOptions::default().with(
+        tessera::formats::aero::AeroOptions::default()
+            .page_hashes(Some(64 * 1024))
+            .control_integrity(true),
+    )
 }
 
 fn written_with(format: Format, opts: &WriteOptions) -> Vec<u8> {
@@ -1408,7 +1410,7 @@ fn inspect_of_a_remote_fold_fetches_its_index_not_its_chunks() {
             "zstd+ecc",
             WriteOptions::default()
                 .compression(tessera::convert::Compression::Zstd(3))
-                .ecc(Some(16)),
+                .with(tessera::formats::fold::FoldOptions::default().ecc(Some(16))),
         ),
     ] {
         let bytes = model_bytes(Format::Fold, 6, chunk, &opts);
@@ -1464,7 +1466,8 @@ fn a_remote_fold_chunk_is_checked_when_first_used() {
         return;
     };
     for (label, ecc) in [("plain", None), ("ecc", Some(16))] {
-        let opts = WriteOptions::default().ecc(ecc);
+        let opts =
+            WriteOptions::default().with(tessera::formats::fold::FoldOptions::default().ecc(ecc));
         let mut bytes = model_bytes(Format::Fold, 4, 1 << 20, &opts);
         let local = tessera::open(&bytes, &ReadOptions::default()).unwrap();
         let info = local.tensor_infos()[1].clone();
@@ -1624,7 +1627,8 @@ fn a_remote_wtxt_s_reads_its_wsum_beside_the_url() {
     let info = TensorInfo::dense("w", DType::F32, vec![4]);
     m.push(TensorView::dense(info, Cow::Owned(vec![0u8; 16])).unwrap())
         .unwrap();
-    let o = WriteOptions::default().streaming(true);
+    let o = WriteOptions::default()
+        .with(tessera::formats::wtxt::WtxtOptions::default().streaming(true));
     tessera::convert::write_file(Format::Wtxt, &m, &p, &o).unwrap();
     let data = std::fs::read(&p).unwrap();
     let wsum = std::fs::read(dir.path().join("snap.wtxt.wsum")).unwrap();

@@ -54,10 +54,12 @@ fn round_trip_and_determinism() {
 fn hmac_and_signature_with_right_and_wrong_keys() {
     let m = model();
     let seed = [7u8; 32];
-    let o = opts()
-        .hmac_key(Some(b"secret".to_vec()))
-        .fixed_salt(Some([1, 2, 3, 4, 5, 6, 7, 8]))
-        .sign_key(Some(seed));
+    let o = opts().with(
+        tessera::formats::wtxt::WtxtOptions::default()
+            .hmac_key(Some(b"secret".to_vec()))
+            .fixed_salt(Some([1, 2, 3, 4, 5, 6, 7, 8]))
+            .sign_key(Some(seed)),
+    );
     let a = write(&m, &o);
     assert_eq!(a, write(&m, &o));
     let text = std::str::from_utf8(&a).unwrap();
@@ -301,7 +303,11 @@ fn streaming_writes_a_wsum_and_verify_needs_it() {
     let p = dir.path().join("m.wtxt");
     let m = model();
     let seed = [3u8; 32];
-    let o = opts().streaming(true).sign_key(Some(seed));
+    let o = opts().with(
+        tessera::formats::wtxt::WtxtOptions::default()
+            .streaming(true)
+            .sign_key(Some(seed)),
+    );
     let rep = tessera::convert::write_file(Format::Wtxt, &m, &p, &o).unwrap();
     let wp = dir.path().join("m.wtxt.wsum");
     assert_eq!(rep.extra_files, vec![wp.clone()]);
@@ -353,7 +359,9 @@ fn merkle_chains_from_prev() {
     let p1 = dir.path().join("a.wtxt");
     let m = model();
     tessera::convert::write_file(Format::Wtxt, &m, &p1, &opts()).unwrap();
-    let o2 = opts().prev(Some(p1.clone())).generation(None);
+    let mut o2 = opts().with(tessera::formats::wtxt::WtxtOptions::default().prev(Some(p1.clone())));
+    // The generation follows prev's.
+    o2.extra.remove("generation");
     let b = write(&m, &o2);
     let t1 = std::fs::read_to_string(&p1).unwrap();
     let this1 = t1
@@ -429,14 +437,24 @@ fn golden_vectors_from_the_independent_encoder() {
         (
             "hmac",
             Some(b"tessera-test-key".to_vec()),
-            opts()
-                .hmac_key(Some(b"tessera-test-key".to_vec()))
-                .fixed_salt(Some([1, 2, 3, 4, 5, 6, 7, 8]))
-                .generation(Some(7))
-                .build(Some("x.y-1".into())),
+            opts().with(
+                tessera::formats::wtxt::WtxtOptions::default()
+                    .hmac_key(Some(b"tessera-test-key".to_vec()))
+                    .fixed_salt(Some([1, 2, 3, 4, 5, 6, 7, 8]))
+                    .generation(Some(7))
+                    .build(Some("x.y-1".into())),
+            ),
         ),
-        ("ext", None, opts().rows_per_chunk(Some(2))),
-        ("signed", None, opts().sign_key(Some(seed))),
+        (
+            "ext",
+            None,
+            opts().with(tessera::formats::wtxt::WtxtOptions::default().rows_per_chunk(Some(2))),
+        ),
+        (
+            "signed",
+            None,
+            opts().with(tessera::formats::wtxt::WtxtOptions::default().sign_key(Some(seed))),
+        ),
     ] {
         let b = std::fs::read(format!("{DATA}{stem}.wtxt")).unwrap();
         let vals: serde_json::Value =
@@ -525,7 +543,8 @@ fn verify_of_a_large_array_between_small_ones() {
         )
         .unwrap();
     }
-    let o = opts().hmac_key(Some(b"k".to_vec()));
+    let o =
+        opts().with(tessera::formats::wtxt::WtxtOptions::default().hmac_key(Some(b"k".to_vec())));
     let mut a = write(&m, &o);
     let vo = VerifyOptions::default().hmac_key(Some(b"k".to_vec()));
     let r = open(&a).verify(&vo);
@@ -567,8 +586,11 @@ fn streaming_over_an_existing_pair_replaces_both() {
     let m = model();
     for (gen, no_fsync) in [(1, false), (2, true), (3, false)] {
         let o = opts()
-            .streaming(true)
-            .generation(Some(gen))
+            .with(
+                tessera::formats::wtxt::WtxtOptions::default()
+                    .streaming(true)
+                    .generation(Some(gen)),
+            )
             .no_fsync(no_fsync);
         let rep = tessera::convert::write_file(Format::Wtxt, &m, &p, &o).unwrap();
         assert_eq!(rep.extra_files, vec![wp.clone()]);
@@ -604,14 +626,17 @@ fn the_streaming_writer_writes_what_write_to_does() {
         }
         w.finish().unwrap()
     };
-    let signed = opts().sign_key(Some([9u8; 32]));
+    let signed =
+        opts().with(tessera::formats::wtxt::WtxtOptions::default().sign_key(Some([9u8; 32])));
     let done = feed(&signed);
     assert!(done.wsum.is_none());
     assert_eq!(done.out.into_inner(), write(&m, &signed));
 
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("s.wtxt");
-    let streamed = opts().streaming(true).path(Some(p.clone()));
+    let streamed = opts()
+        .with(tessera::formats::wtxt::WtxtOptions::default().streaming(true))
+        .path(Some(p.clone()));
     tessera::convert::write_file(Format::Wtxt, &m, &p, &streamed).unwrap();
     let done = feed(&streamed);
     assert_eq!(done.out.into_inner(), std::fs::read(&p).unwrap());

@@ -39,7 +39,7 @@ fn delta_round_trip_is_byte_identical_and_small() {
     let m = model();
     let base = write(&m, &opts());
     let m2 = with_row_changed(&m, 1000);
-    let o2 = opts().generation(Some(124));
+    let o2 = opts().with(tessera::formats::wtxt::WtxtOptions::default().generation(Some(124)));
     let target = write(&m2, &o2);
     // Any target (this one does not chain from the base) is rebuilt byte for byte by
     // the extended form, which carries the target's cap and root lines.
@@ -100,7 +100,11 @@ fn conforming_delta_has_only_the_resolutions_lines_and_rebuilds_a_chained_target
     std::fs::write(&base_path, &base).unwrap();
     let target = write(
         &with_row_changed(&m, 1000),
-        &opts().prev(Some(base_path)).generation(None),
+        &opts().with(
+            tessera::formats::wtxt::WtxtOptions::default()
+                .prev(Some(base_path))
+                .generation(None),
+        ),
     );
     let d = delta::make(&parse(&base), &parse(&target)).unwrap();
     let text = std::str::from_utf8(&d).unwrap();
@@ -138,8 +142,19 @@ fn delta_of_keyed_signed_snapshots_and_resigning() {
     let m = model();
     let key = Some(b"k".to_vec());
     let seed = [9u8; 32];
-    let base = write(&m, &opts().hmac_key(key.clone()).sign_key(Some(seed)));
-    let o2 = opts().hmac_key(key.clone()).fixed_salt(Some([5; 8]));
+    let base = write(
+        &m,
+        &opts().with(
+            tessera::formats::wtxt::WtxtOptions::default()
+                .hmac_key(key.clone())
+                .sign_key(Some(seed)),
+        ),
+    );
+    let o2 = opts().with(
+        tessera::formats::wtxt::WtxtOptions::default()
+            .hmac_key(key.clone())
+            .fixed_salt(Some([5; 8])),
+    );
     let target = write(&with_row_changed(&m, 7), &o2);
     // Keyed HMACs ride only in the extended form.
     let d = delta::make_with_target_root(&parse(&base), &parse(&target)).unwrap();
@@ -160,7 +175,10 @@ fn delta_of_keyed_signed_snapshots_and_resigning() {
     let signed = delta::sign(&applied, &seed).unwrap();
     assert_eq!(
         signed,
-        write(&with_row_changed(&m, 7), &o2.sign_key(Some(seed)))
+        write(
+            &with_row_changed(&m, 7),
+            &o2.with(tessera::formats::wtxt::WtxtOptions::default().sign_key(Some(seed)))
+        )
     );
     let f = open(&signed);
     let r = f.verify(
@@ -289,11 +307,13 @@ fn mutations_never_panic() {
         .unwrap(),
     )
     .unwrap();
-    let wo = opts()
-        .rows_per_chunk(Some(7))
-        .sign_key(Some([1; 32]))
-        .hmac_key(Some(b"k".to_vec()))
-        .fixed_salt(Some([2; 8]));
+    let wo = opts().with(
+        tessera::formats::wtxt::WtxtOptions::default()
+            .rows_per_chunk(Some(7))
+            .sign_key(Some([1; 32]))
+            .hmac_key(Some(b"k".to_vec()))
+            .fixed_salt(Some([2; 8])),
+    );
     let a = write(&m, &wo);
     let mut m2 = Model::new();
     for info in m.tensor_infos() {
@@ -380,8 +400,9 @@ fn salvage_survives_a_broken_header_and_a_truncated_end() {
 fn audit_line_is_written_read_back_and_checked() {
     let m = model();
     let mut o = opts();
-    o.audit =
-        Some(r#"kahan_max_resid=1.1e-15 denom_min=0.004 notes="Sera gamma=0.96 r=4096""#.into());
+    o = o.with(tessera::formats::wtxt::WtxtOptions::default().audit(Some(
+        r#"kahan_max_resid=1.1e-15 denom_min=0.004 notes="Sera gamma=0.96 r=4096""#.into(),
+    )));
     let b = write(&m, &o);
     let text = String::from_utf8(b.clone()).unwrap();
     assert!(text.ends_with(
@@ -402,7 +423,9 @@ fn audit_line_is_written_read_back_and_checked() {
         "a=x\ty",
         "a=é",
     ] {
-        o.audit = Some(bad.into());
+        let o = o
+            .clone()
+            .with(tessera::formats::wtxt::WtxtOptions::default().audit(Some(bad.into())));
         let mut c = Cursor::new(Vec::new());
         let e = write_to(Format::Wtxt, &m, &mut c, &o).unwrap_err();
         assert_eq!(e.kind(), tessera::ErrorKind::InvalidInput, "{bad:?}: {e}");

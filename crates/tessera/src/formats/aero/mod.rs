@@ -22,14 +22,15 @@
 //! ```
 //! use std::borrow::Cow;
 //! use tessera::convert::{write_to, WriteOptions};
-//! use tessera::formats::aero::AeroFile;
+//! use tessera::formats::aero::{AeroFile, AeroOptions};
 //! use tessera::{DType, Format, Model, TensorInfo, TensorView, VerifyOptions, Container};
 //!
 //! let mut m = Model::new();
 //! m.metadata.insert("model_name", "tiny");
 //! let w = TensorInfo::dense("w", DType::F32, vec![2]);
 //! m.push(TensorView::dense(w, Cow::Owned([1f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect()))?)?;
-//! let opts = WriteOptions::default().page_hashes(Some(4096)).control_integrity(true);
+//! let opts = WriteOptions::default()
+//!     .with(AeroOptions::default().page_hashes(Some(4096)).control_integrity(true));
 //! let mut out = std::io::Cursor::new(Vec::new());
 //! write_to(Format::Aero, &m, &mut out, &opts)?;
 //! let bytes = out.into_inner();
@@ -189,7 +190,7 @@ use crate::format::Format;
 use crate::formats::Codec;
 use crate::metadata::Metadata;
 use crate::model::{Container, TensorSource};
-use crate::options;
+use crate::options::{self, OptionKind};
 use crate::source::SourceRef;
 use crate::tensor::{ChunkInfo, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
@@ -205,17 +206,30 @@ fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container 
     Ok(Box::new(f))
 }
 
+options::format_options! {
+    /// AERO's writer options (`-O name=value`, Python keywords, or
+    /// `WriteOptions::default().with(AeroOptions::default().tensor_hashes(true))`).
+    pub struct AeroOptions {
+        shared: [],
+        /// The largest shard (`WTSH` chunk), in bytes.
+        pub shard_size: Option<u64> = (OptionKind::Size, "maximum shard size"),
+        /// A BLAKE3 hash per tensor (`hash_b3`).
+        pub tensor_hashes: bool = (OptionKind::Bool, "store a BLAKE3 hash per tensor (hash_b3)"),
+        /// The control-plane integrity chunk (`IHSH`).
+        pub control_integrity: bool = (OptionKind::Bool, "add the IHSH control-integrity chunk"),
+        /// Page hashes (`PHSH`) with this page size; the bare option means 4 MiB.
+        pub page_hashes: Option<u64> = (OptionKind::Size, "add PHSH page hashes with this page size",
+            flag: "4M"),
+        /// A fixed file UUID, for byte-deterministic output.
+        pub uuid: Option<[u8; 16]> = (OptionKind::Hex(16), "fixed file UUID for byte-deterministic output"),
+    }
+}
+
 /// AERO in the codec table.
 pub const CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "aero")
     .writer(write::write, capabilities)
-    .options(&[
-        options::SHARD_SIZE,
-        options::TENSOR_HASHES,
-        options::CONTROL_INTEGRITY,
-        options::PAGE_HASHES,
-        options::UUID,
-    ])
+    .options(AeroOptions::OPTIONS)
     .sets(SetStyle::OneFile);
 
 impl TensorSource for AeroFile<'_> {

@@ -9,7 +9,6 @@ use super::read::{MMSG_EXACT_METADATA, STANDARD};
 use crate::error::{Error, Result};
 use crate::metadata::{Map, Metadata, Value};
 use crate::model::TensorSource;
-use crate::options::WriteOptions;
 use crate::tensor::{Layout, TensorView};
 use crate::util::pyjson;
 
@@ -59,7 +58,7 @@ pub(super) fn tensor_bytes<'a>(v: &'a TensorView<'_>) -> Result<&'a [u8]> {
 /// places them; without it, `opts.shard_size` does.
 pub(super) fn plan_tensors(
     src: &dyn TensorSource,
-    opts: &WriteOptions,
+    opts: &super::AeroOptions,
     groups: Option<&[std::ops::Range<usize>]>,
 ) -> Result<Vec<TensorPlan>> {
     let mut plans = Vec::new();

@@ -106,6 +106,7 @@ pub fn write_in_shards(
     opts: &WriteOptions,
     groups: Option<&[std::ops::Range<usize>]>,
 ) -> Result<WriteReport> {
+    let opts = &super::AeroOptions::from_options(opts)?;
     let mut plans = plan_tensors(src, opts, groups)?;
     let mjsn_meta = super::quant::resolve(&mut plans, src.metadata());
     let n_shards = plans.iter().map(|p| p.shard + 1).max().unwrap_or(0);

@@ -177,7 +177,18 @@ use crate::write::{Capabilities, MetadataSupport, WriteReport, WriteSeek};
 pub const CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "fold")
     .writer(write, capabilities)
-    .options(&[options::COMPRESSION, options::ECC, options::TIMESTAMP]);
+    .options(FoldOptions::OPTIONS);
+
+options::format_options! {
+    /// FOLD's writer options (`-O ecc=16`, Python `ecc=16`, or
+    /// `WriteOptions::default().with(FoldOptions::default().ecc(Some(16)))`), beside
+    /// the shared `compression` and `timestamp`.
+    pub struct FoldOptions {
+        shared: [options::COMPRESSION, options::TIMESTAMP],
+        /// Reed-Solomon parity bytes per 255-byte block (`ecc_algo` `reed_solomon:N`).
+        pub ecc: Option<u8> = (options::OptionKind::Int, "Reed-Solomon parity bytes per 255-byte block"),
+    }
+}
 
 fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container + 'd>> {
     let mut f = FoldFile::open(src, opts)?;
@@ -197,7 +208,7 @@ fn write(
     opts: &WriteOptions,
 ) -> Result<WriteReport> {
     let mut report = WriteReport::default();
-    let mut w = FoldWriter::new(out, opts.compression, opts.ecc)?;
+    let mut w = FoldWriter::new(out, opts.compression, FoldOptions::from_options(opts)?.ecc)?;
     for c in src.chunks().iter().filter(|c| !c.holds_tensors) {
         let ctype: [u8; 4] = match c.kind.as_bytes().try_into() {
             Ok(b) if c.kind.bytes().all(|x| x.is_ascii_graphic() || x == b' ') => b,

@@ -22,7 +22,7 @@
 //! - Read and write both kinds, all four dtype tags both ways (the original Rust code
 //!   materializes only f32/i32).
 //! - `base_id` = the first 16 bytes of BLAKE3(name) ([`raw::base_id`]). The writer stores
-//!   it (`WriteOptions::zero_base_id` / `--zero-base-id` store 0, as the Python exporter
+//!   it (`GptrsOptions::zero_base_id` / `--zero-base-id` store 0, as the Python exporter
 //!   does). `verify` reports per tensor: stored non-zero and equal → ok; different →
 //!   failed (an integrity failure: gpt.rs refuses such a file; also a warning on open and
 //!   [`GptrsFile::check_base_ids`] as an `Integrity` error); stored 0 → "not checked"
@@ -125,17 +125,27 @@ fn write_archive(
     write::write_source(src, out, opts, Kind::Archive)
 }
 
+options::format_options! {
+    /// GPTRS's writer options.
+    pub struct GptrsOptions {
+        shared: [],
+        /// Store `base_id` 0, as the original Python exporter does.
+        pub zero_base_id: bool = (options::OptionKind::Bool,
+            "store base_id 0 as the original Python exporter does"),
+    }
+}
+
 /// The GPTRS v2 checkpoint (`GPTRSCHK`) in the codec table.
 pub const CHECKPOINT_CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "gptrs")
     .writer(write_checkpoint, || capabilities(Format::GptrsCheckpoint))
-    .options(&[options::ZERO_BASE_ID]);
+    .options(GptrsOptions::OPTIONS);
 
 /// The GPTRS v2 tensor archive (`GPTRSTEN`) in the codec table.
 pub const ARCHIVE_CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "gptrs")
     .writer(write_archive, || capabilities(Format::GptrsArchive))
-    .options(&[options::ZERO_BASE_ID]);
+    .options(GptrsOptions::OPTIONS);
 
 /// What GPTRS v2 can hold.
 pub fn capabilities(format: Format) -> Capabilities {

@@ -278,7 +278,8 @@ pub fn write_source(
         }
     };
     let dtypes = planned.iter().map(|t| (t.name.clone(), t.dtype)).collect();
-    let w = GptrsWriter::new(out, kind, config.as_deref(), planned, opts.zero_base_id)?;
+    let zero_base_id = super::GptrsOptions::from_options(opts)?.zero_base_id;
+    let w = GptrsWriter::new(out, kind, config.as_deref(), planned, zero_base_id)?;
     crate::write::drive(src, GptrsStream { w, dtypes })?;
     Ok(report)
 }

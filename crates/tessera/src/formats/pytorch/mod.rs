@@ -159,7 +159,18 @@ fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container 
 pub const CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "pytorch")
     .writer(write::write, capabilities)
-    .options(&[write::ARCHIVE]);
+    .options(PytorchOptions::OPTIONS);
+
+crate::options::format_options! {
+    /// PyTorch's writer options.
+    pub struct PytorchOptions {
+        shared: [],
+        /// The folder the records sit in inside the zip (torch names it after the
+        /// file's stem; Tessera writes `archive`, as torch does for a buffer).
+        pub archive: Option<String> = (crate::options::OptionKind::Text,
+            "the folder name inside the zip (default: archive)"),
+    }
+}
 
 /// What a `.pt` state dict holds as Tessera writes it: the dtypes torch 1.13 has
 /// storages for, dense tensors, a metadata tree.

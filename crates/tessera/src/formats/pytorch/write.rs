@@ -11,18 +11,8 @@ use crate::error::{Error, Result};
 use crate::metadata::Metadata;
 use crate::model::TensorSource;
 use crate::options::WriteOptions;
-use crate::options::{OptionKind, OptionSpec};
 use crate::tensor::{Layout, TensorInfo, TensorView};
 use crate::write::{InOrder, StreamWriter, WriteReport, WriteSeek};
-
-/// `-O archive=NAME`: the folder the records sit in (torch names it after the file's
-/// stem; Tessera writes `archive`, as torch does for a buffer).
-pub const ARCHIVE: OptionSpec = OptionSpec {
-    name: "archive",
-    kind: OptionKind::Text,
-    help: "the folder name inside the zip (default: archive)",
-    aliases: &[],
-};
 
 /// torch aligns every record's data to 64 bytes (`kFieldAlignment`).
 const ALIGN: u16 = 64;
@@ -194,7 +184,9 @@ pub fn write(
         &mut *out,
         infos,
         src.metadata(),
-        opts.extra_text(ARCHIVE.name),
+        super::PytorchOptions::from_options(opts)?
+            .archive
+            .as_deref(),
     )?;
     crate::write::drive(src, w)?;
     let mut report = WriteReport::default();

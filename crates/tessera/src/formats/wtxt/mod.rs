@@ -25,7 +25,7 @@
 //! - Chunking: by default row blocking with `rows_per_chunk = 32768 / row_size` (rows of
 //!   at most 32 KiB; chunks ≤ 32 KiB ending on row boundaries: a 4096×64 f64 matrix gets
 //!   `rows_per_chunk=64`, 32 KiB chunks); plain 32 KiB chunks without `idx` for scalars and
-//!   rows over 32 KiB; `WriteOptions::rows_per_chunk` forces row blocking. Readers
+//!   rows over 32 KiB; `WtxtOptions::rows_per_chunk` forces row blocking. Readers
 //!   accept any chunking that tiles the array.
 //! - `cap` lists what the file uses: `crc32c,line_parity` always; `arr_hmac` with a
 //!   key; `delta_v2,row_blocking` when an array has an `idx` line; `ext_dtypes` for
@@ -35,7 +35,7 @@
 //!   are zeros; with one, a random salt per array unless `fixed_salt`.
 //! - The root (and `sign`) line has a fixed width: it is written as a placeholder and
 //!   patched once every array is hashed, so the source is read once. With
-//!   `WriteOptions::streaming` the header says `root_pending` instead and the root goes
+//!   `WtxtOptions::streaming` the header says `root_pending` instead and the root goes
 //!   to `OUT.wsum` (listed in `WriteReport::extra_files`). The writer hands the WSUM to
 //!   its caller (`WriteReport::side_files`), and `convert::write_file` commits it with
 //!   the main file (`util::atomic::write_atomic_group`): both temporaries written and
@@ -78,7 +78,7 @@
 //! `<path>.wsum`; opening a `.wsum` opens its WTXT. age-armored files are decrypted with
 //! the identities or passphrase of `ReadOptions`.
 //!
-//! The optional `audit` line is written from `WriteOptions::audit` (checked to be
+//! The optional `audit` line is written from `WtxtOptions::audit` (checked to be
 //! `key=value` fields) and read into `WtxtFile::audit`; no integrity layer covers it.
 //!
 //! # Limits
@@ -112,30 +112,53 @@ use crate::format::Format;
 use crate::formats::Codec;
 use crate::metadata::Metadata;
 use crate::model::{Container, TensorSource};
-use crate::options;
+use crate::options::{self, OptionKind};
 use crate::source::SourceRef;
 use crate::tensor::{Storage, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
 use crate::write::{Capabilities, MetadataSupport};
+use std::path::PathBuf;
+
+options::format_options! {
+    /// WTXT's writer options (`-O name=value`, Python keywords, or
+    /// `WriteOptions::default().with(WtxtOptions::default().generation(Some(3)))`); the
+    /// shared `timestamp` is the header's `ts`.
+    pub struct WtxtOptions {
+        shared: [options::TIMESTAMP],
+        /// The HMAC-SHA256 key for every array.
+        pub hmac_key: Option<Vec<u8>> = (OptionKind::Secret, "HMAC-SHA256 key for every array",
+            aliases: &["hmac_key_file"]),
+        /// The Ed25519 secret key seed to sign with.
+        pub sign_key: Option<[u8; 32]> = (OptionKind::Secret, "Ed25519 secret key to sign with"),
+        /// The previous snapshot to chain the merkle from.
+        pub prev: Option<PathBuf> = (OptionKind::Path, "previous snapshot to chain the merkle from"),
+        /// The generation number (`gen`); the previous one's plus one by default.
+        pub generation: Option<u64> = (OptionKind::Int, "generation number", aliases: &["gen"]),
+        /// The build identifier (`build`).
+        pub build: Option<String> = (OptionKind::Text, "build identifier"),
+        /// The host name (`host`).
+        pub host: Option<String> = (OptionKind::Text, "host name"),
+        /// The CUDA version token (`cuda`).
+        pub cuda: Option<String> = (OptionKind::Text, "CUDA version token"),
+        /// The optional `audit` line: `key=value` fields, quoted values allowed
+        /// (`kahan_max_resid=1.1e-15 notes="gamma=0.96"`).
+        pub audit: Option<String> = (OptionKind::Text,
+            "audit line fields, e.g. 'kahan_max_resid=1.1e-15 notes=\"gamma=0.96\"'"),
+        /// Rows per chunk (row blocking).
+        pub rows_per_chunk: Option<u64> = (OptionKind::Int, "rows per chunk (row blocking)"),
+        /// Streaming finalization (WTXT-S plus `OUT.wsum`).
+        pub streaming: bool = (OptionKind::Bool, "streaming finalization (WTXT-S plus OUT.wsum)"),
+        /// Fixed HMAC salts instead of random ones (tests, reproducible builds).
+        pub fixed_salt: Option<[u8; 8]> = (OptionKind::Hex(8), "fixed HMAC salt for reproducible output",
+            aliases: &["salt"]),
+    }
+}
 
 /// WTXT/Chunks v1.1 in the codec table.
 pub const CODEC: Codec = Codec::new()
     .reader(open, Access::Whole, "wtxt")
     .writer(write::write, capabilities)
-    .options(&[
-        options::HMAC_KEY,
-        options::SIGN_KEY,
-        options::PREV,
-        options::GENERATION,
-        options::TIMESTAMP,
-        options::BUILD,
-        options::HOST,
-        options::CUDA,
-        options::AUDIT,
-        options::ROWS_PER_CHUNK,
-        options::STREAMING,
-        options::FIXED_SALT,
-    ]);
+    .options(WtxtOptions::OPTIONS);
 
 /// A WTXT DELTA v2 file: detected, applied to its base with `tessera wtxt apply`.
 pub const DELTA_CODEC: Codec = Codec::new().refusal(

@@ -14,8 +14,8 @@ use rayon::prelude::*;
 use super::armor;
 use super::raw::{ArrLine, ChLine};
 use super::write::{hmac, xor_at, Chunking};
+use super::WtxtOptions;
 use crate::error::{Error, Result};
-use crate::options::WriteOptions;
 use crate::tensor::TensorView;
 use crate::write::WriteSeek;
 
@@ -193,7 +193,7 @@ impl ArrayEncoder {
 }
 
 /// The lines after the last array: `audit` (when set) and `endwtxt`.
-pub fn end_arrays(opts: &WriteOptions, out: &mut dyn WriteSeek) -> Result<()> {
+pub fn end_arrays(opts: &WtxtOptions, out: &mut dyn WriteSeek) -> Result<()> {
     if let Some(audit) = &opts.audit {
         check_audit(audit)?;
         out.write_all(b"audit ")?;

@@ -16,6 +16,7 @@ use super::header::{self, cap_line, is_timestamp, is_token, Meta, Root, Sign, RO
 use super::pipeline::{ArrayEncoder, EncodedArray, Placed};
 use super::raw::{self, IdxLine};
 use super::wsum::Wsum;
+use super::WtxtOptions;
 use crate::error::{Error, Result};
 use crate::model::TensorSource;
 use crate::options::WriteOptions;
@@ -78,7 +79,7 @@ fn token(v: Option<&String>, default: &str, what: &str) -> Result<String> {
 }
 
 /// The previous snapshot's `merkle_this` and `gen`, for chaining.
-fn read_prev(opts: &WriteOptions) -> Result<([u8; 32], Option<u64>)> {
+fn read_prev(opts: &WtxtOptions) -> Result<([u8; 32], Option<u64>)> {
     let Some(p) = &opts.prev else {
         return Ok(([0; 32], None));
     };
@@ -106,12 +107,12 @@ fn read_prev(opts: &WriteOptions) -> Result<([u8; 32], Option<u64>)> {
 /// the root (and `sign`) lines in place — or, with `streaming`, leaves `root_pending`
 /// and returns the WSUM text that must go beside the file (`OUT.wsum`).
 ///
-/// The options are [`WriteOptions`]' WTXT fields: `generation`/`prev` (chaining),
-/// `timestamp`, `build`, `host`, `cuda`, `rows_per_chunk`, `hmac_key`, `sign_key`,
-/// `streaming`, `audit`.
+/// The options are [`WtxtOptions`] (`generation`/`prev` chaining, `build`, `host`,
+/// `cuda`, `rows_per_chunk`, `hmac_key`, `sign_key`, `streaming`, `audit`) and the
+/// shared `timestamp`, read from the [`WriteOptions`] given.
 pub struct WtxtWriter<W: Write + Seek> {
     out: W,
-    opts: WriteOptions,
+    opts: WtxtOptions,
     meta: Meta,
     exts: Vec<&'static str>,
     /// The arrays in file order, with their byte lengths and chunkings.
@@ -143,10 +144,11 @@ impl<W: Write + Seek> WtxtWriter<W> {
     /// Plans the arrays of `infos` and writes the header. Errors name a tensor WTXT
     /// cannot store (not dense, a dtype outside its list, a name outside its
     /// characters, too many bytes or chunks) or a bad option value.
-    pub fn new(mut out: W, infos: &[TensorInfo], opts: &WriteOptions) -> Result<Self> {
+    pub fn new(mut out: W, infos: &[TensorInfo], options: &WriteOptions) -> Result<Self> {
+        let opts = &WtxtOptions::from_options(options)?;
         let (merkle_prev, prev_gen) = read_prev(opts)?;
         let gen = opts.generation.or(prev_gen.map(|g| g + 1)).unwrap_or(0);
-        let ts = match &opts.timestamp {
+        let ts = match &options.timestamp {
             Some(t) if is_timestamp(t) => t.clone(),
             Some(t) => {
                 return Err(Error::invalid_input(format!(
@@ -455,7 +457,7 @@ pub fn write(
     opts: &WriteOptions,
 ) -> Result<WriteReport> {
     // With streaming, OUT.wsum goes beside OUT: refuse before writing anything.
-    let wpath = match (&opts.path, opts.streaming) {
+    let wpath = match (&opts.path, WtxtOptions::from_options(opts)?.streaming) {
         (Some(p), true) => Some(super::wsum::wsum_path(p)),
         (None, true) => {
             return Err(Error::invalid_input(

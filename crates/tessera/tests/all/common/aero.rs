@@ -36,7 +36,7 @@ pub fn write(src: &dyn TensorSource, opts: &WriteOptions) -> Vec<u8> {
 }
 
 pub fn fixed(o: WriteOptions) -> WriteOptions {
-    o.uuid(Some([0x11; 16]))
+    o.with(tessera::formats::aero::AeroOptions::default().uuid(Some([0x11; 16])))
 }
 
 /// The manifest's model: `linear.weight` f32 [2,3] = 0..5, `linear.bias` f32 [2] = [0.5, -0.5].

@@ -65,8 +65,11 @@ pub fn model() -> Model {
 pub fn opts() -> WriteOptions {
     WriteOptions::default()
         .timestamp(Some("2025-10-09T03:12:45Z".into()))
-        .generation(Some(123))
-        .build(Some("abc123".into()))
+        .with(
+            tessera::formats::wtxt::WtxtOptions::default()
+                .generation(Some(123))
+                .build(Some("abc123".into())),
+        )
 }
 
 pub fn write(m: &Model, o: &WriteOptions) -> Vec<u8> {
