@@ -22,7 +22,8 @@ pub fn tensor_position(index: &HashMap<String, usize>, name: &str) -> Result<usi
 
 /// Anything tensors can be read from: an opened file, an in-memory [`Model`], or an
 /// adapter (cast, densify) over another source. Writers take a `&dyn TensorSource` and
-/// ask for one tensor at a time, so memory stays near one tensor.
+/// ask for its tensors a batch at a time ([`crate::write::drive`]), so memory stays
+/// near two batches.
 ///
 /// A wrapper over another source forwards every method, those with a default too
 /// (otherwise it answers with the default instead of the inner source's better answer):

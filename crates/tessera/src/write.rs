@@ -2,7 +2,8 @@
 //! ([`WriteSeek`]), returns ([`WriteReport`]) and declares it can hold
 //! ([`Capabilities`]). Below the formats, which implement it; the driver that picks a
 //! writer for a format is [`crate::convert`]. The writer's options are
-//! [`crate::options`].
+//! [`crate::options`]. The protocol every streaming writer speaks, and the one loop
+//! that feeds it from a source, are [`stream`].
 
 use std::io::{Seek, Write};
 use std::path::PathBuf;
@@ -12,6 +13,9 @@ use crate::error::Result;
 use crate::format::Format;
 use crate::model::TensorSource;
 use crate::options::WriteOptions;
+
+pub mod stream;
+pub use stream::{drive, Encoder, InOrder, StreamWriter};
 
 /// `Write + Seek`, object-safe, for writers that patch a header at the end.
 pub trait WriteSeek: Write + Seek {}

@@ -58,14 +58,6 @@ mod options;
 pub mod pytorch;
 #[cfg(feature = "safetensors")]
 pub mod safetensors;
-#[cfg(any(
-    feature = "safetensors",
-    feature = "gguf",
-    feature = "wtxt",
-    feature = "pytorch",
-    feature = "npy"
-))]
-mod stream;
 #[cfg(feature = "wtxt")]
 pub mod wtxt;
 #[cfg(feature = "ztensor")]

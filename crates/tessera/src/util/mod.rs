@@ -5,8 +5,6 @@ pub mod atomic;
 pub mod bytes;
 pub mod clock;
 pub mod interrupt;
-#[cfg(any(feature = "ztensor", feature = "fold"))]
-pub(crate) mod pipeline;
 pub mod pyjson;
 
 use crate::error::{Error, Result};

@@ -10,7 +10,8 @@ use super::read::MMSG_EXACT_METADATA;
 use crate::error::{Error, Result};
 use crate::model::TensorSource;
 use crate::options::WriteOptions;
-use crate::write::{WriteReport, WriteSeek};
+use crate::tensor::TensorView;
+use crate::write::{InOrder, StreamWriter, WriteReport, WriteSeek};
 
 /// zstd level of the original writer.
 const ZSTD_LEVEL: i32 = 6;
@@ -342,51 +343,30 @@ pub fn write_in_shards(
         chunks[0].offset = payloads_start;
     }
 
-    // Stream.
+    // Stream: the driver feeds the shards' tensors; the chunks between go out as
+    // they come.
     let mut w = BufWriter::with_capacity(1 << 20, out);
     w.write_all(&control(&chunks, false))?;
-    let mut at = payloads_start;
-    let mut shard_pages: Vec<Vec<[u8; 32]>> = vec![Vec::new(); n_shards];
-    let mut patched: Vec<(usize, [u8; 32])> = Vec::new();
-    for (ci, chunk) in chunks.iter().enumerate() {
-        let gap = chunk.offset.checked_sub(at).ok_or_else(|| {
-            Error::invalid_input(format!("chunk {:?} overlaps the previous one", chunk.name))
-        })?;
-        std::io::copy(&mut std::io::repeat(0).take(gap), &mut w)?;
-        at = chunk.offset;
-        let written = match &chunk.payload {
-            Payload::Bytes(b) => {
-                w.write_all(b)?;
-                b.len() as u64
-            }
-            Payload::Opaque(name) => {
-                let b = src.chunk(name)?;
-                if b.len() as u64 != chunk.length {
-                    return Err(Error::invalid_input(format!(
-                        "chunk {name:?} changed size while writing"
-                    )));
-                }
-                w.write_all(&b)?;
-                b.len() as u64
-            }
-            Payload::Shard(s) => {
-                let (hash, pages, len) = write_shard(src, &plans, *s, page, &mut w)?;
-                patched.push((ci, hash));
-                shard_pages[*s] = pages;
-                len
-            }
-            Payload::Phsh(s) => {
-                let b = phsh_payload(*s, page.unwrap_or(PHSH_PAGE_SIZE_DEFAULT), &shard_pages[*s])?;
-                if b.len() as u64 != chunk.length {
-                    return Err(Error::invalid_input("PHSH payload size changed"));
-                }
-                patched.push((ci, *blake3::hash(&b).as_bytes()));
-                w.write_all(&b)?;
-                b.len() as u64
-            }
-        };
-        at += written;
-    }
+    let stream = Stream {
+        src,
+        plans: &plans,
+        page,
+        w,
+        chunks,
+        next_chunk: 0,
+        at: payloads_start,
+        shard: None,
+        shard_pages: vec![Vec::new(); n_shards],
+        patched: Vec::new(),
+        next: InOrder::new(),
+    };
+    let Stream {
+        mut w,
+        mut chunks,
+        at,
+        patched,
+        ..
+    } = crate::write::drive(src, stream)?;
     // Patch the TOC with the hashes known only now.
     for (ci, h) in patched {
         chunks[ci].hash = h;
@@ -421,52 +401,177 @@ fn check_metadata_ulen(fourcc: &str, ulen: u64, limit: u64, what: &str) -> Resul
     Ok(())
 }
 
-/// Streams shard `s`, one tensor at a time; returns its BLAKE3, page digests and length.
-fn write_shard(
-    src: &dyn TensorSource,
-    plans: &[TensorPlan],
+/// A shard being written: its BLAKE3 and page digests so far.
+struct OpenShard {
     s: usize,
-    page: Option<u64>,
-    w: &mut impl Write,
-) -> Result<([u8; 32], Vec<[u8; 32]>, u64)> {
-    let mut h = blake3::Hasher::new();
-    let mut pages = Vec::new();
-    let mut ph = blake3::Hasher::new();
-    let mut fill = 0u64;
-    let mut len = 0u64;
-    let mut feed = |b: &[u8], w: &mut dyn Write| -> Result<()> {
+    /// Its chunk in the TOC.
+    ci: usize,
+    h: blake3::Hasher,
+    pages: Vec<[u8; 32]>,
+    ph: blake3::Hasher,
+    fill: u64,
+    len: u64,
+}
+
+impl OpenShard {
+    fn new(s: usize, ci: usize) -> OpenShard {
+        OpenShard {
+            s,
+            ci,
+            h: blake3::Hasher::new(),
+            pages: Vec::new(),
+            ph: blake3::Hasher::new(),
+            fill: 0,
+            len: 0,
+        }
+    }
+
+    /// Writes `b` and hashes it (pages of `page` bytes).
+    fn feed(&mut self, b: &[u8], page: Option<u64>, w: &mut impl Write) -> Result<()> {
         w.write_all(b)?;
         if b.len() >= 1 << 20 {
-            h.update_rayon(b);
+            self.h.update_rayon(b);
         } else {
-            h.update(b);
+            self.h.update(b);
         }
         if let Some(ps) = page {
             let mut rest = b;
             while !rest.is_empty() {
-                let take = ((ps - fill) as usize).min(rest.len());
-                ph.update(&rest[..take]);
+                let take = ((ps - self.fill) as usize).min(rest.len());
+                self.ph.update(&rest[..take]);
                 rest = &rest[take..];
-                fill += take as u64;
-                if fill == ps {
-                    pages.push(*ph.finalize().as_bytes());
-                    ph.reset();
-                    fill = 0;
+                self.fill += take as u64;
+                if self.fill == ps {
+                    self.pages.push(*self.ph.finalize().as_bytes());
+                    self.ph.reset();
+                    self.fill = 0;
                 }
             }
         }
         Ok(())
-    };
-    for p in plans.iter().filter(|p| p.shard == s) {
+    }
+}
+
+/// The second pass as a [`StreamWriter`]: the tensors in plan order (shard by shard,
+/// the shards in TOC order), each padded to its offset and hashed into its shard; the
+/// chunks before a shard, between shards and after the last go out as the stream
+/// reaches them. `finish` gives back the writer, the chunks and the hashes to patch.
+struct Stream<'a, W: Write> {
+    src: &'a dyn TensorSource,
+    plans: &'a [TensorPlan],
+    page: Option<u64>,
+    w: W,
+    chunks: Vec<ChunkPlan>,
+    /// The first chunk not yet written.
+    next_chunk: usize,
+    /// Where the output is (payload offsets).
+    at: u64,
+    shard: Option<OpenShard>,
+    shard_pages: Vec<Vec<[u8; 32]>>,
+    /// (chunk, hash) known only once its payload is written.
+    patched: Vec<(usize, [u8; 32])>,
+    next: InOrder,
+}
+
+impl<W: Write> Stream<'_, W> {
+    /// Zero padding up to chunk `ci`'s offset.
+    fn pad_to(&mut self, ci: usize) -> Result<()> {
+        let chunk = &self.chunks[ci];
+        let gap = chunk.offset.checked_sub(self.at).ok_or_else(|| {
+            Error::invalid_input(format!("chunk {:?} overlaps the previous one", chunk.name))
+        })?;
+        std::io::copy(&mut std::io::repeat(0).take(gap), &mut self.w)?;
+        self.at = chunk.offset;
+        Ok(())
+    }
+
+    /// Ends the open shard: its hash to patch, its page digests for its PHSH.
+    fn close_shard(&mut self) -> Result<()> {
+        if let Some(mut sh) = self.shard.take() {
+            if sh.fill > 0 {
+                sh.pages.push(*sh.ph.finalize().as_bytes());
+            }
+            self.patched.push((sh.ci, *sh.h.finalize().as_bytes()));
+            self.shard_pages[sh.s] = sh.pages;
+            self.at += sh.len;
+            self.next_chunk = sh.ci + 1;
+        }
+        Ok(())
+    }
+
+    /// Writes the chunks up to `end` (exclusive); a shard among them has no tensors.
+    fn chunks_until(&mut self, end: usize) -> Result<()> {
+        while self.next_chunk < end {
+            let ci = self.next_chunk;
+            self.pad_to(ci)?;
+            let written = match &self.chunks[ci].payload {
+                Payload::Bytes(b) => {
+                    self.w.write_all(b)?;
+                    b.len() as u64
+                }
+                Payload::Opaque(name) => {
+                    let b = self.src.chunk(name)?;
+                    if b.len() as u64 != self.chunks[ci].length {
+                        return Err(Error::invalid_input(format!(
+                            "chunk {name:?} changed size while writing"
+                        )));
+                    }
+                    self.w.write_all(&b)?;
+                    b.len() as u64
+                }
+                Payload::Shard(s) => {
+                    self.shard = Some(OpenShard::new(*s, ci));
+                    self.close_shard()?;
+                    continue;
+                }
+                Payload::Phsh(s) => {
+                    let ps = self.page.unwrap_or(PHSH_PAGE_SIZE_DEFAULT);
+                    let b = phsh_payload(*s, ps, &self.shard_pages[*s])?;
+                    if b.len() as u64 != self.chunks[ci].length {
+                        return Err(Error::invalid_input("PHSH payload size changed"));
+                    }
+                    self.patched.push((ci, *blake3::hash(&b).as_bytes()));
+                    self.w.write_all(&b)?;
+                    b.len() as u64
+                }
+            };
+            self.at += written;
+            self.next_chunk = ci + 1;
+        }
+        Ok(())
+    }
+}
+
+impl<W: Write> StreamWriter for Stream<'_, W> {
+    type Encoded = ();
+    type Done = Self;
+    fn order(&self) -> Vec<String> {
+        self.plans.iter().map(|p| p.name.clone()).collect()
+    }
+    fn write_tensor(&mut self, name: &str, view: TensorView<'_>, _: Option<()>) -> Result<()> {
+        let p = self.next.next(self.plans, name, |p| &p.name)?;
+        if self.shard.as_ref().map(|sh| sh.s) != Some(p.shard) {
+            self.close_shard()?;
+            let ci = (self.next_chunk..self.chunks.len())
+                .find(|&ci| matches!(self.chunks[ci].payload, Payload::Shard(s) if s == p.shard))
+                .ok_or_else(|| Error::invalid_input("tensor placement out of order"))?;
+            self.chunks_until(ci)?;
+            self.pad_to(ci)?;
+            self.shard = Some(OpenShard::new(p.shard, ci));
+        }
+        let (page, w) = (self.page, &mut self.w);
+        let sh = self
+            .shard
+            .as_mut()
+            .ok_or_else(|| Error::invalid_input("tensor placement out of order"))?;
         // Zero padding up to the tensor's aligned offset.
         let pad = p
             .off
-            .checked_sub(len)
+            .checked_sub(sh.len)
             .filter(|&n| n < 16)
             .ok_or_else(|| Error::invalid_input("tensor placement out of order"))?;
-        feed(&[0u8; 16][..pad as usize], &mut *w)?;
-        let v = src.tensor(&p.name)?;
-        let b = tensor_bytes(&v)?;
+        sh.feed(&[0u8; 16][..pad as usize], page, w)?;
+        let b = tensor_bytes(&view)?;
         if b.len() as u64 != p.len {
             return Err(Error::invalid_input(format!(
                 "tensor {:?}: {} bytes, {} planned",
@@ -475,13 +580,17 @@ fn write_shard(
                 p.len
             )));
         }
-        feed(b, &mut *w)?;
-        len = p.off + p.len;
+        sh.feed(b, page, w)?;
+        sh.len = p.off + p.len;
+        self.next.advance();
+        Ok(())
     }
-    if fill > 0 {
-        pages.push(*ph.finalize().as_bytes());
+    fn finish(mut self) -> Result<Self> {
+        (self.next).all_written("AERO writer", self.plans, |p| &p.name)?;
+        self.close_shard()?;
+        self.chunks_until(self.chunks.len())?;
+        Ok(self)
     }
-    Ok((*h.finalize().as_bytes(), pages, len))
 }
 
 #[cfg(test)]

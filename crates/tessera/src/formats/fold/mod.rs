@@ -109,9 +109,10 @@
 //!
 //! [`FoldWriter`] streams: the header is written with `index_off = 0`; each chunk's
 //! payload goes through zstd (frames carry their content size, which pyfolds needs),
-//! CRC-32C, SHA-256 and the parity encoder — for tensors a batch of chunks at a time
-//! on every core while the previous batch is written ([`write::BATCH_BYTES`]; the
-//! frames are the ones a single encoder writes, byte for byte) — and goes out header,
+//! CRC-32C, SHA-256 and the parity encoder — for tensors on every core, as the encoding
+//! companion of the driver ([`crate::write::drive`], [`write::StenStream`]), while the
+//! previous batch is written (the frames are the ones a single encoder writes, byte
+//! for byte) — and goes out header,
 //! payload, parity; `finish` writes the index as pyfolds does (`ensure_ascii=False`, insertion
 //! order, metadata + `chunk_hashes` + `manifest_hash`) and patches the global header.
 //! Compression is applied when asked (`WriteOptions::compression`, `--compress zstd`);
@@ -225,35 +226,11 @@ fn write(
     }
     // Tensors a carried TSAV chunk lists are in it already (tsav.rs).
     let carried = tsav::listed_in_carried(src, &crate::Limits::default());
-    let mut infos = src
-        .tensor_infos()
-        .iter()
-        .filter(|i| !carried.contains(&i.name));
-    w.add_tensor_chunks(|| {
-        let info = infos.next()?;
-        let chunk = || -> Result<write::TensorChunk<'_>> {
-            let view = src.tensor(&info.name)?;
-            view.validate()?;
-            let (head, parts) = sten::encode_header(&view)?;
-            // The parts' positions in the view (the pieces are its parts' bytes).
-            let order = parts
-                .iter()
-                .map(|b| {
-                    view.parts
-                        .iter()
-                        .position(|p| std::ptr::eq(p.bytes.as_ref(), *b))
-                        .ok_or_else(|| Error::invalid_input("a STEN piece is not a part"))
-                })
-                .collect::<Result<Vec<usize>>>()?;
-            Ok(write::TensorChunk {
-                name: info.name.clone(),
-                head,
-                view,
-                order,
-            })
-        };
-        Some(chunk().map_err(|e| e.at_subject(format!("tensor {:?}", info.name))))
-    })?;
+    let order = (src.tensor_infos().iter())
+        .filter(|i| !carried.contains(&i.name))
+        .map(|i| i.name.clone())
+        .collect();
+    let w = crate::write::drive(src, write::StenStream { w, order })?;
     let created = match &opts.timestamp {
         Some(t) => write::parse_timestamp(t).ok_or_else(|| {
             Error::invalid_input(format!("timestamp {t:?} is not YYYY-MM-DDTHH:MM:SSZ"))

@@ -1,14 +1,14 @@
 //! [`FoldWriter`]: the streaming writer. Each chunk is first [`Encoded`] — compressed
 //! (zstd, one frame with its content size), CRC-32C, SHA-256 and parity computed — which
-//! needs no writer, so `write_chunks` encodes a batch of chunks on every core while
-//! the previous batch is written; then its header, payload and parity are written in
-//! order. `finish` writes the index and patches the global header, as pyfolds does.
-//! Peak memory is two batches of compressed chunks (a batch is [`BATCH_BYTES`] of
-//! input, or one chunk), not the file.
+//! needs no writer, so it is the encoding companion of [`StenStream`], the writer of
+//! tensors the driver ([`crate::write::drive`]) feeds: a batch of tensors is encoded on
+//! every core while the previous batch is written; then each chunk's header, payload
+//! and parity are written in order. `finish` writes the index and patches the global
+//! header, as pyfolds does. Peak memory is two batches of compressed chunks (a batch is
+//! [`crate::write::stream::READ_AHEAD`] of input, or one tensor), not the file.
 
 use std::io::{Seek, SeekFrom, Write};
 
-use rayon::prelude::*;
 use sha2::Digest as _;
 
 use super::ecc;
@@ -21,9 +21,7 @@ use crate::metadata::{Map, Value};
 use crate::options::Compression;
 use crate::tensor::TensorView;
 use crate::util::pyjson::{dumps_map, DumpOptions};
-
-/// Input bytes of one batch of chunks encoded in parallel (at least one chunk).
-pub const BATCH_BYTES: u64 = 64 << 20;
+use crate::write::{Encoder, StreamWriter};
 
 struct IndexEntry {
     name: String,
@@ -45,8 +43,6 @@ pub struct FoldWriter<W: Write + Seek> {
     level: Option<i32>,
     ecc: Option<u8>,
     entries: Vec<IndexEntry>,
-    /// [`BATCH_BYTES`] (smaller in tests, to cross batches).
-    batch: u64,
 }
 
 /// A chunk ready to be written: its compressed payload (none when stored as it is:
@@ -121,31 +117,6 @@ impl Encoded {
     }
 }
 
-/// A tensor's `STEN` chunk to write: its safetensors header and the view whose parts
-/// follow it (in `order`).
-pub struct TensorChunk<'a> {
-    /// Chunk name.
-    pub name: String,
-    /// The safetensors header (length prefix included).
-    pub head: Vec<u8>,
-    /// The tensor.
-    pub view: TensorView<'a>,
-    /// Indices into `view.parts`, in payload order.
-    pub order: Vec<usize>,
-}
-
-impl TensorChunk<'_> {
-    fn pieces(&self) -> Vec<&[u8]> {
-        std::iter::once(&self.head[..])
-            .chain(
-                self.order
-                    .iter()
-                    .map(|&i| self.view.parts[i].bytes.as_ref()),
-            )
-            .collect()
-    }
-}
-
 impl<W: Write + Seek> FoldWriter<W> {
     /// Starts a file at `w`'s position: writes the header with `index_off = 0` (an
     /// unfinished file is rejected by every reader).
@@ -177,7 +148,6 @@ impl<W: Write + Seek> FoldWriter<W> {
             level,
             ecc,
             entries: Vec::new(),
-            batch: BATCH_BYTES,
         })
     }
 
@@ -199,57 +169,6 @@ impl<W: Write + Seek> FoldWriter<W> {
         let enc = Encoded::new(pieces, self.level, self.ecc)
             .map_err(|e| e.at_subject(format!("chunk {name:?}")))?;
         self.put(name, ctype, pieces, enc)
-    }
-
-    /// Adds `STEN` chunks in order, encoding them on the rayon pool a batch at a time
-    /// while this thread writes the previous batch. `next` yields the chunks (an error
-    /// ends the write).
-    pub fn add_tensor_chunks<'a>(
-        &mut self,
-        mut next: impl FnMut() -> Option<Result<TensorChunk<'a>>>,
-    ) -> Result<()> {
-        let (level, ecc) = (self.level, self.ecc);
-        let encode = |batch: &[TensorChunk<'a>]| -> Vec<Result<Encoded>> {
-            batch
-                .par_iter()
-                .map(|c| Encoded::new(&c.pieces(), level, ecc))
-                .collect()
-        };
-        let budget = self.batch;
-        crate::util::pipeline::encode_while_writing(
-            self,
-            budget,
-            |w, batch: &[TensorChunk<'a>]| {
-                let c = match next()? {
-                    Ok(c) => c,
-                    Err(e) => return Some(Err(e)),
-                };
-                if let Err(e) = w.check_new(&c.name, *b"STEN") {
-                    return Some(Err(e));
-                }
-                if batch.iter().any(|b| b.name == c.name) {
-                    return Some(Err(Error::invalid_input(format!(
-                        "duplicate chunk name {:?}",
-                        c.name
-                    ))));
-                }
-                let size = c.pieces().iter().map(|p| p.len() as u64).sum::<u64>();
-                Some(Ok((c, size)))
-            },
-            encode,
-            |w, chunks, enc| w.put_all(chunks, enc),
-            "fold",
-        )
-    }
-
-    fn put_all(&mut self, chunks: Vec<TensorChunk<'_>>, enc: Vec<Result<Encoded>>) -> Result<()> {
-        for (c, e) in chunks.into_iter().zip(enc) {
-            // A name of the batch written just before was not yet listed when it was read.
-            self.check_new(&c.name, *b"STEN")?;
-            let e = e.map_err(|e| e.at_subject(format!("tensor {:?}", c.name)))?;
-            self.put(&c.name, *b"STEN", &c.pieces(), e)?;
-        }
-        Ok(())
     }
 
     /// Writes an encoded chunk: header, payload (the zstd frame, or `pieces`), parity.
@@ -349,6 +268,85 @@ impl<W: Write + Seek> FoldWriter<W> {
     }
 }
 
+/// A tensor's `STEN` chunk as the encoding companion makes it: the safetensors header
+/// (length prefix included), the positions of the view's parts in payload order, and
+/// the chunk encoded.
+pub struct StenChunk {
+    head: Vec<u8>,
+    order: Vec<usize>,
+    enc: Encoded,
+}
+
+/// The `STEN` chunk of `view` (compressed with `level`, `ecc` parity bytes per block).
+fn sten_chunk(view: &TensorView<'_>, level: Option<i32>, ecc: Option<u8>) -> Result<StenChunk> {
+    view.validate()?;
+    let (head, parts) = super::sten::encode_header(view)?;
+    // The parts' positions in the view (the pieces are its parts' bytes).
+    let order = parts
+        .iter()
+        .map(|b| {
+            view.parts
+                .iter()
+                .position(|p| std::ptr::eq(p.bytes.as_ref(), *b))
+                .ok_or_else(|| Error::invalid_input("a STEN piece is not a part"))
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    let enc = Encoded::new(&pieces(&head, &order, view), level, ecc)?;
+    Ok(StenChunk { head, order, enc })
+}
+
+/// The payload of a `STEN` chunk in pieces: its header, then the parts in `order`.
+fn pieces<'a>(head: &'a [u8], order: &[usize], view: &'a TensorView<'_>) -> Vec<&'a [u8]> {
+    std::iter::once(head)
+        .chain(order.iter().map(|&i| view.parts[i].bytes.as_ref()))
+        .collect()
+}
+
+/// A [`FoldWriter`] taking tensors (one `STEN` chunk each, named after the tensor) in
+/// `order`, from the driver: the chunks are encoded on the pool ([`Encoded`]), then
+/// written in order. `finish` gives the writer back, for its index.
+pub struct StenStream<W: Write + Seek> {
+    /// The file.
+    pub w: FoldWriter<W>,
+    /// The tensors' names, in the order they are written.
+    pub order: Vec<String>,
+}
+
+impl<W: Write + Seek> StreamWriter for StenStream<W> {
+    type Encoded = StenChunk;
+    type Done = FoldWriter<W>;
+    fn order(&self) -> Vec<String> {
+        self.order.clone()
+    }
+    fn encoder(&self) -> Option<Encoder<StenChunk>> {
+        let (level, ecc) = (self.w.level, self.w.ecc);
+        Some(Box::new(move |view: &TensorView<'_>| {
+            sten_chunk(view, level, ecc)
+                .map_err(|e| e.at_subject(format!("tensor {:?}", view.info.name)))
+        }))
+    }
+    fn write_tensor(
+        &mut self,
+        name: &str,
+        view: TensorView<'_>,
+        chunk: Option<StenChunk>,
+    ) -> Result<()> {
+        let subject = || format!("tensor {name:?}");
+        self.w.check_new(name, *b"STEN")?;
+        let c = match chunk {
+            Some(c) => c,
+            None => {
+                sten_chunk(&view, self.w.level, self.w.ecc).map_err(|e| e.at_subject(subject()))?
+            }
+        };
+        let pieces = pieces(&c.head, &c.order, &view);
+        self.w.put(name, *b"STEN", &pieces, c.enc)
+    }
+    fn finish(self) -> Result<FoldWriter<W>> {
+        Ok(self.w)
+    }
+}
+
 /// Seconds since the epoch of `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn parse_timestamp(s: &str) -> Option<f64> {
     let b = s.as_bytes();
@@ -402,15 +400,11 @@ mod tests {
                 .unwrap()
             })
             .collect();
-        let chunk = |v: &TensorView<'static>| {
-            let (head, _) = super::super::sten::encode_header(v).unwrap();
-            TensorChunk {
-                name: v.info.name.clone(),
-                head,
-                view: v.clone(),
-                order: vec![0],
-            }
-        };
+        let mut model = crate::model::Model::new();
+        for v in &views {
+            model.push(v.clone()).unwrap();
+        }
+        let order: Vec<String> = views.iter().map(|v| v.info.name.clone()).collect();
         for (compression, ecc) in [
             (Compression::Zstd(3), Some(16)),
             (Compression::None, Some(4)),
@@ -418,16 +412,17 @@ mod tests {
         ] {
             let mut one = FoldWriter::new(Cursor::new(Vec::new()), compression, ecc).unwrap();
             for v in &views {
-                let c = chunk(v);
-                one.add_chunk(&c.name, *b"STEN", &c.pieces()).unwrap();
+                let (head, _) = super::super::sten::encode_header(v).unwrap();
+                one.add_chunk(&v.info.name, *b"STEN", &[&head, v.data().unwrap()])
+                    .unwrap();
             }
             let one = one.finish(&Map::new(), 0.0).unwrap().into_inner();
-            for batch in [1, 10_000, BATCH_BYTES] {
-                let mut w = FoldWriter::new(Cursor::new(Vec::new()), compression, ecc).unwrap();
-                w.batch = batch;
-                let mut it = views.iter();
-                w.add_tensor_chunks(|| it.next().map(|v| Ok(chunk(v))))
-                    .unwrap();
+            for batch in [1, 10_000, crate::write::stream::READ_AHEAD] {
+                let w = StenStream {
+                    w: FoldWriter::new(Cursor::new(Vec::new()), compression, ecc).unwrap(),
+                    order: order.clone(),
+                };
+                let w = crate::write::stream::drive_by(&model, w, batch).unwrap();
                 let got = w.finish(&Map::new(), 0.0).unwrap().into_inner();
                 assert_eq!(got, one, "batch {batch}");
             }

@@ -5,12 +5,11 @@
 use std::io::Write;
 
 use crate::error::{Error, Result};
-use crate::formats::stream::{all_written, next_planned};
 use crate::metadata::{Map, Metadata, Value};
 use crate::model::TensorSource;
 use crate::options::WriteOptions;
-use crate::tensor::{Layout, TensorInfo};
-use crate::write::{WriteReport, WriteSeek};
+use crate::tensor::{Layout, TensorInfo, TensorView};
+use crate::write::{InOrder, StreamWriter, WriteReport, WriteSeek};
 
 use super::meta::{annotations, encode_kv, JSON_ANNOTATION, JSON_KEYS_KEY, TYPES_KEY};
 use super::raw::{
@@ -209,7 +208,7 @@ pub const ARCHITECTURE_KEY: &str = "general.architecture";
 pub struct GgufWriter<W: Write> {
     out: std::io::BufWriter<W>,
     plans: Vec<Planned>,
-    next: usize,
+    next: InOrder,
     alignment: u64,
     notes: Vec<String>,
 }
@@ -290,7 +289,7 @@ impl<W: Write> GgufWriter<W> {
         Ok(GgufWriter {
             out,
             plans,
-            next: 0,
+            next: InOrder::new(),
             alignment,
             notes,
         })
@@ -310,7 +309,7 @@ impl<W: Write> GgufWriter<W> {
     /// Writes the next tensor's bytes (`name` must be the next in [`Self::order`]) and
     /// the padding after them.
     pub fn write_tensor(&mut self, name: &str, data: &[u8]) -> Result<()> {
-        let p = next_planned(&self.plans, self.next, name, |p| &p.name)?;
+        let p = self.next.next(&self.plans, name, |p| &p.name)?;
         if data.len() as u64 != p.nbytes {
             return Err(Error::invalid_input(format!(
                 "tensor {name:?}: {} bytes, {} of {:?} (innermost first) needs {}",
@@ -323,16 +322,40 @@ impl<W: Write> GgufWriter<W> {
         self.out.write_all(data)?;
         let padded = align_up(p.nbytes, self.alignment).unwrap_or(p.nbytes);
         pad(&mut self.out, padded - p.nbytes)?;
-        self.next += 1;
+        self.next.advance();
         Ok(())
     }
 
     /// Checks every planned tensor was written, flushes and returns the sink.
     pub fn finish(self) -> Result<W> {
-        all_written("GGUF writer", &self.plans, self.next, |p| &p.name)?;
+        (self.next).all_written("GGUF writer", &self.plans, |p| &p.name)?;
         self.out
             .into_inner()
             .map_err(|e| Error::from(e.into_error()))
+    }
+}
+
+/// The driver's view of the writer: a dense tensor's bytes, or a packed one's `data`.
+impl<W: Write> StreamWriter for GgufWriter<W> {
+    type Encoded = ();
+    type Done = W;
+    fn order(&self) -> Vec<String> {
+        self.order().map(str::to_string).collect()
+    }
+    fn write_tensor(&mut self, name: &str, view: TensorView<'_>, _: Option<()>) -> Result<()> {
+        let bytes = match (&view.info.layout, view.parts.as_slice()) {
+            (Layout::Dense, _) => view.data()?,
+            (_, [part]) if part.role == "data" => part.bytes.as_ref(),
+            _ => {
+                return Err(Error::invalid_input(format!(
+                    "tensor {name:?}: a packed ggml tensor has exactly one part, \"data\""
+                )))
+            }
+        };
+        self.write_tensor(name, bytes)
+    }
+    fn finish(self) -> Result<W> {
+        self.finish()
     }
 }
 
@@ -350,22 +373,8 @@ pub fn write(
         src.metadata_types(),
         from_gguf,
     )?;
-    let order: Vec<String> = w.order().map(str::to_string).collect();
-    let names: Vec<&str> = order.iter().map(String::as_str).collect();
-    crate::formats::stream::each_read_ahead(src, &names, |name, view| {
-        let bytes = match (&view.info.layout, view.parts.as_slice()) {
-            (Layout::Dense, _) => view.data()?,
-            (_, [part]) if part.role == "data" => part.bytes.as_ref(),
-            _ => {
-                return Err(Error::invalid_input(format!(
-                    "tensor {name:?}: a packed ggml tensor has exactly one part, \"data\""
-                )))
-            }
-        };
-        w.write_tensor(name, bytes)
-    })?;
     let notes = std::mem::take(&mut w.notes);
-    w.finish()?.flush()?;
+    crate::write::drive(src, w)?.flush()?;
     Ok(WriteReport {
         notes,
         ..Default::default()

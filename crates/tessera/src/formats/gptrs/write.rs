@@ -1,6 +1,6 @@
 //! [`GptrsWriter`]: plans the index from the tensor list, writes header and index, then
-//! streams the data one tensor at a time; [`write_source`] drives it from a
-//! [`TensorSource`].
+//! streams the data one tensor at a time; [`write_source`] has the driver
+//! ([`crate::write::drive`]) feed it from a [`TensorSource`].
 
 use std::io::Write;
 
@@ -12,8 +12,8 @@ use crate::format::Format;
 use crate::metadata::Value;
 use crate::model::TensorSource;
 use crate::options::WriteOptions;
-use crate::tensor::{dense_nbytes, Layout, TensorInfo};
-use crate::write::WriteReport;
+use crate::tensor::{dense_nbytes, Layout, TensorInfo, TensorView};
+use crate::write::{InOrder, StreamWriter, WriteReport};
 
 /// A tensor the writer will store: what the index needs before any data is written.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,7 +35,7 @@ pub struct PlannedTensor {
 pub struct GptrsWriter<W: Write> {
     out: W,
     entries: Vec<IndexEntry>,
-    next: usize,
+    next: InOrder,
 }
 
 impl<W: Write> GptrsWriter<W> {
@@ -145,27 +145,19 @@ impl<W: Write> GptrsWriter<W> {
         Ok(GptrsWriter {
             out,
             entries,
-            next: 0,
+            next: InOrder::new(),
         })
     }
 
     /// The name whose data is expected next, if any.
     pub fn next_name(&self) -> Option<&str> {
-        self.entries.get(self.next).map(|e| e.name.as_str())
+        (self.entries.get(self.next.written())).map(|e| e.name.as_str())
     }
 
     /// Writes the data of the next tensor (in name order): little-endian, row-major,
     /// exactly the planned length.
     pub fn write_tensor(&mut self, name: &str, data: &[u8]) -> Result<()> {
-        let e = self.entries.get(self.next).ok_or_else(|| {
-            Error::invalid_input(format!("tensor {name:?}: every planned tensor is written"))
-        })?;
-        if e.name != name {
-            return Err(Error::invalid_input(format!(
-                "tensor {name:?} given where {:?} is next (data goes in name order)",
-                e.name
-            )));
-        }
+        let e = self.next.next(&self.entries, name, |e| &e.name)?;
         if data.len() as u64 != e.byte_len {
             return Err(Error::invalid_input(format!(
                 "tensor {name:?}: {} bytes given, {} planned",
@@ -174,19 +166,13 @@ impl<W: Write> GptrsWriter<W> {
             )));
         }
         self.out.write_all(data)?;
-        self.next += 1;
+        self.next.advance();
         Ok(())
     }
 
     /// Checks that every planned tensor was written, flushes, returns the output.
     pub fn finish(mut self) -> Result<W> {
-        if let Some(e) = self.entries.get(self.next) {
-            return Err(Error::invalid_input(format!(
-                "finish with tensor {:?} and {} more unwritten",
-                e.name,
-                self.entries.len() - self.next - 1
-            )));
-        }
+        (self.next).all_written("GPTRS writer", &self.entries, |e| &e.name)?;
         self.out.flush()?;
         Ok(self.out)
     }
@@ -220,6 +206,36 @@ fn config_for(src: &dyn TensorSource, report: &mut WriteReport) -> Result<Vec<u8
     let (bytes, mut notes) = config::serialize(meta, foreign)?;
     report.notes.append(&mut notes);
     Ok(bytes)
+}
+
+/// A [`GptrsWriter`] fed by the driver, which checks each tensor's dtype against the
+/// plan (the bytes' length alone would not tell f16 from bf16).
+struct GptrsStream<W: Write> {
+    w: GptrsWriter<W>,
+    dtypes: std::collections::HashMap<String, DType>,
+}
+
+impl<W: Write> StreamWriter for GptrsStream<W> {
+    type Encoded = ();
+    type Done = W;
+    fn order(&self) -> Vec<String> {
+        self.w.entries.iter().map(|e| e.name.clone()).collect()
+    }
+    fn write_tensor(&mut self, name: &str, view: TensorView<'_>, _: Option<()>) -> Result<()> {
+        let want = self.dtypes.get(name).copied();
+        if want != Some(view.info.dtype) {
+            return Err(Error::invalid_input(format!(
+                "the source described {} but gave {} data",
+                want.map_or("nothing", DType::name),
+                view.info.dtype
+            ))
+            .at_subject(format!("tensor {name:?}")));
+        }
+        self.w.write_tensor(name, view.data()?)
+    }
+    fn finish(self) -> Result<W> {
+        self.w.finish()
+    }
 }
 
 /// Writes `src` as a GPTRS checkpoint or archive.
@@ -261,29 +277,9 @@ pub fn write_source(
             None
         }
     };
-    let dtypes: std::collections::HashMap<String, DType> =
-        planned.iter().map(|t| (t.name.clone(), t.dtype)).collect();
-    let mut w = GptrsWriter::new(
-        out,
-        kind,
-        config.as_deref(),
-        planned,
-        super::GptrsOptions::from_options(opts)?.zero_base_id,
-    )?;
-    while let Some(name) = w.next_name().map(str::to_string) {
-        let view = src.tensor(&name)?;
-        let want = dtypes.get(&name).copied();
-        if want != Some(view.info.dtype) {
-            return Err(Error::invalid_input(format!(
-                "the source described {} but gave {} data",
-                want.map_or("nothing", DType::name),
-                view.info.dtype
-            ))
-            .at_subject(format!("tensor {name:?}")));
-        }
-        // One tensor in memory at a time (borrowed from the source when it can be).
-        w.write_tensor(&name, view.data()?)?;
-    }
-    w.finish()?;
+    let dtypes = planned.iter().map(|t| (t.name.clone(), t.dtype)).collect();
+    let zero_base_id = super::GptrsOptions::from_options(opts)?.zero_base_id;
+    let w = GptrsWriter::new(out, kind, config.as_deref(), planned, zero_base_id)?;
+    crate::write::drive(src, GptrsStream { w, dtypes })?;
     Ok(report)
 }

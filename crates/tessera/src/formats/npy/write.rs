@@ -9,8 +9,8 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::model::TensorSource;
 use crate::options::{Compression, WriteOptions};
-use crate::tensor::{Layout, TensorInfo};
-use crate::write::{WriteReport, WriteSeek};
+use crate::tensor::{Layout, TensorInfo, TensorView};
+use crate::write::{StreamWriter, WriteReport, WriteSeek};
 
 fn check_dense(info: &TensorInfo) -> Result<()> {
     if info.layout != Layout::Dense {
@@ -147,6 +147,29 @@ impl<W: Write + Seek> NpzWriter<W> {
     }
 }
 
+/// An [`NpzWriter`] with the order its members come in (the source's). Deflate runs
+/// on the writing thread, inside the zip writer: its output is the `zip` crate's,
+/// which an encoding companion would have to reproduce.
+struct NpzStream<W: Write + Seek> {
+    w: NpzWriter<W>,
+    order: Vec<String>,
+}
+
+impl<W: Write + Seek> StreamWriter for NpzStream<W> {
+    type Encoded = ();
+    type Done = W;
+    fn order(&self) -> Vec<String> {
+        self.order.clone()
+    }
+    fn write_tensor(&mut self, name: &str, view: TensorView<'_>, _: Option<()>) -> Result<()> {
+        let info = &view.info;
+        self.w.add(name, info.dtype, &info.shape, view.data()?)
+    }
+    fn finish(self) -> Result<W> {
+        self.w.finish()
+    }
+}
+
 /// The `WRITE_NPZ` entry point: stored members, or deflated when any compression is
 /// asked for (`--compress zstd[:L]` → deflate at level L clamped to 1–9, default 3: zip
 /// members of an .npz that NumPy reads can only be stored or deflated).
@@ -159,16 +182,14 @@ pub fn write_npz(
         Compression::None => None,
         Compression::Zstd(l) => Some(l as i64),
     };
-    let mut w = NpzWriter::new(&mut *out, deflate);
     for info in src.tensor_infos() {
         check_dense(info)?;
     }
-    let names: Vec<&str> = src.tensor_infos().iter().map(|i| i.name.as_str()).collect();
-    crate::formats::stream::each_read_ahead(src, &names, |name, view| {
-        let info = &view.info;
-        w.add(name, info.dtype, &info.shape, view.data()?)
-    })?;
-    w.finish()?.flush()?;
+    let w = NpzStream {
+        w: NpzWriter::new(&mut *out, deflate),
+        order: src.tensor_infos().iter().map(|i| i.name.clone()).collect(),
+    };
+    crate::write::drive(src, w)?.flush()?;
     let mut notes = notes(src);
     if let Compression::Zstd(_) = opts.compression {
         notes.push(format!(

@@ -8,12 +8,11 @@ use zip::{CompressionMethod, ZipWriter};
 
 use super::pickler::{self, Entry};
 use crate::error::{Error, Result};
-use crate::formats::stream::{all_written, next_planned};
 use crate::metadata::Metadata;
 use crate::model::TensorSource;
 use crate::options::WriteOptions;
-use crate::tensor::{Layout, TensorInfo};
-use crate::write::{WriteReport, WriteSeek};
+use crate::tensor::{Layout, TensorInfo, TensorView};
+use crate::write::{InOrder, StreamWriter, WriteReport, WriteSeek};
 
 /// torch aligns every record's data to 64 bytes (`kFieldAlignment`).
 const ALIGN: u16 = 64;
@@ -54,7 +53,7 @@ pub struct PytorchWriter<W: Write + Seek> {
     archive: String,
     /// Name, storage key and byte length of each tensor, in order.
     plan: Vec<(String, String, u64)>,
-    next: usize,
+    next: InOrder,
 }
 
 impl<W: Write + Seek> PytorchWriter<W> {
@@ -106,7 +105,7 @@ impl<W: Write + Seek> PytorchWriter<W> {
             zip: ZipWriter::new(out),
             archive,
             plan,
-            next: 0,
+            next: InOrder::new(),
         };
         w.record("data.pkl", &pkl)?;
         // As torch 2.x: storages in numeric key order (format version 1), 64-byte aligned.
@@ -136,7 +135,7 @@ impl<W: Write + Seek> PytorchWriter<W> {
     /// Writes the next tensor's bytes (`name` must be the next in [`Self::order`]) as
     /// its storage record.
     pub fn write_tensor(&mut self, name: &str, data: &[u8]) -> Result<()> {
-        let (_, key, nbytes) = next_planned(&self.plan, self.next, name, |p| &p.0)?;
+        let (_, key, nbytes) = self.next.next(&self.plan, name, |p| &p.0)?;
         if data.len() as u64 != *nbytes {
             return Err(Error::invalid_input(format!(
                 "tensor {name:?}: {} bytes given, {nbytes} expected",
@@ -145,18 +144,32 @@ impl<W: Write + Seek> PytorchWriter<W> {
         }
         let record = format!("data/{key}");
         self.record(&record, data)?;
-        self.next += 1;
+        self.next.advance();
         Ok(())
     }
 
     /// Checks every planned tensor was written, writes the `version` record and the
     /// central directory, flushes and returns the sink.
     pub fn finish(mut self) -> Result<W> {
-        all_written(".pt writer", &self.plan, self.next, |p| &p.0)?;
+        (self.next).all_written(".pt writer", &self.plan, |p| &p.0)?;
         self.record("version", b"3\n")?;
         let mut out = self.zip.finish().map_err(zip_err)?;
         out.flush()?;
         Ok(out)
+    }
+}
+
+impl<W: Write + Seek> StreamWriter for PytorchWriter<W> {
+    type Encoded = ();
+    type Done = W;
+    fn order(&self) -> Vec<String> {
+        self.order().map(str::to_string).collect()
+    }
+    fn write_tensor(&mut self, name: &str, view: TensorView<'_>, _: Option<()>) -> Result<()> {
+        self.write_tensor(name, view.data()?)
+    }
+    fn finish(self) -> Result<W> {
+        self.finish()
     }
 }
 
@@ -167,7 +180,7 @@ pub fn write(
     opts: &WriteOptions,
 ) -> Result<WriteReport> {
     let infos = src.tensor_infos();
-    let mut w = PytorchWriter::new(
+    let w = PytorchWriter::new(
         &mut *out,
         infos,
         src.metadata(),
@@ -175,11 +188,7 @@ pub fn write(
             .archive
             .as_deref(),
     )?;
-    let names: Vec<&str> = infos.iter().map(|i| i.name.as_str()).collect();
-    crate::formats::stream::each_read_ahead(src, &names, |name, view| {
-        w.write_tensor(name, view.data()?)
-    })?;
-    w.finish()?;
+    crate::write::drive(src, w)?;
     let mut report = WriteReport::default();
     let with_attrs = infos.iter().filter(|i| !i.attrs.is_empty()).count();
     if with_attrs > 0 {

@@ -5,12 +5,11 @@ use std::io::Write;
 
 use super::raw::{self, METADATA_KEY};
 use crate::error::{Error, Result};
-use crate::formats::stream::{all_written, next_planned};
 use crate::metadata::{Metadata, Value};
 use crate::model::TensorSource;
 use crate::options::WriteOptions;
-use crate::tensor::{Layout, TensorInfo};
-use crate::write::{WriteReport, WriteSeek};
+use crate::tensor::{Layout, TensorInfo, TensorView};
+use crate::write::{InOrder, StreamWriter, WriteReport, WriteSeek};
 
 /// One planned tensor: its name, safetensors dtype name, shape and byte length.
 #[derive(Debug, Clone)]
@@ -29,7 +28,7 @@ struct Planned {
 pub struct SafetensorsWriter<W: Write> {
     out: W,
     plan: Vec<Planned>,
-    next: usize,
+    next: InOrder,
 }
 
 /// Renders a metadata value as the string safetensors stores: strings as they are,
@@ -155,7 +154,11 @@ impl<W: Write> SafetensorsWriter<W> {
         let header = header_bytes(metadata, &plan)?;
         out.write_all(&(header.len() as u64).to_le_bytes())?;
         out.write_all(&header)?;
-        Ok(SafetensorsWriter { out, plan, next: 0 })
+        Ok(SafetensorsWriter {
+            out,
+            plan,
+            next: InOrder::new(),
+        })
     }
 
     /// Tensor names in the order their bytes must be given.
@@ -165,7 +168,7 @@ impl<W: Write> SafetensorsWriter<W> {
 
     /// Writes the next tensor's bytes; `name` must be the next in [`Self::order`].
     pub fn write_tensor(&mut self, name: &str, data: &[u8]) -> Result<()> {
-        let p = next_planned(&self.plan, self.next, name, |p| &p.name)?;
+        let p = self.next.next(&self.plan, name, |p| &p.name)?;
         if data.len() as u64 != p.nbytes {
             return Err(Error::invalid_input(format!(
                 "tensor {name:?}: {} bytes given, {} planned",
@@ -174,15 +177,29 @@ impl<W: Write> SafetensorsWriter<W> {
             )));
         }
         self.out.write_all(data)?;
-        self.next += 1;
+        self.next.advance();
         Ok(())
     }
 
     /// Checks every planned tensor was written, flushes and returns the sink.
     pub fn finish(mut self) -> Result<W> {
-        all_written("safetensors writer", &self.plan, self.next, |p| &p.name)?;
+        (self.next).all_written("safetensors writer", &self.plan, |p| &p.name)?;
         self.out.flush()?;
         Ok(self.out)
+    }
+}
+
+impl<W: Write> StreamWriter for SafetensorsWriter<W> {
+    type Encoded = ();
+    type Done = W;
+    fn order(&self) -> Vec<String> {
+        self.order().map(str::to_string).collect()
+    }
+    fn write_tensor(&mut self, name: &str, view: TensorView<'_>, _: Option<()>) -> Result<()> {
+        self.write_tensor(name, view.data()?)
+    }
+    fn finish(self) -> Result<W> {
+        self.finish()
     }
 }
 
@@ -193,13 +210,8 @@ pub fn write(
     _opts: &WriteOptions,
 ) -> Result<WriteReport> {
     let infos = src.tensor_infos();
-    let mut w = SafetensorsWriter::new(&mut *out, infos, src.metadata())?;
-    let order: Vec<String> = w.order().map(str::to_string).collect();
-    let names: Vec<&str> = order.iter().map(String::as_str).collect();
-    crate::formats::stream::each_read_ahead(src, &names, |name, view| {
-        w.write_tensor(name, view.data()?)
-    })?;
-    w.finish()?;
+    let w = SafetensorsWriter::new(&mut *out, infos, src.metadata())?;
+    crate::write::drive(src, w)?;
     let mut report = WriteReport::default();
     let with_attrs = infos.iter().filter(|i| !i.attrs.is_empty()).count();
     if with_attrs > 0 {

@@ -1,24 +1,27 @@
-//! The encoding pipeline of the writer: arrays in steps, hashed, added to
-//! `sha256_all` and encoded on the rayon pool while the calling thread writes the
-//! previous step's text.
+//! The encoding companion of the WTXT writer ([`ArrayEncoder`]): what the rayon pool
+//! makes of one array before the writer takes it — its SHA-256 and HMAC (the `arr`
+//! line) and the `ch` blocks of its first segment with their fastxor shares — run by
+//! the driver ([`crate::write::drive`]) on the arrays of a batch while the writing
+//! thread writes the previous batch. The writer adds each array to `sha256_all` (beside
+//! writing its text) and encodes the rest of an array over one segment
+//! ([`encode_segment`], on the pool) a segment at a time, so such an array's text is
+//! never held whole.
+
+use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
-use sha2::{Digest, Sha256};
 
 use super::armor;
 use super::raw::{ArrLine, ChLine};
 use super::write::{hmac, xor_at, Chunking};
 use super::WtxtOptions;
 use crate::error::{Error, Result};
-use crate::model::TensorSource;
-use crate::tensor::{TensorInfo, TensorView};
+use crate::tensor::TensorView;
 use crate::write::WriteSeek;
 
-/// Raw bytes encoded per parallel batch of one big array (about: a segment is a whole
-/// number of chunks, [`segment_len`]).
+/// Raw bytes of one segment of a big array, encoded in parallel (about: a segment is a
+/// whole number of chunks, [`segment_len`]).
 pub const SEGMENT: u64 = 16 << 20;
-/// Raw bytes of small arrays grouped into one pipeline step.
-pub const STEP: u64 = 4 << 20;
 /// Raw bytes one task hashes and encodes (arrays up to this size stay on one core, so
 /// the encoding pass finds them in cache after the SHA-256 pass).
 pub const TASK: usize = 2 << 20;
@@ -30,242 +33,163 @@ pub fn segment_len(chunk: u64) -> usize {
     (SEGMENT / chunk).max(1).saturating_mul(chunk) as usize
 }
 
-fn joined<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> Result<T> {
-    h.join().map_err(|_| {
-        Error::new(
-            crate::error::ErrorKind::Io,
-            "wtxt: a worker thread panicked",
-        )
-    })
+/// One array as the pool made it ([`ArrayEncoder::encode`]).
+pub struct EncodedArray {
+    /// The `arr` line (no newline): what `sha256_all` takes before the bytes.
+    pub line: String,
+    /// The `ch` blocks of the first segment.
+    pub texts: Vec<Vec<u8>>,
+    /// The XOR of their fastxor shares.
+    pub xor: u64,
+    /// Raw bytes they cover (the whole array unless it is over one segment).
+    pub first: usize,
 }
 
-/// One array of a step, once hashed: its `arr` line and its bytes.
-type Hashed<'v> = (String, TensorView<'v>);
+/// Where an array sits: its byte length, its place in the concatenation of all arrays
+/// (for fastxor) and its chunking.
+#[derive(Debug, Clone, Copy)]
+pub struct Placed {
+    /// Raw bytes.
+    pub bytes: u64,
+    /// Offset in the concatenation of all arrays.
+    pub base: u64,
+    /// How it is cut into chunks.
+    pub chunking: Chunking,
+}
 
-/// Encodes every array, in steps of about [`STEP`] bytes: while this thread writes the
-/// previous step's text, the pool hashes the step's arrays (SHA-256, HMAC), adds the
-/// previous step's arrays to `sha256_all` and encodes the step's chunks. An array over
-/// [`SEGMENT`] bytes is its own step and is encoded a segment at a time, its share of
-/// `sha256_all` running beside. `fastxor` and `sha256_all` carry on across calls;
-/// `total` is the bytes of arrays before these (their place in the XOR stream), and is
-/// advanced past them. Writes no trailer ([`end_arrays`]).
-pub fn encode_arrays<'s>(
-    src: &'s dyn TensorSource,
-    arrays: &[(&TensorInfo, u64, Chunking)],
-    opts: &WtxtOptions,
-    out: &mut dyn WriteSeek,
-    all: &mut Sha256,
-    fastxor: &mut u64,
-    total: &mut u64,
-) -> Result<()> {
-    let mut pending: Vec<Hashed<'s>> = Vec::new();
-    let mut unwritten: Vec<Vec<u8>> = Vec::new();
-    let mut spare: Vec<Vec<u8>> = Vec::new();
-    let mut i = 0;
-    while i < arrays.len() {
-        // The step: arrays up to STEP bytes (at least one).
-        let mut j = i + 1;
-        let mut size = arrays[i].1;
-        while j < arrays.len() && size + arrays[j].1 <= STEP {
-            size += arrays[j].1;
-            j += 1;
+/// The encoding companion: the writer's plan (array name → [`Placed`]) and keys. Text
+/// buffers written by the writer come back to it ([`ArrayEncoder::reuse`]): fresh ones
+/// would fault their pages in again.
+#[derive(Clone)]
+pub struct ArrayEncoder {
+    plan: Arc<std::collections::HashMap<String, Placed>>,
+    hmac_key: Option<Vec<u8>>,
+    fixed_salt: Option<[u8; 8]>,
+    spare: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl ArrayEncoder {
+    /// The companion of a writer whose arrays are `plan`.
+    pub fn new(
+        plan: std::collections::HashMap<String, Placed>,
+        hmac_key: Option<Vec<u8>>,
+        fixed_salt: Option<[u8; 8]>,
+    ) -> ArrayEncoder {
+        ArrayEncoder {
+            plan: Arc::new(plan),
+            hmac_key,
+            fixed_salt,
+            spare: Arc::default(),
         }
-        let step = &arrays[i..j];
-        let mut views = Vec::with_capacity(step.len());
-        for (info, bytes, _) in step {
-            let v = src.tensor(&info.name)?;
-            let n = v.data()?.len() as u64;
-            if n != *bytes {
-                return Err(Error::invalid_input(format!(
-                    "tensor {:?}: {n} bytes, {bytes} expected",
-                    info.name
-                )));
+    }
+
+    /// Where array `name` starts in the concatenation of all arrays (0 if unplanned).
+    pub fn base(&self, name: &str) -> u64 {
+        self.plan.get(name).map_or(0, |p| p.base)
+    }
+
+    /// Gives written text buffers back for reuse.
+    pub fn reuse(&self, texts: Vec<Vec<u8>>) {
+        if let Ok(mut spare) = self.spare.lock() {
+            spare.extend(texts.into_iter().filter(|v| v.capacity() >= 4096));
+        }
+    }
+
+    fn buffer(&self) -> Vec<u8> {
+        self.spare
+            .lock()
+            .ok()
+            .and_then(|mut s| s.pop())
+            .unwrap_or_default()
+    }
+
+    /// Hashes one array (SHA-256, HMAC with a fresh salt) and encodes the chunks of its
+    /// first segment: in one task when that segment is at most [`TASK`] bytes (the
+    /// chunks found in cache after the hash), else the hashes and groups of chunks as
+    /// tasks of their own.
+    pub fn encode(&self, view: &TensorView<'_>) -> Result<EncodedArray> {
+        let info = &view.info;
+        let p = self.plan.get(&info.name).ok_or_else(|| {
+            Error::invalid_input(format!("tensor {:?} is not planned", info.name))
+        })?;
+        let d = view.data()?;
+        if d.len() as u64 != p.bytes {
+            return Err(Error::invalid_input(format!(
+                "tensor {:?}: {} bytes, {} expected",
+                info.name,
+                d.len(),
+                p.bytes
+            )));
+        }
+        let salt = match (&self.hmac_key, self.fixed_salt) {
+            (None, _) => [0; 8],
+            (Some(_), Some(s)) => s,
+            (Some(_), None) => rand::random(),
+        };
+        let chunk = p.chunking.chunk as usize;
+        let first = d.len().min(segment_len(p.chunking.chunk));
+        let seg = &d[..first];
+        let base = p.base;
+        let mut slots: Vec<(Vec<u8>, u64)> = (0..first.div_ceil(chunk))
+            .map(|_| (self.buffer(), 0))
+            .collect();
+        let (mut sha, mut mac) = ([0u8; 32], [0u8; 32]);
+        let key = self.hmac_key.as_deref();
+        let encode_group = |j: usize, per: usize, group: &mut [(Vec<u8>, u64)]| {
+            let mut scratch = Vec::new();
+            for (g, (t, x)) in group.iter_mut().enumerate() {
+                let i = j * per + g;
+                let off = i * chunk;
+                let raw = &seg[off..(off + chunk).min(seg.len())];
+                *x = encode_into(t, raw, i as u64, off as u64, base, &mut scratch);
             }
-            views.push(v);
-        }
-        let salts: Vec<[u8; 8]> = step
-            .iter()
-            .map(|_| match (&opts.hmac_key, opts.fixed_salt) {
-                (None, _) => [0; 8],
-                (Some(_), Some(s)) => s,
-                (Some(_), None) => rand::random(),
-            })
-            .collect();
-        let datas: Vec<&[u8]> = views.iter().map(|v| v.data().unwrap_or(&[])).collect();
-        let firsts: Vec<usize> = datas
-            .iter()
-            .zip(step)
-            .map(|(d, (_, _, ch))| d.len().min(segment_len(ch.chunk)))
-            .collect();
-        let bases: Vec<u64> = step
-            .iter()
-            .scan(*total, |t, (_, b, _)| {
-                let base = *t;
-                *t += b;
-                Some(base)
-            })
-            .collect();
-        let to_write = std::mem::take(&mut unwritten);
-        let prev = std::mem::take(&mut pending);
-        let key = &opts.hmac_key;
-        // Per array: its SHA-256, HMAC and, per chunk of its first segment, the text and
-        // fastxor share.
-        let mut shas = vec![[0u8; 32]; datas.len()];
-        let mut macs = vec![[0u8; 32]; datas.len()];
-        let mut slots: Vec<Vec<(Vec<u8>, u64)>> = datas
-            .iter()
-            .zip(&firsts)
-            .zip(step)
-            .map(|((_, f), (_, _, ch))| {
-                (0..f.div_ceil(ch.chunk as usize))
-                    .map(|_| (spare.pop().unwrap_or_default(), 0))
-                    .collect()
-            })
-            .collect();
-        let all_ref = &mut *all;
-        let written = rayon::in_place_scope(|s| {
-            // The previous step's share of sha256_all, in order, on one task.
-            s.spawn(|_| {
-                for (line, v) in &prev {
-                    all_ref.update(line.as_bytes());
-                    all_ref.update(v.data().unwrap_or(&[]));
+        };
+        if seg.len() <= TASK {
+            sha = crate::util::sha256(d);
+            if let Some(key) = key {
+                mac = hmac(key, &salt, d);
+            }
+            let n = slots.len();
+            encode_group(0, n, &mut slots);
+        } else {
+            let per = (TASK / chunk).max(1);
+            rayon::scope(|s| {
+                let (sha, mac) = (&mut sha, &mut mac);
+                s.spawn(move |_| *sha = crate::util::sha256(d));
+                if let Some(key) = key {
+                    s.spawn(move |_| *mac = hmac(key, &salt, d));
+                }
+                for (j, group) in slots.chunks_mut(per).enumerate() {
+                    let encode_group = &encode_group;
+                    s.spawn(move |_| encode_group(j, per, group));
                 }
             });
-            for (k, ((sha, mac), slot)) in shas
-                .iter_mut()
-                .zip(macs.iter_mut())
-                .zip(slots.iter_mut())
-                .enumerate()
-            {
-                let (d, salt, chunk, base) =
-                    (datas[k], salts[k], step[k].2.chunk as usize, bases[k]);
-                let seg = &d[..firsts[k]];
-                if seg.len() <= TASK {
-                    // Small: one task hashes the array, then encodes its chunks while
-                    // the bytes are still in this core's cache.
-                    s.spawn(move |_| {
-                        *sha = crate::util::sha256(d);
-                        if let Some(key) = key {
-                            *mac = hmac(key, &salt, d);
-                        }
-                        let mut scratch = Vec::new();
-                        for (i, (t, x)) in slot.iter_mut().enumerate() {
-                            let off = i * chunk;
-                            let raw = &seg[off..(off + chunk).min(seg.len())];
-                            *x = encode_into(t, raw, i as u64, off as u64, base, &mut scratch);
-                        }
-                    });
-                } else {
-                    s.spawn(move |_| *sha = crate::util::sha256(d));
-                    if let Some(key) = key {
-                        s.spawn(move |_| *mac = hmac(key, &salt, d));
-                    }
-                    let per = (TASK / chunk).max(1);
-                    for (j, group) in slot.chunks_mut(per).enumerate() {
-                        s.spawn(move |_| {
-                            let mut scratch = Vec::new();
-                            for (g, (t, x)) in group.iter_mut().enumerate() {
-                                let i = j * per + g;
-                                let off = i * chunk;
-                                let raw = &seg[off..(off + chunk).min(seg.len())];
-                                *x = encode_into(t, raw, i as u64, off as u64, base, &mut scratch);
-                            }
-                        });
-                    }
-                }
-            }
-            // Meanwhile this thread writes the previous step's text.
-            to_write.iter().try_for_each(|t| out.write_all(t))
-        });
-        written?;
-        // Written text buffers are reused (fresh ones would fault their pages in again).
-        spare.extend(to_write.into_iter().filter(|v| v.capacity() >= 4096));
-        let texts: Vec<Vec<Vec<u8>>> = slots
+        }
+        let line = ArrLine {
+            name: info.name.clone(),
+            dtype: info.dtype,
+            shape: info.shape.clone(),
+            bytes: p.bytes,
+            sha256: sha,
+            hmac: mac,
+            salt,
+        }
+        .line();
+        let mut xor = 0u64;
+        let texts = slots
             .into_iter()
-            .map(|v| {
-                v.into_iter()
-                    .map(|(t, x)| {
-                        *fastxor ^= x;
-                        t
-                    })
-                    .collect()
+            .map(|(t, x)| {
+                xor ^= x;
+                t
             })
             .collect();
-        drop(prev);
-        // The arr line of each array still to add to sha256_all (None: already added).
-        let mut lines: Vec<Option<String>> = Vec::with_capacity(step.len());
-        for (k, ((info, bytes, ch), text)) in step.iter().zip(texts).enumerate() {
-            let line = ArrLine {
-                name: info.name.clone(),
-                dtype: info.dtype,
-                shape: info.shape.clone(),
-                bytes: *bytes,
-                sha256: shas[k],
-                hmac: macs[k],
-                salt: salts[k],
-            }
-            .line();
-            let mut head = format!("{line}\n");
-            if let Some(idx) = &ch.idx {
-                head.push_str(&idx.line());
-                head.push('\n');
-            }
-            unwritten.push(head.into_bytes());
-            unwritten.extend(text);
-            let data = datas[k];
-            if firsts[k] < data.len() {
-                // A big array (alone in its step): the rest of its segments, with its
-                // share of sha256_all on a thread of its own.
-                for t in unwritten.drain(..) {
-                    out.write_all(&t)?;
-                }
-                let all_ref = &mut *all;
-                std::thread::scope(|ts| -> Result<()> {
-                    let h = ts.spawn(|| {
-                        all_ref.update(line.as_bytes());
-                        all_ref.update(data);
-                    });
-                    let mut pos = firsts[k];
-                    let mut r = Ok(());
-                    while pos < data.len() && r.is_ok() {
-                        let end = (pos + segment_len(ch.chunk)).min(data.len());
-                        let texts = encode_segment(data, pos, end, ch.chunk, bases[k], fastxor);
-                        r = texts.iter().try_for_each(|t| out.write_all(t));
-                        pos = end;
-                    }
-                    joined(h)?;
-                    Ok(r?)
-                })?;
-                unwritten.push(b"endarr\n".to_vec());
-                lines.push(None);
-            } else {
-                unwritten.push(b"endarr\n".to_vec());
-                lines.push(Some(line));
-            }
-        }
-        drop(datas);
-        for (line, v) in lines.into_iter().zip(views) {
-            if let Some(line) = line {
-                pending.push((line, v));
-            }
-        }
-        *total += size;
-        i = j;
+        Ok(EncodedArray {
+            line,
+            texts,
+            xor,
+            first,
+        })
     }
-    // The last step's share of sha256_all, beside writing its text.
-    let all_ref = &mut *all;
-    std::thread::scope(|ts| -> Result<()> {
-        let h = ts.spawn(|| {
-            for (line, v) in &pending {
-                all_ref.update(line.as_bytes());
-                all_ref.update(v.data().unwrap_or(&[]));
-            }
-        });
-        let written = unwritten.iter().try_for_each(|t| out.write_all(t));
-        joined(h)?;
-        Ok(written?)
-    })?;
-    Ok(())
 }
 
 /// The lines after the last array: `audit` (when set) and `endwtxt`.
@@ -373,7 +297,7 @@ fn encode_into(
 
 /// Encodes the chunks of `data[from..to]` (chunk-aligned) as `ch` blocks, in parallel.
 /// `base` is the array's offset in the concatenation of all arrays (for fastxor).
-fn encode_segment(
+pub fn encode_segment(
     data: &[u8],
     from: usize,
     to: usize,

@@ -2,24 +2,26 @@
 //! `sign`) line patched in place at the end, or left `root_pending` with a WSUM sibling
 //! in streaming mode.
 //!
-//! The arrays themselves go through [`super::pipeline`]: hashed and encoded on the
-//! rayon pool a step (~4 MiB) or a 16 MiB segment at a time, so memory stays near one
-//! step of tensors and text plus the hash states.
+//! The driver ([`crate::write::drive`]) feeds it, the arrays hashed and encoded on the
+//! rayon pool by its companion ([`super::pipeline::ArrayEncoder`]) a batch at a time
+//! while the previous batch is written; an array over one segment (16 MiB) is encoded
+//! a segment at a time as it is written, so memory stays near two batches of tensors
+//! and their text.
 
 use std::io::{Seek, SeekFrom, Write};
 
 use sha2::{Digest, Sha256};
 
 use super::header::{self, cap_line, is_timestamp, is_token, Meta, Root, Sign, ROOT_PENDING};
+use super::pipeline::{ArrayEncoder, EncodedArray, Placed};
 use super::raw::{self, IdxLine};
 use super::wsum::Wsum;
 use super::WtxtOptions;
 use crate::error::{Error, Result};
-use crate::formats::stream::{all_written, next_planned};
 use crate::model::TensorSource;
 use crate::options::WriteOptions;
-use crate::tensor::{Layout, TensorInfo};
-use crate::write::{WriteReport, WriteSeek};
+use crate::tensor::{Layout, TensorInfo, TensorView};
+use crate::write::{Encoder, InOrder, StreamWriter, WriteReport, WriteSeek};
 
 /// Raw chunk size without row blocking, and the target with it (RESOLUTIONS 5).
 pub const CHUNK: u64 = 32 * 1024;
@@ -115,7 +117,7 @@ pub struct WtxtWriter<W: Write + Seek> {
     exts: Vec<&'static str>,
     /// The arrays in file order, with their byte lengths and chunkings.
     arrays: Vec<(TensorInfo, u64, Chunking)>,
-    next: usize,
+    next: InOrder,
     start: u64,
     root_pos: u64,
     head_len: usize,
@@ -123,8 +125,8 @@ pub struct WtxtWriter<W: Write + Seek> {
     sign_key: Option<[u8; 32]>,
     all: Sha256,
     fastxor: u64,
-    /// Bytes of arrays written so far (each array's place in the XOR stream).
-    offset: u64,
+    /// The encoding companion (the arrays' places and the HMAC key).
+    encoder: ArrayEncoder,
 }
 
 /// What [`WtxtWriter::finish`] gives back.
@@ -260,6 +262,18 @@ impl<W: Write + Seek> WtxtWriter<W> {
                 head.push('\n');
             }
         }
+        let mut base = 0u64;
+        let mut placed = std::collections::HashMap::with_capacity(arrays.len());
+        for (info, bytes, chunking) in &arrays {
+            let p = Placed {
+                bytes: *bytes,
+                base,
+                chunking: *chunking,
+            };
+            placed.insert(info.name.clone(), p);
+            base = base.saturating_add(*bytes);
+        }
+        let encoder = ArrayEncoder::new(placed, opts.hmac_key.clone(), opts.fixed_salt);
         let start = out.stream_position()?;
         out.write_all(head.as_bytes())?;
         Ok(WtxtWriter {
@@ -268,7 +282,7 @@ impl<W: Write + Seek> WtxtWriter<W> {
             meta,
             exts,
             arrays,
-            next: 0,
+            next: InOrder::new(),
             start,
             root_pos,
             head_len: head.len(),
@@ -276,7 +290,7 @@ impl<W: Write + Seek> WtxtWriter<W> {
             sign_key,
             all: Sha256::new(),
             fastxor: 0,
-            offset: 0,
+            encoder,
         })
     }
 
@@ -285,40 +299,93 @@ impl<W: Write + Seek> WtxtWriter<W> {
         self.arrays.iter().map(|a| a.0.name.as_str())
     }
 
-    /// Encodes the next array (`name` must be the next in [`Self::order`]).
+    /// Encodes the next array (`name` must be the next in [`Self::order`]), hashed and
+    /// encoded on every core.
     pub fn write_tensor(&mut self, name: &str, data: &[u8]) -> Result<()> {
-        let (info, _, _) = next_planned(&self.arrays, self.next, name, |a| &a.0.name)?;
-        let mut one = crate::model::Model::new();
-        one.push(crate::tensor::TensorView::dense(
-            info.clone(),
-            std::borrow::Cow::Borrowed(data),
-        )?)?;
-        self.encode(&one, self.next + 1)
+        let (info, _, _) = self.next.next(&self.arrays, name, |a| &a.0.name)?;
+        let view = TensorView::dense(info.clone(), std::borrow::Cow::Borrowed(data))?;
+        let enc = self.encoder.encode(&view)?;
+        self.write_encoded(name, &view, enc)
     }
 
-    /// Encodes the arrays from the next up to `end` (exclusive), reading them from
-    /// `src`, a step of arrays at a time on every core.
-    fn encode(&mut self, src: &dyn TensorSource, end: usize) -> Result<()> {
-        let arrays: Vec<(&TensorInfo, u64, Chunking)> = self.arrays[self.next..end]
-            .iter()
-            .map(|(i, b, c)| (i, *b, *c))
-            .collect();
-        super::pipeline::encode_arrays(
-            src,
-            &arrays,
-            &self.opts,
-            &mut self.out,
-            &mut self.all,
-            &mut self.fastxor,
-            &mut self.offset,
-        )?;
-        self.next = end;
+    /// Writes the next array as its companion encoded it: the `arr` (and `idx`) line,
+    /// the `ch` blocks (the rest of an array over one segment encoded here, a segment
+    /// at a time on the pool) and `endarr`, while a thread of its own adds the array to
+    /// `sha256_all` when it is over 1 MiB.
+    fn write_encoded(
+        &mut self,
+        name: &str,
+        view: &TensorView<'_>,
+        enc: EncodedArray,
+    ) -> Result<()> {
+        let (_, bytes, ch) = self.next.next(&self.arrays, name, |a| &a.0.name)?;
+        let (bytes, ch) = (*bytes, *ch);
+        let data = view.data()?;
+        if data.len() as u64 != bytes || enc.first > data.len() {
+            return Err(Error::invalid_input(format!(
+                "tensor {name:?}: {} bytes, {bytes} expected",
+                data.len()
+            )));
+        }
+        let EncodedArray {
+            line,
+            texts,
+            xor,
+            first,
+        } = enc;
+        let mut head = format!("{line}\n");
+        if let Some(idx) = &ch.idx {
+            head.push_str(&idx.line());
+            head.push('\n');
+        }
+        let base = self.encoder.base(name);
+        let (out, all, fastxor) = (&mut self.out, &mut self.all, &mut self.fastxor);
+        *fastxor ^= xor;
+        let write = |out: &mut W, fastxor: &mut u64| -> Result<Vec<Vec<u8>>> {
+            out.write_all(head.as_bytes())?;
+            for t in &texts {
+                out.write_all(t)?;
+            }
+            let mut pos = first;
+            while pos < data.len() {
+                let end = (pos + super::pipeline::segment_len(ch.chunk)).min(data.len());
+                let seg = super::pipeline::encode_segment(data, pos, end, ch.chunk, base, fastxor);
+                for t in &seg {
+                    out.write_all(t)?;
+                }
+                pos = end;
+            }
+            out.write_all(b"endarr\n")?;
+            Ok(texts)
+        };
+        let texts = if data.len() >= 1 << 20 {
+            std::thread::scope(|s| {
+                let h = s.spawn(|| {
+                    all.update(line.as_bytes());
+                    all.update(data);
+                });
+                let written = write(out, fastxor);
+                h.join().map_err(|_| {
+                    Error::new(
+                        crate::error::ErrorKind::Io,
+                        "wtxt: a hashing thread panicked",
+                    )
+                })?;
+                written
+            })?
+        } else {
+            all.update(line.as_bytes());
+            all.update(data);
+            write(out, fastxor)?
+        };
+        self.encoder.reuse(texts);
+        self.next.advance();
         Ok(())
     }
 
     /// Checks every array was written, writes the trailer and the root.
     pub fn finish(mut self) -> Result<Finished<W>> {
-        all_written("WTXT writer", &self.arrays, self.next, |a| &a.0.name)?;
+        (self.next).all_written("WTXT writer", &self.arrays, |a| &a.0.name)?;
         super::pipeline::end_arrays(&self.opts, &mut self.out)?;
         let sha256_all: [u8; 32] = self.all.finalize().into();
         let merkle_prev = self.merkle_prev;
@@ -356,6 +423,33 @@ impl<W: Write + Seek> WtxtWriter<W> {
     }
 }
 
+impl<W: Write + Seek> StreamWriter for WtxtWriter<W> {
+    type Encoded = EncodedArray;
+    type Done = Finished<W>;
+    fn order(&self) -> Vec<String> {
+        self.order().map(str::to_string).collect()
+    }
+    fn encoder(&self) -> Option<Encoder<EncodedArray>> {
+        let enc = self.encoder.clone();
+        Some(Box::new(move |view: &TensorView<'_>| enc.encode(view)))
+    }
+    fn write_tensor(
+        &mut self,
+        name: &str,
+        view: TensorView<'_>,
+        enc: Option<EncodedArray>,
+    ) -> Result<()> {
+        let enc = match enc {
+            Some(e) => e,
+            None => self.encoder.encode(&view)?,
+        };
+        self.write_encoded(name, &view, enc)
+    }
+    fn finish(self) -> Result<Finished<W>> {
+        self.finish()
+    }
+}
+
 /// Writes `src` as WTXT.
 pub fn write(
     src: &dyn TensorSource,
@@ -372,10 +466,8 @@ pub fn write(
         }
         _ => None,
     };
-    let mut w = WtxtWriter::new(&mut *out, src.tensor_infos(), opts)?;
-    let n = w.arrays.len();
-    w.encode(src, n)?;
-    let done = w.finish()?;
+    let w = WtxtWriter::new(&mut *out, src.tensor_infos(), opts)?;
+    let done = crate::write::drive(src, w)?;
     let mut report = WriteReport::default();
     if let (Some(wpath), Some(text)) = (wpath, done.wsum) {
         // Committed with the main file by the caller (module docs: "Writing").

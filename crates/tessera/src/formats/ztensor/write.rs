@@ -2,17 +2,16 @@
 //!
 //! Components go out in order, zero padding to 64 bytes before each. Raw components
 //! without a digest are written as they are; the others are first encoded (zstd, with
-//! a reused context per thread; the digest over the stored bytes), which
-//! [`ZtensorWriter::add_tensors`] does for a batch of tensors on every core while this
-//! thread writes the previous batch. Memory stays near two batches
-//! ([`BATCH_BYTES`] of input, or one tensor); only the manifest entries (a few dozen
-//! bytes per component) are kept until [`ZtensorWriter::finish`] writes the CBOR
-//! manifest and its size.
+//! a reused context per thread; the digest over the stored bytes). The `write` entry
+//! point hands the writer to the driver ([`crate::write::drive`]) with that encoding as
+//! its companion, so a batch of tensors is encoded on every core while this thread
+//! writes the previous batch; memory stays near two batches
+//! ([`crate::write::stream::READ_AHEAD`] of input, or one tensor). Only the manifest
+//! entries (a few dozen bytes per component) are kept until [`ZtensorWriter::finish`]
+//! writes the CBOR manifest and its size.
 
 use std::collections::BTreeMap;
 use std::io::Write;
-
-use rayon::prelude::*;
 
 use super::raw::{self, OutComponent, OutManifest, OutTensor, ALIGNMENT, MAGIC};
 use crate::error::{Error, Result};
@@ -20,13 +19,10 @@ use crate::metadata::{Metadata, Value};
 use crate::model::TensorSource;
 use crate::options::{Compression, Digest, WriteOptions};
 use crate::tensor::TensorView;
-use crate::write::{WriteReport, WriteSeek};
+use crate::write::{Encoder, StreamWriter, WriteReport, WriteSeek};
 
 /// The `generator` we write.
 pub const GENERATOR: &str = concat!("tessera v", env!("CARGO_PKG_VERSION"));
-
-/// Input bytes of one batch of tensors encoded in parallel (at least one tensor).
-pub const BATCH_BYTES: u64 = 64 << 20;
 
 /// A component ready to be written: the zstd stream (none when raw: the part's own
 /// bytes go out) and the digest of the stored bytes.
@@ -58,11 +54,39 @@ fn encode(bytes: &[u8], compression: Compression, digest: Option<Digest>) -> Res
     Ok(Encoded { zstd, digest })
 }
 
-/// A tensor checked and its parts put in component order, ready to be encoded.
-struct Planned<'v> {
-    view: TensorView<'v>,
+/// A tensor checked, its parts put in component order and encoded: what the encoding
+/// companion makes on the pool.
+struct Planned {
     dtype: &'static str,
     order: Vec<usize>,
+    /// One per part, in `order`.
+    enc: Vec<Result<Encoded>>,
+}
+
+/// Checks a tensor and orders its parts as components (layout order); the duplicate
+/// name check is the writer's.
+fn plan_view(view: &TensorView<'_>) -> Result<(&'static str, Vec<usize>)> {
+    let info = &view.info;
+    let subject = format!("tensor {:?}", info.name);
+    let dtype = raw::dtype_name(info.dtype).ok_or_else(|| {
+        Error::unsupported(format!("zTensor v1.0 cannot store dtype {}", info.dtype))
+            .at_subject(subject.clone())
+    })?;
+    view.validate().map_err(|e| e.at_subject(subject.clone()))?;
+    let mut order: Vec<usize> = (0..view.parts.len()).collect();
+    let required = info.layout.required_parts();
+    order.sort_by_key(|&i| {
+        required
+            .iter()
+            .position(|r| *r == view.parts[i].role)
+            .unwrap_or(usize::MAX)
+    });
+    let mut roles: Vec<&str> = view.parts.iter().map(|p| p.role.as_str()).collect();
+    roles.sort_unstable();
+    if let Some(w) = roles.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Error::invalid_input(format!("duplicate part {:?}", w[0])).at_subject(subject));
+    }
+    Ok((dtype, order))
 }
 
 /// Streams a zTensor v1.0 file into `W`, byte-compatible with the original writer
@@ -75,8 +99,6 @@ pub struct ZtensorWriter<W: Write> {
     attributes: BTreeMap<String, String>,
     tensors: BTreeMap<String, OutTensor>,
     failed: bool,
-    /// [`BATCH_BYTES`] (smaller in tests, to cross batches).
-    batch: u64,
 }
 
 impl<W: Write> ZtensorWriter<W> {
@@ -115,7 +137,6 @@ impl<W: Write> ZtensorWriter<W> {
             attributes: BTreeMap::new(),
             tensors: BTreeMap::new(),
             failed: false,
-            batch: BATCH_BYTES,
         })
     }
 
@@ -159,80 +180,6 @@ impl<W: Write> ZtensorWriter<W> {
         self.place(view, dtype, &order, enc)
     }
 
-    /// Adds tensors in order, encoding each batch's components on the rayon pool while
-    /// this thread writes the previous batch (raw components without a digest need no
-    /// encoding: they are written as they are). `next` yields the tensors; an error
-    /// ends the write.
-    pub fn add_tensors<'v>(
-        &mut self,
-        mut next: impl FnMut() -> Option<Result<TensorView<'v>>>,
-    ) -> Result<()> {
-        self.check()?;
-        let (compression, digest) = (self.compression, self.digest);
-        if compression == Compression::None && digest.is_none() {
-            // Nothing to encode: each tensor goes out as it comes.
-            while let Some(view) = next() {
-                self.add_tensor(&view?)?;
-            }
-            return Ok(());
-        }
-        let encode_batch = |batch: &[Planned<'v>]| -> Vec<Vec<Result<Encoded>>> {
-            let jobs: Vec<(usize, &[u8])> = batch
-                .iter()
-                .enumerate()
-                .flat_map(|(t, p)| {
-                    p.order
-                        .iter()
-                        .map(move |&i| (t, &p.view.parts[i].bytes[..]))
-                })
-                .collect();
-            let mut out: Vec<Vec<Result<Encoded>>> = batch.iter().map(|_| Vec::new()).collect();
-            let done: Vec<(usize, Result<Encoded>)> = jobs
-                .par_iter()
-                .map(|&(t, b)| (t, encode(b, compression, digest)))
-                .collect();
-            for (t, e) in done {
-                out[t].push(e);
-            }
-            out
-        };
-        let budget = self.batch;
-        crate::util::pipeline::encode_while_writing(
-            self,
-            budget,
-            |w, batch: &[Planned<'v>]| {
-                let view = match next()? {
-                    Ok(v) => v,
-                    Err(e) => return Some(Err(e)),
-                };
-                if batch.iter().any(|p| p.view.info.name == view.info.name) {
-                    return Some(Err(Error::invalid_input(format!(
-                        "duplicate tensor name {:?}",
-                        view.info.name
-                    ))));
-                }
-                let (dtype, order) = match w.plan(&view) {
-                    Ok(planned) => planned,
-                    Err(e) => return Some(Err(e)),
-                };
-                let size = view.parts.iter().map(|p| p.bytes.len() as u64).sum::<u64>();
-                Some(Ok((Planned { view, dtype, order }, size)))
-            },
-            encode_batch,
-            |w, planned, enc| {
-                planned
-                    .iter()
-                    .zip(enc)
-                    .try_for_each(|(p, e)| w.place_encoded(p, e))
-            },
-            "ztensor",
-        )
-    }
-
-    fn place_encoded(&mut self, p: &Planned<'_>, enc: Vec<Result<Encoded>>) -> Result<()> {
-        self.place(&p.view, p.dtype, &p.order, enc)
-    }
-
     fn encode_part(&self, bytes: &[u8]) -> Result<Encoded> {
         encode(bytes, self.compression, self.digest)
     }
@@ -240,34 +187,13 @@ impl<W: Write> ZtensorWriter<W> {
     /// Checks a tensor and orders its parts as components (layout order).
     fn plan(&self, view: &TensorView<'_>) -> Result<(&'static str, Vec<usize>)> {
         let info = &view.info;
-        let subject = format!("tensor {:?}", info.name);
         if self.tensors.contains_key(&info.name) {
             return Err(Error::invalid_input(format!(
                 "duplicate tensor name {:?}",
                 info.name
             )));
         }
-        let dtype = raw::dtype_name(info.dtype).ok_or_else(|| {
-            Error::unsupported(format!("zTensor v1.0 cannot store dtype {}", info.dtype))
-                .at_subject(subject.clone())
-        })?;
-        view.validate().map_err(|e| e.at_subject(subject.clone()))?;
-        let mut order: Vec<usize> = (0..view.parts.len()).collect();
-        let required = info.layout.required_parts();
-        order.sort_by_key(|&i| {
-            required
-                .iter()
-                .position(|r| *r == view.parts[i].role)
-                .unwrap_or(usize::MAX)
-        });
-        let mut roles: Vec<&str> = view.parts.iter().map(|p| p.role.as_str()).collect();
-        roles.sort_unstable();
-        if let Some(w) = roles.windows(2).find(|w| w[0] == w[1]) {
-            return Err(
-                Error::invalid_input(format!("duplicate part {:?}", w[0])).at_subject(subject)
-            );
-        }
-        Ok((dtype, order))
+        plan_view(view)
     }
 
     /// Writes a planned tensor's components (`enc`: one per part in `order`).
@@ -346,6 +272,54 @@ impl<W: Write> ZtensorWriter<W> {
     }
 }
 
+/// A [`ZtensorWriter`] fed by the driver, the tensors in `order` (the source's). Its
+/// encoding companion checks a tensor, orders its components and compresses and
+/// digests each on the pool; none when there is nothing to encode (raw components
+/// without a digest go out as they are).
+struct ZtensorStream<W: Write> {
+    w: ZtensorWriter<W>,
+    order: Vec<String>,
+}
+
+impl<W: Write> StreamWriter for ZtensorStream<W> {
+    type Encoded = Planned;
+    type Done = W;
+    fn order(&self) -> Vec<String> {
+        self.order.clone()
+    }
+    fn encoder(&self) -> Option<Encoder<Planned>> {
+        let (compression, digest) = (self.w.compression, self.w.digest);
+        if compression == Compression::None && digest.is_none() {
+            return None;
+        }
+        Some(Box::new(move |view: &TensorView<'_>| {
+            let (dtype, order) = plan_view(view)?;
+            let enc = order
+                .iter()
+                .map(|&i| encode(&view.parts[i].bytes, compression, digest))
+                .collect();
+            Ok(Planned { dtype, order, enc })
+        }))
+    }
+    fn write_tensor(
+        &mut self,
+        _: &str,
+        view: TensorView<'_>,
+        planned: Option<Planned>,
+    ) -> Result<()> {
+        match planned {
+            None => self.w.add_tensor(&view),
+            Some(p) => {
+                self.w.check()?;
+                self.w.place(&view, p.dtype, &p.order, p.enc)
+            }
+        }
+    }
+    fn finish(self) -> Result<W> {
+        self.w.finish()
+    }
+}
+
 /// The `WRITE` entry point: streams `src` as zTensor v1.0.
 pub fn write(
     src: &dyn TensorSource,
@@ -369,23 +343,16 @@ pub fn write(
             ));
         }
     }
-    let mut infos = src.tensor_infos().iter();
-    w.add_tensors(|| {
-        let info = infos.next()?;
-        let view = src.tensor(&info.name);
-        if let Ok(view) = &view {
-            if !view.info.attrs.is_empty() {
-                let keys: Vec<&str> = view.info.attrs.keys().collect();
-                report.notes.push(format!(
-                    "dropped per-tensor attributes of {:?} (zTensor v1.0 has none): {}",
-                    info.name,
-                    keys.join(", ")
-                ));
-            }
-        }
-        Some(view)
-    })?;
-    w.finish()?;
+    for info in src.tensor_infos().iter().filter(|i| !i.attrs.is_empty()) {
+        let keys: Vec<&str> = info.attrs.keys().collect();
+        report.notes.push(format!(
+            "dropped per-tensor attributes of {:?} (zTensor v1.0 has none): {}",
+            info.name,
+            keys.join(", ")
+        ));
+    }
+    let order = src.tensor_infos().iter().map(|i| i.name.clone()).collect();
+    crate::write::drive(src, ZtensorStream { w, order })?;
     Ok(report)
 }
 
@@ -426,18 +393,22 @@ mod tests {
                 one.add_tensor(v).unwrap();
             }
             let one = one.finish().unwrap();
-            for batch in [1, 10_000, BATCH_BYTES] {
-                let mut w = ZtensorWriter::new(Vec::new(), &opts).unwrap();
-                w.batch = batch;
-                let mut it = views.iter().cloned();
-                w.add_tensors(|| it.next().map(Ok)).unwrap();
-                assert_eq!(w.finish().unwrap(), one, "batch {batch}");
+            let mut model = crate::model::Model::new();
+            for v in &views {
+                model.push(v.clone()).unwrap();
+            }
+            let order: Vec<String> = views.iter().map(|v| v.info.name.clone()).collect();
+            let stream = |order: Vec<String>| ZtensorStream {
+                w: ZtensorWriter::new(Vec::new(), &opts).unwrap(),
+                order,
+            };
+            for batch in [1, 10_000, crate::write::stream::READ_AHEAD] {
+                let got = crate::write::stream::drive_by(&model, stream(order.clone()), batch);
+                assert_eq!(got.unwrap(), one, "batch {batch}");
             }
             // A name seen in an earlier batch is refused.
-            let mut w = ZtensorWriter::new(Vec::new(), &opts).unwrap();
-            w.batch = 1;
-            let mut it = views.iter().chain(&views[..1]).cloned();
-            let e = w.add_tensors(|| it.next().map(Ok)).unwrap_err();
+            let twice = order.iter().chain(&order[..1]).cloned().collect();
+            let e = crate::write::stream::drive_by(&model, stream(twice), 1).unwrap_err();
             assert!(e.to_string().contains("duplicate tensor name"), "{e}");
         }
     }

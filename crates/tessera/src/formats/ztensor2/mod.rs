@@ -76,7 +76,8 @@
 //! blob at the next boundary and the footer. The manifest is deterministic CBOR
 //! (`attributes` only when the file has metadata; per object `shape`, `layout`,
 //! `attributes` only when it has some, `parts`; per part `dtype`, `type` when the
-//! dtype is a logical type, `blob`, `digest`). Memory stays near one tensor.
+//! dtype is a logical type, `blob`, `digest`). Memory stays near two read-ahead batches
+//! ([`crate::write::drive`]).
 //!
 //! Tessera's dtypes map to `(dtype, type)`: the 12 storage types as themselves, `bool`
 //! and the fp8 types to `u8` + their logical type, `c64`/`c128` to `f32`/`f64` +

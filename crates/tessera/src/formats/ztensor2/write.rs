@@ -1,8 +1,12 @@
 //! [`Ztensor2Writer`]: the streaming writer (canonical form by default).
 //!
-//! Blobs go out as tensors come (zero padding to the next 64 KiB boundary before each),
-//! so memory stays near one tensor; only the manifest entries are kept until
-//! [`Ztensor2Writer::finish`] writes the manifest blob and the footer.
+//! Blobs go out as tensors come (zero padding to the next 64 KiB boundary before each);
+//! only the manifest entries are kept until [`Ztensor2Writer::finish`] writes the
+//! manifest blob and the footer. The `write` entry point hands the writer to the driver
+//! ([`crate::write::drive`]) with an encoding companion (`encode_parts`: each part's
+//! digest, and its seekable zstd stream or the XXH3-128 that finds a shared blob),
+//! so the tensors of a batch are digested and compressed on every core while the
+//! previous batch is written; memory stays near two batches.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -19,7 +23,7 @@ use crate::metadata::{Map, Value};
 use crate::model::TensorSource;
 use crate::options::{Compression, Digest, WriteOptions};
 use crate::tensor::{Layout, TensorView};
-use crate::write::{WriteReport, WriteSeek};
+use crate::write::{Encoder, StreamWriter, WriteReport, WriteSeek};
 
 /// Decoded bytes per zstd frame of `zt.zstd-seekable/1` (the spec allows up to 16 MiB).
 const FRAME: usize = 1 << 20;
@@ -76,6 +80,83 @@ fn parse_label(s: &str) -> Option<(DType, Option<String>)> {
         None => (s, None),
     };
     Some((raw::dtype_from_name(d)?, t))
+}
+
+/// `zt.zstd-seekable/1`: independent checksummed frames of [`FRAME`] decoded
+/// bytes, then the seek table (a skippable frame with the seekable footer). The
+/// frames are independent, so a tensor of several frames is compressed on every
+/// core (rayon), then concatenated in order: the same bytes as one by one.
+fn seekable(bytes: &[u8], level: i32) -> Result<Vec<u8>> {
+    use rayon::prelude::*;
+    let frames: Vec<Vec<u8>> = bytes
+        .par_chunks(FRAME)
+        .map(|chunk| -> Result<Vec<u8>> {
+            let mut enc = zstd::stream::write::Encoder::new(Vec::new(), level)?;
+            enc.include_checksum(true)?;
+            enc.write_all(chunk)?;
+            Ok(enc.finish()?)
+        })
+        .collect::<Result<_>>()?;
+    let mut out = Vec::with_capacity(frames.iter().map(Vec::len).sum::<usize>() + 64);
+    let mut table = Vec::with_capacity(frames.len());
+    for (frame, chunk) in frames.iter().zip(bytes.chunks(FRAME)) {
+        table.push((frame.len() as u32, chunk.len() as u32));
+        out.extend_from_slice(frame);
+    }
+    out.extend_from_slice(&SKIPPABLE_MAGIC.to_le_bytes());
+    out.extend_from_slice(&((table.len() * 8 + 9) as u32).to_le_bytes());
+    for (c, d) in &table {
+        out.extend_from_slice(&c.to_le_bytes());
+        out.extend_from_slice(&d.to_le_bytes());
+    }
+    out.extend_from_slice(&(table.len() as u32).to_le_bytes());
+    out.push(0);
+    out.extend_from_slice(&SEEKABLE_MAGIC.to_le_bytes());
+    Ok(out)
+}
+
+/// What the pool makes of one part ([`encode_parts`]).
+struct PartEnc {
+    digest: String,
+    /// The `zt.zstd-seekable/1` stream, when compressing.
+    zstd: Option<Vec<u8>>,
+    /// XXH3-128 of the raw bytes, when not (finds a blob to share).
+    key: u128,
+}
+
+/// Each part's digest (SHA-256 or XXH3-64) and its seekable zstd stream (with
+/// `compression`) or its XXH3-128, in the order of `view.parts`: the work on a tensor's
+/// bytes, done on any thread before the writer places it.
+fn encode_parts(
+    view: &TensorView<'_>,
+    compression: Compression,
+    sha256: bool,
+) -> Result<Vec<PartEnc>> {
+    view.parts
+        .iter()
+        .map(|p| {
+            let digest = if sha256 {
+                format!(
+                    "sha256:{}",
+                    crate::util::hex(&crate::util::sha256(&p.bytes))
+                )
+            } else {
+                format!("xxh3:{:016x}", xxh3_64(&p.bytes))
+            };
+            Ok(match compression {
+                Compression::None => PartEnc {
+                    digest,
+                    zstd: None,
+                    key: xxh3_128(&p.bytes),
+                },
+                Compression::Zstd(level) => PartEnc {
+                    digest,
+                    zstd: Some(seekable(&p.bytes, level)?),
+                    key: 0,
+                },
+            })
+        })
+        .collect()
 }
 
 /// A part's (storage, logical) type.
@@ -179,11 +260,12 @@ impl<W: Write> Ztensor2Writer<W> {
     fn write_or_share(
         &mut self,
         bytes: &[u8],
+        hash: u128,
         tensor: &str,
         role: &str,
         src: &dyn TensorSource,
     ) -> Result<u64> {
-        let key = (xxh3_128(bytes), bytes.len() as u64);
+        let key = (hash, bytes.len() as u64);
         if let Some(p) = self.dedup.get(&key) {
             let earlier = src.tensor(&p.tensor)?;
             if earlier.part(&p.role) == Some(bytes) {
@@ -197,39 +279,6 @@ impl<W: Write> Ztensor2Writer<W> {
             role: role.to_string(),
         });
         Ok(offset)
-    }
-
-    /// `zt.zstd-seekable/1`: independent checksummed frames of [`FRAME`] decoded
-    /// bytes, then the seek table (a skippable frame with the seekable footer). The
-    /// frames are independent, so a tensor of several frames is compressed on every
-    /// core (rayon), then concatenated in order: the same bytes as one by one.
-    fn seekable(&self, bytes: &[u8], level: i32) -> Result<Vec<u8>> {
-        use rayon::prelude::*;
-        let frames: Vec<Vec<u8>> = bytes
-            .par_chunks(FRAME)
-            .map(|chunk| -> Result<Vec<u8>> {
-                let mut enc = zstd::stream::write::Encoder::new(Vec::new(), level)?;
-                enc.include_checksum(true)?;
-                enc.write_all(chunk)?;
-                Ok(enc.finish()?)
-            })
-            .collect::<Result<_>>()?;
-        let mut out = Vec::with_capacity(frames.iter().map(Vec::len).sum::<usize>() + 64);
-        let mut table = Vec::with_capacity(frames.len());
-        for (frame, chunk) in frames.iter().zip(bytes.chunks(FRAME)) {
-            table.push((frame.len() as u32, chunk.len() as u32));
-            out.extend_from_slice(frame);
-        }
-        out.extend_from_slice(&SKIPPABLE_MAGIC.to_le_bytes());
-        out.extend_from_slice(&((table.len() * 8 + 9) as u32).to_le_bytes());
-        for (c, d) in &table {
-            out.extend_from_slice(&c.to_le_bytes());
-            out.extend_from_slice(&d.to_le_bytes());
-        }
-        out.extend_from_slice(&(table.len() as u32).to_le_bytes());
-        out.push(0);
-        out.extend_from_slice(&SEEKABLE_MAGIC.to_le_bytes());
-        Ok(out)
     }
 
     /// The v2 layout id and each part's (storage, logical) type.
@@ -301,11 +350,29 @@ impl<W: Write> Ztensor2Writer<W> {
     /// Appends one tensor. Canonical form wants names in ascending byte order;
     /// `src` is where earlier tensors can be reread to confirm a shared blob.
     pub fn add_tensor(&mut self, view: &TensorView<'_>, src: &dyn TensorSource) -> Result<()> {
+        self.check_ready()?;
+        let enc = encode_parts(view, self.compression, self.sha256)?;
+        self.add_encoded(view, enc, src)
+    }
+
+    fn check_ready(&self) -> Result<()> {
         if self.failed {
             return Err(Error::invalid_input(
                 "ztensor2 writer: an earlier write failed",
             ));
         }
+        Ok(())
+    }
+
+    /// [`Self::add_tensor`] with its parts encoded ([`encode_parts`], one per part of
+    /// `view`, as this writer's options ask).
+    fn add_encoded(
+        &mut self,
+        view: &TensorView<'_>,
+        mut enc: Vec<PartEnc>,
+        src: &dyn TensorSource,
+    ) -> Result<()> {
+        self.check_ready()?;
         let info = &view.info;
         let name = &info.name;
         check_name(name, "tensor name").map_err(|e| Error::invalid_input(e.message()))?;
@@ -337,22 +404,18 @@ impl<W: Write> Ztensor2Writer<W> {
             let p = &view.parts[i];
             check_name(&p.role, "part name").map_err(|e| Error::invalid_input(e.message()))?;
             let (dtype, logical) = &types[i];
-            let digest = if self.sha256 {
-                format!(
-                    "sha256:{}",
-                    crate::util::hex(&crate::util::sha256(&p.bytes))
-                )
-            } else {
-                format!("xxh3:{:016x}", xxh3_64(&p.bytes))
-            };
-            let written = match self.compression {
-                Compression::None => self
-                    .write_or_share(&p.bytes, name, &p.role, src)
+            let e = enc.get_mut(i).ok_or_else(|| {
+                Error::invalid_input(format!("no encoding given for part {:?}", p.role))
+            })?;
+            let digest = std::mem::take(&mut e.digest);
+            let written = match e.zstd.take() {
+                None => self
+                    .write_or_share(&p.bytes, e.key, name, &p.role, src)
                     .map(|o| (o, p.bytes.len() as u64, false)),
-                Compression::Zstd(level) => self.seekable(&p.bytes, level).and_then(|enc| {
-                    let n = enc.len() as u64;
-                    self.write_blob(&enc).map(|o| (o, n, true))
-                }),
+                Some(z) => {
+                    let n = z.len() as u64;
+                    self.write_blob(&z).map(|o| (o, n, true))
+                }
             };
             let (offset, length, encoded) = written.inspect_err(|_| self.failed = true)?;
             let mut m = vec![(text("dtype"), text(storage_of(*dtype).0))];
@@ -479,6 +542,46 @@ impl<W: Write> Ztensor2Writer<W> {
     }
 }
 
+/// A [`Ztensor2Writer`] fed by the driver: the tensors in name order, each part
+/// encoded on the pool (`encode_parts`); `src` is where a shared blob is confirmed.
+struct Ztensor2Stream<'s, W: Write> {
+    w: Ztensor2Writer<W>,
+    src: &'s dyn TensorSource,
+}
+
+impl<W: Write> StreamWriter for Ztensor2Stream<'_, W> {
+    type Encoded = Vec<PartEnc>;
+    type Done = W;
+    fn order(&self) -> Vec<String> {
+        let mut names: Vec<String> = (self.src.tensor_infos().iter())
+            .map(|i| i.name.clone())
+            .collect();
+        names.sort_unstable();
+        names
+    }
+    fn encoder(&self) -> Option<Encoder<Vec<PartEnc>>> {
+        let (compression, sha256) = (self.w.compression, self.w.sha256);
+        Some(Box::new(move |view: &TensorView<'_>| {
+            encode_parts(view, compression, sha256)
+        }))
+    }
+    fn write_tensor(
+        &mut self,
+        name: &str,
+        view: TensorView<'_>,
+        enc: Option<Vec<PartEnc>>,
+    ) -> Result<()> {
+        match enc {
+            Some(enc) => self.w.add_encoded(&view, enc, self.src),
+            None => self.w.add_tensor(&view, self.src),
+        }
+        .map_err(|e| e.at_subject(format!("tensor {name:?}")))
+    }
+    fn finish(self) -> Result<W> {
+        self.w.finish()
+    }
+}
+
 /// The `WRITE` entry point: streams `src` as zTensor v2, tensors in name order.
 pub fn write(
     src: &dyn TensorSource,
@@ -495,13 +598,6 @@ pub fn write(
     }
     let mut w = Ztensor2Writer::new(out, opts)?;
     w.set_metadata(src.metadata())?;
-    let mut names: Vec<&str> = src.tensor_infos().iter().map(|i| i.name.as_str()).collect();
-    names.sort_unstable();
-    for name in names {
-        let view = src.tensor(name)?;
-        w.add_tensor(&view, src)
-            .map_err(|e| e.at_subject(format!("tensor {name:?}")))?;
-    }
     if opts.digests.contains(&Digest::Sha256) {
         report
             .notes
@@ -517,6 +613,6 @@ pub fn write(
             "parts written as {ZSTD_SEEKABLE}: not canonical form"
         ));
     }
-    w.finish()?;
+    crate::write::drive(src, Ztensor2Stream { w, src })?;
     Ok(report)
 }
