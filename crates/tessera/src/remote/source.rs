@@ -381,33 +381,42 @@ impl RemoteSource {
                 len
             };
             a.next = end;
-            // A window another thread is fetching holds the start of this read: wait
-            // for it, then read from it.
-            while a
-                .pending
-                .iter()
-                .any(|&(s, e, w)| w && offset >= s && offset < e)
-            {
-                a = self
-                    .arrived
-                    .wait(a)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-            }
-            // The newest window holding the start of this read: the read is answered
-            // from it, or takes what it holds and fetches only the rest.
-            let held = a
-                .windows
-                .iter()
-                .rev()
-                .find(|(s, d)| offset >= *s && offset < s + d.len() as u64);
-            let (prefix, from) = match held {
-                Some((s, d)) if end <= s + d.len() as u64 => {
-                    let at = (offset - s) as usize;
-                    return Ok(d[at..at + len as usize].to_vec());
+            // Answered from the windows as far as they go: a window another thread is
+            // fetching that holds the next byte needed is waited for; the newest window
+            // holding it gives what it has, and the one after it (windows are placed end
+            // to end) the next part — so a read across two windows fetches nothing.
+            let mut out: Vec<u8> = Vec::new();
+            let mut from = offset;
+            loop {
+                while a
+                    .pending
+                    .iter()
+                    .any(|&(s, e, w)| w && from >= s && from < e)
+                {
+                    a = self
+                        .arrived
+                        .wait(a)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
                 }
-                Some((s, d)) => (d[(offset - s) as usize..].to_vec(), s + d.len() as u64),
-                None => (Vec::new(), offset),
-            };
+                let Some((s, d)) = a
+                    .windows
+                    .iter()
+                    .rev()
+                    .find(|(s, d)| from >= *s && from < s + d.len() as u64)
+                else {
+                    break;
+                };
+                let at = (from - s) as usize;
+                let take = (end.min(s + d.len() as u64) - from) as usize;
+                if out.is_empty() && from + take as u64 == end {
+                    return Ok(d[at..at + take].to_vec());
+                }
+                out.extend_from_slice(&d[at..at + take]);
+                from += take as u64;
+                if from == end {
+                    return Ok(out);
+                }
+            }
             let need = end - from;
             let mut fetch_len =
                 if a.run >= AHEAD_AFTER && a.run_bytes >= AHEAD_MIN_RUN && need < AHEAD_MAX {
@@ -420,18 +429,19 @@ impl RemoteSource {
                     need
                 };
             if fetch_len > need {
-                // Never over bytes another window holds or is fetching.
+                // Never over bytes another window holds or another read is fetching
+                // (one starting at `from` too: a direct read in flight).
                 let next = (a.windows.iter().map(|(s, _)| *s))
                     .chain(a.pending.iter().map(|p| p.0))
                     .chain(a.recent.iter().copied())
-                    .filter(|&s| s > from)
+                    .filter(|&s| s >= from)
                     .min();
                 if let Some(n) = next {
                     fetch_len = fetch_len.min(n - from).max(need);
                 }
             }
             a.pending.push((from, from + fetch_len, fetch_len > need));
-            (prefix, from, fetch_len)
+            (out, from, fetch_len)
         };
         let need = (end - from) as usize;
         let windowed = fetch_len as usize > need;

@@ -116,11 +116,7 @@ fn every_layer_detects_corruption_at_the_right_place() {
     let text = std::str::from_utf8(&a).unwrap();
     let ch3 = line_of(text, "ch ix=000003");
     // Flip one base64 character (keeping the parity) -> parity fails on that line.
-    let flipped = edit_line(&a, ch3 + 2, |l| {
-        let mut v = l.as_bytes().to_vec();
-        v[10] = if v[10] == b'A' { b'B' } else { b'A' };
-        String::from_utf8(v).unwrap()
-    });
+    let flipped = flip_chunk_char(&a, ch3);
     let r = open(&flipped).verify(&VerifyOptions::default());
     let fl = failures(&r);
     assert!(
@@ -736,12 +732,7 @@ fn finalize_writes_the_wsum_the_writer_would_and_refuses_damage() {
     assert!(e.to_string().contains("hmac"), "{e}");
     // One flipped base64 character in a chunk: refused, naming the array's chunk.
     let text = std::str::from_utf8(&data).unwrap();
-    let ch = line_of(text, "ch ix=000003");
-    let flipped = edit_line(&data, ch + 2, |l| {
-        let mut v = l.as_bytes().to_vec();
-        v[10] = if v[10] == b'A' { b'B' } else { b'A' };
-        String::from_utf8(v).unwrap()
-    });
+    let flipped = flip_chunk_char(&data, line_of(text, "ch ix=000003"));
     let g = wtxt::WtxtFile::parse(Cow::Borrowed(&flipped), &ReadOptions::default()).unwrap();
     let e = wsum::finalize(&g, prev, None, None).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");

@@ -101,3 +101,13 @@ pub fn edit_line(b: &[u8], n: usize, f: impl Fn(&str) -> String) -> Vec<u8> {
     }
     out.into_bytes()
 }
+
+/// `b` with one base64 character of the chunk whose `ch` line is line `ch` changed
+/// (the second line after it), the line's parity left as it was.
+pub fn flip_chunk_char(b: &[u8], ch: usize) -> Vec<u8> {
+    edit_line(b, ch + 2, |l| {
+        let mut v = l.as_bytes().to_vec();
+        v[10] = if v[10] == b'A' { b'B' } else { b'A' };
+        String::from_utf8(v).unwrap()
+    })
+}
