@@ -150,6 +150,9 @@ fn read_ahead<W: StreamWriter>(writer: &W) -> u64 {
 /// One tensor read (and encoded), ready for its writer.
 type Item<'s, E> = Result<(TensorView<'s>, Option<E>)>;
 
+/// A batch's names and what was read (and encoded) of them.
+type Batch<'n, 's, E> = (&'n [&'n str], Vec<Item<'s, E>>);
+
 /// [`drive`] with batches of about `budget` bytes.
 pub(crate) fn drive_by<W: StreamWriter>(
     src: &dyn TensorSource,
@@ -160,7 +163,7 @@ pub(crate) fn drive_by<W: StreamWriter>(
     let names: Vec<&str> = order.iter().map(String::as_str).collect();
     let encoder = writer.encoder();
     let encoder = encoder.as_ref();
-    let mut pending: Option<(&[&str], Vec<Item<'_, W::Encoded>>)> = None;
+    let mut pending: Option<Batch<'_, '_, W::Encoded>> = None;
     let batches = batches(src, &names, budget);
     for next in batches.into_iter().map(Some).chain(std::iter::once(None)) {
         let (read, written) = std::thread::scope(|s| {
