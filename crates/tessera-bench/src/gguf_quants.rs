@@ -12,8 +12,8 @@
 use std::path::Path;
 use std::process::Command;
 
-use tessera::formats::gguf::quants::{dequantize, quantize, QuantKind};
-use tessera::formats::gguf::raw::GgmlType;
+use tessera::quant::GgmlType;
+use tessera::quant::{dequantize, quantize, QuantKind};
 
 use crate::common::{best_of, report, Opts};
 

@@ -534,6 +534,24 @@ pub enum WtxtCommand {
         #[arg(short, long, value_name = "OUT")]
         output: Option<PathBuf>,
     },
+    /// Write the WSUM of a streamed snapshot (WTXT-S, `root_pending`) written without
+    /// one: every array is checked first, and a damaged one refuses it.
+    Finalize {
+        /// The WTXT-S.
+        file: PathBuf,
+        /// Output WSUM (default: FILE.wsum, which must not exist yet).
+        #[arg(short, long, value_name = "OUT")]
+        output: Option<PathBuf>,
+        /// The previous snapshot, to chain the merkle from (default: no previous).
+        #[arg(long, value_name = "FILE")]
+        prev: Option<PathBuf>,
+        /// Sign the WSUM with this Ed25519 secret key.
+        #[arg(long, value_name = "FILE")]
+        sign_key: Option<PathBuf>,
+        /// HMAC key file: check the arrays' HMACs too before finalizing.
+        #[arg(long, value_name = "FILE")]
+        hmac_key_file: Option<PathBuf>,
+    },
     /// Encrypt a file with age (ASCII armor) for recipients or a passphrase.
     Encrypt {
         /// The plain file.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use tessera::formats::gguf::quants::adapt;
+use tessera::quant::adapt;
 use tessera::{
     ChunkInfo, Container, DType, FileData, Format, Layout, Metadata, ReadOptions, TensorInfo,
     TensorSource, TensorView, VerifyOptions,
@@ -234,7 +234,7 @@ fn dequantize_dtype(name: Option<&str>) -> tessera::Result<Option<DType>> {
             "dequantize: unknown dtype {name:?} (f32, f16 or bf16)"
         ))
     })?;
-    adapt::check_options(Some(d), None, Format::Gguf)?;
+    adapt::check_dequantize(Some(d))?;
     Ok(Some(d))
 }
 

@@ -14,6 +14,7 @@ mod progress;
 mod save;
 mod signed;
 mod values;
+mod wtxt;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -119,5 +120,11 @@ fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(detect, m)?)?;
     m.add_function(wrap_pyfunction!(public_key, m)?)?;
     m.add_function(wrap_pyfunction!(_read_key_file, m)?)?;
+    m.add_function(wrap_pyfunction!(wtxt::wtxt_delta, m)?)?;
+    m.add_function(wrap_pyfunction!(wtxt::wtxt_apply, m)?)?;
+    m.add_function(wrap_pyfunction!(wtxt::wtxt_sign, m)?)?;
+    m.add_function(wrap_pyfunction!(wtxt::wtxt_finalize, m)?)?;
+    m.add_function(wrap_pyfunction!(wtxt::wtxt_encrypt, m)?)?;
+    m.add_function(wrap_pyfunction!(wtxt::wtxt_decrypt, m)?)?;
     Ok(())
 }

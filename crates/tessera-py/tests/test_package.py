@@ -85,7 +85,7 @@ def test_the_public_namespace_is_the_api():
     for leaked in ("np", "os", "json", "warnings", "builtins", "re", "Any", "Mapping", "dataclass"):
         assert leaked not in names, leaked
     public = {n for n in names if not n.startswith("_")}
-    assert public == set(tessera.__all__) | {"errors", "numpy", "torch"}
+    assert public == set(tessera.__all__) | {"errors", "numpy", "torch", "wtxt"}
     assert len(tessera.__all__) == len(set(tessera.__all__))
     for name in tessera.__all__:
         assert hasattr(tessera, name), name

@@ -30,14 +30,15 @@ pub use crate::write::{Capabilities, MetadataSupport, WriteFn, WriteReport, Writ
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ConvertOptions {
-    /// Decode GGUF's packed quantized tensors (layout `ggml_*`) to this float dtype
-    /// (F32, F16 or BF16), bit-identical to gguf-py's `dequantize` (`--dequantize`).
+    /// Decode packed ggml blocks (GGUF's quantized tensors, layout `ggml_*`, in any
+    /// format that carries them) to this float dtype (F32, F16 or BF16), bit-identical
+    /// to gguf-py's `dequantize` (`--dequantize`; [`crate::quant`]).
     pub dequantize: Option<DType>,
-    /// Writing GGUF: encode float tensors as these blocks, bit-identical to gguf-py's
+    /// Writing a format whose codec [`quantizes`](crate::formats::Codec::quantizes)
+    /// (GGUF): encode float tensors as these blocks, bit-identical to gguf-py's
     /// `quantize`; 1-D tensors and rows that are not whole blocks stay float, noted
-    /// (`--quantize`). Only with feature `gguf`.
-    #[cfg(feature = "gguf")]
-    pub quantize: Option<crate::formats::gguf::quants::QuantKind>,
+    /// (`--quantize`).
+    pub quantize: Option<crate::quant::QuantKind>,
     /// Cast dtypes the target cannot hold to the nearest one it can.
     pub cast: bool,
     /// Store sparse tensors densely when the target has no sparse layouts.
@@ -47,11 +48,10 @@ pub struct ConvertOptions {
 }
 
 crate::setters::setters!(ConvertOptions {
-    /// Sets `dequantize`: decode GGUF's quantized tensors to this float dtype.
+    /// Sets `dequantize`: decode packed ggml blocks to this float dtype.
     dequantize: Option<DType>,
-    /// Sets `quantize`: encode float tensors as these GGUF blocks.
-    #[cfg(feature = "gguf")]
-    quantize: Option<crate::formats::gguf::quants::QuantKind>,
+    /// Sets `quantize`: encode float tensors as these ggml blocks.
+    quantize: Option<crate::quant::QuantKind>,
     /// Sets `cast`: cast dtypes the target cannot hold to the nearest one it can.
     cast: bool,
     /// Sets `densify`: store sparse tensors densely when the target cannot.
@@ -93,9 +93,8 @@ enum Plan {
     Densify,
     Cast(DType),
     DensifyCast(DType),
-    /// `--dequantize` / `--quantize` (formats::gguf::quants::adapt).
-    #[cfg(feature = "gguf")]
-    Quant(crate::formats::gguf::quants::adapt::Step),
+    /// `--dequantize` / `--quantize` (`quant::adapt`).
+    Quant(crate::quant::adapt::Step),
 }
 
 /// Checks that `target` can hold everything in `src`, applying the losses `opts`
@@ -108,15 +107,22 @@ pub fn prepare<'s>(
     opts: ConvertOptions,
 ) -> Result<Prepared<'s>> {
     let caps = capabilities(target).ok_or_else(|| target.not_supported_yet())?;
-    #[cfg(feature = "gguf")]
-    use crate::formats::gguf::quants::adapt;
-    #[cfg(feature = "gguf")]
-    adapt::check_options(opts.dequantize, opts.quantize, target)?;
-    #[cfg(not(feature = "gguf"))]
-    if opts.dequantize.is_some() {
-        return Err(Error::unsupported(
-            "dequantizing GGUF's packed tensors: this build of Tessera was built without feature `gguf`",
-        ));
+    use crate::quant::adapt;
+    adapt::check_dequantize(opts.dequantize)?;
+    if opts.quantize.is_some() && !target.codec().quantizes {
+        let to: Vec<&str> = Format::ALL
+            .into_iter()
+            .filter(|f| f.codec().quantizes)
+            .map(Format::title)
+            .collect();
+        let to = match to.is_empty() {
+            true => "a format this build has none of".to_string(),
+            false => to.join(" or "),
+        };
+        return Err(Error::invalid_input(format!(
+            "quantize writes {to}; the target is {title}",
+            title = target.title()
+        )));
     }
     let title = target.title();
     let mut infos = Vec::new();
@@ -125,7 +131,6 @@ pub fn prepare<'s>(
     let mut refused: Vec<Refusal> = Vec::new();
     for info in src.tensor_infos() {
         let name = info.name.as_str();
-        #[cfg(feature = "gguf")]
         match adapt::plan(info, opts.dequantize, opts.quantize, &mut notes) {
             Ok(Some((out, step))) => {
                 if !caps.dtypes.contains(&out.dtype) && out.layout == Layout::Dense {
@@ -170,10 +175,7 @@ pub fn prepare<'s>(
                 continue;
             }
             Layout::Other(l) => {
-                #[cfg(feature = "gguf")]
                 let hint = adapt::packed_type(info).map(|_| Hint::Dequantize);
-                #[cfg(not(feature = "gguf"))]
-                let hint = None;
                 refused.push(Refusal::tensor(
                     name,
                     format!("in layout {l:?}, which {title} cannot store"),
@@ -396,10 +398,7 @@ impl Prepared<'_> {
             Plan::Densify => crate::tensor::sparse::densify(v)?,
             Plan::Cast(d) => crate::cast::cast_view(v, d)?,
             Plan::DensifyCast(d) => crate::cast::cast_view(crate::tensor::sparse::densify(v)?, d)?,
-            #[cfg(feature = "gguf")]
-            Plan::Quant(step) => {
-                crate::formats::gguf::quants::adapt::apply(step, v, &self.infos[i])?
-            }
+            Plan::Quant(step) => crate::quant::adapt::apply(step, v, &self.infos[i])?,
         };
         v.info.storage = Default::default();
         Ok(v)
@@ -499,6 +498,25 @@ mod tests {
         let prepared = prepare(&p, Format::Safetensors, opts).unwrap();
         // The chunks and metadata types are the target's (safetensors has neither).
         crate::model::probe::check_forwards(&prepared, &["chunks", "metadata_types"]);
+    }
+
+    /// `--quantize` writes only a format whose codec stores ggml blocks (GGUF), and says
+    /// which; `--dequantize` takes the three float dtypes.
+    #[test]
+    fn quantize_and_dequantize_are_checked_before_any_tensor() {
+        let p = crate::model::probe::Probe::new();
+        let q = ConvertOptions::default().quantize(Some(crate::quant::QuantKind::Q8_0));
+        let e = prepare(&p, Format::Safetensors, q).err().unwrap();
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
+        let want = if Format::Gguf.is_built() {
+            "quantize writes GGUF; the target is safetensors"
+        } else {
+            "quantize writes a format this build has none of; the target is safetensors"
+        };
+        assert!(e.to_string().contains(want), "{e}");
+        let d = ConvertOptions::default().dequantize(Some(DType::I8));
+        let e = prepare(&p, Format::Safetensors, d).err().unwrap();
+        assert!(e.to_string().contains("f32, f16 or bf16"), "{e}");
     }
 
     #[test]

@@ -353,17 +353,19 @@ fn metadata_level(f: Option<Format>) -> MetadataSupport {
         .map_or(MetadataSupport::Tree, |c| c.metadata)
 }
 
-/// Safetensors' framework key.
-const FRAMEWORK_KEY: &str = "format";
-
-/// The framework `m` names in safetensors' `format` key (`pt`, `tf`, `flax`, `np`,
-/// `mlx`), when `m` is safetensors metadata and `other` has no such key.
-fn framework_marker<'m>(m: &'m Metadata, other: &Metadata, f: Option<Format>) -> Option<&'m str> {
-    if f != Some(Format::Safetensors) || other.contains_key(FRAMEWORK_KEY) {
+/// The marker key `m` carries by its format's convention ([`crate::formats::Codec::marker`]:
+/// safetensors' `format` key, `pt`, `tf`, …) and its value, when `other` has no such key.
+fn framework_marker<'m>(
+    m: &'m Metadata,
+    other: &Metadata,
+    f: Option<Format>,
+) -> Option<(crate::formats::MetadataMarker, &'m str)> {
+    let marker = f?.codec().marker?;
+    if other.contains_key(marker.key) {
         return None;
     }
-    let v = m.get(FRAMEWORK_KEY)?.as_str()?;
-    matches!(v, "pt" | "tf" | "flax" | "np" | "numpy" | "mlx").then_some(v)
+    let v = m.get(marker.key)?.as_str()?;
+    marker.values.contains(&v).then_some((marker, v))
 }
 
 fn compare_metadata((a, fa): Side<'_>, (b, fb): Side<'_>) -> MetadataDiff {
@@ -415,14 +417,15 @@ fn compare_metadata((a, fa): Side<'_>, (b, fb): Side<'_>) -> MetadataDiff {
     }
     let skip = |k: &str| k == types && (ta.is_some() || tb.is_some());
     for (m, other, f, side) in [(ma, mb, fa, "a"), (mb, ma, fb, "b")] {
-        if let Some(v) = framework_marker(m, other, f) {
-            let why = format!("safetensors' framework marker ({v:?}), not model metadata");
-            d.not_compared.push((FRAMEWORK_KEY.to_string(), side, why));
+        if let Some((marker, v)) = framework_marker(m, other, f) {
+            let why = format!("{} ({v:?}), not model metadata", marker.what);
+            d.not_compared.push((marker.key.to_string(), side, why));
         }
     }
     let marker = |k: &str| {
-        k == FRAMEWORK_KEY
-            && (framework_marker(ma, mb, fa).is_some() || framework_marker(mb, ma, fb).is_some())
+        [(ma, mb, fa), (mb, ma, fb)]
+            .into_iter()
+            .any(|(m, o, f)| framework_marker(m, o, f).is_some_and(|(mk, _)| mk.key == k))
     };
     let skip = |k: &str| skip(k) || marker(k);
     for (k, x) in ma.iter().filter(|(k, _)| !skip(k)) {

@@ -142,6 +142,22 @@ pub type Metadata = Map;
 /// whatever the features; `formats::gguf::meta::TYPES_KEY` is the same key).
 pub const GGUF_TYPES_KEY: &str = "tessera.gguf_types";
 
+/// The value types kept under [`GGUF_TYPES_KEY`] in `meta` (a map, or its JSON text when
+/// the metadata went through a string-only format); empty when there are none.
+pub fn kept_types(meta: &Map) -> Map {
+    match meta.get(GGUF_TYPES_KEY) {
+        Some(Value::Map(m)) => m.clone(),
+        Some(Value::Str(s)) => match serde_json::from_str::<serde_json::Value>(s) {
+            Ok(j) => match Value::from_json(&j) {
+                Value::Map(m) => m,
+                _ => Map::new(),
+            },
+            Err(_) => Map::new(),
+        },
+        _ => Map::new(),
+    }
+}
+
 impl Value {
     /// The string, if this is one.
     pub fn as_str(&self) -> Option<&str> {

@@ -354,18 +354,19 @@ pub fn histogram(dtype: DType, bytes: &[u8], edges: &[f64]) -> Vec<u64> {
     )
 }
 
-/// True when `info` is stored as GGUF's packed ggml blocks (layout `ggml_q8_0`, …):
-/// its values are read through [`dequantize`].
+/// True when `info` is stored as ggml's packed blocks (GGUF's quantized tensors, layout
+/// `ggml_q8_0`, …, in any format that carries them): its values are read through
+/// [`dequantize`].
 pub fn is_quantized(info: &crate::tensor::TensorInfo) -> bool {
-    matches!(&info.layout, crate::tensor::Layout::Other(l) if l.starts_with("ggml_"))
+    matches!(&info.layout, crate::tensor::Layout::Other(l) if l.starts_with(crate::quant::LAYOUT_PREFIX))
 }
 
-/// The dense `to` view (F32, F16 or BF16) of a tensor stored as GGUF's packed ggml
-/// blocks, decoded bit-identically to gguf-py's `gguf.quants.dequantize` (then rounded
-/// to `to` to nearest even), as `convert --dequantize` does; any other tensor is
-/// returned unchanged. The decoded tensor keeps the name, shape and attributes (less
-/// the ggml type). The one library entry point for a dequantizing read: `extract`,
-/// `stats` and `diff --dequantize` use it, and so do Python's `dequantize=` loaders.
+/// The dense `to` view (F32, F16 or BF16) of a tensor stored as ggml's packed blocks,
+/// decoded bit-identically to gguf-py's `gguf.quants.dequantize` (then rounded to `to`
+/// to nearest even), as `convert --dequantize` does; any other tensor is returned
+/// unchanged. The decoded tensor keeps the name, shape and attributes (less the ggml
+/// type). The one library entry point for a dequantizing read: `extract`, `stats` and
+/// `diff --dequantize` use it, and so do Python's `dequantize=` loaders.
 ///
 /// Errors: `InvalidInput` for another `to`; `Unsupported` for a ggml type Tessera does
 /// not decode (Q8_1, Q8_K, Q1_0) or a value that overflows F16 (f32 and bf16 hold it);
@@ -374,28 +375,15 @@ pub fn dequantize(
     view: crate::tensor::TensorView<'_>,
     to: DType,
 ) -> crate::Result<crate::tensor::TensorView<'_>> {
-    #[cfg(feature = "gguf")]
-    {
-        use crate::formats::gguf::quants::adapt;
-        adapt::check_options(Some(to), None, crate::Format::Gguf)?;
-        if adapt::packed_type(&view.info).is_none() {
-            return Ok(view);
-        }
-        let mut notes = Vec::new();
-        match adapt::plan(&view.info, Some(to), None, &mut notes)? {
-            Some((info, step)) => adapt::apply(step, view, &info),
-            None => Ok(view),
-        }
+    use crate::quant::adapt;
+    adapt::check_dequantize(Some(to))?;
+    if adapt::packed_type(&view.info).is_none() {
+        return Ok(view);
     }
-    #[cfg(not(feature = "gguf"))]
-    {
-        let _ = to;
-        if is_quantized(&view.info) {
-            return Err(crate::Error::unsupported(
-                "dequantizing GGUF's packed tensors: this build of Tessera was built without feature `gguf`",
-            ));
-        }
-        Ok(view)
+    let mut notes = Vec::new();
+    match adapt::plan(&view.info, Some(to), None, &mut notes)? {
+        Some((info, step)) => adapt::apply(step, view, &info),
+        None => Ok(view),
     }
 }
 

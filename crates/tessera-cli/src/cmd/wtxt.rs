@@ -1,4 +1,4 @@
-//! `tessera wtxt delta|apply|sign|encrypt|decrypt`.
+//! `tessera wtxt delta|apply|sign|finalize|encrypt|decrypt`.
 //!
 //! - `delta BASE TARGET -o D.wtxtdelta [--with-target-root]`: the chunks that changed
 //!   (DELTA v2 as RESOLUTIONS item 15 defines it; `--with-target-root` adds Tessera's
@@ -7,6 +7,9 @@
 //! - `apply BASE D -o OUT [--sign-key K]`: the target (unsigned unless re-signed), from
 //!   either form; a delta for another base is refused.
 //! - `sign FILE --key K [-o OUT]`: add or replace the `sign` line (or sign a `.wsum`).
+//! - `finalize FILE [-o OUT.wsum] [--prev P] [--sign-key K] [--hmac-key-file H]`: the
+//!   WSUM of a WTXT-S written without one, after checking every array (refused when one
+//!   is damaged, or when the file has a root line already, or the WSUM exists).
 //! - `encrypt FILE -o OUT (-r age1… | --passphrase-file F)`, `decrypt FILE -o OUT
 //!   (--identity F | --passphrase-file F)`: age ASCII armor.
 //!
@@ -99,6 +102,54 @@ pub fn run(args: &WtxtArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                 "signed {} (keyid {})",
                 dest.display(),
                 tessera::util::hex(&tessera::formats::wtxt::header::keyid(&public))
+            )?;
+        }
+        WtxtCommand::Finalize {
+            file,
+            output,
+            prev,
+            sign_key,
+            hmac_key_file,
+        } => {
+            let data = open(file)?;
+            let f = parse(file, &data)?;
+            let dest = output
+                .clone()
+                .unwrap_or_else(|| tessera::formats::wtxt::wsum::wsum_path(file));
+            if dest.exists() {
+                anyhow::bail!(tessera::Error::invalid_input(format!(
+                    "{} exists: a snapshot is finalized once (remove it, or give -o)",
+                    dest.display()
+                )));
+            }
+            let merkle_prev = match prev {
+                Some(p) => {
+                    tessera::formats::wtxt::wsum::merkle_this_of(p).map_err(anyhow::Error::new)?
+                }
+                None => [0; 32],
+            };
+            let seed = sign_key
+                .as_ref()
+                .map(|k| crate::cmd::keys::load_secret_key(k))
+                .transpose()?;
+            let hmac = hmac_key_file
+                .as_ref()
+                .map(|k| std::fs::read(k).with_context(|| format!("reading {}", k.display())))
+                .transpose()?;
+            let w = tessera::formats::wtxt::wsum::finalize(
+                &f,
+                merkle_prev,
+                hmac.as_deref(),
+                seed.as_ref(),
+            )
+            .map_err(|e| anyhow::Error::new(e).context(file.display().to_string()))?;
+            save(&dest, w.text().as_bytes())?;
+            writeln!(
+                out,
+                "finalized {} -> {}{}",
+                file.display(),
+                dest.display(),
+                if seed.is_some() { " (signed)" } else { "" }
             )?;
         }
         WtxtCommand::Encrypt {

@@ -509,3 +509,37 @@ fn a_presigned_urls_secrets_are_redacted_in_every_verb_and_json() {
     assert_ne!(o.status.code(), Some(0));
     assert!(!text(&o).contains("deadbeefsecretsig"), "{}", text(&o));
 }
+
+/// `wtxt finalize` writes the WSUM of a streamed snapshot whose WSUM is gone, signed
+/// with the key given: `verify --public-key` then passes; a second run refuses to
+/// replace the WSUM it wrote.
+#[test]
+fn wtxt_finalize_writes_a_signed_wsum_verify_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write(dir.path(), "m.safetensors", Format::Safetensors);
+    let k = keygen(dir.path(), "signer", &[]);
+    let s = dir.path().join("s.wtxt");
+    let o = run(&[&"convert", &src, &s, &"--streaming", &"--drop-metadata"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let wsum = dir.path().join("s.wtxt.wsum");
+    std::fs::remove_file(&wsum).unwrap();
+    let o = run(&[&"verify", &s]);
+    assert_ne!(o.status.code(), Some(0), "unfinalized: {}", text(&o));
+
+    let o = run(&[&"wtxt", &"finalize", &s, &"--sign-key", &k]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("finalized") && wsum.exists(),
+        "{}",
+        text(&o)
+    );
+    let o = run(&[&"verify", &s, &"--public-key", &pub_of(&k)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("signature"), "{}", text(&o));
+
+    let before = std::fs::read(&wsum).unwrap();
+    let o = run(&[&"wtxt", &"finalize", &s]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("exists"), "{}", text(&o));
+    assert_eq!(std::fs::read(&wsum).unwrap(), before);
+}

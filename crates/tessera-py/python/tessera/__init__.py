@@ -1068,8 +1068,11 @@ def _jsonable(v: Any) -> Any:
 
 
 # The public namespace: the API only (the modules this one imports are underscored).
-_SUBMODULES = ["errors", "numpy", "torch"]
+_SUBMODULES = ["errors", "numpy", "torch", "wtxt"]
 
 
 def __dir__() -> List[str]:
     return sorted(set(__all__) | set(_SUBMODULES) | {"__version__"})
+
+
+from . import wtxt  # noqa: E402  (the WTXT tools: cheap, so always there)

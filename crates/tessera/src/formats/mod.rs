@@ -29,11 +29,15 @@
 //! `crates/tessera/tests/data/<fmt>/` and its fuzz target `fuzz/fuzz_targets/<fmt>.rs` (a
 //! test names whatever is missing).
 
-use crate::any::{Access, OpenFn};
+use std::path::{Path, PathBuf};
+
+use crate::any::{Access, OpenFn, ReadOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::Format;
-use crate::options::OptionSpec;
-use crate::write::{Capabilities, SetStyle, WriteFn};
+use crate::model::{Container, TensorSource};
+use crate::options::{OptionSpec, WriteOptions};
+use crate::source::SourceRef;
+use crate::write::{Capabilities, SetStyle, WriteFn, WriteReport, WriteSeek};
 
 pub use open::{open, reader_for};
 pub use options::{all_options, check_options, find_option};
@@ -84,6 +88,92 @@ pub struct Codec {
     pub refusal: Option<(ErrorKind, &'static str)>,
     /// How it is written as a model set of several files.
     pub sets: SetStyle,
+    /// Its writer stores float tensors quantized to ggml's blocks
+    /// (`ConvertOptions::quantize`, [`crate::quant`]): they are its own tensor types
+    /// (GGUF). Any target carries packed tensors it is given; this says which ones
+    /// `--quantize` may write.
+    pub quantizes: bool,
+    /// How the format signs its own files, when it does (WTXT's `sign` lines: "WTXT has
+    /// its own: tessera wtxt sign"): said when a signature embedded in the metadata is
+    /// refused for want of metadata.
+    pub own_signature: Option<&'static str>,
+    /// A metadata key the format's writers put in every file by convention, not model
+    /// metadata (safetensors' framework key `format`): `diff` leaves it out when only one
+    /// side has it.
+    pub marker: Option<MetadataMarker>,
+    /// What opening and writing its sets take, for a format whose root file names its
+    /// shard files in a table ([`SetStyle::ShardTable`]: zTensor v2).
+    pub shard_table: Option<ShardTable>,
+    /// Its writer of one file holding the tensors in several shards, for a format
+    /// written as a set in one file ([`SetStyle::OneFile`]: AERO's `WTSH` chunks).
+    pub one_file_sets: Option<WriteGroupsFn>,
+}
+
+/// A writer of one file holding `groups` (ranges of the source's tensors) as shards.
+pub type WriteGroupsFn = fn(
+    &dyn TensorSource,
+    &mut dyn WriteSeek,
+    &WriteOptions,
+    &[std::ops::Range<usize>],
+) -> Result<WriteReport>;
+
+/// The root and its shards opened as one container: `(root, shards in table order,
+/// label, warnings to add, shards whose digest already matched, options)`.
+pub type OpenWithShardsFn = for<'d> fn(
+    SourceRef<'d>,
+    Vec<SourceRef<'d>>,
+    &str,
+    &[String],
+    &[String],
+    &ReadOptions,
+) -> Result<Box<dyn Container + 'd>>;
+
+/// What the set code (`set/zt2_shards.rs`, `set/write.rs`, `set/remote.rs`) needs of
+/// a format whose root names its shard files in a table ([`Codec::shard_table`]), so
+/// that it never names the format.
+#[derive(Clone, Copy)]
+pub struct ShardTable {
+    /// The table of a root file: label, size and whole-file digest (`<algo>:<hex>`) per
+    /// shard; empty for a root without shards.
+    pub table: ReadTableFn,
+    /// Where shard `label` of the root at a path is (its positional sibling).
+    pub shard_path: fn(&Path, &str) -> PathBuf,
+    /// The digest algorithms a table names (`xxh3`, `sha256`); a digest of another
+    /// cannot be matched by searching the directory.
+    pub digest_algorithms: &'static [&'static str],
+    /// A whole file's digest (`<algo>:<hex>`) in one of those algorithms.
+    pub file_digest: fn(&Path, &str) -> Result<String>,
+    /// The root with its shards, as one container.
+    pub open: OpenWithShardsFn,
+    /// Writes a set: `(source, groups of its tensors, the root's path, the temporary
+    /// directory to write into, options)` → the files written there, the root last.
+    pub write: WriteSetFn,
+}
+
+/// One shard a root's table names: its label, size and whole-file digest.
+pub type ShardEntry = (String, u64, String);
+
+/// Reads a root's shard table ([`ShardTable::table`]).
+pub type ReadTableFn = fn(SourceRef<'_>, &ReadOptions) -> Result<Vec<ShardEntry>>;
+
+/// Writes a set by shard table ([`ShardTable::write`]).
+pub type WriteSetFn = fn(
+    &dyn TensorSource,
+    &[std::ops::Range<usize>],
+    &Path,
+    &Path,
+    &WriteOptions,
+) -> Result<Vec<String>>;
+
+/// A metadata key a format's writers add by convention ([`Codec::marker`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetadataMarker {
+    /// The key (`format`).
+    pub key: &'static str,
+    /// The values that make it a marker (`pt`, `tf`, …); another value is metadata.
+    pub values: &'static [&'static str],
+    /// What it is, as a report says it (`safetensors' framework marker`).
+    pub what: &'static str,
 }
 
 impl Codec {
@@ -97,6 +187,11 @@ impl Codec {
             options: &[],
             refusal: None,
             sets: SetStyle::TesseraIndex,
+            quantizes: false,
+            own_signature: None,
+            marker: None,
+            shard_table: None,
+            one_file_sets: None,
         }
     }
     /// The codec of a format this build left out (its Cargo feature is off): no reader,
@@ -122,6 +217,33 @@ impl Codec {
     /// How the format is written as a model set (default: shards and a Tessera index).
     pub const fn sets(mut self, style: SetStyle) -> Codec {
         self.sets = style;
+        self
+    }
+    /// Its writer takes `--quantize` ([`Codec::quantizes`]).
+    pub const fn quantizes(mut self) -> Codec {
+        self.quantizes = true;
+        self
+    }
+    /// How the format signs its own files ([`Codec::own_signature`]).
+    pub const fn own_signature(mut self, how: &'static str) -> Codec {
+        self.own_signature = Some(how);
+        self
+    }
+    /// The metadata key its writers add by convention ([`Codec::marker`]).
+    pub const fn marker(mut self, m: MetadataMarker) -> Codec {
+        self.marker = Some(m);
+        self
+    }
+    /// What its sets by shard table take ([`Codec::shard_table`]; with
+    /// `.sets(SetStyle::ShardTable)`).
+    pub const fn shard_table(mut self, hooks: ShardTable) -> Codec {
+        self.shard_table = Some(hooks);
+        self
+    }
+    /// Its writer of a set in one file ([`Codec::one_file_sets`]; with
+    /// `.sets(SetStyle::OneFile)`).
+    pub const fn one_file_sets(mut self, write: WriteGroupsFn) -> Codec {
+        self.one_file_sets = Some(write);
         self
     }
     /// The error for this format when it cannot be read or written.
@@ -344,6 +466,24 @@ mod tests {
         for f in Format::ALL.into_iter().filter(|f| f.can_write()) {
             let one = f.identity().single_tensor;
             assert_eq!(f.codec().sets == SetStyle::None, one, "{f}");
+        }
+    }
+
+    /// A set style that needs the format's own code has it in the codec, and only then.
+    #[test]
+    fn set_styles_come_with_their_hooks() {
+        for f in Format::ALL.into_iter().filter(|f| f.can_write()) {
+            let c = f.codec();
+            assert_eq!(
+                c.sets == SetStyle::ShardTable,
+                c.shard_table.is_some(),
+                "{f}"
+            );
+            assert_eq!(
+                c.sets == SetStyle::OneFile,
+                c.one_file_sets.is_some(),
+                "{f}"
+            );
         }
     }
 

@@ -84,23 +84,7 @@ mod place;
 mod remote;
 pub mod tessera_index;
 pub mod write;
-#[cfg(feature = "ztensor")]
 mod zt2_shards;
-/// Built without feature `ztensor`, no file is a zTensor v2 root: files open alone.
-#[cfg(not(feature = "ztensor"))]
-mod zt2_shards {
-    use super::file::OpenedFile;
-    use crate::any::ReadOptions;
-    use crate::error::Result;
-
-    pub fn with_shards(
-        _: &std::path::Path,
-        file: OpenedFile,
-        _: &ReadOptions,
-    ) -> Result<OpenedFile> {
-        Ok(file)
-    }
-}
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -111,8 +95,6 @@ pub use file::{Backing, OpenedFile};
 pub use opener::{open_path, Opened};
 pub use tessera_index::TesseraSet;
 pub use write::{convert_set, Split};
-#[cfg(feature = "ztensor")]
-pub use zt2_shards::shard_path as zt2_shard_path;
 
 use crate::any::ReadOptions;
 use crate::error::{Error, Result};
@@ -140,6 +122,18 @@ impl SetKind {
         match self {
             SetKind::HfIndex(n) | SetKind::GgufSplit(n) => n,
             SetKind::Tessera(t) => &t.index,
+        }
+    }
+
+    /// The format of the set's shards when none of them opened: the one its index
+    /// records (Tessera), or the one whose extension the shards' names carry
+    /// (`*.safetensors.index.json` → safetensors, `*.bin.index.json` → PyTorch, a GGUF
+    /// split's own name).
+    pub fn shard_format(&self) -> Option<Format> {
+        match self {
+            SetKind::HfIndex(n) => Format::from_path(Path::new(n.strip_suffix(".index.json")?)),
+            SetKind::GgufSplit(n) => Format::from_path(Path::new(n)),
+            SetKind::Tessera(t) => Some(t.format),
         }
     }
 }
@@ -285,12 +279,15 @@ impl ModelSet {
                 }
             }
         }
-        let format = format.unwrap_or(match &kind {
-            SetKind::HfIndex(n) if n.ends_with(hf::BIN_INDEX_SUFFIX) => Format::Pytorch,
-            SetKind::HfIndex(_) => Format::Safetensors,
-            SetKind::GgufSplit(_) => Format::Gguf,
-            SetKind::Tessera(t) => t.format,
-        });
+        let format = match format {
+            Some(f) => f,
+            None => kind.shard_format().ok_or_else(|| {
+                Error::malformed(format!(
+                    "{}: no format has the extension of its shards",
+                    kind.index_name()
+                ))
+            })?,
+        };
         // Where each tensor is, from the shards themselves.
         let mut found: HashMap<&str, Vec<usize>> = HashMap::new();
         for (i, s) in shards.iter().enumerate() {
@@ -612,5 +609,29 @@ impl Container for ModelSet {
             }
         }
         w
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A set none of whose shards opened still says the format its names carry.
+    #[test]
+    fn a_set_kind_names_its_shards_format() {
+        let kind = |k: SetKind| k.shard_format();
+        assert_eq!(
+            kind(SetKind::HfIndex("model.safetensors.index.json".into())),
+            Some(Format::Safetensors)
+        );
+        assert_eq!(
+            kind(SetKind::HfIndex("pytorch_model.bin.index.json".into())),
+            Some(Format::Pytorch)
+        );
+        assert_eq!(
+            kind(SetKind::GgufSplit("m-00001-of-00003.gguf".into())),
+            Some(Format::Gguf)
+        );
+        assert_eq!(kind(SetKind::HfIndex("weights.json".into())), None);
     }
 }

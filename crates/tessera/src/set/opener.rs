@@ -55,6 +55,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::Format;
 use crate::model::Container;
 use crate::remote::Location;
+use crate::write::SetStyle;
 
 /// A path opened: one file or a set. Both are a [`Container`] that owns its bytes.
 pub enum Opened {
@@ -214,7 +215,7 @@ pub(super) fn open_at<P: Place>(place: &P, opts: &ReadOptions) -> Result<Opened>
         Err(e) => return Err(e),
     };
     if let Some(n) = Numbered::parse(&name, ".gguf") {
-        if first.format() == Format::Gguf
+        if first.format().codec().sets == SetStyle::GgufSplit
             && gguf_split::is_split(crate::TensorSource::metadata(&first))
         {
             refuse_single(place, "the other splits of its GGUF set")?;

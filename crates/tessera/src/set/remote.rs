@@ -56,20 +56,13 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use super::file::OpenedFile;
-#[cfg(feature = "ztensor")]
-use super::file::{Backing, Files};
+use super::file::{Backing, Files, OpenedFile};
 use super::place::{first_is_brace, Place, LOOKED_FOR};
-#[cfg(feature = "ztensor")]
 use super::zt2_shards;
 use super::{ModelSet, Plan};
 use crate::any::ReadOptions;
 use crate::error::{Error, ErrorKind, Result};
-#[cfg(feature = "ztensor")]
-use crate::format::Format;
-#[cfg(feature = "ztensor")]
-use crate::formats::ztensor2::Ztensor2File;
-#[cfg(feature = "ztensor")]
+use crate::formats::ShardTable;
 use crate::model::Container;
 use crate::remote::{Location, RemoteOptions, RemoteSource};
 use crate::source::ByteSource;
@@ -241,17 +234,13 @@ impl Place for Remote {
     }
 
     /// Not for a presigned root (its signature fits the root only: it opens alone).
-    #[cfg(feature = "ztensor")]
     fn with_zt2_shards(&self, file: OpenedFile, opts: &ReadOptions) -> Result<OpenedFile> {
-        if file.format() != Format::ZtensorV2 || self.loc.is_presigned() {
-            return Ok(file);
+        match file.format().codec().shard_table {
+            Some(st) if !self.loc.is_presigned() => {
+                with_zt2_shards(&st, &self.loc, file, opts, &self.remote)
+            }
+            _ => Ok(file),
         }
-        with_zt2_shards(&self.loc, file, opts, &self.remote)
-    }
-
-    #[cfg(not(feature = "ztensor"))]
-    fn with_zt2_shards(&self, file: OpenedFile, _opts: &ReadOptions) -> Result<OpenedFile> {
-        Ok(file)
     }
 
     fn single(&self) -> bool {
@@ -259,12 +248,13 @@ impl Place for Remote {
     }
 }
 
-/// A zTensor v2 root with the shards its shard table names, each opened beside it at
-/// the positional name `<stem>-<name>.zt` (`zt2_shards.rs`); a root without a table is
-/// returned as it is. The identity search a local root falls back on (every file of the
-/// directory hashed) is not done: a shard not at its name fails the open, naming it.
-#[cfg(feature = "ztensor")]
+/// A root with the shards its shard table names (zTensor v2: the format's
+/// [`ShardTable`]), each opened beside it at its positional name (`<stem>-<name>.zt`,
+/// `zt2_shards.rs`); a root without a table is returned as it is. The identity search a
+/// local root falls back on (every file of the directory hashed) is not done: a shard
+/// not at its name fails the open, naming it.
 fn with_zt2_shards(
+    st: &ShardTable,
     loc: &Location,
     file: OpenedFile,
     opts: &ReadOptions,
@@ -272,10 +262,7 @@ fn with_zt2_shards(
 ) -> Result<OpenedFile> {
     let url = loc.display();
     let named = |e: Error| e.in_file(url.clone());
-    let table: Vec<(String, u64, String)> = Ztensor2File::parse(file.source(), opts)
-        .map_err(named)?
-        .shards()
-        .to_vec();
+    let table = (st.table)(file.source(), opts).map_err(named)?;
     if table.is_empty() {
         return Ok(file);
     }
@@ -283,7 +270,7 @@ fn with_zt2_shards(
     let names: Vec<String> = table
         .iter()
         .map(|(n, _, _)| {
-            let p = zt2_shards::shard_path(&root, n);
+            let p = (st.shard_path)(&root, n);
             p.file_name()
                 .map(|f| f.to_string_lossy().into_owned())
                 .unwrap_or_default()
@@ -309,7 +296,7 @@ fn with_zt2_shards(
         main: file.into_owner().main,
         shards,
     };
-    zt2_shards::assemble(files, url.clone(), Vec::new(), &[], opts).map_err(named)
+    zt2_shards::assemble(st, files, url.clone(), Vec::new(), &[], opts).map_err(named)
 }
 
 /// Names an HTTP directory URL is probed for, since HTTP lists no directory: the

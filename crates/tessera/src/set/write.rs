@@ -200,16 +200,14 @@ pub fn convert_set(
     let infos = prepared.tensor_infos();
     let sizes: Vec<u64> = infos.iter().map(size_of).collect();
     let groups = plan(&sizes, split);
-    #[cfg(feature = "aero")]
-    if style == SetStyle::OneFile {
-        // AERO multi-shard: one file, one WTSH chunk per group.
+    if let (SetStyle::OneFile, Some(write_groups)) = (style, format.codec().one_file_sets) {
+        // One file holding every shard (AERO: one WTSH chunk per group).
         let mut o = opts.clone();
         o.path = Some(path.to_path_buf());
         crate::formats::check_options(format, &o)?;
         let durability = crate::util::atomic::Durability::from_durable(!o.no_fsync);
         let mut r = crate::util::atomic::write_atomic_with(path, durability, |f| {
-            crate::formats::aero::write::write_in_shards(&prepared, f, &o, Some(&groups))
-                .map_err(|e| e.in_format(format))
+            write_groups(&prepared, f, &o, &groups).map_err(|e| e.in_format(format))
         })?;
         notes.append(&mut r.notes);
         return Ok(SetReport {
@@ -251,9 +249,8 @@ pub fn convert_set(
     let meta = prepared.metadata();
     let mut written = Vec::new();
     let mut index_name = None;
-    #[cfg(feature = "ztensor")]
-    if style == SetStyle::ShardTable {
-        written = super::zt2_shards::write_set(&prepared, &groups, path, tmp.path(), opts)?;
+    if let (SetStyle::ShardTable, Some(st)) = (style, format.codec().shard_table) {
+        written = (st.write)(&prepared, &groups, path, tmp.path(), opts)?;
     }
     for (i, g) in groups.iter().enumerate() {
         if style == SetStyle::ShardTable {
@@ -261,7 +258,6 @@ pub fn convert_set(
         }
         let shard_infos = infos[g.clone()].to_vec();
         let (metadata, types) = match style {
-            #[cfg(feature = "gguf")]
             SetStyle::GgufSplit => gguf_keys(&prepared, meta, i, n, infos.len()),
             _ if tessera && i == 0 => (meta.clone(), prepared.metadata_types().cloned()),
             _ if tessera => (Metadata::new(), None),
@@ -434,15 +430,14 @@ fn old_set(format: Format, style: SetStyle, path: &Path) -> Vec<PathBuf> {
                 names = (1..=n.count).map(|i| n.sibling(i)).collect();
             }
         }
-        #[cfg(feature = "ztensor")]
         SetStyle::ShardTable => {
-            if let Ok(data) = crate::source::FileData::open(path) {
-                if let Ok(f) = crate::formats::ztensor2::Ztensor2File::parse(&data, &opts) {
-                    names = f
-                        .shards()
+            let st = format.codec().shard_table;
+            if let (Some(st), Ok(data)) = (st, crate::source::FileData::open(path)) {
+                if let Ok(table) = (st.table)((&data[..]).into(), &opts) {
+                    names = table
                         .iter()
                         .filter_map(|(label, _, _)| {
-                            let p = super::zt2_shards::shard_path(path, label);
+                            let p = (st.shard_path)(path, label);
                             Some(p.file_name()?.to_string_lossy().into_owned())
                         })
                         .collect();
@@ -504,8 +499,9 @@ fn remove_old_set(old: &[PathBuf], keep: &[PathBuf], notes: &mut Vec<String>) {
 }
 
 /// A GGUF split's keys and their types: the model's keys in the first split only, the
-/// `split.*` keys in every one.
-#[cfg(feature = "gguf")]
+/// `split.*` keys in every one. A source whose format carries typed metadata
+/// (`Capabilities::typed_metadata`: GGUF) gives its own types; another gives those kept
+/// under `tessera.gguf_types` in its metadata.
 fn gguf_keys(
     src: &dyn TensorSource,
     meta: &Metadata,
@@ -514,13 +510,14 @@ fn gguf_keys(
     tensors: usize,
 ) -> (Metadata, Option<Metadata>) {
     use super::gguf_split::{SPLIT_COUNT, SPLIT_NO, SPLIT_TENSORS};
-    use crate::formats::gguf::meta::TYPES_KEY;
-    use crate::metadata::{Map, Value};
+    use crate::metadata::{Map, Value, GGUF_TYPES_KEY as TYPES_KEY};
+    let typed = src
+        .source_format()
+        .and_then(crate::convert::capabilities)
+        .is_some_and(|c| c.typed_metadata);
     let mut types = match src.metadata_types() {
         Some(t) => t.clone(),
-        None if src.source_format() != Some(Format::Gguf) => {
-            crate::formats::gguf::meta::annotations(meta)
-        }
+        None if !typed => crate::metadata::kept_types(meta),
         None => Map::new(),
     };
     let mut m = Metadata::new();

@@ -30,36 +30,32 @@
 //! shard's digest is checked by the same rule, on first use: the first checked read
 //! from it fetches the whole shard to hash it (what the guarantee costs over a range
 //! reader; `--no-verify` reads by range alone).
+//!
+//! The format's own pieces (reading the table, the positional name, the whole-file
+//! digests, opening the root with its shards, writing a set) are its codec's
+//! [`ShardTable`] hooks (`formats/ztensor2/shards.rs`): this module names no format.
 
 use std::path::{Path, PathBuf};
 
 use super::file::{Backing, Files, OpenedFile};
 use crate::any::{Load, ReadOptions};
 use crate::error::{Error, Result};
-use crate::format::Format;
-use crate::formats::ztensor2::Ztensor2File;
+use crate::formats::ShardTable;
 use crate::source::{FileData, SourceRef};
 
-/// The path shard `name` of the root at `root` resolves to.
-pub fn shard_path(root: &Path, name: &str) -> PathBuf {
-    let stem = root
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    root.with_file_name(format!("{stem}-{name}.zt"))
-}
-
-/// `file` (opened from `path`) with the shards its table names, when it is a zTensor v2
-/// root with a shard table; else `file` unchanged.
+/// `file` (opened from `path`) with the shards its table names, when it is a root with a
+/// shard table (its format's codec has [`crate::formats::Codec::shard_table`]: zTensor
+/// v2); else `file` unchanged.
 pub fn with_shards(path: &Path, file: OpenedFile, opts: &ReadOptions) -> Result<OpenedFile> {
-    if crate::model::Container::format(&file) != Format::ZtensorV2 {
+    let Some(st) = crate::model::Container::format(&file).codec().shard_table else {
         return Ok(file);
-    }
+    };
     // A root read by range (remote) is opened alone: its shards are not fetched.
     let Some(bytes) = file.bytes() else {
         return Ok(file);
     };
-    let table: Vec<(String, u64, String)> = Ztensor2File::parse(bytes, opts)?.shards().to_vec();
+    let table = (st.table)(bytes.into(), opts)?;
+    let shard_path = st.shard_path;
     if table.is_empty() {
         return Ok(file);
     }
@@ -68,7 +64,7 @@ pub fn with_shards(path: &Path, file: OpenedFile, opts: &ReadOptions) -> Result<
     let mut found = Vec::new();
     let mut matched = Vec::new();
     for (name, size, digest) in &table {
-        let p = match by_identity(path, name, *size, digest).map_err(&named)? {
+        let p = match by_identity(&st, path, name, *size, digest).map_err(&named)? {
             Some(q) => {
                 matched.push(name.clone());
                 found.push(format!(
@@ -97,7 +93,7 @@ pub fn with_shards(path: &Path, file: OpenedFile, opts: &ReadOptions) -> Result<
         shards,
     };
     let label = path.display().to_string();
-    assemble(files, label, found, &matched, opts).map_err(named)
+    assemble(&st, files, label, found, &matched, opts).map_err(named)
 }
 
 /// The root and its shard files (in table order) opened as one file named `label`,
@@ -105,6 +101,7 @@ pub fn with_shards(path: &Path, file: OpenedFile, opts: &ReadOptions) -> Result<
 /// (`set/remote.rs`). `matched`: shards whose whole-file digest was found to match
 /// while resolving them (not hashed again before a checked read).
 pub(super) fn assemble(
+    st: &ShardTable,
     files: Files,
     label: String,
     warnings: Vec<String>,
@@ -113,16 +110,7 @@ pub(super) fn assemble(
 ) -> Result<OpenedFile> {
     OpenedFile::from_files(files, |f| {
         let srcs: Vec<SourceRef<'_>> = f.shards.iter().map(Backing::source).collect();
-        let mut zt = Ztensor2File::parse(f.main.source(), opts)?
-            .with_shards(srcs)?
-            .named(label.clone());
-        for w in &warnings {
-            zt = zt.warn(w.clone());
-        }
-        for m in matched {
-            zt = zt.shard_digest_matched(m);
-        }
-        Ok(Box::new(zt) as Box<dyn crate::model::Container + '_>)
+        (st.open)(f.main.source(), srcs, &label, &warnings, matched, opts)
     })
 }
 
@@ -131,13 +119,19 @@ pub(super) fn assemble(
 /// root's directory, by name, with that size and digest (see the module docs). `None`
 /// when the positional file fits, or nothing does (the caller then reports the
 /// positional path).
-fn by_identity(root: &Path, name: &str, size: u64, digest: &str) -> Result<Option<PathBuf>> {
-    let positional = shard_path(root, name);
+fn by_identity(
+    st: &ShardTable,
+    root: &Path,
+    name: &str,
+    size: u64,
+    digest: &str,
+) -> Result<Option<PathBuf>> {
+    let positional = (st.shard_path)(root, name);
     if std::fs::metadata(&positional).is_ok_and(|m| m.is_file() && m.len() == size) {
         return Ok(None);
     }
     let algo = match digest.split_once(':') {
-        Some((a @ ("xxh3" | "sha256"), _)) => a,
+        Some((a, _)) if st.digest_algorithms.contains(&a) => a,
         _ => return Ok(None),
     };
     let dir = match root.parent() {
@@ -156,114 +150,9 @@ fn by_identity(root: &Path, name: &str, size: u64, digest: &str) -> Result<Optio
     }
     candidates.sort();
     for c in candidates {
-        if file_digest(&c, algo)? == digest {
+        if (st.file_digest)(&c, algo)? == digest {
             return Ok(Some(c));
         }
     }
     Ok(None)
-}
-
-/// `<algo>:<lowercase hex>` of a whole file (`xxh3` or `sha256`), read in 1 MiB blocks.
-fn file_digest(path: &Path, algo: &str) -> Result<String> {
-    use sha2::Digest as _;
-    use std::io::Read;
-    let mut f = std::fs::File::open(path)?;
-    let mut xxh = xxhash_rust::xxh3::Xxh3::new();
-    let mut sha = sha2::Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        if algo == "xxh3" {
-            xxh.update(&buf[..n]);
-        } else {
-            sha.update(&buf[..n]);
-        }
-    }
-    Ok(if algo == "xxh3" {
-        format!("xxh3:{:016x}", xxh.digest())
-    } else {
-        format!("sha256:{}", crate::util::hex(&sha.finalize()))
-    })
-}
-
-/// Writes `src` (prepared for zTensor v2) as data shards `<stem>-0000i-of-0000n.zt`
-/// (shard names `0000i-of-0000n`, each group's tensors in name order) and the root
-/// `<stem>.zt` at `path`, whose manifest states every object with its parts' `shard`
-/// and the table of each shard's size and SHA-256. Files go into `tmp` (a directory
-/// beside `path`); returns their names, shards first, the root last.
-pub fn write_set(
-    src: &dyn crate::model::TensorSource,
-    groups: &[std::ops::Range<usize>],
-    path: &Path,
-    tmp: &Path,
-    opts: &crate::convert::WriteOptions,
-) -> Result<Vec<String>> {
-    use crate::formats::ztensor2::Ztensor2Writer;
-    use std::io::{BufWriter, Write};
-    let root_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let n = groups.len();
-    let infos = src.tensor_infos();
-    let mut root_file = BufWriter::new(std::fs::File::create(tmp.join(&root_name))?);
-    let mut root = Ztensor2Writer::new(&mut root_file, opts)?;
-    root.set_metadata(src.metadata())?;
-    let mut names = Vec::with_capacity(n + 1);
-    for (i, g) in groups.iter().enumerate() {
-        let label = format!("{:05}-of-{n:05}", i + 1);
-        let file = shard_path(path, &label);
-        let fname = file
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let at = tmp.join(&fname);
-        let mut out = BufWriter::new(std::fs::File::create(&at)?);
-        let mut w = Ztensor2Writer::new(&mut out, opts)?;
-        let mut group: Vec<&str> = infos[g.clone()].iter().map(|t| t.name.as_str()).collect();
-        group.sort_unstable();
-        for name in group {
-            let view = src.tensor(name)?;
-            w.add_tensor(&view, src)
-                .map_err(|e| e.at_subject(format!("tensor {name:?}")))?;
-        }
-        let (_, objects) = w.finish_data_shard()?;
-        out.flush()?;
-        let f = out.into_inner().map_err(|e| Error::from(e.into_error()))?;
-        f.sync_all()?;
-        drop(f);
-        let (size, digest) = sha256_file(&at)?;
-        root.add_shard(&label, size, format!("sha256:{digest}"), objects)?;
-        names.push(fname);
-    }
-    root.finish()?;
-    root_file.flush()?;
-    let f = root_file
-        .into_inner()
-        .map_err(|e| Error::from(e.into_error()))?;
-    f.sync_all()?;
-    names.push(root_name);
-    Ok(names)
-}
-
-/// A file's size and SHA-256 (hex), read in 1 MiB blocks.
-fn sha256_file(path: &Path) -> Result<(u64, String)> {
-    use sha2::Digest as _;
-    use std::io::Read;
-    let mut f = std::fs::File::open(path)?;
-    let mut h = sha2::Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut size = 0u64;
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-        size += n as u64;
-    }
-    Ok((size, crate::util::hex(&h.finalize())))
 }

@@ -133,10 +133,9 @@ pub fn check_with_key(
 pub fn check_format(format: Format) -> Result<()> {
     let caps = crate::convert::capabilities(format).ok_or_else(|| format.not_supported_yet())?;
     if caps.metadata == crate::convert::MetadataSupport::None {
-        let hint = if format == Format::Wtxt {
-            " (WTXT has its own: tessera wtxt sign)"
-        } else {
-            "; use a detached signature"
+        let hint = match format.codec().own_signature {
+            Some(how) => format!(" ({how})"),
+            None => "; use a detached signature".to_string(),
         };
         return Err(Error::unsupported(format!(
             "{} files have no metadata to carry a signature{hint}",
@@ -183,5 +182,20 @@ mod tests {
         assert!(verify_embedded(&m, &key.public(), &[]).is_none());
         assert!(check_format(Format::Npy).is_err());
         assert!(check_format(Format::Safetensors).is_ok());
+    }
+
+    /// A format that signs itself is named with how (its codec's `own_signature`); any
+    /// other without metadata points at a detached signature.
+    #[test]
+    fn a_refusal_says_where_a_signature_can_go() {
+        let npy = check_format(Format::Npy).unwrap_err().to_string();
+        assert!(npy.ends_with("; use a detached signature"), "{npy}");
+        if Format::Wtxt.is_built() {
+            let wtxt = check_format(Format::Wtxt).unwrap_err().to_string();
+            assert!(
+                wtxt.ends_with("(WTXT has its own: tessera wtxt sign)"),
+                "{wtxt}"
+            );
+        }
     }
 }

@@ -2,8 +2,8 @@
 //! `gguf.quants` (tests/data/gguf/quants/gen.py): every float bit for bit, every
 //! quantized byte, edge blocks included (zero, NaN and infinite scales, ties, overflow).
 
-use tessera::formats::gguf::quants::{dequantize, quantize, QuantKind};
-use tessera::formats::gguf::raw::GGML_TYPES;
+use tessera::quant::GGML_TYPES;
+use tessera::quant::{dequantize, quantize, QuantKind};
 
 fn data(name: &str) -> Vec<u8> {
     let p = format!(
@@ -121,8 +121,8 @@ mod convert_steps {
     use std::borrow::Cow;
 
     use tessera::convert::{prepare, ConvertOptions};
-    use tessera::formats::gguf::quants::QuantKind;
     use tessera::formats::gguf::GgufFile;
+    use tessera::quant::QuantKind;
     use tessera::{DType, Format, Layout, Limits, Model, TensorInfo, TensorSource, TensorView};
 
     fn peer_all() -> Vec<u8> {
@@ -161,14 +161,9 @@ mod convert_steps {
         assert!(info.attrs.is_empty());
         let d = p.tensor("q.q4_k").unwrap();
         let raw = f.tensor("q.q4_k").unwrap();
-        let ty = tessera::formats::gguf::raw::GgmlType::from_id(12).unwrap();
-        let want = tessera::formats::gguf::quants::dequantize(
-            "q",
-            ty,
-            &raw.parts[0].bytes,
-            info.numel().unwrap(),
-        )
-        .unwrap();
+        let ty = tessera::quant::GgmlType::from_id(12).unwrap();
+        let want = tessera::quant::dequantize("q", ty, &raw.parts[0].bytes, info.numel().unwrap())
+            .unwrap();
         let want: Vec<u8> = want.iter().flat_map(|v| v.to_le_bytes()).collect();
         assert_eq!(d.data().unwrap(), &want[..]);
     }

@@ -7,8 +7,8 @@ use std::io::Cursor;
 
 use proptest::prelude::*;
 use tessera::convert::{self, WriteOptions};
-use tessera::formats::gguf::raw::GGML_TYPES;
 use tessera::formats::gguf::{GgufFile, GgufWriter};
+use tessera::quant::GGML_TYPES;
 use tessera::{
     DType, Format, Layout, Limits, Model, Part, TensorInfo, TensorSource, TensorView, Value,
 };

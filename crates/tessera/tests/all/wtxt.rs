@@ -690,3 +690,65 @@ fn unknown_cap_items_are_ignored() {
         );
     }
 }
+
+/// `wtxt finalize`: the WSUM of a WTXT-S written without one is the one the streaming
+/// writer writes (same root, same chain, same signature), computed by reading the file
+/// back; a damaged array, a wrong HMAC key or a file that is final already refuse it.
+#[test]
+fn finalize_writes_the_wsum_the_writer_would_and_refuses_damage() {
+    use tessera::formats::wtxt::wsum;
+    let dir = tempfile::tempdir().unwrap();
+    let (p1, p2) = (dir.path().join("g1.wtxt"), dir.path().join("g2.wtxt"));
+    let m = model();
+    let (seed, key) = ([5u8; 32], b"finalize-key".to_vec());
+    let keyed = |o: tessera::WriteOptions| {
+        o.with(tessera::formats::wtxt::WtxtOptions::default().hmac_key(Some(key.clone())))
+    };
+    tessera::convert::write_file(Format::Wtxt, &m, &p1, &keyed(opts())).unwrap();
+    let streamed = keyed(opts()).with(
+        tessera::formats::wtxt::WtxtOptions::default()
+            .streaming(true)
+            .sign_key(Some(seed))
+            .prev(Some(p1.clone())),
+    );
+    tessera::convert::write_file(Format::Wtxt, &m, &p2, &streamed).unwrap();
+    let wp = wsum::wsum_path(&p2);
+    let expected = std::fs::read_to_string(&wp).unwrap();
+    std::fs::remove_file(&wp).unwrap();
+
+    let data = std::fs::read(&p2).unwrap();
+    let f = wtxt::WtxtFile::parse(Cow::Borrowed(&data), &ReadOptions::default()).unwrap();
+    let prev = wsum::merkle_this_of(&p1).unwrap();
+    let w = wsum::finalize(&f, prev, Some(&key), Some(&seed)).unwrap();
+    assert_eq!(w.text(), expected);
+    // Unsigned and unchained: a different line, which verify accepts all the same.
+    let plain = wsum::finalize(&f, [0; 32], None, None).unwrap();
+    assert_ne!(plain.text(), expected);
+    std::fs::write(&wp, plain.text()).unwrap();
+    let ro = ReadOptions::default().path(Some(p2.clone()));
+    let c = wtxt::open_container(Cow::Borrowed(&data), &ro).unwrap();
+    let r = c.verify(&VerifyOptions::default());
+    assert!(r.is_ok(), "{:?}", failures(&r));
+
+    // A wrong HMAC key: the arrays do not authenticate, nothing is finalized.
+    let e = wsum::finalize(&f, prev, Some(b"wrong"), None).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");
+    assert!(e.to_string().contains("hmac"), "{e}");
+    // One flipped base64 character in a chunk: refused, naming the array's chunk.
+    let text = std::str::from_utf8(&data).unwrap();
+    let ch = line_of(text, "ch ix=000003");
+    let flipped = edit_line(&data, ch + 2, |l| {
+        let mut v = l.as_bytes().to_vec();
+        v[10] = if v[10] == b'A' { b'B' } else { b'A' };
+        String::from_utf8(v).unwrap()
+    });
+    let g = wtxt::WtxtFile::parse(Cow::Borrowed(&flipped), &ReadOptions::default()).unwrap();
+    let e = wsum::finalize(&g, prev, None, None).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");
+    assert!(e.to_string().contains("chunk 000003"), "{e}");
+    // A snapshot with a root line is final already.
+    let d1 = std::fs::read(&p1).unwrap();
+    let f1 = wtxt::WtxtFile::parse(Cow::Borrowed(&d1), &ReadOptions::default()).unwrap();
+    let e = wsum::finalize(&f1, [0; 32], None, None).unwrap_err();
+    assert!(e.to_string().contains("final already"), "{e}");
+}

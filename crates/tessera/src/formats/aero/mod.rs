@@ -230,10 +230,21 @@ options::format_options! {
 
 /// AERO in the codec table.
 pub const CODEC: Codec = Codec::new()
+    .one_file_sets(write_groups)
     .reader(open, Access::Ranges, "aero")
     .writer(write::write, capabilities)
     .options(AeroOptions::OPTIONS)
     .sets(SetStyle::OneFile);
+
+/// A set in one file: each group of tensors a `WTSH` shard ([`write::write_in_shards`]).
+fn write_groups(
+    src: &dyn TensorSource,
+    out: &mut dyn crate::write::WriteSeek,
+    opts: &crate::options::WriteOptions,
+    groups: &[std::ops::Range<usize>],
+) -> Result<crate::write::WriteReport> {
+    write::write_in_shards(src, out, opts, Some(groups))
+}
 
 impl TensorSource for AeroFile<'_> {
     fn metadata(&self) -> &Metadata {

@@ -435,17 +435,7 @@ pub(crate) fn is_default(ann: &Value, value: &Value) -> bool {
 /// The annotations map of a source's metadata (a map, or its JSON text when the
 /// metadata went through a string-only format).
 pub(crate) fn annotations(meta: &Map) -> Map {
-    match meta.get(TYPES_KEY) {
-        Some(Value::Map(m)) => m.clone(),
-        Some(Value::Str(s)) => match serde_json::from_str::<serde_json::Value>(s) {
-            Ok(j) => match Value::from_json(&j) {
-                Value::Map(m) => m,
-                _ => Map::new(),
-            },
-            Err(_) => Map::new(),
-        },
-        _ => Map::new(),
-    }
+    crate::metadata::kept_types(meta)
 }
 
 /// Encodes one KV (key, type, value). Returns true when the value had to be stored as

@@ -35,10 +35,14 @@
 //!   dimension must be a whole number of blocks. Formats that keep `Other` layouts
 //!   (zTensor, AERO) carry them, so GGUF → zTensor/AERO → GGUF is byte-exact.
 //!   The writer takes the type from the layout name and checks `ggml_type` agrees.
-//!   [`quants`] decodes most of them to floats (`convert --dequantize f32|f16|bf16`,
-//!   `ConvertOptions::dequantize`) and encodes float tensors as Q8_0/Q4_0/Q4_1/Q5_0/Q5_1
-//!   (`convert --quantize`, GGUF targets), bit-identical to gguf-py's `gguf.quants`;
-//!   its module docs list the types done.
+//!   The types (ids, block geometry) and their kernels are ggml's block formats, not
+//!   GGUF's file format: [`crate::quant`], format-neutral (a zTensor or AERO file
+//!   holding `ggml_*` tensors dequantizes without this module), decodes most of them
+//!   to floats (`convert --dequantize f32|f16|bf16`, `ConvertOptions::dequantize`) and
+//!   encodes float tensors as Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 (`convert --quantize`: GGUF
+//!   targets, its codec's `quantizes`), bit-identical to gguf-py's `gguf.quants`; its
+//!   module docs list the types done. What is GGUF's: the tensor info that stores the
+//!   type id, the metadata value types, alignment and byte order (`raw.rs`).
 //! - **Metadata.** Each KV becomes a metadata entry, in file order: integers → `Int`,
 //!   floats → `Float`, bool, string (`Bytes` if not UTF-8, with a warning), arrays →
 //!   `List`, arrays of u8 → `Bytes`, nested arrays → nested lists. The GGUF type of every
@@ -114,8 +118,10 @@
 //! against i64 and their product against u64 overflow; tensor ranges against the file.
 
 pub mod meta;
-pub mod quants;
 pub mod raw;
+/// The block kernels under their old path (`tessera::formats::gguf::quants`): they are
+/// the format-neutral [`crate::quant`], which GGUF's reader and writer use.
+pub use crate::quant as quants;
 pub mod read;
 pub mod write;
 
@@ -133,7 +139,8 @@ pub use write::GgufWriter;
 pub const CODEC: Codec = Codec::new()
     .reader(read::open, Access::Ranges, "gguf")
     .writer(write::write, capabilities)
-    .sets(SetStyle::GgufSplit);
+    .sets(SetStyle::GgufSplit)
+    .quantizes();
 
 /// What GGUF can hold.
 pub fn capabilities() -> Capabilities {

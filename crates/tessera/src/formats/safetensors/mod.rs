@@ -70,7 +70,7 @@ use crate::any::{Access, ReadOptions};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::format::Format;
-use crate::formats::Codec;
+use crate::formats::{Codec, MetadataMarker};
 use crate::model::Container;
 use crate::source::SourceRef;
 use crate::write::SetStyle;
@@ -83,9 +83,18 @@ fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container 
 /// safetensors in the codec table. It has no magic: a u64 header length, then a
 /// JSON object.
 pub const CODEC: Codec = Codec::new()
+    .marker(FRAMEWORK_MARKER)
     .reader(open, Access::Ranges, "safetensors")
     .writer(write::write, capabilities)
     .sets(SetStyle::HfIndex);
+
+/// The framework key `transformers`, `safetensors.torch` and the others write
+/// (`{"format": "pt"}`): not model metadata.
+pub const FRAMEWORK_MARKER: MetadataMarker = MetadataMarker {
+    key: "format",
+    values: &["pt", "tf", "flax", "np", "numpy", "mlx"],
+    what: "safetensors' framework marker",
+};
 
 /// What safetensors can hold.
 pub fn capabilities() -> Capabilities {

@@ -159,6 +159,7 @@ options::format_options! {
 
 /// WTXT/Chunks v1.1 in the codec table.
 pub const CODEC: Codec = Codec::new()
+    .own_signature("WTXT has its own: tessera wtxt sign")
     .reader(open, Access::Whole, "wtxt")
     .writer(write::write, capabilities)
     .options(WtxtOptions::OPTIONS);

@@ -71,6 +71,18 @@ fn array_checks(
 
 /// Runs every layer.
 pub fn verify(f: &WtxtFile<'_>, opts: &VerifyOptions) -> VerifyReport {
+    let (mut r, sha256_all, xor) = check_arrays(f, opts);
+    file_checks(&mut r, f, opts, &sha256_all, xor);
+    r.warnings.extend(f.warnings.iter().cloned());
+    r
+}
+
+/// Checks every array (chunks, SHA-256, HMAC) and computes what the root covers: the
+/// report, `sha256_all` and `fastxor`.
+pub(super) fn check_arrays(
+    f: &WtxtFile<'_>,
+    opts: &VerifyOptions,
+) -> (VerifyReport, [u8; 32], u64) {
     let mut r = VerifyReport::default();
     for (what, why) in &f.lost {
         r.failed(what.clone(), "structure", why.clone());
@@ -115,9 +127,7 @@ pub fn verify(f: &WtxtFile<'_>, opts: &VerifyOptions) -> VerifyReport {
         }
     }
     let sha256_all: [u8; 32] = all.finalize().into();
-    file_checks(&mut r, f, opts, &sha256_all, xor);
-    r.warnings.extend(f.warnings.iter().cloned());
-    r
+    (r, sha256_all, xor)
 }
 
 fn file_checks(

@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use super::header::{bad, check_text, fields, hex_n, Root, Sign};
-use crate::error::Result;
+use super::read::WtxtFile;
+use crate::error::{Error, Result};
 use crate::util::hex;
 
 /// `<file>.wsum`.
@@ -14,6 +15,69 @@ pub fn wsum_path(path: &Path) -> PathBuf {
     let mut p = path.as_os_str().to_owned();
     p.push(".wsum");
     PathBuf::from(p)
+}
+
+/// The WSUM of a WTXT-S written without one (`tessera wtxt finalize`): every array is
+/// checked first (chunk parity, base64, CRC-32C, SHA-256; the HMACs too when
+/// `hmac_key` is given), and a file with any damaged array is refused, naming it — a
+/// WSUM over damaged bytes would vouch for them. `merkle_prev` chains it to the
+/// previous snapshot (its `merkle_this`; zeros for none); `seed` signs it. A file with
+/// a `root` line is already final and is refused.
+pub fn finalize(
+    f: &WtxtFile<'_>,
+    merkle_prev: [u8; 32],
+    hmac_key: Option<&[u8]>,
+    seed: Option<&[u8; 32]>,
+) -> Result<Wsum> {
+    if f.root.is_some() {
+        return Err(Error::invalid_input(
+            "this WTXT has a root line: it is final already (finalize writes the WSUM of a \
+             WTXT-S, whose header says root_pending)",
+        ));
+    }
+    if let Some((what, why)) = f.lost.first() {
+        return Err(Error::integrity(format!(
+            "cannot finalize: {what} was lost ({why})"
+        )));
+    }
+    let opts = crate::verify::VerifyOptions::default().hmac_key(hmac_key.map(<[u8]>::to_vec));
+    let (report, sha256_all, fastxor) = super::verify::check_arrays(f, &opts);
+    if let Some(c) = report.failures().next() {
+        return Err(Error::integrity(format!(
+            "cannot finalize: {} fails its {} check{}",
+            c.subject,
+            c.layer,
+            c.detail
+                .as_deref()
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        )));
+    }
+    let merkle_this = super::header::merkle_this(&merkle_prev, &sha256_all, &f.meta);
+    Ok(Wsum::new(
+        Root {
+            sha256_all,
+            merkle_prev,
+            merkle_this,
+            fastxor,
+        },
+        seed,
+    ))
+}
+
+/// The `merkle_this` of the snapshot at `path` (its root line, or the WSUM beside a
+/// WTXT-S), what the next generation chains from.
+pub fn merkle_this_of(path: &Path) -> Result<[u8; 32]> {
+    let data = crate::source::FileData::open(path)?;
+    let ropts = crate::any::ReadOptions::default().path(Some(path.to_path_buf()));
+    let f = WtxtFile::parse(std::borrow::Cow::Borrowed(&data), &ropts)
+        .map_err(|e| e.at_subject(format!("prev {}", path.display())))?;
+    f.final_root().map(|r| r.merkle_this).ok_or_else(|| {
+        Error::invalid_input(format!(
+            "prev {}: a WTXT-S without its WSUM has no merkle_this to chain from",
+            path.display()
+        ))
+    })
 }
 
 /// A parsed WSUM line.

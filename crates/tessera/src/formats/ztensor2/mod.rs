@@ -147,6 +147,7 @@ mod content;
 mod layout;
 mod raw;
 mod read;
+pub mod shards;
 mod write;
 
 pub use layout::{COO, CSR, PART_TYPES};
@@ -172,6 +173,7 @@ fn open<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Box<dyn Container 
 /// zTensor v2 in the codec table. `.zt` stays v1's extension: v2 is picked by
 /// `--to ztensor2` (or `ztensor-v2`) or `--zt-version 2`.
 pub const CODEC: Codec = Codec::new()
+    .shard_table(shards::HOOKS)
     .reader(open, Access::Ranges, "ztensor2")
     .writer(write, capabilities)
     .options(&[options::COMPRESSION, options::DIGESTS])

@@ -1,6 +1,6 @@
 //! The conversion steps `--dequantize` and `--quantize` (`ConvertOptions::dequantize`,
-//! `ConvertOptions::quantize`): which tensors they change, the description each becomes,
-//! and the work on its bytes. `convert::prepare` asks [`plan`] per tensor and
+//! `ConvertOptions::quantize`), for any source and target: which tensors they change,
+//! the description each becomes, and the work on its bytes. `convert::prepare` asks [`plan`] per tensor and
 //! `Prepared::tensor` calls [`apply`].
 //!
 //! With both options (GGUF to GGUF), packed tensors of another type are decoded and
@@ -12,12 +12,13 @@ use std::borrow::Cow;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::format::Format;
 use crate::metadata::{Map, Value};
 use crate::tensor::{Layout, Part, TensorInfo, TensorView};
 
-use super::super::raw::{GgmlType, ATTR_GGML_TYPE};
-use super::{dequantize, f32_to_bytes, floats_to_f32, keep_float_reason, quantize, QuantKind};
+use super::{
+    dequantize, f32_to_bytes, floats_to_f32, keep_float_reason, quantize, GgmlType, QuantKind,
+    ATTR_GGML_TYPE,
+};
 
 /// What happens to one tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,24 +43,16 @@ pub fn packed_type(info: &TensorInfo) -> Option<GgmlType> {
     }
 }
 
-/// Checks the two options against the target before any tensor is looked at.
-pub fn check_options(
-    dequant: Option<DType>,
-    quant: Option<QuantKind>,
-    target: Format,
-) -> Result<()> {
+/// Checks `--dequantize`'s dtype before any tensor is looked at. (Which targets
+/// `--quantize` may write is the target's to say: `Codec::quantizes`, checked by
+/// `convert::prepare`.)
+pub fn check_dequantize(dequant: Option<DType>) -> Result<()> {
     if let Some(d) = dequant {
         if !DEQUANTIZE_DTYPES.contains(&d) {
             return Err(Error::invalid_input(format!(
                 "dequantize takes f32, f16 or bf16, not {d}"
             )));
         }
-    }
-    if quant.is_some() && target != Format::Gguf {
-        return Err(Error::invalid_input(format!(
-            "quantize writes GGUF; the target is {}",
-            target.title()
-        )));
     }
     Ok(())
 }

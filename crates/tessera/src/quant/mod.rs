@@ -1,5 +1,22 @@
-//! ggml block quantizations: decode packed GGUF tensors to floats, and encode floats into
-//! the legacy block types, bit-identical to gguf-py 0.19.0's `gguf.quants`.
+//! ggml block quantizations: decode packed tensors to floats, and encode floats into the
+//! legacy block types, bit-identical to gguf-py 0.19.0's `gguf.quants`.
+//!
+//! # The block format, not a file format
+//!
+//! A packed tensor is a run of ggml blocks of one type ([`GgmlType`]: ggml's type id,
+//! elements and bytes per block; `types.rs`), described in Tessera as dtype `u8`, the
+//! logical shape, layout `ggml_<type>` ([`LAYOUT_PREFIX`]) and attribute `ggml_type`
+//! ([`ATTR_GGML_TYPE`]). That is ggml's block format, which GGUF stores but does not
+//! own: zTensor and AERO carry such tensors too. So the table and the kernels live here,
+//! below the formats and naming none: GGUF's reader and writer (`formats/gguf/`, which
+//! keeps what is GGUF's: the tensor info, the metadata value types, alignment, byte
+//! order), `convert` (`ConvertOptions::dequantize`/`quantize`, through [`adapt`]) and
+//! `values::dequantize` use it. Which targets `--quantize` may write is each format's
+//! codec's to say (`Codec::quantizes`: GGUF).
+//!
+//! Always compiled, whatever the features: the kernels need no optional dependency
+//! (rayon and half are the core's), and a packed tensor can come from any format that
+//! keeps `ggml_*` layouts, so a build with `ztensor` alone dequantizes one too.
 //!
 //! # What is done
 //!
@@ -46,13 +63,14 @@ pub mod iq;
 pub mod kquants;
 pub mod legacy;
 pub mod other;
+mod types;
+
+pub use types::{GgmlType, ATTR_GGML_TYPE, GGML_TYPES, LAYOUT_PREFIX};
 
 use rayon::prelude::*;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-
-use super::raw::GgmlType;
 
 /// Decodes a run of whole blocks (`bytes`, `out`, block size, type size). Each is a
 /// loop over one block function, so the block function inlines into it.
@@ -208,7 +226,7 @@ impl QuantKind {
             QuantKind::Q5_1 => 7,
         };
         // The table holds every id above (tested).
-        GgmlType::from_id(id).unwrap_or(super::raw::GGML_TYPES[0])
+        GgmlType::from_id(id).unwrap_or(GGML_TYPES[0])
     }
     fn block_fn(self) -> QuantFn {
         match self {
