@@ -45,6 +45,12 @@ pub trait StreamWriter {
     /// The tensor names in the order the writer takes them.
     fn order(&self) -> Vec<String>;
 
+    /// About how many bytes of tensors a batch holds ([`READ_AHEAD`] unless the writer
+    /// wants its text or encoded bytes written while still in cache).
+    fn read_ahead(&self) -> u64 {
+        READ_AHEAD
+    }
+
     /// The encoding companion, if the writer's tensors are to be encoded on the pool
     /// ([`drive`] then hands each tensor's result to [`StreamWriter::write_tensor`]).
     fn encoder(&self) -> Option<Encoder<Self::Encoded>> {
@@ -123,13 +129,14 @@ impl InOrder {
 /// Feeds `writer` the tensors of `src` in the writer's order and finishes it: see the
 /// module docs.
 pub fn drive<W: StreamWriter>(src: &dyn TensorSource, writer: W) -> Result<W::Done> {
-    drive_by(src, writer, read_ahead())
+    let budget = read_ahead(&writer);
+    drive_by(src, writer, budget)
 }
 
-/// [`READ_AHEAD`]; with feature `test-hooks` (never in a user's build),
-/// `TESSERA_TEST_READ_AHEAD=N` makes it N bytes, so that a test can measure the memory
-/// two batches take without writing hundreds of MiB.
-fn read_ahead() -> u64 {
+/// The writer's [`StreamWriter::read_ahead`]; with feature `test-hooks` (never in a
+/// user's build), `TESSERA_TEST_READ_AHEAD=N` makes it N bytes, so that a test can
+/// measure the memory two batches take without writing hundreds of MiB.
+fn read_ahead<W: StreamWriter>(writer: &W) -> u64 {
     #[cfg(feature = "test-hooks")]
     if let Some(n) = std::env::var("TESSERA_TEST_READ_AHEAD")
         .ok()
@@ -137,11 +144,14 @@ fn read_ahead() -> u64 {
     {
         return n;
     }
-    READ_AHEAD
+    writer.read_ahead()
 }
 
 /// One tensor read (and encoded), ready for its writer.
 type Item<'s, E> = Result<(TensorView<'s>, Option<E>)>;
+
+/// A batch's names and what was read (and encoded) of them.
+type Batch<'n, 's, E> = (&'n [&'n str], Vec<Item<'s, E>>);
 
 /// [`drive`] with batches of about `budget` bytes.
 pub(crate) fn drive_by<W: StreamWriter>(
@@ -153,7 +163,7 @@ pub(crate) fn drive_by<W: StreamWriter>(
     let names: Vec<&str> = order.iter().map(String::as_str).collect();
     let encoder = writer.encoder();
     let encoder = encoder.as_ref();
-    let mut pending: Option<(&[&str], Vec<Item<'_, W::Encoded>>)> = None;
+    let mut pending: Option<Batch<'_, '_, W::Encoded>> = None;
     let batches = batches(src, &names, budget);
     for next in batches.into_iter().map(Some).chain(std::iter::once(None)) {
         let (read, written) = std::thread::scope(|s| {
@@ -233,8 +243,8 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
 
-    /// A model that counts the tensors read from it.
-    struct Counting(Model, AtomicUsize, usize);
+    /// A model that counts the tensors read from it (and records the batches asked).
+    struct Counting(Model, AtomicUsize, usize, Mutex<Vec<usize>>);
 
     impl TensorSource for Counting {
         fn metadata(&self) -> &crate::Metadata {
@@ -246,6 +256,10 @@ mod tests {
         fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
             self.1.fetch_add(1, Ordering::SeqCst);
             self.0.tensor(name)
+        }
+        fn tensors(&self, names: &[&str]) -> Vec<Result<TensorView<'_>>> {
+            self.3.lock().unwrap().push(names.len());
+            names.iter().map(|n| self.tensor(n)).collect()
         }
         /// "Ctrl-C" once more than `self.2` tensors were read.
         fn interrupted(&self) -> Result<()> {
@@ -263,7 +277,7 @@ mod tests {
             m.push(TensorView::dense(info, Cow::Owned(vec![i; 1000])).unwrap())
                 .unwrap();
         }
-        Counting(m, AtomicUsize::new(0), usize::MAX)
+        Counting(m, AtomicUsize::new(0), usize::MAX, Mutex::default())
     }
 
     /// A writer that records what it is given (name, first byte, encoded value and the
@@ -347,6 +361,39 @@ mod tests {
         assert_eq!(m.1.load(Ordering::SeqCst), 10);
         let me = std::thread::current().id();
         assert!(w.threads.iter().all(|t| *t == me));
+    }
+
+    /// `drive` reads in batches of the writer's `read_ahead` bytes.
+    #[test]
+    fn batches_are_the_writers_read_ahead() {
+        struct Small(Recorder, u64);
+        impl StreamWriter for &mut Small {
+            type Encoded = u64;
+            type Done = ();
+            fn order(&self) -> Vec<String> {
+                self.0.order.clone()
+            }
+            fn read_ahead(&self) -> u64 {
+                self.1
+            }
+            fn write_tensor(&mut self, n: &str, v: TensorView<'_>, e: Option<u64>) -> Result<()> {
+                (&mut self.0).write_tensor(n, v, e)
+            }
+            fn finish(self) -> Result<()> {
+                (&mut self.0).finish()
+            }
+        }
+        if std::env::var_os("TESSERA_TEST_READ_AHEAD").is_some() {
+            return;
+        }
+        let names = ["t0", "t1", "t2", "t3", "t4", "t5", "t6"];
+        for (budget, want) in [(2000, vec![2, 2, 2, 1]), (READ_AHEAD, vec![7])] {
+            let m = model(7);
+            let mut w = Small(Recorder::new(&names), budget);
+            drive(&m, &mut w).unwrap();
+            assert_eq!(w.0.seen.len(), 7);
+            assert_eq!(*m.3.lock().unwrap(), want, "read_ahead {budget}");
+        }
     }
 
     /// The companion's results come with their tensors, in order, though they were

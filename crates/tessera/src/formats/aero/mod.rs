@@ -138,10 +138,13 @@
 //! larger; empty shards get none), `uuid`
 //! (random v4 otherwise). Inside a shard each tensor starts at the next multiple of its
 //! element size (packed data: anywhere), zero-padded — see Deviations.
-//! Unlike the other formats there is no push-style `AeroWriter` (`write_tensor` one
-//! tensor at a time): the TIDX, written before the data, holds each packed tensor's
-//! length and, with `tensor_hashes`, each tensor's digest, which only the bytes give;
-//! so the writer takes a `TensorSource` and reads it twice (plan, then stream).
+//! Unlike the other formats there is no public push-style `AeroWriter` (`write_tensor`
+//! one tensor at a time): the TIDX, written before the data, holds each packed
+//! tensor's length and, with `tensor_hashes`, each tensor's digest, which only the
+//! bytes give; so the writer takes a `TensorSource` and reads it twice: a first pass
+//! of its own (plan), then the stream, a [`crate::write::StreamWriter`] the driver
+//! ([`crate::write::drive`]) feeds shard by shard with its read-ahead and interruption
+//! checks, writing the chunks between the shards as it reaches them.
 //! [`write::write_in_shards`] takes the shards instead as ranges of the tensors (what
 //! `tessera convert --shards N` / `--max-shard-size` plan, `crate::set::write`): one file,
 //! one `WTSH weights.shard{i}` (and its PHSH) per range, TIDX `shard_id` naming it.

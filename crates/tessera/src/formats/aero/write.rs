@@ -1,6 +1,9 @@
-//! The AERO writer: plans every offset from the tensor list, writes the control region
-//! and the metadata chunks, streams the shards one tensor at a time (hashing as it goes),
-//! then patches the TOC hashes of the shards and page-hash chunks.
+//! The AERO writer: plans every offset from the tensor list (a first pass of its own:
+//! packed lengths and `tensor_hashes` need the bytes before the TIDX is written), writes
+//! the control region and the metadata chunks, streams the shards tensor by tensor
+//! (hashing as it goes) as a [`StreamWriter`] fed by the driver
+//! ([`crate::write::drive`]: read-ahead on the pool, interruption asked between
+//! tensors), then patches the TOC hashes of the shards and page-hash chunks.
 
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 

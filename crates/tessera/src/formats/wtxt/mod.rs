@@ -45,12 +45,15 @@
 //!   damage), or the new pair: never a new `OUT` beside a stale `OUT.wsum` that fails
 //!   verify, nor an old `OUT` beside a new one. (Removing the old WSUM first is what
 //!   rules the mixed pairs out: two renames cannot be one step.)
-//! - Speed: small arrays are grouped in ~4 MiB steps; while the calling thread writes a
-//!   step's text, the rayon pool hashes the next step's arrays, adds the previous step
-//!   to `sha256_all` and encodes the chunks (crc32c, SHA-256, base64 with `base64-simd`,
-//!   parity); an array up to 2 MiB is hashed and encoded by one task, so the second
-//!   pass finds it in cache. An array over 16 MiB is encoded a segment at a time (the whole chunks
-//!   that fit in 16 MiB, so no chunk is cut) with its `sha256_all` share hashed beside. Memory: one step of tensors and text (or one 16 MiB segment),
+//! - Speed: the writer speaks the one writer protocol ([`crate::write::stream`]): the
+//!   driver reads arrays in ~4 MiB batches and its companion ([`pipeline::ArrayEncoder`])
+//!   hashes and encodes them on the rayon pool (crc32c, SHA-256, base64 with
+//!   `base64-simd`, parity) while the writing thread writes the previous batch's text
+//!   and adds it to `sha256_all`; an array up to 2 MiB is hashed and encoded by one
+//!   task, so the second pass finds it in cache. An array over 16 MiB is encoded a
+//!   segment at a time (the whole chunks that fit in 16 MiB, so no chunk is cut) with
+//!   its `sha256_all` share hashed beside. Memory: two batches of tensors and text (or
+//!   one 16 MiB segment),
 //!   plus the hash states. SHA-256 is `sha2`, which uses the SHA-NI instructions when
 //!   the CPU has them (no `asm` feature needed).
 //!

@@ -22,6 +22,10 @@ use crate::write::WriteSeek;
 /// Raw bytes of one segment of a big array, encoded in parallel (about: a segment is a
 /// whole number of chunks, [`segment_len`]).
 pub const SEGMENT: u64 = 16 << 20;
+/// Raw bytes of arrays read and encoded as one batch of the driver
+/// ([`crate::write::StreamWriter::read_ahead`]): the text of a batch is written while
+/// it is still in cache.
+pub const STEP: u64 = 4 << 20;
 /// Raw bytes one task hashes and encodes (arrays up to this size stay on one core, so
 /// the encoding pass finds them in cache after the SHA-256 pass).
 pub const TASK: usize = 2 << 20;

@@ -429,6 +429,9 @@ impl<W: Write + Seek> StreamWriter for WtxtWriter<W> {
     fn order(&self) -> Vec<String> {
         self.order().map(str::to_string).collect()
     }
+    fn read_ahead(&self) -> u64 {
+        super::pipeline::STEP
+    }
     fn encoder(&self) -> Option<Encoder<EncodedArray>> {
         let enc = self.encoder.clone();
         Some(Box::new(move |view: &TensorView<'_>| enc.encode(view)))
