@@ -175,15 +175,12 @@ pub fn parse_options(opts: Option<&Bound<'_, PyDict>>) -> PyResult<(WriteOptions
             }
             "quantize" => {
                 let name: String = v.extract()?;
-                c.quantize = Some(
-                    tessera::formats::gguf::quants::QuantKind::from_name(&name).ok_or_else(
-                        || {
-                            invalid(format!(
-                                "quantize: {name:?} is not q8_0, q4_0, q4_1, q5_0 or q5_1"
-                            ))
-                        },
-                    )?,
-                );
+                c.quantize =
+                    Some(tessera::quant::QuantKind::from_name(&name).ok_or_else(|| {
+                        invalid(format!(
+                            "quantize: {name:?} is not q8_0, q4_0, q4_1, q5_0 or q5_1"
+                        ))
+                    })?);
             }
             "compression_level" => {
                 if !opts.contains("compression")? {

@@ -153,7 +153,7 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         })
         .quantize(match args.quantize.as_deref() {
             Some(q) => Some(
-                tessera::formats::gguf::quants::QuantKind::from_name(q)
+                tessera::quant::QuantKind::from_name(q)
                     .with_context(|| format!("unknown quantization {q:?}"))?,
             ),
             None => None,

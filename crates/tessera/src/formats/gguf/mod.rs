@@ -119,9 +119,6 @@
 
 pub mod meta;
 pub mod raw;
-/// The block kernels under their old path (`tessera::formats::gguf::quants`): they are
-/// the format-neutral [`crate::quant`], which GGUF's reader and writer use.
-pub use crate::quant as quants;
 pub mod read;
 pub mod write;
 

@@ -122,15 +122,15 @@ fn write_set(
             .unwrap_or_default();
         let at = tmp.join(&fname);
         let mut out = BufWriter::new(std::fs::File::create(&at)?);
-        let mut w = Ztensor2Writer::new(&mut out, opts)?;
-        let mut group: Vec<&str> = infos[g.clone()].iter().map(|t| t.name.as_str()).collect();
-        group.sort_unstable();
-        for name in group {
-            let view = src.tensor(name)?;
-            w.add_tensor(&view, src)
-                .map_err(|e| e.at_subject(format!("tensor {name:?}")))?;
-        }
-        let (_, objects) = w.finish_data_shard()?;
+        let w = Ztensor2Writer::new(&mut out, opts)?;
+        // The group's tensors in name order, read ahead and encoded on the pool.
+        let group = Some(infos[g.clone()].iter().map(|t| t.name.clone()).collect());
+        let stream = super::write::Ztensor2Stream {
+            w,
+            src,
+            names: group,
+        };
+        let (_, objects) = crate::write::drive(src, stream)?.finish_data_shard()?;
         out.flush()?;
         let f = out.into_inner().map_err(|e| Error::from(e.into_error()))?;
         f.sync_all()?;

@@ -116,7 +116,7 @@ fn seekable(bytes: &[u8], level: i32) -> Result<Vec<u8>> {
 }
 
 /// What the pool makes of one part ([`encode_parts`]).
-struct PartEnc {
+pub(super) struct PartEnc {
     digest: String,
     /// The `zt.zstd-seekable/1` stream, when compressing.
     zstd: Option<Vec<u8>>,
@@ -542,20 +542,26 @@ impl<W: Write> Ztensor2Writer<W> {
     }
 }
 
-/// A [`Ztensor2Writer`] fed by the driver: the tensors in name order, each part
-/// encoded on the pool (`encode_parts`); `src` is where a shared blob is confirmed.
-struct Ztensor2Stream<'s, W: Write> {
-    w: Ztensor2Writer<W>,
-    src: &'s dyn TensorSource,
+/// A [`Ztensor2Writer`] fed by the driver: the tensors (all of `src`'s, or `names`: a
+/// data shard's group) in name order, each part encoded on the pool (`encode_parts`);
+/// `src` is where a shared blob is confirmed. Gives the writer back, for its caller to
+/// finish as a file or as a data shard.
+pub(super) struct Ztensor2Stream<'s, W: Write> {
+    pub(super) w: Ztensor2Writer<W>,
+    pub(super) src: &'s dyn TensorSource,
+    pub(super) names: Option<Vec<String>>,
 }
 
 impl<W: Write> StreamWriter for Ztensor2Stream<'_, W> {
     type Encoded = Vec<PartEnc>;
-    type Done = W;
+    type Done = Ztensor2Writer<W>;
     fn order(&self) -> Vec<String> {
-        let mut names: Vec<String> = (self.src.tensor_infos().iter())
-            .map(|i| i.name.clone())
-            .collect();
+        let mut names: Vec<String> = match &self.names {
+            Some(n) => n.clone(),
+            None => (self.src.tensor_infos().iter())
+                .map(|i| i.name.clone())
+                .collect(),
+        };
         names.sort_unstable();
         names
     }
@@ -577,8 +583,8 @@ impl<W: Write> StreamWriter for Ztensor2Stream<'_, W> {
         }
         .map_err(|e| e.at_subject(format!("tensor {name:?}")))
     }
-    fn finish(self) -> Result<W> {
-        self.w.finish()
+    fn finish(self) -> Result<Ztensor2Writer<W>> {
+        Ok(self.w)
     }
 }
 
@@ -613,6 +619,7 @@ pub fn write(
             "parts written as {ZSTD_SEEKABLE}: not canonical form"
         ));
     }
-    crate::write::drive(src, Ztensor2Stream { w, src })?;
+    let names = None;
+    crate::write::drive(src, Ztensor2Stream { w, src, names })?.finish()?;
     Ok(report)
 }
