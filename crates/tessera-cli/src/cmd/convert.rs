@@ -6,7 +6,8 @@
 //! quantized blocks, and every change is printed. The output is written to a
 //! temporary sibling and renamed, so `convert a a` and a crash mid-way never lose data.
 //! `-o -` (with `--to`) writes the file to standard output instead, as `extract -o -`
-//! does (refused for a terminal, a model set, or streaming WTXT's side file).
+//! does (refused for a terminal, a model set, or streaming WTXT without `--wsum FILE`, which
+//! names where its WSUM goes).
 
 use std::io::Write;
 
@@ -171,8 +172,13 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         if split.is_some() {
             bail_usage("a model set is several files: name its output, not -")?;
         }
-        if opts.extra.get("streaming") == Some(&OptionValue::Bool(true)) {
-            bail_usage("streaming WTXT writes OUT.wsum beside the output: name the output, not -")?;
+        if opts.extra.get("streaming") == Some(&OptionValue::Bool(true))
+            && !opts.extra.contains_key("wsum")
+        {
+            bail_usage(
+                "streaming WTXT writes OUT.wsum beside the output: name the output, or \
+                 give the WSUM's path with --wsum FILE",
+            )?;
         }
         return to_stdout(args, format, conv, &opts);
     }

@@ -543,3 +543,57 @@ fn wtxt_finalize_writes_a_signed_wsum_verify_accepts() {
     assert!(text(&o).contains("exists"), "{}", text(&o));
     assert_eq!(std::fs::read(&wsum).unwrap(), before);
 }
+
+/// Streaming WTXT to a pipe: the snapshot on standard output, its WSUM to the file
+/// `--wsum` names (written atomically once the snapshot is out); the pair verifies.
+/// Without `--wsum` it is refused before anything is written.
+#[test]
+fn streaming_wtxt_goes_to_a_pipe_with_its_wsum_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write(dir.path(), "m.safetensors", Format::Safetensors);
+    let s = dir.path().join("s.wtxt");
+    let wsum = dir.path().join("s.wtxt.wsum");
+    let base = ["-o", "-", "--to", "wtxt", "--streaming", "--drop-metadata"];
+    let o = tessera()
+        .arg("convert")
+        .arg(&src)
+        .args(base)
+        .stdout(std::fs::File::create(&s).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--wsum"), "{}", text(&o));
+    assert_eq!(std::fs::metadata(&s).unwrap().len(), 0);
+
+    let o = tessera()
+        .arg("convert")
+        .arg(&src)
+        .args(base)
+        .arg("--wsum")
+        .arg(&wsum)
+        .stdout(std::fs::File::create(&s).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let snap = std::fs::read_to_string(&s).unwrap();
+    assert!(
+        snap.lines().nth(3).unwrap().starts_with("root_pending"),
+        "{snap}"
+    );
+    assert!(std::fs::read_to_string(&wsum)
+        .unwrap()
+        .starts_with("WSUM 1 "));
+    let o = run(&[&"verify", &s]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Without streaming there is no WSUM to put anywhere: refused.
+    let o = run(&[
+        &"convert",
+        &src,
+        &dir.path().join("p.wtxt"),
+        &"--wsum",
+        &wsum,
+        &"--drop-metadata",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("only with streaming"), "{}", text(&o));
+}

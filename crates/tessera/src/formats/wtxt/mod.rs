@@ -151,6 +151,10 @@ options::format_options! {
         pub rows_per_chunk: Option<u64> = (OptionKind::Int, "rows per chunk (row blocking)"),
         /// Streaming finalization (WTXT-S plus `OUT.wsum`).
         pub streaming: bool = (OptionKind::Bool, "streaming finalization (WTXT-S plus OUT.wsum)"),
+        /// With `streaming`: where the WSUM goes instead of beside the output (needed
+        /// when the output is a pipe).
+        pub wsum: Option<PathBuf> = (OptionKind::Path,
+            "with streaming: the WSUM's path (default OUT.wsum; needed when OUT is a pipe)"),
         /// Fixed HMAC salts instead of random ones (tests, reproducible builds).
         pub fixed_salt: Option<[u8; 8]> = (OptionKind::Hex(8), "fixed HMAC salt for reproducible output",
             aliases: &["salt"]),

@@ -459,15 +459,21 @@ pub fn write(
     out: &mut dyn WriteSeek,
     opts: &WriteOptions,
 ) -> Result<WriteReport> {
-    // With streaming, OUT.wsum goes beside OUT: refuse before writing anything.
-    let wpath = match (&opts.path, WtxtOptions::from_options(opts)?.streaming) {
-        (Some(p), true) => Some(super::wsum::wsum_path(p)),
-        (None, true) => {
+    // With streaming, the WSUM goes to `wsum`, else beside OUT: refuse before writing
+    // anything when there is neither.
+    let wo = WtxtOptions::from_options(opts)?;
+    let wpath = match (wo.streaming, wo.wsum, &opts.path) {
+        (true, Some(w), _) => Some(w),
+        (true, None, Some(p)) => Some(super::wsum::wsum_path(p)),
+        (true, None, None) => return Err(Error::invalid_input(
+            "wtxt streaming writes OUT.wsum beside OUT: an output path (or wsum=PATH) is needed",
+        )),
+        (false, Some(_), _) => {
             return Err(Error::invalid_input(
-                "wtxt streaming writes OUT.wsum beside OUT: an output path is needed",
+                "option wsum: a WSUM is written only with streaming",
             ))
         }
-        _ => None,
+        (false, None, _) => None,
     };
     let w = WtxtWriter::new(&mut *out, src.tensor_infos(), opts)?;
     let done = crate::write::drive(src, w)?;
