@@ -78,8 +78,10 @@ fn arg(o: &OptionSpec) -> Arg {
     }
     match o.kind {
         OptionKind::Bool => a.action(ArgAction::SetTrue),
-        // Repeatable: `--digest crc32c --digest sha256`.
-        OptionKind::Choice(_) => a.action(ArgAction::Append).value_name(value_name(o.kind)),
+        // Repeatable: `--digest crc32c --digest sha256`, `--age-recipient` twice.
+        OptionKind::Choice(_) | OptionKind::Texts => {
+            a.action(ArgAction::Append).value_name(value_name(o.kind))
+        }
         kind => {
             a = a.action(ArgAction::Set).value_name(value_name(kind));
             if let Some(bare) = o.flag_value {

@@ -80,8 +80,9 @@ fn py_value(name: &str, v: &Bound<'_, PyAny>) -> PyResult<OptionValue> {
     let kind = find_option(name).map(|o| (o.name, o.kind));
     if let Some((opt, OptionKind::Secret)) = kind {
         if let Ok(s) = v.cast::<PyString>() {
-            // An HMAC key given as str is its UTF-8 bytes; a signing key as str is a path.
-            if opt == "hmac_key" {
+            // A key or passphrase given as str is its UTF-8 bytes; a signing key as str
+            // is a path.
+            if opt != "sign_key" {
                 return Ok(OptionValue::Bytes(s.to_cow()?.as_bytes().to_vec()));
             }
         }

@@ -118,3 +118,15 @@ def test_encrypt_and_decrypt_with_a_passphrase(tmp_path):
 def test_the_module_is_there_after_import_tessera():
     assert set(tessera.wtxt.__all__) == {"delta", "apply", "sign", "finalize", "encrypt", "decrypt"}
     assert "wtxt" in dir(tessera)
+
+
+def test_save_encrypts_as_it_writes(tmp_path):
+    p = tmp_path / "m.wtxt.age"
+    a = arrays()
+    tessera.save(a, str(p), format="wtxt", age_passphrase="pw words")
+    data = p.read_bytes()
+    assert data.startswith(b"-----BEGIN AGE ENCRYPTED FILE-----") and b"WTXT 1" not in data
+    with tessera.open(str(p), age_passphrase="pw words") as f:
+        np.testing.assert_array_equal(f["w"], a["w"])
+    with pytest.raises(tessera.errors.TesseraError):
+        tessera.open(str(p))

@@ -131,6 +131,9 @@ pub enum OptionKind {
     Size,
     /// Any text.
     Text,
+    /// One or more texts: the option repeated adds one (`-O age_recipients=age1…` twice),
+    /// a list from Python.
+    Texts,
     /// A file path.
     Path,
     /// One of these words (a list of them where the option says so).
@@ -151,6 +154,7 @@ impl OptionKind {
             OptionKind::Int => "integer".into(),
             OptionKind::Size => "size (bytes, K/M/G suffixes)".into(),
             OptionKind::Text => "text".into(),
+            OptionKind::Texts => "text (repeatable)".into(),
             OptionKind::Path => "path".into(),
             OptionKind::Choice(c) => c.join("|"),
             OptionKind::Compression => "none|zstd|zstd:LEVEL".into(),
@@ -357,6 +361,24 @@ impl OptionField for Option<String> {
     }
     fn to_value(&self) -> Option<OptionValue> {
         self.clone().map(OptionValue::Text)
+    }
+}
+
+fn texts(o: &OptionSpec, v: &OptionValue) -> Result<Vec<String>> {
+    match v {
+        OptionValue::List(items) => items.iter().map(|i| as_text(o, i)).collect(),
+        one => Ok(vec![as_text(o, one)?]),
+    }
+}
+
+/// Several texts ([`OptionKind::Texts`]); none is the default.
+impl OptionField for Vec<String> {
+    fn parse(o: &OptionSpec, v: &OptionValue) -> Result<Self> {
+        texts(o, v)
+    }
+    fn to_value(&self) -> Option<OptionValue> {
+        (!self.is_empty())
+            .then(|| OptionValue::List(self.iter().cloned().map(OptionValue::Text).collect()))
     }
 }
 
@@ -709,6 +731,9 @@ fn normalize(o: &OptionSpec, v: &OptionValue) -> Result<OptionValue> {
         OptionKind::Int => OptionValue::Int(as_int(o, v)? as i64),
         OptionKind::Size => OptionValue::Int(as_size(o, v)? as i64),
         OptionKind::Text | OptionKind::Path => OptionValue::Text(as_text(o, v)?),
+        OptionKind::Texts => {
+            OptionValue::List(texts(o, v)?.into_iter().map(OptionValue::Text).collect())
+        }
         OptionKind::Choice(c) => {
             let s = as_text(o, v)?;
             if !c.contains(&s.as_str()) {
@@ -772,6 +797,15 @@ impl WriteOptions {
                 }
             }
             "timestamp" => self.timestamp = Some(as_text(o, v)?),
+            // A repeatable option adds to what it holds.
+            name if o.kind == OptionKind::Texts && self.extra.contains_key(name) => {
+                let mut all = texts(o, &self.extra[name])?;
+                all.extend(texts(o, v)?);
+                let list = OptionValue::List(all.into_iter().map(OptionValue::Text).collect());
+                if let Some(n) = (o.check)(o, &list)? {
+                    self.extra.insert(name.to_string(), n);
+                }
+            }
             name => match (o.check)(o, v)? {
                 Some(n) => {
                     self.extra.insert(name.to_string(), n);

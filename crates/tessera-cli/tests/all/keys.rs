@@ -597,3 +597,52 @@ fn streaming_wtxt_goes_to_a_pipe_with_its_wsum_named() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("only with streaming"), "{}", text(&o));
 }
+
+/// `convert … --age-recipient R` writes the snapshot encrypted (nothing in the clear on
+/// disk); `inspect --identity` reads it; `--age-passphrase-file` reads the passphrase
+/// from a file and never prints it.
+#[test]
+fn convert_encrypts_wtxt_as_it_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write(dir.path(), "m.safetensors", Format::Safetensors);
+    let (identity, recipient) = tessera::formats::wtxt::crypt::generate_identity();
+    let idf = dir.path().join("id.txt");
+    std::fs::write(&idf, format!("{identity}\n")).unwrap();
+    let out = dir.path().join("m.wtxt.age");
+    let o = run(&[
+        &"convert",
+        &src,
+        &out,
+        &"--to",
+        &"wtxt",
+        &"--drop-metadata",
+        &"--age-recipient",
+        &recipient,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let data = std::fs::read(&out).unwrap();
+    assert!(data.starts_with(b"-----BEGIN AGE ENCRYPTED FILE-----"));
+    let o = run(&[&"inspect", &out, &"--identity", &idf]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("2 tensors"), "{}", text(&o));
+    let o = run(&[&"inspect", &out]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+
+    let pf = dir.path().join("pass.txt");
+    std::fs::write(&pf, "very secret words\n").unwrap();
+    let out2 = dir.path().join("p.wtxt.age");
+    let o = run(&[
+        &"convert",
+        &src,
+        &out2,
+        &"--to",
+        &"wtxt",
+        &"--drop-metadata",
+        &"--age-passphrase-file",
+        &pf,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!text(&o).contains("very secret"), "{}", text(&o));
+    let o = run(&[&"verify", &out2, &"--passphrase-file", &pf]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}

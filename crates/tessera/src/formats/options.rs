@@ -175,7 +175,9 @@ mod tests {
             let v = match o.kind {
                 OptionKind::Bool => OptionValue::Flag,
                 OptionKind::Int | OptionKind::Size => OptionValue::Text("8".into()),
-                OptionKind::Text | OptionKind::Path => OptionValue::Text("x".into()),
+                OptionKind::Text | OptionKind::Path | OptionKind::Texts => {
+                    OptionValue::Text("x".into())
+                }
                 OptionKind::Choice(c) => OptionValue::Text(c[0].into()),
                 OptionKind::Compression => OptionValue::Text("zstd".into()),
                 OptionKind::Hex(n) => OptionValue::Bytes(vec![1; n]),

@@ -743,3 +743,54 @@ fn finalize_writes_the_wsum_the_writer_would_and_refuses_damage() {
     let e = wsum::finalize(&f1, [0; 32], None, None).unwrap_err();
     assert!(e.to_string().contains("final already"), "{e}");
 }
+
+/// Encryption as part of the write: only age armor reaches the file (no WTXT text on
+/// disk), the snapshot reads back with the recipients' identities or the passphrase,
+/// and `-O age_recipients=` repeated adds recipients.
+#[test]
+fn a_write_encrypted_with_age_leaves_no_plaintext_and_reads_back() {
+    use tessera::formats::wtxt::{crypt, WtxtOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let m = model();
+    let (id1, r1) = crypt::generate_identity();
+    let (id2, r2) = crypt::generate_identity();
+    let mut o = opts();
+    o.set("age_recipient", tessera::options::OptionValue::Text(r1))
+        .unwrap();
+    o.set("age_recipients", tessera::options::OptionValue::Text(r2))
+        .unwrap();
+    assert_eq!(
+        WtxtOptions::from_options(&o).unwrap().age_recipients.len(),
+        2
+    );
+    let p = dir.path().join("m.wtxt.age");
+    tessera::convert::write_file(Format::Wtxt, &m, &p, &o).unwrap();
+    let data = std::fs::read(&p).unwrap();
+    assert!(data.starts_with(b"-----BEGIN AGE ENCRYPTED FILE-----"));
+    assert!(!data.windows(6).any(|w| w == b"WTXT 1"));
+    let plain = write(&m, &opts());
+    for id in [id1, id2] {
+        let ro = ReadOptions::default().age_identities(vec![id]);
+        let f = tessera::open(&data, &ro).unwrap();
+        for i in m.tensor_infos() {
+            assert_eq!(
+                f.tensor(&i.name).unwrap().data().unwrap(),
+                m.tensor(&i.name).unwrap().data().unwrap()
+            );
+        }
+        assert_eq!(
+            crypt::decrypt(&data, &ro).unwrap(),
+            plain,
+            "the same text, encrypted"
+        );
+    }
+    // A passphrase instead; without the key nothing opens.
+    let o = opts().with(WtxtOptions::default().age_passphrase(Some(b"open sesame\n".to_vec())));
+    let q = dir.path().join("p.wtxt.age");
+    tessera::convert::write_file(Format::Wtxt, &m, &q, &o).unwrap();
+    let data = std::fs::read(&q).unwrap();
+    assert!(tessera::open(&data, &ReadOptions::default()).is_err());
+    let ro = ReadOptions::default().age_passphrase(Some("open sesame".into()));
+    assert_eq!(crypt::decrypt(&data, &ro).unwrap(), plain);
+    assert!(!format!("{o:?}").contains("sesame"));
+}

@@ -155,6 +155,15 @@ options::format_options! {
         /// when the output is a pipe).
         pub wsum: Option<PathBuf> = (OptionKind::Path,
             "with streaming: the WSUM's path (default OUT.wsum; needed when OUT is a pipe)"),
+        /// Encrypt the file as it is written, with age (ASCII armor), for these X25519
+        /// recipients (`age1…`): no plaintext touches the disk.
+        pub age_recipients: Vec<String> = (OptionKind::Texts,
+            "encrypt as written for this age recipient (age1…; repeatable)",
+            aliases: &["age_recipient"]),
+        /// Encrypt the file as it is written, with this age passphrase.
+        pub age_passphrase: Option<Vec<u8>> = (OptionKind::Secret,
+            "encrypt as written with this age passphrase",
+            aliases: &["age_passphrase_file"]),
         /// Fixed HMAC salts instead of random ones (tests, reproducible builds).
         pub fixed_salt: Option<[u8; 8]> = (OptionKind::Hex(8), "fixed HMAC salt for reproducible output",
             aliases: &["salt"]),

@@ -462,7 +462,7 @@ pub fn write(
     // With streaming, the WSUM goes to `wsum`, else beside OUT: refuse before writing
     // anything when there is neither.
     let wo = WtxtOptions::from_options(opts)?;
-    let wpath = match (wo.streaming, wo.wsum, &opts.path) {
+    let wpath = match (wo.streaming, wo.wsum.clone(), &opts.path) {
         (true, Some(w), _) => Some(w),
         (true, None, Some(p)) => Some(super::wsum::wsum_path(p)),
         (true, None, None) => return Err(Error::invalid_input(
@@ -475,10 +475,21 @@ pub fn write(
         }
         (false, None, _) => None,
     };
-    let w = WtxtWriter::new(&mut *out, src.tensor_infos(), opts)?;
-    let done = crate::write::drive(src, w)?;
+    let encrypt = !wo.age_recipients.is_empty() || wo.age_passphrase.is_some();
+    let wsum = if encrypt {
+        // The text is built in memory (the root is patched in place), encrypted there,
+        // and only the armored bytes reach `out`: no plaintext touches the disk.
+        let mut plain = std::io::Cursor::new(Vec::new());
+        let w = WtxtWriter::new(&mut plain, src.tensor_infos(), opts)?;
+        let wsum = crate::write::drive(src, w)?.wsum;
+        out.write_all(&encrypt_armored(plain.get_ref(), &wo)?)?;
+        wsum
+    } else {
+        let w = WtxtWriter::new(&mut *out, src.tensor_infos(), opts)?;
+        crate::write::drive(src, w)?.wsum
+    };
     let mut report = WriteReport::default();
-    if let (Some(wpath), Some(text)) = (wpath, done.wsum) {
+    if let (Some(wpath), Some(text)) = (wpath, wsum) {
         // Committed with the main file by the caller (module docs: "Writing").
         report.side_files.push(crate::util::atomic::SideFile {
             path: wpath.clone(),
@@ -487,6 +498,29 @@ pub fn write(
         report.extra_files.push(wpath);
     }
     Ok(report)
+}
+
+/// `plain` encrypted with age for the options' recipients or passphrase.
+#[cfg(feature = "age")]
+fn encrypt_armored(plain: &[u8], wo: &WtxtOptions) -> Result<Vec<u8>> {
+    let pass = match &wo.age_passphrase {
+        Some(p) => Some(
+            String::from_utf8(p.clone())
+                .map_err(|_| Error::invalid_input("option age_passphrase: not UTF-8 text"))?
+                .trim_end_matches(['\n', '\r'])
+                .to_string(),
+        ),
+        None => None,
+    };
+    super::crypt::encrypt(plain, &wo.age_recipients, pass.as_deref())
+}
+
+/// Without the `age` feature there is no encryption to do.
+#[cfg(not(feature = "age"))]
+fn encrypt_armored(_: &[u8], _: &WtxtOptions) -> Result<Vec<u8>> {
+    Err(Error::unsupported(
+        "this build of tessera has no age encryption (feature `age`)",
+    ))
 }
 
 /// HMAC-SHA256(key, salt ‖ raw).
