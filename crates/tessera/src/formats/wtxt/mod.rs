@@ -44,7 +44,13 @@
 //!   the old pair, a main file without a WSUM (read as "unfinalized", never as
 //!   damage), or the new pair: never a new `OUT` beside a stale `OUT.wsum` that fails
 //!   verify, nor an old `OUT` beside a new one. (Removing the old WSUM first is what
-//!   rules the mixed pairs out: two renames cannot be one step.)
+//!   rules the mixed pairs out: two renames cannot be one step.) `WtxtOptions::wsum`
+//!   names another path for the WSUM (the output may then be a pipe); `tessera wtxt
+//!   finalize` ([`wsum::finalize`]) writes the WSUM of a WTXT-S that has none, after
+//!   checking every array.
+//! - Encryption as written (`WtxtOptions::age_recipients` / `age_passphrase`): the text
+//!   is built in memory, encrypted there (age ASCII armor, [`crypt`]) and only the
+//!   armor is written, so no plaintext reaches the disk.
 //! - Speed: the writer speaks the one writer protocol ([`crate::write::stream`]): the
 //!   driver reads arrays in ~4 MiB batches and its companion ([`pipeline::ArrayEncoder`])
 //!   hashes and encodes them on the rayon pool (crc32c, SHA-256, base64 with
