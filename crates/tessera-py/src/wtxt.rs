@@ -143,23 +143,13 @@ pub fn wtxt_finalize(
     let seed = sign_key.as_ref().map(seed_of).transpose()?;
     let hmac = hmac_key.as_ref().map(hmac_of).transpose()?;
     py.detach(|| {
-        let dest = out.unwrap_or_else(|| wsum::wsum_path(&path));
-        if dest.exists() {
-            return Err(tessera::Error::invalid_input(format!(
-                "{} exists: a snapshot is finalized once (remove it, or give out=)",
-                dest.display()
-            )));
-        }
-        let merkle_prev = match &prev {
-            Some(p) => wsum::merkle_this_of(p)?,
-            None => [0; 32],
-        };
-        let data = FileData::open(&path)?;
-        let f = parse(&path, &data)?;
-        let w = wsum::finalize(&f, merkle_prev, hmac.as_deref(), seed.as_ref())
-            .map_err(|e| e.in_file(path.display().to_string()))?;
-        save(&dest, w.text().as_bytes())?;
-        Ok(dest)
+        wsum::finalize_file(
+            &path,
+            out.as_deref(),
+            prev.as_deref(),
+            hmac.as_deref(),
+            seed.as_ref(),
+        )
     })
     .py()
 }

@@ -111,23 +111,6 @@ pub fn run(args: &WtxtArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             sign_key,
             hmac_key_file,
         } => {
-            let data = open(file)?;
-            let f = parse(file, &data)?;
-            let dest = output
-                .clone()
-                .unwrap_or_else(|| tessera::formats::wtxt::wsum::wsum_path(file));
-            if dest.exists() {
-                anyhow::bail!(tessera::Error::invalid_input(format!(
-                    "{} exists: a snapshot is finalized once (remove it, or give -o)",
-                    dest.display()
-                )));
-            }
-            let merkle_prev = match prev {
-                Some(p) => {
-                    tessera::formats::wtxt::wsum::merkle_this_of(p).map_err(anyhow::Error::new)?
-                }
-                None => [0; 32],
-            };
             let seed = sign_key
                 .as_ref()
                 .map(|k| crate::cmd::keys::load_secret_key(k))
@@ -136,14 +119,14 @@ pub fn run(args: &WtxtArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                 .as_ref()
                 .map(|k| std::fs::read(k).with_context(|| format!("reading {}", k.display())))
                 .transpose()?;
-            let w = tessera::formats::wtxt::wsum::finalize(
-                &f,
-                merkle_prev,
+            let dest = tessera::formats::wtxt::wsum::finalize_file(
+                file,
+                output.as_deref(),
+                prev.as_deref(),
                 hmac.as_deref(),
                 seed.as_ref(),
             )
-            .map_err(|e| anyhow::Error::new(e).context(file.display().to_string()))?;
-            save(&dest, w.text().as_bytes())?;
+            .map_err(anyhow::Error::new)?;
             writeln!(
                 out,
                 "finalized {} -> {}{}",

@@ -714,7 +714,7 @@ fn finalize_writes_the_wsum_the_writer_would_and_refuses_damage() {
 
     let data = std::fs::read(&p2).unwrap();
     let f = wtxt::WtxtFile::parse(Cow::Borrowed(&data), &ReadOptions::default()).unwrap();
-    let prev = wsum::merkle_this_of(&p1).unwrap();
+    let prev = wsum::chain_from(&p1).unwrap().0;
     let w = wsum::finalize(&f, prev, Some(&key), Some(&seed)).unwrap();
     assert_eq!(w.text(), expected);
     // Unsigned and unchained: a different line, which verify accepts all the same.

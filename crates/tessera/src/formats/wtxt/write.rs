@@ -80,23 +80,10 @@ fn token(v: Option<&String>, default: &str, what: &str) -> Result<String> {
 
 /// The previous snapshot's `merkle_this` and `gen`, for chaining.
 fn read_prev(opts: &WtxtOptions) -> Result<([u8; 32], Option<u64>)> {
-    let Some(p) = &opts.prev else {
-        return Ok(([0; 32], None));
-    };
-    let data = crate::source::FileData::open(p)?;
-    let ropts = crate::any::ReadOptions {
-        path: Some(p.clone()),
-        ..Default::default()
-    };
-    let f = super::read::WtxtFile::parse(std::borrow::Cow::Borrowed(&data), &ropts)
-        .map_err(|e| e.at_subject(format!("prev {}", p.display())))?;
-    let root = f.final_root().ok_or_else(|| {
-        Error::invalid_input(format!(
-            "prev {}: a WTXT-S without its WSUM has no merkle_this to chain from",
-            p.display()
-        ))
-    })?;
-    Ok((root.merkle_this, f.meta.gen.parse().ok()))
+    match &opts.prev {
+        Some(p) => super::wsum::chain_from(p),
+        None => Ok(([0; 32], None)),
+    }
 }
 
 /// A WTXT file being written. [`WtxtWriter::new`] plans every array (it needs each

@@ -65,19 +65,52 @@ pub fn finalize(
     ))
 }
 
-/// The `merkle_this` of the snapshot at `path` (its root line, or the WSUM beside a
-/// WTXT-S), what the next generation chains from.
-pub fn merkle_this_of(path: &Path) -> Result<[u8; 32]> {
+/// What the next generation chains from: the `merkle_this` of the snapshot at `path`
+/// (its root line, or the WSUM beside a WTXT-S) and its `gen`.
+pub fn chain_from(path: &Path) -> Result<([u8; 32], Option<u64>)> {
     let data = crate::source::FileData::open(path)?;
     let ropts = crate::any::ReadOptions::default().path(Some(path.to_path_buf()));
     let f = WtxtFile::parse(std::borrow::Cow::Borrowed(&data), &ropts)
         .map_err(|e| e.at_subject(format!("prev {}", path.display())))?;
-    f.final_root().map(|r| r.merkle_this).ok_or_else(|| {
+    let root = f.final_root().ok_or_else(|| {
         Error::invalid_input(format!(
             "prev {}: a WTXT-S without its WSUM has no merkle_this to chain from",
             path.display()
         ))
-    })
+    })?;
+    Ok((root.merkle_this, f.meta.gen.parse().ok()))
+}
+
+/// [`finalize`] of the WTXT-S at `path`, written atomically to `out` (default
+/// `path.wsum`), which must not exist yet: a snapshot is finalized once. `prev` is the
+/// previous snapshot to chain from. Returns where the WSUM went. What `tessera wtxt
+/// finalize` and Python's `tessera.wtxt.finalize` call.
+pub fn finalize_file(
+    path: &Path,
+    out: Option<&Path>,
+    prev: Option<&Path>,
+    hmac_key: Option<&[u8]>,
+    seed: Option<&[u8; 32]>,
+) -> Result<PathBuf> {
+    let dest = out.map_or_else(|| wsum_path(path), Path::to_path_buf);
+    if dest.exists() {
+        return Err(Error::invalid_input(format!(
+            "{} exists: a snapshot is finalized once (remove it, or name another output)",
+            dest.display()
+        )));
+    }
+    let merkle_prev = match prev {
+        Some(p) => chain_from(p)?.0,
+        None => [0; 32],
+    };
+    let data = crate::source::FileData::open(path)?;
+    let ropts = crate::any::ReadOptions::default().path(Some(path.to_path_buf()));
+    let f = WtxtFile::parse(std::borrow::Cow::Borrowed(&data), &ropts)
+        .map_err(|e| e.in_file(path.display().to_string()))?;
+    let w = finalize(&f, merkle_prev, hmac_key, seed)
+        .map_err(|e| e.in_file(path.display().to_string()))?;
+    crate::util::atomic::write_bytes_atomic(&dest, w.text().as_bytes())?;
+    Ok(dest)
 }
 
 /// A parsed WSUM line.
