@@ -271,6 +271,32 @@ pub fn prepare<'s>(
         });
     }
     let mut metadata = src.metadata().clone();
+    // Provenance ([`crate::formats::Codec::provenance`]): into a target that carries no
+    // metadata, its own header's keys go to its writer (WTXT -> WTXT keeps the header)
+    // and the source's are left out with a note; model metadata is refused as ever.
+    let mut header = Metadata::new();
+    if caps.metadata == MetadataSupport::None {
+        let own = target.codec().provenance;
+        let theirs = src.source_format().and_then(|f| f.codec().provenance);
+        let keys: Vec<String> = metadata.keys().map(str::to_string).collect();
+        let mut left_out = Vec::new();
+        for k in keys {
+            if own.is_some_and(|p| k.starts_with(p)) {
+                if let Some(v) = metadata.remove(&k) {
+                    header.push_new(k, v);
+                }
+            } else if theirs.is_some_and(|p| k.starts_with(p)) {
+                metadata.remove(&k);
+                left_out.push(k);
+            }
+        }
+        if !left_out.is_empty() {
+            notes.push(format!(
+                "left out the source's header ({}), which {title} carries no metadata for",
+                left_out.join(", ")
+            ));
+        }
+    }
     if !metadata.is_empty() && caps.metadata == MetadataSupport::None {
         if !opts.drop_metadata {
             let n = metadata.len();
@@ -288,6 +314,9 @@ pub fn prepare<'s>(
             });
             metadata = Metadata::new();
         }
+    }
+    for (k, v) in header.iter() {
+        metadata.insert(k, v.clone());
     }
     // GGUF's value types ride beside the metadata into a target that carries them
     // (`Capabilities::typed_metadata`: GGUF); into any other format they are kept in the

@@ -101,6 +101,11 @@ pub struct Codec {
     /// metadata (safetensors' framework key `format`): `diff` leaves it out when only one
     /// side has it.
     pub marker: Option<MetadataMarker>,
+    /// The prefix of the metadata keys its reader gives for the file's own header (WTXT's
+    /// `wtxt.`: `wtxt.gen`, `wtxt.ts`, …): provenance, not model metadata. Its writer
+    /// takes them back (a WTXT→WTXT conversion keeps the header); a target that carries
+    /// no metadata leaves them out with a note instead of refusing the conversion.
+    pub provenance: Option<&'static str>,
     /// What opening and writing its sets take, for a format whose root file names its
     /// shard files in a table ([`SetStyle::ShardTable`]: zTensor v2).
     pub shard_table: Option<ShardTable>,
@@ -190,6 +195,7 @@ impl Codec {
             quantizes: false,
             own_signature: None,
             marker: None,
+            provenance: None,
             shard_table: None,
             one_file_sets: None,
         }
@@ -232,6 +238,11 @@ impl Codec {
     /// The metadata key its writers add by convention ([`Codec::marker`]).
     pub const fn marker(mut self, m: MetadataMarker) -> Codec {
         self.marker = Some(m);
+        self
+    }
+    /// Its header's metadata prefix ([`Codec::provenance`]).
+    pub const fn provenance(mut self, prefix: &'static str) -> Codec {
+        self.provenance = Some(prefix);
         self
     }
     /// What its sets by shard table take ([`Codec::shard_table`]; with

@@ -808,7 +808,9 @@ fn salt_seed_is_reproducible_and_rotates_per_generation_and_array() {
         m.push(
             TensorView::dense(
                 TensorInfo::dense(name, DType::F32, vec![2]),
-                std::borrow::Cow::Owned([1.5f32, 2.5].iter().flat_map(|x| x.to_le_bytes()).collect()),
+                std::borrow::Cow::Owned(
+                    [1.5f32, 2.5].iter().flat_map(|x| x.to_le_bytes()).collect(),
+                ),
             )
             .unwrap(),
         )
@@ -855,17 +857,107 @@ fn salt_seed_is_reproducible_and_rotates_per_generation_and_array() {
     assert_eq!(s1[1].0, want(1, "b"));
     assert_eq!(s2[0].0, want(2, "a"));
     assert_ne!(s1[0].1, s1[1].1, "identical arrays, different HMACs");
-    assert_ne!(s1[0].1, s2[0].1, "identical content across generations, different HMACs");
+    assert_ne!(
+        s1[0].1, s2[0].1,
+        "identical content across generations, different HMACs"
+    );
     let good = VerifyOptions::default().hmac_key(Some(b"secret".to_vec()));
     for b in [&g1, &g2] {
         let r = open(b).verify(&good);
         assert!(r.is_ok(), "{:?}", failures(&r));
     }
     // One rule at a time.
-    let both = at(1).with(
-        tessera::formats::wtxt::WtxtOptions::default().fixed_salt(Some([1; 8])),
-    );
+    let both = at(1).with(tessera::formats::wtxt::WtxtOptions::default().fixed_salt(Some([1; 8])));
     let mut c = std::io::Cursor::new(Vec::new());
     let e = tessera::convert::write_to(Format::Wtxt, &m, &mut c, &both).unwrap_err();
     assert!(e.to_string().contains("not both"), "{e}");
+}
+
+/// The header and audit line as metadata (issue 32 §3): read as `wtxt.*` keys, kept by
+/// WTXT -> WTXT (options given still win), left out with a note by a target that carries
+/// no metadata, kept as metadata by one that does.
+#[test]
+fn header_and_audit_are_metadata_kept_by_wtxt_to_wtxt() {
+    use tessera::convert::prepare;
+    use tessera::options::WriteOptions;
+    use tessera::ConvertOptions;
+    let put = |src: &dyn tessera::TensorSource, o: &WriteOptions| {
+        let mut c = std::io::Cursor::new(Vec::new());
+        tessera::convert::write_to(Format::Wtxt, src, &mut c, o).unwrap();
+        c.into_inner()
+    };
+    let m = model();
+    let o = opts().with(
+        tessera::formats::wtxt::WtxtOptions::default()
+            .host(Some("node7".into()))
+            .cuda(Some("12.4".into()))
+            .audit(Some("kahan_max_resid=1.1e-15 notes=\"gamma=0.96\"".into()))
+            .sign_key(Some([7u8; 32])),
+    );
+    let a = write(&m, &o);
+    let f = open(&a);
+    let meta = f.metadata();
+    let get = |k: &str| {
+        meta.get(k)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(get("wtxt.gen"), "000123");
+    assert_eq!(get("wtxt.ts"), "2025-10-09T03:12:45Z");
+    assert_eq!(get("wtxt.build"), "abc123");
+    assert_eq!(get("wtxt.host"), "node7");
+    assert_eq!(get("wtxt.cuda"), "12.4");
+    assert_eq!(
+        get("wtxt.audit"),
+        "kahan_max_resid=1.1e-15 notes=\"gamma=0.96\""
+    );
+    assert_eq!(get("wtxt.keyid").len(), 16, "{meta:?}");
+    // WTXT -> WTXT with no options: the same header and audit line.
+    let p = prepare(&f, Format::Wtxt, ConvertOptions::default()).unwrap();
+    let b = put(&p, &WriteOptions::default());
+    let line = |x: &[u8], start: &str| {
+        std::str::from_utf8(x)
+            .unwrap()
+            .lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(line(&b, "meta "), line(&a, "meta "));
+    assert_eq!(line(&b, "audit "), line(&a, "audit "));
+    // An option given wins over the source's header.
+    let c = put(
+        &p,
+        &WriteOptions::default().with(
+            tessera::formats::wtxt::WtxtOptions::default()
+                .host(Some("other".into()))
+                .generation(Some(124)),
+        ),
+    );
+    assert!(
+        line(&c, "meta ").contains(" host=other "),
+        "{}",
+        line(&c, "meta ")
+    );
+    assert!(
+        line(&c, "meta ").contains(" gen=000124 "),
+        "{}",
+        line(&c, "meta ")
+    );
+    // No metadata in the target: left out with a note, no refusal.
+    let p = prepare(&f, Format::Npz, ConvertOptions::default()).unwrap();
+    assert!(
+        p.notes()
+            .iter()
+            .any(|n| n.contains("left out the source's header") && n.contains("wtxt.gen")),
+        "{:?}",
+        p.notes()
+    );
+    // Into safetensors they are metadata like any other.
+    let p = prepare(&f, Format::Safetensors, ConvertOptions::default()).unwrap();
+    assert_eq!(
+        p.metadata().get("wtxt.host").and_then(|v| v.as_str()),
+        Some("node7")
+    );
 }

@@ -31,8 +31,19 @@
 //!   key; `delta_v2,row_blocking` when an array has an `idx` line; `ext_dtypes` for
 //!   f16/bf16/bool/f8; `ext_names` (ours, see below).
 //! - Defaults: `gen` = previous snapshot's + 1 (with `prev`) or 0, `ts` now (`SOURCE_DATE_EPOCH` when set), `build`
-//!   `tessera-<version>`, `host=cpu`, `cuda=off`. Without an HMAC key `hmac` and `salt`
-//!   are zeros; with one, a random salt per array unless `fixed_salt`.
+//!   `tessera-<version>`, `host=cpu`, `cuda=off`; from a WTXT source, its header's
+//!   (`wtxt.*` metadata, below) for what is not given. Without an HMAC key `hmac` and
+//!   `salt` are zeros; with one, a random salt per array, or the same given salt for
+//!   every array (`fixed_salt`, for byte-exact vectors), or salts derived from a seed,
+//!   the generation and the array's name (`salt_seed`: reproducible, yet rotating per
+//!   generation as §10 asks).
+//! - The header as metadata: the reader gives `wtxt.schema`, `wtxt.gen`, `wtxt.ts`,
+//!   `wtxt.build`, `wtxt.host`, `wtxt.cuda`, `wtxt.keyid` (signed files) and
+//!   `wtxt.audit` (the audit line's fields). They are provenance
+//!   ([`Codec::provenance`]), not model metadata: WTXT carries none, so a conversion to
+//!   a format without metadata leaves them out with a note instead of asking for
+//!   `--drop-metadata`, one with metadata keeps them, and WTXT -> WTXT writes them back
+//!   into the header.
 //! - The root (and `sign`) line has a fixed width: it is written as a placeholder and
 //!   patched once every array is hashed, so the source is read once. With
 //!   `WtxtOptions::streaming` the header says `root_pending` instead and the root goes
@@ -186,6 +197,7 @@ options::format_options! {
 /// WTXT/Chunks v1.1 in the codec table.
 pub const CODEC: Codec = Codec::new()
     .own_signature("WTXT has its own: tessera wtxt sign")
+    .provenance(PROVENANCE)
     .reader(open, Access::Whole, "wtxt")
     .writer(write::write, capabilities)
     .options(WtxtOptions::OPTIONS);
@@ -310,14 +322,44 @@ pub fn open_container<'d>(data: Cow<'d, [u8]>, opts: &ReadOptions) -> Result<Wtx
             info
         })
         .collect();
+    let metadata = header_metadata(&file);
     Ok(WtxtContainer {
         file,
         infos,
-        metadata: Metadata::new(),
+        metadata,
         warnings,
         lost,
         hmac_key: opts.hmac_key.clone(),
     })
+}
+
+/// The prefix of the header's metadata keys ([`Codec::provenance`]).
+pub const PROVENANCE: &str = "wtxt.";
+
+/// The header as metadata (`wtxt.schema`, `wtxt.gen`, `wtxt.ts`, `wtxt.build`,
+/// `wtxt.host`, `wtxt.cuda`, `wtxt.keyid` when signed, `wtxt.audit` when there is an
+/// audit line): shown by `inspect`, returned by Python, taken back by the writer.
+fn header_metadata(file: &WtxtFile<'_>) -> Metadata {
+    let mut m = Metadata::new();
+    let meta = &file.meta;
+    for (k, v) in [
+        ("schema", &meta.schema),
+        ("gen", &meta.gen),
+        ("ts", &meta.ts),
+        ("build", &meta.build),
+        ("host", &meta.host),
+        ("cuda", &meta.cuda),
+    ] {
+        m.insert(format!("{PROVENANCE}{k}"), v.as_str());
+    }
+    if let Some((sign, _)) = &file.sign {
+        m.insert(format!("{PROVENANCE}keyid"), crate::util::hex(&sign.keyid));
+    }
+    if let Some(audit) = &file.audit {
+        let fields = audit.strip_prefix("audit ").unwrap_or(audit);
+        m.insert(format!("{PROVENANCE}audit"), fields);
+    }
+    m
 }
 
 /// Decodes an array, failing on the first damaged chunk or a wrong array SHA-256.

@@ -78,6 +78,49 @@ fn token(v: Option<&String>, default: &str, what: &str) -> Result<String> {
     Ok(v.to_string())
 }
 
+/// The source's WTXT header (`wtxt.gen`, `wtxt.ts`, `wtxt.build`, `wtxt.host`,
+/// `wtxt.cuda`, `wtxt.audit`: a WTXT read) as the values of the options not given, so
+/// WTXT -> WTXT keeps the header. `gen` only when neither `generation` nor `prev` is
+/// given. Values are checked as options are.
+fn header_defaults(meta: &crate::metadata::Metadata, opts: &WriteOptions) -> Result<WriteOptions> {
+    use super::PROVENANCE;
+    if !meta.keys().any(|k| k.starts_with(PROVENANCE)) {
+        return Ok(opts.clone());
+    }
+    let text = |k: &str| {
+        meta.get(&format!("{PROVENANCE}{k}"))
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    };
+    let given = WtxtOptions::from_options(opts)?;
+    let mut d = WtxtOptions::default();
+    if given.build.is_none() {
+        d.build = text("build");
+    }
+    if given.host.is_none() {
+        d.host = text("host");
+    }
+    if given.cuda.is_none() {
+        d.cuda = text("cuda");
+    }
+    if given.audit.is_none() {
+        d.audit = text("audit");
+    }
+    if given.generation.is_none() && given.prev.is_none() {
+        d.generation = match text("gen") {
+            Some(g) => Some(g.parse().map_err(|_| {
+                Error::invalid_input(format!("{PROVENANCE}gen {g:?} is not a generation number"))
+            })?),
+            None => None,
+        };
+    }
+    let mut out = opts.clone().with(d);
+    if out.timestamp.is_none() {
+        out.timestamp = text("ts");
+    }
+    Ok(out)
+}
+
 /// The previous snapshot's `merkle_this` and `gen`, for chaining.
 fn read_prev(opts: &WtxtOptions) -> Result<([u8; 32], Option<u64>)> {
     match &opts.prev {
@@ -460,6 +503,8 @@ pub fn write(
     out: &mut dyn WriteSeek,
     opts: &WriteOptions,
 ) -> Result<WriteReport> {
+    let with_header = header_defaults(src.metadata(), opts)?;
+    let opts = &with_header;
     // With streaming, the WSUM goes to `wsum`, else beside OUT: refuse before writing
     // anything when there is neither.
     let wo = WtxtOptions::from_options(opts)?;
