@@ -15,6 +15,7 @@ mod aero_invalid;
 mod aero_roundtrip;
 mod corruption;
 mod fold;
+mod fold_carry;
 mod fold_invalid;
 mod fold_tsav;
 mod fuzz_regressions;
