@@ -16,6 +16,7 @@ mod aero_roundtrip;
 mod corruption;
 mod fold;
 mod fold_carry;
+mod fold_checkpoint;
 mod fold_invalid;
 mod fold_tsav;
 mod fuzz_regressions;

@@ -162,6 +162,7 @@
 //! - `flags` other than 0 and 1 (pyfolds treats them as uncompressed) are refused.
 
 pub mod check;
+pub mod checkpoint;
 pub mod ecc;
 pub mod index;
 pub mod npz;
@@ -214,6 +215,19 @@ options::format_options! {
         /// parity as this write says) instead of copying their stored bytes.
         pub recode: bool = (options::OptionKind::Bool,
             "FOLD source: re-encode its chunks with this write's compression and parity instead of copying them"),
+        /// Write the spec's standard checkpoint chunks (`torch_state`, `llm_manifest`,
+        /// `nuclear_arrays`, …) instead of one `STEN` chunk per tensor ([`checkpoint`]).
+        pub checkpoint: bool = (options::OptionKind::Bool,
+            "write a checkpoint: tensors in torch_state (a torch.save archive pyfolds resumes from) and nuclear_arrays (NPZ0), plus llm_manifest"),
+        /// JSON chunks to add: `llm_manifest`, `metrics`, `history`, `telemetry`
+        /// (`--chunk NAME=FILE`, repeatable; Python `chunks={NAME: obj}`).
+        pub chunk: checkpoint::ChunkArgs = (options::OptionKind::Texts,
+            "add a JSON chunk NAME=FILE, NAME one of llm_manifest, metrics, history, telemetry (repeatable)",
+            aliases: &["chunks"]),
+        /// With `checkpoint`: tensors also copied into `nuclear_arrays` (as pyfolds
+        /// keeps N, I, W there for analysis without torch).
+        pub nuclear: Vec<String> = (options::OptionKind::Texts,
+            "with checkpoint: a tensor also copied into nuclear_arrays (repeatable)"),
     }
 }
 
@@ -235,14 +249,87 @@ fn write(
     opts: &WriteOptions,
 ) -> Result<WriteReport> {
     let fo = FoldOptions::from_options(opts)?;
+    let limits = crate::Limits::default();
+    let given = fo.chunk.load(&limits)?;
+    if !fo.checkpoint && !fo.nuclear.is_empty() {
+        return Err(Error::invalid_input("option nuclear needs checkpoint"));
+    }
+    let plan = match fo.checkpoint {
+        true => Some(checkpoint::plan(src, &fo.nuclear)?),
+        false => None,
+    };
+    let created = match &opts.timestamp {
+        Some(t) => write::parse_timestamp(t).ok_or_else(|| {
+            Error::invalid_input(format!("timestamp {t:?} is not YYYY-MM-DDTHH:MM:SSZ"))
+        })?,
+        // Whole seconds, like a given timestamp; SOURCE_DATE_EPOCH when set.
+        None => crate::util::clock::stamp_secs()? as f64,
+    };
     let mut report = WriteReport::default();
     let mut w = FoldWriter::new(out, opts.compression, fo.ecc)?;
-    let limits = crate::Limits::default();
-    // Tensors that go out inside a chunk copied from the source (not as STEN chunks).
+    // Tensors that go out inside a chunk (copied from the source, or the checkpoint's
+    // archives), not as STEN chunks.
     let mut carried: HashSet<String> = HashSet::new();
+    let is_given = |name: &str| given.iter().any(|(n, _)| n == name);
+    let json = |w: &mut FoldWriter<_>, name: &str, bytes: &[u8]| {
+        w.add_chunk(name, *b"JSON", &[bytes])
+            .map_err(|e| e.at_subject(format!("chunk {name:?}")))
+    };
+    if let Some(plan) = &plan {
+        let has = |name: &str| is_given(name) || src.chunks().iter().any(|c| c.name == name);
+        let mut written = vec!["torch_state"];
+        written.extend(
+            JSON_ORDER
+                .iter()
+                .copied()
+                .filter(|n| has(n) || *n == "llm_manifest"),
+        );
+        if !plan.npz.is_empty() {
+            written.push("nuclear_arrays");
+        }
+        let torch = checkpoint::torch_state(src, &plan.torch)?;
+        w.add_chunk("torch_state", *b"TSAV", &[&torch])
+            .map_err(|e| e.at_subject("chunk \"torch_state\""))?;
+        drop(torch);
+        if !has("llm_manifest") {
+            json(
+                &mut w,
+                "llm_manifest",
+                &checkpoint::manifest(src.metadata(), created, &written),
+            )?;
+        }
+        for (name, bytes) in &given {
+            json(&mut w, name, bytes)?;
+        }
+        if !plan.npz.is_empty() {
+            let npz = checkpoint::nuclear_arrays(src, &plan.npz)?;
+            w.add_chunk("nuclear_arrays", *b"NPZ0", &[&npz])
+                .map_err(|e| e.at_subject("chunk \"nuclear_arrays\""))?;
+        }
+        carried.extend(plan.torch.iter().map(|t| t.name.clone()));
+        carried.extend(plan.npz.iter().map(|t| t.name.clone()));
+        if !plan.sten.is_empty() {
+            report.notes.push(format!(
+                "{} tensors neither torch_state nor nuclear_arrays can hold written as STEN chunks (first: {:?})",
+                plan.sten.len(),
+                plan.sten[0]
+            ));
+        }
+    } else {
+        for (name, bytes) in &given {
+            json(&mut w, name, bytes)?;
+        }
+    }
     // Chunks copied as stored, with new parity, compressed now (`write::Copied`).
     let mut copied = [0usize; 3];
     for c in src.chunks() {
+        if is_given(&c.name) {
+            report.notes.push(format!(
+                "chunk {:?} of the source replaced by the one given",
+                c.name
+            ));
+            continue;
+        }
         let stored = match fo.recode {
             true => None,
             false => match src.chunk_stored(&c.name) {
@@ -317,16 +404,12 @@ fn write(
         .map(|i| i.name.clone())
         .collect();
     let w = crate::write::drive(src, write::StenStream { w, order })?;
-    let created = match &opts.timestamp {
-        Some(t) => write::parse_timestamp(t).ok_or_else(|| {
-            Error::invalid_input(format!("timestamp {t:?} is not YYYY-MM-DDTHH:MM:SSZ"))
-        })?,
-        // Whole seconds, like a given timestamp; SOURCE_DATE_EPOCH when set.
-        None => crate::util::clock::stamp_secs()? as f64,
-    };
     w.finish(src.metadata(), created)?;
     Ok(report)
 }
+
+/// The JSON chunks in the order pyfolds writes them.
+const JSON_ORDER: [&str; 4] = checkpoint::JSON_CHUNKS;
 
 /// The tensors a FOLD tensor chunk (`STEN`, `NPZ0`) of the source holds, when each is
 /// written as the chunk has it (same name, dtype, shape, layout, attributes: not cast,
