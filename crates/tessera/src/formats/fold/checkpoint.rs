@@ -10,7 +10,8 @@
 //! | `nuclear_arrays` | `NPZ0` | an `np.savez_compressed`-style zip (deflate): the dense tensors torch has no storage for that numpy has (u16, u32, u64), and the tensors `nuclear` names (of numpy's dtypes), as copies |
 //!
 //! Then the source's other opaque chunks, copied, and, as one `STEN` chunk each, the
-//! tensors neither archive can hold (sparse and other layouts, the fp8 types, bf16 named by `nuclear` is refused). A
+//! tensors neither archive can hold (sparse and other layouts, the fp8 types; `nuclear`
+//! naming a tensor numpy cannot hold, bf16 say, is refused). A
 //! source that already has a `torch_state` or `nuclear_arrays` chunk (a FOLD
 //! checkpoint) is refused: rewritten without `checkpoint`, its chunks are copied as
 //! they are. Read back, the tensors are `torch_state/state_dict.<name>` and

@@ -75,7 +75,8 @@
 //!
 //! # Chunks and tensors
 //!
-//! - `STEN`: a safetensors file ([`sten`]). Our tensors are written one per chunk,
+//! - `STEN`: a safetensors file ([`sten`]). Our tensors are written one per chunk (the
+//!   default layout; see Writing for the checkpoint layout),
 //!   named after the tensor, as a safetensors payload any safetensors reader loads.
 //!   A dense tensor of a dtype safetensors has is a single entry named after the
 //!   tensor. Anything else keeps the logical description in `__metadata__`:
@@ -118,8 +119,21 @@
 //! payload, parity; `finish` writes the index as pyfolds does (`ensure_ascii=False`, insertion
 //! order, metadata + `chunk_hashes` + `manifest_hash`) and patches the global header.
 //! Compression is applied when asked (`WriteOptions::compression`, `--compress zstd`);
-//! uncompressed tensors read back zero-copy. Opaque chunks come first, then one `STEN`
-//! chunk per tensor. `created_at_unix` comes
+//! uncompressed tensors read back zero-copy. Two layouts:
+//!
+//! - **tensors** (the default): the JSON chunks given with `chunk` (`--chunk NAME=FILE`,
+//!   Python `chunks={NAME: obj}`; NAME one of `llm_manifest`, `metrics`, `history`,
+//!   `telemetry`), then the source's opaque chunks, then one `STEN` chunk per tensor
+//!   (RESOLUTIONS' rule). pyfolds' `load_fold_or_mind` finds no `torch_state` in it.
+//! - **checkpoint** (`checkpoint`, `--checkpoint`; [`checkpoint`]): spec §7's standard
+//!   chunks as pyfolds' `save_fold_or_mind` writes them — `torch_state` (TSAV, a
+//!   `torch.save` zip of `{"state_dict": …, **metadata}` by our `.pt` writer, which
+//!   `torch.load(weights_only=True)` and `load_fold_or_mind` load), `llm_manifest`,
+//!   the given JSON chunks, `nuclear_arrays` (NPZ0: numpy dtypes torch lacks, and the
+//!   tensors `nuclear` names), then `STEN` for what neither archive holds. Read back,
+//!   the tensors are named `torch_state/state_dict.<name>` and `nuclear_arrays/<name>`.
+//!
+//! `created_at_unix` comes
 //! from `WriteOptions::timestamp` (else `SOURCE_DATE_EPOCH`, else now; whole seconds), so output is deterministic given it.
 //!
 //! **FOLD→FOLD copies every chunk byte for byte.** A FOLD source hands each chunk over
