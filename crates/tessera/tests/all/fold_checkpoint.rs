@@ -231,3 +231,34 @@ fn given_chunks_without_checkpoint_replace_the_sources() {
         f.chunk("torch_state").unwrap()
     );
 }
+
+/// A FOLD file of ours (one STEN chunk per tensor) written as a checkpoint: its tensors
+/// go into the archives once, its STEN chunks are not copied beside them. Before, they
+/// were (every tensor stored twice).
+#[test]
+fn a_fold_source_as_a_checkpoint_stores_each_tensor_once() {
+    let m = model();
+    let p = prepare(&m, Format::Fold, ConvertOptions::default()).unwrap();
+    let mut plain = Cursor::new(Vec::new());
+    write_to(Format::Fold, &p, &mut plain, &WriteOptions::default()).unwrap();
+    let plain = plain.into_inner();
+    let f = tessera::open(&plain[..], &ReadOptions::default()).unwrap();
+    let p = prepare(f.as_ref(), Format::Fold, ConvertOptions::default()).unwrap();
+    let mut out = Cursor::new(Vec::new());
+    write_to(Format::Fold, &p, &mut out, &opts(&[])).unwrap();
+    let out = out.into_inner();
+    let g = tessera::open(&out[..], &ReadOptions::default()).unwrap();
+    let chunks: Vec<(&str, &str)> = (g.chunks().iter())
+        .map(|c| (c.name.as_str(), c.kind.as_str()))
+        .collect();
+    assert_eq!(
+        chunks,
+        [
+            ("torch_state", "TSAV"),
+            ("llm_manifest", "JSON"),
+            ("nuclear_arrays", "NPZ0"),
+            ("scale8", "STEN"),
+        ]
+    );
+    assert_eq!(g.tensor_infos().len(), 5);
+}

@@ -312,8 +312,11 @@ fn write(
                 &checkpoint::manifest(src.metadata(), created, &written),
             )?;
         }
-        for (name, bytes) in &given {
-            json(&mut w, name, bytes)?;
+        // In pyfolds' order, whatever the order given.
+        for name in JSON_ORDER {
+            if let Some((_, bytes)) = given.iter().find(|(n, _)| n == name) {
+                json(&mut w, name, bytes)?;
+            }
         }
         if !plan.npz.is_empty() {
             let npz = checkpoint::nuclear_arrays(src, &plan.npz)?;
@@ -342,6 +345,10 @@ fn write(
                 "chunk {:?} of the source replaced by the one given",
                 c.name
             ));
+            continue;
+        }
+        if plan.is_some() && c.holds_tensors {
+            // The checkpoint's archives (or fresh STEN chunks) hold these tensors.
             continue;
         }
         let stored = match fo.recode {
