@@ -324,6 +324,33 @@ def test_pyfolds_resumes_from_our_checkpoint(tmp_path):
     assert np.array_equal(net.hist.numpy(), CKPT["hist"])
 
 
+@pytest.mark.skipif(torch is None or not hasattr(torch, "load"), reason="torch not installed")
+def test_a_torch_training_state_becomes_torch_state(tmp_path):
+    """A torch.save of model and optimizer state: every tensor in torch_state's
+    state_dict under its joined name, the non-tensor entries (epoch, param_groups) beside
+    it, loadable with weights_only=True."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU(), torch.nn.Linear(2, 1))
+    opt = torch.optim.Adam(m.parameters(), lr=1e-3)
+    m(torch.randn(4, 3)).sum().backward()
+    opt.step()
+    src = tmp_path / "train.pt"
+    torch.save({"model": m.state_dict(), "optimizer": opt.state_dict(), "epoch": 3}, src)
+    ours = tmp_path / "train.fold"
+    run("convert", src, ours, "--checkpoint")
+    with foldio.FoldReader(str(ours), use_mmap=True) as r:
+        payload = r.read_torch("torch_state")  # weights_only=True inside
+    orig = torch.load(src, weights_only=True)
+    sd = payload["state_dict"]
+    for k, t in orig["model"].items():
+        assert torch.equal(sd[f"model.{k}"], t), k
+    for i, state in orig["optimizer"]["state"].items():
+        for k, t in state.items():
+            assert torch.equal(sd[f"optimizer.state.{i}.{k}"], t), (i, k)
+    assert payload["epoch"] == 3
+    assert payload["optimizer.param_groups"][0]["lr"] == 1e-3
+
+
 def test_checkpoint_chunk_names_and_json_are_refused_clearly(tmp_path):
     from safetensors.numpy import save_file
     src = tmp_path / "s.safetensors"

@@ -9,6 +9,12 @@
 //! | `metrics`, `history`, `telemetry` | `JSON` | given with `chunk` (`--chunk NAME=FILE`, Python `chunks={NAME: obj}`), or the source's |
 //! | `nuclear_arrays` | `NPZ0` | an `np.savez_compressed`-style zip (deflate): the dense tensors torch has no storage for that numpy has (u16, u32, u64), and the tensors `nuclear` names (of numpy's dtypes), as copies |
 //!
+//! A PyTorch training checkpoint (`{"model": …, "optimizer": …, "epoch": 3}`) comes
+//! through as Tessera reads it: the tensors under their joined names
+//! (`model.fc.weight`, `optimizer.state.0.exp_avg`) in `state_dict`, the non-tensor
+//! entries (`epoch`, `optimizer.param_groups`) beside it — flat, not re-nested (the
+//! joined names do not say where a module's own dots were).
+//!
 //! Then the source's other opaque chunks, copied, and, as one `STEN` chunk each, the
 //! tensors neither archive can hold (sparse and other layouts, the fp8 types; `nuclear`
 //! naming a tensor numpy cannot hold, bf16 say, is refused). A
