@@ -257,6 +257,9 @@ impl TensorSource for ProgressSource<'_> {
     fn metadata_types(&self) -> Option<&tessera::Map> {
         self.inner.metadata_types()
     }
+    fn chunk_stored(&self, name: &str) -> tessera::Result<Option<tessera::StoredChunk<'_>>> {
+        self.inner.chunk_stored(name)
+    }
 }
 
 /// True once a [`Progress`] bar has been drawn (a [`FetchProgress`] line then steps

@@ -358,6 +358,10 @@ impl<S: TensorSource + ?Sized> TensorSource for Interruptible<'_, S> {
     fn metadata_types(&self) -> Option<&tessera::Map> {
         self.inner.metadata_types()
     }
+    fn chunk_stored(&self, name: &str) -> tessera::Result<Option<tessera::StoredChunk<'_>>> {
+        self.check()?;
+        self.inner.chunk_stored(name)
+    }
 }
 
 /// `max_shard_size=` / `shards=` as the library's [`Split`] (a model set), or `None`.

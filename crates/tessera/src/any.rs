@@ -226,6 +226,9 @@ impl TensorSource for Labeled<'_> {
     fn metadata_types(&self) -> Option<&Metadata> {
         self.inner.metadata_types()
     }
+    fn chunk_stored(&self, name: &str) -> Result<Option<crate::tensor::StoredChunk<'_>>> {
+        self.inner.chunk_stored(name).map_err(|e| self.label(e))
+    }
 }
 
 impl Container for Labeled<'_> {

@@ -464,6 +464,11 @@ impl TensorSource for Prepared<'_> {
     fn metadata_types(&self) -> Option<&Metadata> {
         self.metadata_types.as_ref()
     }
+    fn chunk_stored(&self, name: &str) -> Result<Option<crate::tensor::StoredChunk<'_>>> {
+        self.src
+            .chunk_stored(name)
+            .map_err(|e| self.source_error(e))
+    }
 }
 
 impl Prepared<'_> {

@@ -98,7 +98,7 @@ pub use refusal::{Hint, Refusal};
 pub use remote::{Location, RemoteOptions};
 pub use set::{open_path, ModelSet, Opened};
 pub use source::FileData;
-pub use tensor::{ChunkInfo, Layout, Part, Storage, TensorInfo, TensorView};
+pub use tensor::{ChunkInfo, Layout, Part, Storage, StoredChunk, TensorInfo, TensorView};
 pub use verify::{
     layer_kind, Check, LayerKind, LayerSummary, ProgressHook, Status, VerifyOptions, VerifyReport,
 };

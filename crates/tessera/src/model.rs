@@ -69,6 +69,14 @@ pub trait TensorSource: Send + Sync {
     fn metadata_types(&self) -> Option<&crate::metadata::Map> {
         None
     }
+    /// Chunk `name` as the source's format stores it, its digests checked as
+    /// [`TensorSource::chunk`] checks them, for a writer of the same format to copy it
+    /// byte for byte ([`StoredChunk`]); `None` when the source has no stored form to
+    /// hand over (the writer then encodes [`TensorSource::chunk`]'s bytes).
+    fn chunk_stored(&self, name: &str) -> Result<Option<crate::tensor::StoredChunk<'_>>> {
+        let _ = name;
+        Ok(None)
+    }
 }
 
 /// An opened file of some format.
@@ -125,6 +133,12 @@ macro_rules! forward_to_dependent {
             }
             fn metadata_types(&self) -> Option<&$crate::metadata::Metadata> {
                 self.with_dependent(|_, c| c.metadata_types())
+            }
+            fn chunk_stored(
+                &self,
+                name: &str,
+            ) -> $crate::error::Result<Option<$crate::tensor::StoredChunk<'_>>> {
+                self.with_dependent(|_, c| c.chunk_stored(name))
             }
         }
 
@@ -267,6 +281,7 @@ pub(crate) mod probe {
         "chunk",
         "source_format",
         "metadata_types",
+        "chunk_stored",
     ];
 
     /// A source with one tensor `a` (read with `tensor`, an error naming `tensor`) and
@@ -329,6 +344,13 @@ pub(crate) mod probe {
         fn metadata_types(&self) -> Option<&crate::metadata::Map> {
             Some(&self.types)
         }
+        fn chunk_stored(&self, _: &str) -> Result<Option<crate::tensor::StoredChunk<'_>>> {
+            Ok(Some(crate::tensor::StoredChunk {
+                format: Format::Gguf,
+                pieces: vec![Cow::Borrowed(b"probe-stored")],
+                params: Metadata::new(),
+            }))
+        }
     }
 
     impl Container for Probe {
@@ -372,6 +394,13 @@ pub(crate) mod probe {
                 "metadata_types" => {
                     let t = w.metadata_types().expect("metadata_types");
                     assert!(t.get("probe").is_some(), "metadata_types");
+                }
+                "chunk_stored" => {
+                    let s = w
+                        .chunk_stored("probe-chunk")
+                        .unwrap()
+                        .expect("chunk_stored");
+                    assert_eq!(s.pieces[0].as_ref(), b"probe-stored", "chunk_stored");
                 }
                 other => panic!("check_forwards does not cover {other}"),
             }

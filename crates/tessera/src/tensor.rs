@@ -337,6 +337,22 @@ pub struct ChunkInfo {
     pub copies: Option<u64>,
 }
 
+/// A chunk as its format stores it — for FOLD the chunk header, the stored (perhaps
+/// compressed) payload and its parity — handed to a writer of the same format so it can
+/// copy the chunk without decoding and re-encoding it ([`crate::TensorSource::chunk_stored`]).
+/// Opaque to everything but that format's writer, which checks its digests before
+/// copying it.
+#[derive(Debug, Clone)]
+pub struct StoredChunk<'a> {
+    /// The format whose layout `pieces` are in.
+    pub format: crate::format::Format,
+    /// The stored bytes, in order (borrowed from a mapped source).
+    pub pieces: Vec<Cow<'a, [u8]>>,
+    /// What the format records about the chunk beside its bytes (FOLD: the index
+    /// entry's `sha256` and `ecc_algo`).
+    pub params: crate::metadata::Map,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -190,3 +190,61 @@ fn repair_refuses_other_formats_and_bad_ecc_values() {
     assert!(msg.contains("1..=254"), "{msg}");
     assert!(!target.exists());
 }
+
+/// `--checkpoint --chunk NAME=FILE`: the chunk is written as given; unknown, repeated
+/// and non-JSON chunks are refused before anything is written, naming them.
+#[test]
+fn checkpoint_chunks_are_written_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    std::fs::write(p("m.json"), br#"{"loss": 0.125}"#).unwrap();
+    std::fs::write(p("bad.json"), b"{loss").unwrap();
+    // A source with tensors (and no torch_state of its own): our own FOLD of the neuron's
+    // nuclear arrays, as safetensors.
+    let (code, out) = tessera(&["convert", NEURON, &p("src.safetensors"), "--drop-metadata"]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = tessera(&[
+        "convert",
+        &p("src.safetensors"),
+        &p("ck.fold"),
+        "--checkpoint",
+        "--chunk",
+        &format!("metrics={}", p("m.json")),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let f = std::fs::read(p("ck.fold")).unwrap();
+    let f = tessera::open(&f[..], &tessera::ReadOptions::default()).unwrap();
+    let names: Vec<&str> = f.chunks().iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names[..3],
+        ["torch_state", "llm_manifest", "metrics"],
+        "{names:?}"
+    );
+    assert_eq!(f.chunk("metrics").unwrap().as_ref(), br#"{"loss": 0.125}"#);
+    for (args, says) in [
+        (
+            vec!["--chunk", "weights=x.json"],
+            "unknown chunk \"weights\"",
+        ),
+        (
+            vec!["--chunk", "metrics=a.json", "--chunk", "metrics=b.json"],
+            "\"metrics\" given twice",
+        ),
+        (vec!["--chunk", "history=BAD"], "chunk \"history\" (file"),
+    ] {
+        let bad = p("bad.json");
+        let args: Vec<String> = args.iter().map(|a| a.replace("BAD", &bad)).collect();
+        let mut all = vec![
+            "convert".to_string(),
+            p("src.safetensors"),
+            p("no.fold"),
+            "--checkpoint".into(),
+        ];
+        all.extend(args);
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        let (code, out) = tessera(&all);
+        assert_eq!(code, 2, "{out}");
+        assert!(out.contains(says), "{says}: {out}");
+        assert!(!std::path::Path::new(&p("no.fold")).exists());
+    }
+}

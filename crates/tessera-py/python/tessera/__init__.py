@@ -390,6 +390,7 @@ class File(Mapping):
         a callable gets ``(done_bytes, total_bytes)`` after each tensor."""
         bar = _progress.reporter(options.pop("progress", None), "converting")
         split = _split_options(options)
+        _json_chunks(options)
         notes, extra = self._f.convert(
             _os.fspath(path), format=format, options=options, progress=bar, **split
         )
@@ -649,6 +650,32 @@ def _split_options(options: Dict[str, Any]) -> Dict[str, Any]:
     return {"max_shard_size": None if size is None else _parse_size(size), "shards": shards}
 
 
+def _json_chunks(options: Dict[str, Any]) -> None:
+    """FOLD's ``chunks={NAME: value}`` as the writer takes it: a dict, list, number…
+    as ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` (pyfolds'
+    own spelling), ``str`` as JSON text, ``bytes`` as JSON bytes, a path as the file
+    to read (``--chunk NAME=FILE``). The writer checks names and JSON."""
+    for key in ("chunks", "chunk"):
+        value = options.get(key)
+        if not isinstance(value, Mapping):
+            continue
+        items: List[Any] = []
+        for name, obj in value.items():
+            if not isinstance(name, str):
+                raise InvalidInputError(f"{key}: chunk names must be str, not {type(name).__name__}")
+            if isinstance(obj, _os.PathLike):
+                items.append(f"{name}={_os.fspath(obj)}")
+                continue
+            if isinstance(obj, (bytes, bytearray, memoryview)):
+                data = bytes(obj)
+            elif isinstance(obj, str):
+                data = obj.encode("utf-8")
+            else:
+                data = _json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            items.append(name.encode("utf-8") + b"=" + data)
+        options[key] = items
+
+
 def save(
     tensors: Mapping,
     path: Optional[PathLike] = None,
@@ -673,7 +700,12 @@ def save(
     "sha256" or a list; zTensor), ``ecc`` (FOLD parity bytes), ``timestamp`` (WTXT, FOLD),
     ``hmac_key``, ``sign_key`` (32-byte Ed25519 seed or key file path), ``prev``,
     ``generation``, ``build``, ``host``, ``cuda``, ``audit``, ``rows_per_chunk``,
-    ``streaming``, ``fixed_salt`` (WTXT), ``shard_size``, ``tensor_hashes``,
+    ``streaming``, ``fixed_salt`` (WTXT), ``checkpoint`` (FOLD: ``torch_state``,
+    ``llm_manifest``, ``nuclear_arrays`` instead of a chunk per tensor), ``chunks``
+    (FOLD: ``{"metrics": {...}, "history": ..., "telemetry": ..., "llm_manifest": ...}``,
+    values JSON-encoded, ``str``/``bytes`` taken as JSON text, a path read),
+    ``nuclear`` (FOLD checkpoint: tensor names also copied into ``nuclear_arrays``),
+    ``recode`` (FOLD source: re-encode instead of copying its chunks), ``shard_size``, ``tensor_hashes``,
     ``control_integrity``, ``page_hashes``, ``uuid`` (AERO), ``zero_base_id`` (GPTRS);
     the CLI's older names (``compress``, ``digest``, ``gen``, ``ts``, ``salt``) work too.
     And the losses a format may need, each explicit: ``cast``, ``densify``,
@@ -696,6 +728,7 @@ def save(
     """
     bar = _progress.reporter(options.pop("progress", None), "writing")
     split = _split_options(options)
+    _json_chunks(options)
     if not isinstance(tensors, Mapping):
         raise InvalidInputError("tensors must be a dict of name -> array")
     items = []

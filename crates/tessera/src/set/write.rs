@@ -137,7 +137,7 @@ impl TensorSource for ShardSource<'_> {
     fn interrupted(&self) -> Result<()> {
         self.src.interrupted()
     }
-    // `chunks`/`chunk`: the default (none) on purpose: a shard holds tensors only (a
+    // `chunks`/`chunk`/`chunk_stored`: the default (none) on purpose: a shard holds tensors only (a
     // source with opaque chunks is refused, see the module docs).
     fn source_format(&self) -> Option<Format> {
         self.src.source_format()
@@ -555,7 +555,7 @@ mod tests {
             types: None,
         };
         // Its own metadata types, and no chunks (a shard holds tensors only).
-        let replaced = ["chunks", "chunk", "metadata_types"];
+        let replaced = ["chunks", "chunk", "chunk_stored", "metadata_types"];
         crate::model::probe::check_forwards(&shard, &replaced);
         // A name outside the shard is refused in its place, not read from the source.
         let got = shard.tensors(&["a", "b"]);

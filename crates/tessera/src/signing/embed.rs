@@ -79,6 +79,9 @@ impl TensorSource for Reframed<'_> {
     fn metadata_types(&self) -> Option<&crate::metadata::Map> {
         self.inner.metadata_types()
     }
+    fn chunk_stored(&self, name: &str) -> Result<Option<crate::tensor::StoredChunk<'_>>> {
+        self.inner.chunk_stored(name)
+    }
 }
 
 /// The signed manifest embedded in `src`, if there is one (parsed, not yet checked).

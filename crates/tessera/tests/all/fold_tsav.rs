@@ -72,14 +72,15 @@ fn a_fold_rewrite_carries_the_chunk_and_stores_its_tensors_once() {
         back.chunk("torch_state").unwrap(),
         src.chunk("torch_state").unwrap()
     );
-    // Chunks: the TSAV and the three JSON carried, one STEN per NPZ0 array; none for
-    // the torch_state tensors, which the TSAV chunk holds.
+    // Chunks: the TSAV, the three JSON and the NPZ0 carried; no STEN chunk for the
+    // torch_state tensors, which the TSAV chunk holds, nor for the NPZ0 arrays.
     let kinds: Vec<&str> = back.chunks().iter().map(|c| c.kind.as_str()).collect();
     assert_eq!(
         kinds.iter().filter(|k| **k == "STEN").count(),
-        6,
+        0,
         "{kinds:?}"
     );
+    assert_eq!(kinds.iter().filter(|k| **k == "NPZ0").count(), 1);
     assert_eq!(kinds.iter().filter(|k| **k == "TSAV").count(), 1);
     // And every tensor is there once, with the same bytes.
     assert_eq!(back.tensor_infos().len(), src.tensor_infos().len());

@@ -15,6 +15,8 @@ mod aero_invalid;
 mod aero_roundtrip;
 mod corruption;
 mod fold;
+mod fold_carry;
+mod fold_checkpoint;
 mod fold_invalid;
 mod fold_tsav;
 mod fuzz_regressions;

@@ -75,7 +75,8 @@
 //!
 //! # Chunks and tensors
 //!
-//! - `STEN`: a safetensors file ([`sten`]). Our tensors are written one per chunk,
+//! - `STEN`: a safetensors file ([`sten`]). Our tensors are written one per chunk (the
+//!   default layout; see Writing for the checkpoint layout),
 //!   named after the tensor, as a safetensors payload any safetensors reader loads.
 //!   A dense tensor of a dtype safetensors has is a single entry named after the
 //!   tensor. Anything else keeps the logical description in `__metadata__`:
@@ -87,11 +88,13 @@
 //!   every dtype and layout. A `STEN` payload without these keys (pyfolds HEAD's
 //!   `torch_state`) yields one tensor per entry, `<chunk>/<entry>`.
 //! - `NPZ0` (pyfolds' `nuclear_arrays`): a numpy `.npz`; each array is a tensor
-//!   `<chunk>/<array>`. Object arrays are refused, never unpickled.
+//!   `<chunk>/<array>`. Object arrays are refused, never unpickled. A FOLD→FOLD
+//!   rewrite copies the chunk (see Writing), so pyfolds' `read_nuclear_arrays` still
+//!   finds it.
 //! - `TSAV` (pyfolds' `torch_state`, a `torch.save` file): an opaque chunk whose
 //!   tensors are also listed, `<chunk>/<name>`, read through the PyTorch reader's
 //!   allow-list pickle interpreter ([`tsav`]; nothing is executed). FOLD→FOLD rewrites
-//!   carry the chunk byte for byte and leave its tensors out of the STEN chunks, so
+//!   copy the chunk byte for byte and leave its tensors out of the STEN chunks, so
 //!   they are stored once. A payload the reader refuses stays opaque with a warning
 //!   naming what was refused.
 //! - Every other ctype (`JSON`, `RAW0`, unknown ones) is an opaque chunk: listed,
@@ -116,9 +119,42 @@
 //! payload, parity; `finish` writes the index as pyfolds does (`ensure_ascii=False`, insertion
 //! order, metadata + `chunk_hashes` + `manifest_hash`) and patches the global header.
 //! Compression is applied when asked (`WriteOptions::compression`, `--compress zstd`);
-//! uncompressed tensors read back zero-copy. Opaque chunks come first, then one `STEN`
-//! chunk per tensor. `created_at_unix` comes
+//! uncompressed tensors read back zero-copy. Two layouts:
+//!
+//! - **tensors** (the default): the JSON chunks given with `chunk` (`--chunk NAME=FILE`,
+//!   Python `chunks={NAME: obj}`; NAME one of `llm_manifest`, `metrics`, `history`,
+//!   `telemetry`), then the source's opaque chunks, then one `STEN` chunk per tensor
+//!   (RESOLUTIONS' rule). pyfolds' `load_fold_or_mind` finds no `torch_state` in it.
+//! - **checkpoint** (`checkpoint`, `--checkpoint`; [`checkpoint`]): spec §7's standard
+//!   chunks as pyfolds' `save_fold_or_mind` writes them — `torch_state` (TSAV, a
+//!   `torch.save` zip of `{"state_dict": …, **metadata}` by our `.pt` writer, which
+//!   `torch.load(weights_only=True)` and `load_fold_or_mind` load), `llm_manifest`,
+//!   the given JSON chunks, `nuclear_arrays` (NPZ0: numpy dtypes torch lacks, and the
+//!   tensors `nuclear` names), then `STEN` for what neither archive holds. Read back,
+//!   the tensors are named `torch_state/state_dict.<name>` and `nuclear_arrays/<name>`.
+//!
+//! `created_at_unix` comes
 //! from `WriteOptions::timestamp` (else `SOURCE_DATE_EPOCH`, else now; whole seconds), so output is deterministic given it.
+//!
+//! **FOLD→FOLD copies every chunk byte for byte.** A FOLD source hands each chunk over
+//! as stored ([`FoldFile::stored_chunk`] through `TensorSource::chunk_stored`: the
+//! header with the index entry's values, the payload checked as a read checks it —
+//! repaired by the parity when needed — and the parity), and the writer copies it
+//! ([`FoldWriter::copy_chunk`]) after checking the header against the bytes, the
+//! CRC-32C and the index entry's SHA-256, keeping its `ecc_algo`: JSON, TSAV, NPZ0 and
+//! STEN chunks alike, pyfolds' zstd frames and pyfolds 1.0.2's parity layout included,
+//! in the source's order; `chunk_hashes` and `manifest_hash` come out the same. A file
+//! of ours rewritten with the same timestamp is the same file. What changes a chunk,
+//! each said in the report's notes: `ecc` (`--ecc N`; 0 removes it) computes the parity
+//! anew over the same stored payload; `compression` zstd compresses the chunks stored
+//! raw (compressed ones are kept; their parity of the kind they had); `recode`
+//! (`--recode`) decodes every chunk and encodes it as a fresh write would. A `STEN` or
+//! `NPZ0` chunk is copied only while every tensor it holds is written as the chunk has
+//! it (same name, dtype, shape, layout, attributes): one dequantized, or left out by
+//! the caller's source, makes its tensors go out as `STEN` chunks, with a note naming
+//! the chunk and the tensor. Tensors of copied chunks (and of a copied `TSAV`) are not
+//! written again. From any other source, opaque chunks are encoded from their bytes.
+//!
 //! Parity is written block-wise; a chunk of at most `255 - N` stored bytes has the same
 //! parity in pyfolds 1.0.2's layout, so 1.0.2 reads such files with its ECC check.
 //! Given the same chunks, metadata and timestamp, the output is byte-identical to
@@ -140,6 +176,7 @@
 //! - `flags` other than 0 and 1 (pyfolds treats them as uncompressed) are refused.
 
 pub mod check;
+pub mod checkpoint;
 pub mod ecc;
 pub mod index;
 pub mod npz;
@@ -154,6 +191,7 @@ pub mod write;
 pub use crate::util::pyjson;
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 
 pub use check::{manifest_hash, ChunkRepair, RepairPlan};
 pub use read::FoldFile;
@@ -187,6 +225,23 @@ options::format_options! {
         shared: [options::COMPRESSION, options::TIMESTAMP],
         /// Reed-Solomon parity bytes per 255-byte block (`ecc_algo` `reed_solomon:N`).
         pub ecc: Option<u8> = (options::OptionKind::Int, "Reed-Solomon parity bytes per 255-byte block"),
+        /// Re-encode the chunks of a FOLD source (decode them, then compress and add
+        /// parity as this write says) instead of copying their stored bytes.
+        pub recode: bool = (options::OptionKind::Bool,
+            "FOLD source: re-encode its chunks with this write's compression and parity instead of copying them"),
+        /// Write the spec's standard checkpoint chunks (`torch_state`, `llm_manifest`,
+        /// `nuclear_arrays`, …) instead of one `STEN` chunk per tensor ([`checkpoint`]).
+        pub checkpoint: bool = (options::OptionKind::Bool,
+            "write a checkpoint: tensors in torch_state (a torch.save archive pyfolds resumes from) and nuclear_arrays (NPZ0), plus llm_manifest"),
+        /// JSON chunks to add: `llm_manifest`, `metrics`, `history`, `telemetry`
+        /// (`--chunk NAME=FILE`, repeatable; Python `chunks={NAME: obj}`).
+        pub chunk: checkpoint::ChunkArgs = (options::OptionKind::Texts,
+            "add a JSON chunk NAME=FILE, NAME one of llm_manifest, metrics, history, telemetry (repeatable)",
+            aliases: &["chunks"]),
+        /// With `checkpoint`: tensors also copied into `nuclear_arrays` (as pyfolds
+        /// keeps N, I, W there for analysis without torch).
+        pub nuclear: Vec<String> = (options::OptionKind::Texts,
+            "with checkpoint: a tensor also copied into nuclear_arrays (repeatable)"),
     }
 }
 
@@ -207,9 +262,136 @@ fn write(
     out: &mut dyn WriteSeek,
     opts: &WriteOptions,
 ) -> Result<WriteReport> {
+    let fo = FoldOptions::from_options(opts)?;
+    let limits = crate::Limits::default();
+    let given = fo.chunk.load(&limits)?;
+    if !fo.checkpoint && !fo.nuclear.is_empty() {
+        return Err(Error::invalid_input("option nuclear needs checkpoint"));
+    }
+    let plan = match fo.checkpoint {
+        true => Some(checkpoint::plan(src, &fo.nuclear)?),
+        false => None,
+    };
+    let created = match &opts.timestamp {
+        Some(t) => write::parse_timestamp(t).ok_or_else(|| {
+            Error::invalid_input(format!("timestamp {t:?} is not YYYY-MM-DDTHH:MM:SSZ"))
+        })?,
+        // Whole seconds, like a given timestamp; SOURCE_DATE_EPOCH when set.
+        None => crate::util::clock::stamp_secs()? as f64,
+    };
     let mut report = WriteReport::default();
-    let mut w = FoldWriter::new(out, opts.compression, FoldOptions::from_options(opts)?.ecc)?;
-    for c in src.chunks().iter().filter(|c| !c.holds_tensors) {
+    let mut w = FoldWriter::new(out, opts.compression, fo.ecc)?;
+    // Tensors that go out inside a chunk (copied from the source, or the checkpoint's
+    // archives), not as STEN chunks.
+    let mut carried: HashSet<String> = HashSet::new();
+    let is_given = |name: &str| given.iter().any(|(n, _)| n == name);
+    let json = |w: &mut FoldWriter<_>, name: &str, bytes: &[u8]| {
+        w.add_chunk(name, *b"JSON", &[bytes])
+            .map_err(|e| e.at_subject(format!("chunk {name:?}")))
+    };
+    if let Some(plan) = &plan {
+        let has = |name: &str| is_given(name) || src.chunks().iter().any(|c| c.name == name);
+        let mut written = vec!["torch_state"];
+        written.extend(
+            JSON_ORDER
+                .iter()
+                .copied()
+                .filter(|n| has(n) || *n == "llm_manifest"),
+        );
+        if !plan.npz.is_empty() {
+            written.push("nuclear_arrays");
+        }
+        let torch = checkpoint::torch_state(src, &plan.torch)?;
+        w.add_chunk("torch_state", *b"TSAV", &[&torch])
+            .map_err(|e| e.at_subject("chunk \"torch_state\""))?;
+        drop(torch);
+        if !has("llm_manifest") {
+            json(
+                &mut w,
+                "llm_manifest",
+                &checkpoint::manifest(src.metadata(), created, &written),
+            )?;
+        }
+        // In pyfolds' order, whatever the order given.
+        for name in JSON_ORDER {
+            if let Some((_, bytes)) = given.iter().find(|(n, _)| n == name) {
+                json(&mut w, name, bytes)?;
+            }
+        }
+        if !plan.npz.is_empty() {
+            let npz = checkpoint::nuclear_arrays(src, &plan.npz)?;
+            w.add_chunk("nuclear_arrays", *b"NPZ0", &[&npz])
+                .map_err(|e| e.at_subject("chunk \"nuclear_arrays\""))?;
+        }
+        carried.extend(plan.torch.iter().map(|t| t.name.clone()));
+        carried.extend(plan.npz.iter().map(|t| t.name.clone()));
+        if !plan.sten.is_empty() {
+            report.notes.push(format!(
+                "{} tensors neither torch_state nor nuclear_arrays can hold written as STEN chunks (first: {:?})",
+                plan.sten.len(),
+                plan.sten[0]
+            ));
+        }
+    } else {
+        for (name, bytes) in &given {
+            json(&mut w, name, bytes)?;
+        }
+    }
+    // Chunks copied as stored, with new parity, compressed now (`write::Copied`).
+    let mut copied = [0usize; 3];
+    for c in src.chunks() {
+        if is_given(&c.name) {
+            report.notes.push(format!(
+                "chunk {:?} of the source replaced by the one given",
+                c.name
+            ));
+            continue;
+        }
+        if plan.is_some() && c.holds_tensors {
+            // The checkpoint's archives (or fresh STEN chunks) hold these tensors.
+            continue;
+        }
+        let stored = match fo.recode {
+            true => None,
+            false => match src.chunk_stored(&c.name) {
+                Ok(s) => s.filter(|s| s.format == Format::Fold),
+                // A tensor chunk that cannot be read: its tensors are not listed either
+                // (a salvaging open reports them lost); it is not carried.
+                Err(e) if c.holds_tensors => {
+                    report
+                        .notes
+                        .push(format!("chunk {:?} not carried: {e}", c.name));
+                    continue;
+                }
+                Err(e) => return Err(e.at_subject(format!("chunk {:?}", c.name))),
+            },
+        };
+        if c.holds_tensors {
+            // A FOLD source's STEN/NPZ0 chunk is copied when every tensor it holds is
+            // written as the source has it; otherwise its tensors go out as STEN chunks.
+            let Some(stored) = stored else { continue };
+            match carried_tensors(src, c, &stored, &limits) {
+                Ok(names) => {
+                    let how = w
+                        .copy_chunk(&c.name, &stored, fo.ecc)
+                        .map_err(|e| e.at_subject(format!("chunk {:?}", c.name)))?;
+                    copied[how as usize] += 1;
+                    carried.extend(names);
+                }
+                Err(why) => report.notes.push(format!(
+                    "chunk {:?} ({}) rewritten, one STEN chunk per tensor: {why}",
+                    c.name, c.kind
+                )),
+            }
+            continue;
+        }
+        if let Some(stored) = stored {
+            let how = w
+                .copy_chunk(&c.name, &stored, fo.ecc)
+                .map_err(|e| e.at_subject(format!("chunk {:?}", c.name)))?;
+            copied[how as usize] += 1;
+            continue;
+        }
         let ctype: [u8; 4] = match c.kind.as_bytes().try_into() {
             Ok(b) if c.kind.bytes().all(|x| x.is_ascii_graphic() || x == b' ') => b,
             _ => {
@@ -224,22 +406,89 @@ fn write(
         w.add_chunk(&c.name, ctype, &[&bytes])
             .map_err(|e| e.at_subject(format!("chunk {:?}", c.name)))?;
     }
+    if copied[1] > 0 {
+        report.notes.push(format!(
+            "{} chunks copied with their parity computed anew (ecc)",
+            copied[1]
+        ));
+    }
+    if copied[2] > 0 {
+        report.notes.push(format!(
+            "{} chunks stored raw in the source compressed",
+            copied[2]
+        ));
+    }
     // Tensors a carried TSAV chunk lists are in it already (tsav.rs).
-    let carried = tsav::listed_in_carried(src, &crate::Limits::default());
+    carried.extend(tsav::listed_in_carried(src, &limits));
     let order = (src.tensor_infos().iter())
         .filter(|i| !carried.contains(&i.name))
         .map(|i| i.name.clone())
         .collect();
     let w = crate::write::drive(src, write::StenStream { w, order })?;
-    let created = match &opts.timestamp {
-        Some(t) => write::parse_timestamp(t).ok_or_else(|| {
-            Error::invalid_input(format!("timestamp {t:?} is not YYYY-MM-DDTHH:MM:SSZ"))
-        })?,
-        // Whole seconds, like a given timestamp; SOURCE_DATE_EPOCH when set.
-        None => crate::util::clock::stamp_secs()? as f64,
-    };
     w.finish(src.metadata(), created)?;
     Ok(report)
+}
+
+/// The JSON chunks in the order pyfolds writes them.
+const JSON_ORDER: [&str; 4] = checkpoint::JSON_CHUNKS;
+
+/// The tensors a FOLD tensor chunk (`STEN`, `NPZ0`) of the source holds, when each is
+/// written as the chunk has it (same name, dtype, shape, layout, attributes: not cast,
+/// densified, dequantized or left out), so the chunk can be copied; otherwise why not.
+fn carried_tensors(
+    src: &dyn TensorSource,
+    c: &ChunkInfo,
+    stored: &crate::tensor::StoredChunk<'_>,
+    limits: &crate::Limits,
+) -> std::result::Result<Vec<String>, String> {
+    let listed: Vec<TensorInfo> = match c.kind.as_str() {
+        "STEN" => {
+            let header = stored
+                .pieces
+                .first()
+                .and_then(|h| raw::ChunkHeader::parse(h).ok())
+                .ok_or("no chunk header")?;
+            let payload = stored.pieces.get(1).ok_or("no payload")?;
+            let h = match header.flags {
+                raw::FLAG_COMP_ZSTD => zstd::stream::read::Decoder::with_buffer(payload.as_ref())
+                    .map_err(|e| Error::malformed("zstd").with_source(e))
+                    .and_then(|d| sten::read_header(d, header.uncomp_len)),
+                _ => sten::read_header(payload.as_ref(), header.uncomp_len),
+            };
+            let h = h.map_err(|e| e.to_string())?;
+            (sten::logical_tensors(&c.name, &h).map_err(|e| e.to_string())?)
+                .into_iter()
+                .map(|(i, _)| i)
+                .collect()
+        }
+        "NPZ0" => {
+            let bytes = src.chunk(&c.name).map_err(|e| e.to_string())?;
+            let (arrays, _) = npz::list(&bytes, limits).map_err(|e| e.to_string())?;
+            (arrays.into_iter())
+                .map(|a| TensorInfo::dense(format!("{}/{}", c.name, a.name), a.dtype, a.shape))
+                .collect()
+        }
+        other => return Err(format!("a {other:?} chunk's tensors cannot be listed")),
+    };
+    let infos = src.tensor_infos();
+    let mut names = Vec::with_capacity(listed.len());
+    for t in listed {
+        let Some(got) = infos.iter().find(|i| i.name == t.name) else {
+            return Err(format!("tensor {:?} is not written", t.name));
+        };
+        if got.dtype != t.dtype
+            || got.shape != t.shape
+            || got.layout != t.layout
+            || got.attrs != t.attrs
+        {
+            return Err(format!(
+                "tensor {:?} is written as {} {:?} {}, the chunk holds {} {:?} {}",
+                t.name, got.dtype, got.shape, got.layout, t.dtype, t.shape, t.layout
+            ));
+        }
+        names.push(t.name);
+    }
+    Ok(names)
 }
 
 /// What FOLD v1.2 can hold.
@@ -303,6 +552,9 @@ impl<'d> TensorSource for FoldFile<'d> {
     }
     fn source_format(&self) -> Option<Format> {
         Some(Format::Fold)
+    }
+    fn chunk_stored(&self, name: &str) -> Result<Option<crate::tensor::StoredChunk<'_>>> {
+        self.stored_chunk(name).map(Some)
     }
 }
 

@@ -856,6 +856,27 @@ impl<'d> FoldFile<'d> {
         Ok(view)
     }
 
+    /// Chunk `name` as stored, for a FOLD writer to copy byte for byte: its 32-byte
+    /// header with the index entry's values, the stored payload as [`FoldFile::payload`]
+    /// checks it (repaired by the parity when needed), and the parity; `params` holds the
+    /// index entry's `sha256` (when it is one) and `ecc_algo`.
+    pub fn stored_chunk(&self, name: &str) -> Result<crate::tensor::StoredChunk<'d>> {
+        let i = self.chunk_index(name)?;
+        let payload = self.payload(i)?;
+        let parity = self.parity(i)?;
+        let e = &self.entries[i];
+        let mut params = Map::new();
+        if let HashField::Sha256(h) = &e.sha256 {
+            params.insert("sha256", crate::util::hex(h));
+        }
+        params.insert("ecc_algo", e.ecc_algo.as_str());
+        Ok(crate::tensor::StoredChunk {
+            format: crate::format::Format::Fold,
+            pieces: vec![Cow::Owned(e.header.to_bytes().to_vec()), payload, parity],
+            params,
+        })
+    }
+
     /// One chunk's decoded bytes.
     pub fn chunk_bytes(&self, name: &str) -> Result<Cow<'d, [u8]>> {
         let i = self.chunk_index(name)?;

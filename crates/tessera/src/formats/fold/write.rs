@@ -7,6 +7,7 @@
 //! header, as pyfolds does. Peak memory is two batches of compressed chunks (a batch is
 //! [`crate::write::stream::READ_AHEAD`] of input, or one tensor), not the file.
 
+use std::borrow::Cow;
 use std::io::{Seek, SeekFrom, Write};
 
 use sha2::Digest as _;
@@ -33,6 +34,19 @@ struct IndexEntry {
     crc32c: u32,
     sha256: String,
     ecc_len: u64,
+    /// A copied chunk's own `ecc_algo` (the writer's otherwise).
+    ecc_algo: Option<String>,
+}
+
+/// What [`FoldWriter::copy_chunk`] did with a stored chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Copied {
+    /// Header, payload and parity as stored.
+    AsStored,
+    /// The payload as stored, the parity computed anew.
+    NewParity,
+    /// Stored raw in the source, compressed now.
+    Compressed,
 }
 
 /// Streams a FOLD file into `W`.
@@ -203,8 +217,135 @@ impl<W: Write + Seek> FoldWriter<W> {
             crc32c: e.crc,
             sha256: crate::util::hex(&e.sha),
             ecc_len: e.parity.len() as u64,
+            ecc_algo: None,
         });
         Ok(())
+    }
+
+    /// Copies a chunk another FOLD file stores ([`crate::tensor::StoredChunk`]: its
+    /// header, stored payload and parity) under `name`, byte for byte, after checking
+    /// that the header agrees with the bytes and that the payload has the CRC-32C of the
+    /// header and the SHA-256 of the source's index entry. With `ecc` (`Some(n)`, as the
+    /// writer's `ecc` option; `n = 0`: none) the parity is computed anew over the same
+    /// payload. A chunk stored raw is compressed when this writer compresses (the
+    /// stored form is then not kept: it is encoded as [`FoldWriter::add_chunk`] does).
+    pub fn copy_chunk(
+        &mut self,
+        name: &str,
+        stored: &crate::tensor::StoredChunk<'_>,
+        ecc: Option<u8>,
+    ) -> Result<Copied> {
+        let subject = || format!("chunk {name:?}");
+        if stored.format != crate::format::Format::Fold {
+            return Err(Error::invalid_input(format!(
+                "a {} chunk cannot be copied into FOLD",
+                stored.format.title()
+            ))
+            .at_subject(subject()));
+        }
+        let joined: Vec<u8>;
+        let (head, payload, parity): (&[u8], &[u8], &[u8]) = match stored.pieces.as_slice() {
+            [h, p, e] if h.len() == CHUNK_HEADER_LEN as usize => (h, p, e),
+            pieces => {
+                joined = pieces.iter().flat_map(|p| p.iter().copied()).collect();
+                let h = joined.get(..CHUNK_HEADER_LEN as usize).ok_or_else(|| {
+                    Error::malformed("stored chunk shorter than its header").at_subject(subject())
+                })?;
+                let rest = &joined[h.len()..];
+                let comp = ChunkHeader::parse(h)?.comp_len;
+                let comp = usize::try_from(comp)
+                    .ok()
+                    .filter(|&c| c <= rest.len())
+                    .ok_or_else(|| {
+                        Error::malformed("stored chunk shorter than its comp_len")
+                            .at_subject(subject())
+                    })?;
+                (h, &rest[..comp], &rest[comp..])
+            }
+        };
+        let mut header = ChunkHeader::parse(head).map_err(|e| e.at_subject(subject()))?;
+        self.check_new(name, header.ctype)?;
+        if header.comp_len != payload.len() as u64
+            || u64::from(header.ecc_len) != parity.len() as u64
+            || header.uncomp_len > MAX_CHUNK_SIZE
+            || header.comp_len > MAX_CHUNK_SIZE
+            || !matches!(header.flags, FLAG_COMP_NONE | FLAG_COMP_ZSTD)
+            || (header.flags == FLAG_COMP_NONE && header.uncomp_len != header.comp_len)
+        {
+            return Err(
+                Error::malformed("stored chunk: its header does not describe its bytes")
+                    .at_subject(subject()),
+            );
+        }
+        if crc32c::crc32c(payload) != header.crc32c {
+            return Err(Error::integrity("stored chunk: CRC-32C mismatch").at_subject(subject()));
+        }
+        let sha = crate::util::hex(&crate::util::sha256(payload));
+        if let Some(want) = stored.params.get("sha256").and_then(Value::as_str) {
+            if !want.eq_ignore_ascii_case(&sha) {
+                return Err(
+                    Error::integrity("stored chunk: SHA-256 mismatch").at_subject(subject())
+                );
+            }
+        }
+        if header.flags == FLAG_COMP_NONE && self.level.is_some() {
+            // Compressed now; the parity asked for, else the kind the source's had.
+            let nsym = match ecc {
+                Some(n) => Some(n).filter(|&n| n > 0),
+                None if parity.is_empty() => None,
+                None => (stored.params.get("ecc_algo").and_then(Value::as_str))
+                    .and_then(|a| ecc::parse_algo(a).ok().flatten()),
+            };
+            let enc =
+                Encoded::new(&[payload], self.level, nsym).map_err(|e| e.at_subject(subject()))?;
+            let algo = ecc::algo_name(nsym);
+            self.put(name, header.ctype, &[payload], enc)?;
+            if let Some(last) = self.entries.last_mut() {
+                last.ecc_algo = Some(algo);
+            }
+            return Ok(Copied::Compressed);
+        }
+        let (parity, ecc_algo): (Cow<'_, [u8]>, String) = match ecc {
+            None => {
+                let algo = stored
+                    .params
+                    .get("ecc_algo")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| ecc::algo_name(None));
+                (Cow::Borrowed(parity), algo)
+            }
+            Some(0) => (Cow::Borrowed(&[][..]), ecc::algo_name(None)),
+            Some(n) => {
+                let mut enc = ecc::Encoder::new(n)?;
+                enc.update(payload);
+                (Cow::Owned(enc.finish()), ecc::algo_name(Some(n)))
+            }
+        };
+        let how = match ecc {
+            None => Copied::AsStored,
+            Some(_) => Copied::NewParity,
+        };
+        header.ecc_len = u32::try_from(parity.len())
+            .map_err(|_| Error::unsupported("parity too long").at_subject(subject()))?;
+        let offset = self.pos;
+        self.w.write_all(&header.to_bytes())?;
+        self.w.write_all(payload)?;
+        self.w.write_all(&parity)?;
+        self.pos = offset + CHUNK_HEADER_LEN + header.comp_len + parity.len() as u64;
+        self.entries.push(IndexEntry {
+            name: name.to_string(),
+            ctype: String::from_utf8_lossy(&header.ctype).into_owned(),
+            flags: header.flags,
+            offset,
+            comp_len: header.comp_len,
+            uncomp_len: header.uncomp_len,
+            crc32c: header.crc32c,
+            sha256: sha,
+            ecc_len: parity.len() as u64,
+            ecc_algo: Some(ecc_algo),
+        });
+        Ok(how)
     }
 
     /// Writes the index (metadata + `chunk_hashes` + `manifest_hash`, then the chunk
@@ -239,7 +380,7 @@ impl<W: Write + Seek> FoldWriter<W> {
                 m.insert(
                     "ecc_algo",
                     // As pyfolds: the codec's name even when an empty payload has no parity.
-                    algo.as_str(),
+                    e.ecc_algo.as_deref().unwrap_or(algo.as_str()),
                 );
                 m.insert("ecc_len", e.ecc_len);
                 Value::Map(m)

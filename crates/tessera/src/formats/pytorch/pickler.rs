@@ -194,6 +194,47 @@ impl Pickle {
     }
 }
 
+/// A training checkpoint as pyfolds' `save_fold_or_mind` pickles it: a dict whose
+/// `state_dict` entry is the `OrderedDict` of `entries` (as [`state_dict`] writes it,
+/// without metadata), followed by the entries of `top` in order (`config`, `step_id`,
+/// `epoch`, …). The caller keeps `state_dict` out of `top`.
+pub fn checkpoint(entries: &[Entry<'_>], top: &Map) -> Vec<u8> {
+    let mut p = Pickle {
+        out: vec![0x80, 2],
+        memo: [false; 16],
+    };
+    p.op(b'}');
+    p.op(b'(');
+    p.str("state_dict");
+    p.ordered_dict(entries);
+    for (k, v) in top.iter() {
+        p.str(k);
+        p.value(v);
+    }
+    p.op(b'u');
+    p.op(b'.');
+    p.out
+}
+
+impl Pickle {
+    /// `OrderedDict` of `entries`, in order.
+    fn ordered_dict(&mut self, entries: &[Entry<'_>]) {
+        self.empty_ordered_dict();
+        for batch in entries.chunks(1000) {
+            self.op(b'(');
+            for e in batch {
+                self.str(e.name);
+                if let Some(class) = storage_class(e.dtype) {
+                    self.tensor(e, class);
+                } else {
+                    self.op(b'N');
+                }
+            }
+            self.op(b'u');
+        }
+    }
+}
+
 /// The state dict pickle: `OrderedDict` of `entries` in order; `metadata`, when not
 /// empty, set as the dict's attribute `attr` (by `BUILD`, as a state dict's own
 /// `_metadata` is), where `load_state_dict` never sees it. Every entry's dtype must have
@@ -203,19 +244,7 @@ pub fn state_dict(entries: &[Entry<'_>], metadata: &Map, attr: &str) -> Vec<u8> 
         out: vec![0x80, 2],
         memo: [false; 16],
     };
-    p.empty_ordered_dict();
-    for batch in entries.chunks(1000) {
-        p.op(b'(');
-        for e in batch {
-            p.str(e.name);
-            if let Some(class) = storage_class(e.dtype) {
-                p.tensor(e, class);
-            } else {
-                p.op(b'N');
-            }
-        }
-        p.op(b'u');
-    }
+    p.ordered_dict(entries);
     if !metadata.is_empty() {
         p.op(b'}');
         p.op(b'(');

@@ -67,6 +67,37 @@ impl<W: Write + Seek> PytorchWriter<W> {
         metadata: &Metadata,
         archive: Option<&str>,
     ) -> Result<Self> {
+        Self::start(out, infos, archive, |entries| {
+            pickler::state_dict(entries, metadata, super::pickle::METADATA_ATTR)
+        })
+    }
+
+    /// As [`PytorchWriter::new`], for a training checkpoint as pyfolds'
+    /// `save_fold_or_mind` saves one: `{"state_dict": OrderedDict(the tensors), **top}`
+    /// (`top`: `config`, `step_id`, `epoch`, …), which `torch.load(weights_only=True)`
+    /// loads. A `top` key `state_dict` is refused.
+    pub fn checkpoint(
+        out: W,
+        infos: &[TensorInfo],
+        top: &Metadata,
+        archive: Option<&str>,
+    ) -> Result<Self> {
+        if top.get("state_dict").is_some() {
+            return Err(Error::invalid_input(
+                "a checkpoint's entry \"state_dict\" holds the tensors: the metadata has a key of that name",
+            ));
+        }
+        Self::start(out, infos, archive, |entries| {
+            pickler::checkpoint(entries, top)
+        })
+    }
+
+    fn start(
+        out: W,
+        infos: &[TensorInfo],
+        archive: Option<&str>,
+        pickle: impl FnOnce(&[Entry<'_>]) -> Vec<u8>,
+    ) -> Result<Self> {
         let archive = archive_name(archive)?;
         let mut names = std::collections::HashSet::new();
         let mut entries = Vec::with_capacity(infos.len());
@@ -100,7 +131,7 @@ impl<W: Write + Seek> PytorchWriter<W> {
             });
             plan.push((info.name.clone(), i.to_string(), info.dense_nbytes()?));
         }
-        let pkl = pickler::state_dict(&entries, metadata, super::pickle::METADATA_ATTR);
+        let pkl = pickle(&entries);
         let mut w = PytorchWriter {
             zip: ZipWriter::new(out),
             archive,
