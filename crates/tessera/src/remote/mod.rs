@@ -69,6 +69,8 @@
 //! needs a store per scheme and would accept schemes we do not build — and the AWS
 //! profile files (`profile`, which says why).
 
+#[cfg(feature = "remote")]
+mod cache;
 pub mod location;
 #[cfg(feature = "remote")]
 mod probe;
@@ -90,8 +92,9 @@ pub use source::RemoteSource;
 pub use upload::{delete, upload_file, upload_files, write_staged};
 
 /// How remote objects are reached (S3 credentials are never here: they come from the
-/// environment). Its `Debug` output never shows the bearer token.
-#[derive(Clone, Default)]
+/// environment), and whether the ranges fetched are kept in the disk cache
+/// (`cache.rs`). Its `Debug` output never shows the bearer token.
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct RemoteOptions {
     /// An S3 endpoint (`http://127.0.0.1:9000`, MinIO, R2, …) instead of AWS's; when
@@ -105,6 +108,27 @@ pub struct RemoteOptions {
     /// host over HTTP(S) in place of any from the environment; never sent elsewhere,
     /// never shown.
     pub bearer_token: Option<String>,
+    /// Keep the ranges fetched in the disk cache, and answer reads from it (default
+    /// `true`; the CLI's `--no-cache`, Python's `cache=False` set it `false`).
+    pub cache: bool,
+    /// The cache folder; when unset `TESSERA_CACHE_DIR`, else `$XDG_CACHE_HOME/tessera`,
+    /// else `~/.cache/tessera`.
+    pub cache_dir: Option<std::path::PathBuf>,
+    /// The cache's bound in bytes; when unset `TESSERA_CACHE_MAX_MB` MiB (default 2048).
+    pub cache_max_bytes: Option<u64>,
+}
+
+impl Default for RemoteOptions {
+    fn default() -> Self {
+        RemoteOptions {
+            endpoint: None,
+            token: false,
+            bearer_token: None,
+            cache: true,
+            cache_dir: None,
+            cache_max_bytes: None,
+        }
+    }
 }
 
 impl std::fmt::Debug for RemoteOptions {
@@ -117,6 +141,9 @@ impl std::fmt::Debug for RemoteOptions {
             .field("endpoint", &self.endpoint)
             .field("token", &self.token)
             .field("bearer_token", &bearer)
+            .field("cache", &self.cache)
+            .field("cache_dir", &self.cache_dir)
+            .field("cache_max_bytes", &self.cache_max_bytes)
             .finish()
     }
 }
@@ -128,6 +155,12 @@ crate::setters::setters!(RemoteOptions {
     token: bool,
     /// Sets `bearer_token`, a token sent to the location's own host.
     bearer_token: Option<String>,
+    /// Sets `cache`: keep fetched ranges in the disk cache and read from it.
+    cache: bool,
+    /// Sets `cache_dir`, the cache folder.
+    cache_dir: Option<std::path::PathBuf>,
+    /// Sets `cache_max_bytes`, the cache's bound.
+    cache_max_bytes: Option<u64>,
 });
 
 /// Requests sent and body bytes received by every remote source of this process so far
@@ -141,6 +174,21 @@ pub fn totals() -> (u64, u64) {
             source::TOTAL_REQUESTS.load(Relaxed),
             source::TOTAL_FETCHED.load(Relaxed),
         )
+    }
+    #[cfg(not(feature = "remote"))]
+    {
+        (0, 0)
+    }
+}
+
+/// Remote requests answered from the disk cache, and the bytes they gave, in this
+/// process so far (`(0, 0)` without the `remote` feature). These are not in [`totals`],
+/// which counts the network only.
+pub fn cache_totals() -> (u64, u64) {
+    #[cfg(feature = "remote")]
+    {
+        use std::sync::atomic::Ordering::Relaxed;
+        (cache::HITS.load(Relaxed), cache::HIT_BYTES.load(Relaxed))
     }
     #[cfg(not(feature = "remote"))]
     {
