@@ -24,6 +24,11 @@
 //! - `probe` (feature `remote`): [`exists`] (a `HEAD`) and [`list_dir`] (the objects
 //!   under an S3 key prefix), with which the set opener finds an index beside a shard
 //!   and the model in a directory URL.
+//! - `cache` (feature `remote`): the disk range cache under [`RemoteSource`]'s
+//!   read-ahead — every range fetched is kept (keyed by the URL's digest, the object's
+//!   ETag and the range; each entry with its own BLAKE3 digest, written by temp file and
+//!   rename, bounded by `TESSERA_CACHE_MAX_MB`), so a second open of a URL sends its
+//!   `HEAD` and fetches no object bytes ([`RemoteOptions::cache`]).
 //!
 //! What is checked when:
 //! - on open, one `HEAD` (the object's size and ETag; for a presigned URL, see below),
@@ -42,7 +47,9 @@
 //!   response reports, and the body's length — an object replaced between requests is
 //!   an `Integrity` error naming the URL, a short body an `Io` error; never mixed or
 //!   short data;
-//! - after the bytes arrive, the format's own digests, exactly as for a local file
+//! - a range answered from the disk cache: the entry's own digest and size, for the
+//!   version the open's `HEAD` reported (never another ETag's entries);
+//! - after the bytes arrive (or come from the cache), the format's own digests, exactly as for a local file
 //!   (`ReadOptions::verify`): an AERO page, a zTensor or FOLD chunk, a safetensors file
 //!   has none — a flipped byte there is caught only where the format stores a digest.
 //!
