@@ -30,8 +30,10 @@
 //! whole and stored. The `HEAD` of an open is always sent: it gives the current
 //! validator (a presigned URL's first ranged `GET` likewise).
 //!
-//! Writes: a temporary file (`.tmp-<pid>-<n>`) in the entry's folder, renamed over the
-//! name when complete; removed on any failure. Several processes may share the cache:
+//! Writes: the folders it makes are the user's only (mode 0700, entries 0600: they hold
+//! the bytes of private objects); an entry is a temporary file (`.tmp-<pid>-<n>`) in its
+//! folder, renamed over the name when complete, removed on any failure. Several
+//! processes may share the cache:
 //! an entry appears whole or not at all, and one vanishing between a listing and its
 //! open is a miss. A cache that cannot be written (no home, read-only disk) is said
 //! once on stderr and the reads go on without it; a cache never fails a read.
@@ -235,6 +237,15 @@ impl RangeCache {
             at = best.1;
         }
         let len = usize::try_from(r.end - r.start).ok()?;
+        if let [(s, e)] = picks[..] {
+            if (s, e) == (r.start, r.end) {
+                // The entry itself: no copy.
+                let body = self.load(s, e)?;
+                HITS.fetch_add(1, Ordering::Relaxed);
+                HIT_BYTES.fetch_add(len as u64, Ordering::Relaxed);
+                return Some(body);
+            }
+        }
         let mut out = Vec::new();
         out.try_reserve_exact(len).ok()?;
         for (s, e) in picks {
@@ -295,7 +306,7 @@ impl RangeCache {
         if len == 0 || total > self.max || unwritable(&self.root) {
             return;
         }
-        if let Err(e) = fs::create_dir_all(&self.dir) {
+        if let Err(e) = private_dirs(&self.dir) {
             return give_up(&self.root, &e);
         }
         self.make_room(total);
@@ -305,10 +316,11 @@ impl RangeCache {
             TEMP_SEQ.fetch_add(1, Ordering::Relaxed)
         ));
         let written = (|| {
-            let mut f = fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&tmp)?;
+            let mut o = fs::OpenOptions::new();
+            o.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+            let mut f = o.open(&tmp)?;
             let mut head = Vec::with_capacity(HEADER);
             head.extend_from_slice(MAGIC);
             head.extend_from_slice(&start.to_le_bytes());
@@ -368,6 +380,16 @@ impl RangeCache {
         }
         *used = total + need;
     }
+}
+
+/// `dir` and the folders above it that are missing, readable by the user only (the
+/// bytes of private objects are cached there).
+fn private_dirs(dir: &Path) -> std::io::Result<()> {
+    let mut b = fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+    b.create(dir)
 }
 
 /// Every entry under `root`: path, size and time of last use; temporary files a killed

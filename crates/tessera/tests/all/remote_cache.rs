@@ -147,6 +147,15 @@ fn a_second_open_of_a_url_fetches_no_object_bytes() {
         );
         assert!(warm.bytes_from_cache() >= bytes.len() as u64, "{format}");
         assert!(!entries(dir.path()).is_empty());
+        // The user's only: the bytes of private objects are there.
+        #[cfg(unix)]
+        for p in files(dir.path()) {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&p), 0o600, "{}", p.display());
+            assert_eq!(mode(p.parent().unwrap()), 0o700, "{}", p.display());
+            assert_eq!(mode(&dir.path().join("ranges")), 0o700);
+        }
         // Nothing of the URL is written: neither in a name nor in an entry.
         for p in files(dir.path()) {
             assert!(!p.to_string_lossy().contains("second"), "{}", p.display());
