@@ -209,7 +209,7 @@ impl RemoteSource {
     /// The whole object by one `GET` without a range (a server that ignores ranges),
     /// checked as a ranged read is: its ETag, its size and the body's length.
     async fn fetch_whole(&self) -> Result<Vec<u8>> {
-        if let Some(b) = self.from_disk(0..self.len) {
+        if let Some(b) = self.cached_range(0..self.len) {
             return Ok(b);
         }
         self.requests.fetch_add(1, Ordering::Relaxed);
@@ -249,7 +249,7 @@ impl RemoteSource {
     }
 
     /// `r` from the disk cache, when its entries cover it (checked there).
-    fn from_disk(&self, r: Range<u64>) -> Option<Vec<u8>> {
+    fn cached_range(&self, r: Range<u64>) -> Option<Vec<u8>> {
         let got = self.cache.as_ref()?.get(r)?;
         self.from_cache
             .fetch_add(got.len() as u64, Ordering::Relaxed);
@@ -305,7 +305,7 @@ impl RemoteSource {
     /// (a dropped connection: object_store retries failed requests, not failed bodies)
     /// is fetched again, up to [`BODY_RETRIES`] times with backoff.
     async fn fetch(&self, r: Range<u64>) -> Result<bytes::Bytes> {
-        if let Some(b) = self.from_disk(r.clone()) {
+        if let Some(b) = self.cached_range(r.clone()) {
             return Ok(b.into());
         }
         let mut attempt = 0;
