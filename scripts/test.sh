@@ -36,6 +36,9 @@ REMOTE_DIR="$(mktemp -d)"
 trap 'bash scripts/remote-servers.sh stop "$REMOTE_DIR"; rm -rf "$REMOTE_DIR"' EXIT
 eval "$(TESSERA_VENV="$VENV" bash scripts/remote-servers.sh start "$REMOTE_DIR")"
 export TESSERA_REQUIRE_REMOTE=1
+# The disk cache of remote reads goes to the run's temporary directory, never into the
+# user's ~/.cache (tests that use the cache give it a folder of their own).
+export TESSERA_CACHE_DIR="$REMOTE_DIR/cache"
 export TESSERA_PYTHON="$(cd "$(dirname "$VENV/bin/python")" && pwd)/python"
 
 echo "== cargo test"

@@ -117,7 +117,10 @@ impl Servers {
     }
 
     fn remote(&self) -> RemoteOptions {
-        RemoteOptions::default().endpoint(Some(self.endpoint.clone()))
+        // Without the disk cache: every run measures the network, as curl does.
+        RemoteOptions::default()
+            .endpoint(Some(self.endpoint.clone()))
+            .cache(false)
     }
 
     /// Body bytes nginx logged as sent for `uri`.

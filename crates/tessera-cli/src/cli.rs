@@ -8,6 +8,11 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "tessera", version, about, long_about = None)]
 pub struct Cli {
+    /// Read s3:// and http(s):// inputs without the disk cache of fetched ranges
+    /// (TESSERA_CACHE_DIR, else $XDG_CACHE_HOME/tessera or ~/.cache/tessera; bounded by
+    /// TESSERA_CACHE_MAX_MB, 2048 by default): nothing is read from it or written to it.
+    #[arg(long, global = true)]
+    pub no_cache: bool,
     /// The verb.
     #[command(subcommand)]
     pub command: Command,

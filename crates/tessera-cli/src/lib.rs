@@ -21,6 +21,7 @@ use tessera::ErrorKind;
 
 /// Runs a parsed command line, writing its report to `out`. Returns the exit code.
 pub fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<u8> {
+    output::set_no_cache(cli.no_cache);
     match cli.command {
         Command::Inspect(a) => cmd::inspect::run(&a, out),
         Command::Verify(a) => cmd::verify::run(&a, out),

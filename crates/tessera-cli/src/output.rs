@@ -93,11 +93,21 @@ pub fn shown(path: &Path) -> String {
     }
 }
 
-/// How remote locations are reached (`--endpoint`, `--token`).
+/// The global `--no-cache`, set once by [`crate::run`].
+static NO_CACHE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sets what [`remote_options`] says of the disk cache (`--no-cache`).
+pub fn set_no_cache(no_cache: bool) {
+    NO_CACHE.store(no_cache, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// How remote locations are reached (`--endpoint`, `--token`), and whether the ranges
+/// fetched go through the disk cache (not with the global `--no-cache`).
 pub fn remote_options(args: &ReadArgs) -> tessera::remote::RemoteOptions {
     tessera::remote::RemoteOptions::default()
         .endpoint(args.input.endpoint.clone())
         .token(args.input.token)
+        .cache(!NO_CACHE.load(std::sync::atomic::Ordering::Relaxed))
 }
 
 fn open_with<T>(

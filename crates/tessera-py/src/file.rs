@@ -114,7 +114,9 @@ fn read_options(
 /// `shard`: open the file alone, never the model set it is a shard of.
 /// `token`: a bearer token for an `http(s)://` location's own host; `token_host`: send
 /// `TESSERA_HTTP_TOKEN` there (the CLI's `--token`). Neither is ever shown.
-#[pyo3(signature = (path, *, mmap=true, salvage=false, verify=true, hmac_key=None, age_identities=None, age_passphrase=None, signature=None, public_key=None, shard=false, token=None, token_host=false))]
+/// `cache`: a remote location's fetched ranges go through the disk cache
+/// (`tessera::remote`'s `cache.rs`; the CLI's `--no-cache` is `cache=False`).
+#[pyo3(signature = (path, *, mmap=true, salvage=false, verify=true, hmac_key=None, age_identities=None, age_passphrase=None, signature=None, public_key=None, shard=false, token=None, token_host=false, cache=true))]
 #[allow(clippy::too_many_arguments)]
 pub fn open_file(
     py: Python<'_>,
@@ -130,6 +132,7 @@ pub fn open_file(
     shard: bool,
     token: Option<String>,
     token_host: bool,
+    cache: bool,
 ) -> PyResult<File> {
     let opts = read_options(
         salvage,
@@ -144,7 +147,8 @@ pub fn open_file(
     .remote(
         tessera::RemoteOptions::default()
             .token(token_host)
-            .bearer_token(token),
+            .bearer_token(token)
+            .cache(cache),
     );
     py.detach(|| {
         let opened = tessera::open_path(&path, &opts)?;

@@ -21,6 +21,13 @@ S3_ENDPOINT = os.environ.get("TESSERA_TEST_S3_ENDPOINT")
 BUCKET = os.environ.get("TESSERA_TEST_S3_BUCKET")
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    # Each test has a disk cache of its own (empty): no test reads what another fetched,
+    # and none writes into the user's ~/.cache.
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "tessera-cache"))
+
+
 @pytest.fixture
 def servers():
     if not (HTTP_URL and HTTP_ROOT and S3_ENDPOINT and BUCKET):
@@ -286,3 +293,68 @@ def test_token_keyword_sends_a_bearer_token_and_never_shows_it(tmp_path, monkeyp
             tessera.open(url, token=b"bytes")
     finally:
         srv.shutdown()
+
+
+def _http_log(name):
+    """nginx's requests for ``/name`` so far, as ``(method, body bytes)``, once settled."""
+    import time
+
+    def read():
+        try:
+            with open(os.environ["TESSERA_TEST_HTTP_LOG"]) as f:
+                lines = [l.split(" ") for l in f.read().splitlines()]
+        except FileNotFoundError:
+            return []
+        return [(l[0], int(l[-1]) if l[-1].isdigit() else 0) for l in lines if len(l) > 1 and l[1] == "/" + name]
+
+    last = read()
+    for _ in range(10):
+        time.sleep(0.03)
+        now = read()
+        if now == last:
+            break
+        last = now
+    return last
+
+
+def _files(root):
+    return [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs]
+
+
+def test_a_second_open_of_a_url_fetches_no_bytes_and_cache_false_writes_nothing(servers, tmp_path, monkeypatch):
+    want = _tensors()
+    name = "py-cached.safetensors"
+    # Written by the safetensors package (not by tessera).
+    safetensors.numpy.save_file(want, os.path.join(HTTP_ROOT, name))
+    url = f"{HTTP_URL}/{name}"
+
+    def every_way(**kw):
+        got = tessera.numpy.load_file(url, **kw)
+        for k, v in want.items():
+            np.testing.assert_array_equal(got[k], v)
+        with tessera.safe_open(url, framework="np", **kw) as s:
+            np.testing.assert_array_equal(s.get_tensor("layer.2.weight"), want["layer.2.weight"])
+        f = tessera.open(url, **kw)
+        np.testing.assert_array_equal(np.asarray(f["layer.6.weight"]), want["layer.6.weight"])
+        assert f.verify().ok
+
+    off = tmp_path / "off"
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(off))
+    for _ in range(2):
+        before = len(_http_log(name))
+        every_way(cache=False)
+        assert sum(b for _, b in _http_log(name)[before:]) > 0
+    assert not off.exists() and _files(off) == []
+
+    on = tmp_path / "on"
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(on))
+    before = len(_http_log(name))
+    every_way()
+    assert sum(b for _, b in _http_log(name)[before:]) > 0
+    before = len(_http_log(name))
+    every_way()
+    warm = _http_log(name)[before:]
+    # One HEAD per open (the object's current ETag), no object bytes.
+    assert warm and all(m == "HEAD" and b == 0 for m, b in warm), warm
+    entries = _files(on)
+    assert entries and not any(os.path.basename(p).startswith(".tmp") for p in entries)

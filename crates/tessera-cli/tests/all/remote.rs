@@ -36,19 +36,24 @@ fn servers(test: &str) -> Option<Servers> {
 
 /// `tessera ARGS`. WTXT and FOLD stamp the time they are written; a fixed
 /// SOURCE_DATE_EPOCH makes a local and a remote conversion comparable byte for byte
-/// even when they run in different seconds.
+/// even when they run in different seconds. Each run has a disk cache of its own
+/// (empty), so that no run reads what another fetched.
 fn tessera(args: &[&OsStr]) -> Output {
+    let cache = tempfile::tempdir().unwrap();
     Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args(args)
         .env("SOURCE_DATE_EPOCH", "1764000000")
+        .env("TESSERA_CACHE_DIR", cache.path())
         .output()
         .unwrap()
 }
 
-/// `tessera ARGS` with no AWS variable of the caller's environment, `vars` set instead.
+/// `tessera ARGS` with no AWS variable of the caller's environment, `vars` set instead
+/// (a disk cache of its own unless they name one).
 fn tessera_env(args: &[&str], vars: &[(&str, &OsStr)]) -> Output {
+    let cache = tempfile::tempdir().unwrap();
     let mut c = Command::new(env!("CARGO_BIN_EXE_tessera"));
-    c.args(args);
+    c.args(args).env("TESSERA_CACHE_DIR", cache.path());
     for (k, _) in std::env::vars() {
         if k.starts_with("AWS_") {
             c.env_remove(k);
@@ -217,7 +222,9 @@ fn convert_uploads_to_s3_and_reads_back() {
     let back = dir.path().join("back.gguf");
     let src_remote = tessera::remote::RemoteSource::open(
         &tessera::Location::parse(&url).unwrap(),
-        &tessera::remote::RemoteOptions::default().endpoint(Some(srv.endpoint.clone())),
+        &tessera::remote::RemoteOptions::default()
+            .endpoint(Some(srv.endpoint.clone()))
+            .cache(false),
     )
     .unwrap();
     use tessera::source::ByteSource;
@@ -581,4 +588,154 @@ fn sign_reads_its_input_from_s3_detached_and_embedded() {
         public.as_os_str(),
     ]);
     assert!(v.contains("by signed manifest"), "{v}");
+}
+
+/// A safetensors file of eight U8 tensors of 64 KiB (bigger than what an open fetches).
+fn eight_tensors() -> Vec<u8> {
+    let each: usize = 64 * 1024;
+    let header: Vec<String> = (0..8)
+        .map(|t| {
+            format!(
+                "\"t{t}\":{{\"dtype\":\"U8\",\"shape\":[{each}],\"data_offsets\":[{},{}]}}",
+                t * each,
+                (t + 1) * each
+            )
+        })
+        .collect();
+    let mut header = format!("{{{}}}", header.join(","));
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut out = (header.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(header.as_bytes());
+    out.extend((0..8 * each).map(|i| (i.wrapping_mul(37) % 251) as u8));
+    out
+}
+
+/// nginx's log lines (`METHOD URI RANGE STATUS BYTES`) for `/name` so far, once settled.
+fn http_requests(name: &str) -> Vec<(String, u64)> {
+    let log = std::env::var("TESSERA_TEST_HTTP_LOG").unwrap();
+    let read = || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.lines()
+            .filter(|l| l.split(' ').nth(1) == Some(&format!("/{name}")))
+            .map(|l| {
+                let method = l.split(' ').next().unwrap().to_string();
+                (method, l.rsplit(' ').next().unwrap().parse().unwrap_or(0))
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut last = read();
+    for _ in 0..10 {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let now = read();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    last
+}
+
+#[test]
+fn a_second_inspect_or_extract_of_a_url_fetches_no_object_bytes() {
+    let Some(srv) = servers("a_second_inspect_or_extract_of_a_url_fetches_no_object_bytes") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("local.safetensors");
+    std::fs::write(&local, eight_tensors()).unwrap();
+    let name = "cli-cached.safetensors";
+    let (_, url) = stage(&srv, &local, name);
+    let cache = dir.path().join("cache");
+    let run = |args: &[&str], vars: &[(&str, &OsStr)]| {
+        let mut all: Vec<(&str, &OsStr)> = vec![("TESSERA_CACHE_DIR", cache.as_os_str())];
+        all.extend_from_slice(vars);
+        let o = tessera_env(args, &all);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+        o
+    };
+    let x = dir.path().join("x.npy");
+    let x = x.to_str().unwrap();
+    // Each verb twice: the second sends one HEAD and fetches no object bytes.
+    for args in [
+        vec!["inspect", url.as_str()],
+        vec!["extract", url.as_str(), "t5", "-o", x],
+    ] {
+        let before = http_requests(name).len();
+        let first = run(&args, &[]);
+        let mid = http_requests(name);
+        let cold: u64 = mid[before..].iter().map(|r| r.1).sum();
+        assert!(cold > 0, "{args:?}: nothing fetched");
+        let second = run(&args, &[]);
+        assert_eq!(first.stdout, second.stdout, "{args:?}");
+        let after = http_requests(name);
+        let warm = &after[mid.len()..];
+        assert!(
+            !warm.is_empty() && warm.iter().all(|(m, b)| m == "HEAD" && *b == 0),
+            "{args:?}: the second run sent {warm:?}"
+        );
+    }
+    let want = tessera_env(&["extract", local.to_str().unwrap(), "t5", "-o", x], &[]);
+    assert_eq!(want.status.code(), Some(0));
+    let from_local = std::fs::read(x).unwrap();
+    run(&["extract", url.as_str(), "t5", "-o", x], &[]);
+    assert_eq!(std::fs::read(x).unwrap(), from_local);
+    let files = |d: &Path| -> Vec<PathBuf> {
+        let mut out = vec![];
+        let mut stack = vec![d.to_path_buf()];
+        while let Some(p) = stack.pop() {
+            for e in std::fs::read_dir(&p).into_iter().flatten().flatten() {
+                match e.path().is_dir() {
+                    true => stack.push(e.path()),
+                    false => out.push(e.path()),
+                }
+            }
+        }
+        out
+    };
+    let entries = files(&cache);
+    assert!(!entries.is_empty());
+    assert!(
+        entries
+            .iter()
+            .all(|p| !p.file_name().unwrap().to_string_lossy().starts_with(".tmp")),
+        "{entries:?}"
+    );
+
+    // --no-cache (a global flag: before or after the verb) reads and writes no cache.
+    let off = dir.path().join("off");
+    let vars: [(&str, &OsStr); 1] = [("TESSERA_CACHE_DIR", off.as_os_str())];
+    for args in [
+        vec!["--no-cache", "inspect", url.as_str()],
+        vec!["extract", url.as_str(), "t5", "-o", x, "--no-cache"],
+    ] {
+        let before = http_requests(name).len();
+        let o = tessera_env(&args, &vars);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+        let fetched: u64 = http_requests(name)[before..].iter().map(|r| r.1).sum();
+        assert!(fetched > 0, "{args:?}");
+    }
+    assert!(files(&off).is_empty() && !off.exists(), "{:?}", files(&off));
+    // With the cache of the first runs there, --no-cache fetches all the same.
+    let before = http_requests(name).len();
+    run(&["--no-cache", "inspect", url.as_str()], &[]);
+    assert!(http_requests(name)[before..].iter().any(|r| r.1 > 0));
+
+    // A cache that cannot be written: said once, and the verb succeeds.
+    let blocked = dir.path().join("file");
+    std::fs::write(&blocked, b"x").unwrap();
+    let under = blocked.join("cache");
+    let o = tessera_env(
+        &["extract", url.as_str(), "t5", "-o", x],
+        &[("TESSERA_CACHE_DIR", under.as_os_str())],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err.matches("cannot write the remote read cache").count(),
+        1,
+        "{err}"
+    );
+    assert_eq!(std::fs::read(x).unwrap(), from_local);
 }

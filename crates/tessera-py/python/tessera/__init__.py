@@ -532,6 +532,7 @@ def open(
     public_key: Optional[Union[bytes, PathLike]] = None,
     shard: bool = False,
     token: Union[str, bool, None] = None,
+    cache: bool = True,
 ) -> File:
     """Opens a tensor container of any supported format, detected by content (never by
     extension). The file is memory-mapped unless ``mmap=False``.
@@ -567,7 +568,15 @@ def open(
     ``token``, for an ``http(s)://`` location: a string is a bearer token sent to that
     URL's host only (in place of ``TESSERA_HTTP_TOKEN`` or ``HF_TOKEN``); ``True`` sends
     ``TESSERA_HTTP_TOKEN`` to that host (the CLI's ``--token``). It is never shown in a
-    message or a ``repr``."""
+    message or a ``repr``.
+
+    ``cache``, for an ``s3://`` or ``http(s)://`` location: the byte ranges fetched are
+    kept in a disk cache (``TESSERA_CACHE_DIR``, else ``$XDG_CACHE_HOME/tessera`` or
+    ``~/.cache/tessera``; at most ``TESSERA_CACHE_MAX_MB``, 2048 by default, the least
+    recently used dropped first), keyed by the URL, the object's ETag and the range,
+    so opening the same object again sends one ``HEAD`` and fetches no bytes;
+    cached bytes are checked like fetched ones. ``cache=False`` neither reads nor
+    writes it (the CLI's ``--no-cache``)."""
     if token is not None and not isinstance(token, (str, bool)):
         raise TypeError(f"token must be a str or a bool, not {type(token).__name__}")
     native = _tessera.open_file(
@@ -583,6 +592,7 @@ def open(
         shard=shard,
         token=token if isinstance(token, str) else None,
         token_host=token is True,
+        cache=bool(cache),
     )
     return File(native, framework, device, dequantize)
 
@@ -941,6 +951,8 @@ class safe_open:
     As in safetensors, ``get_tensor`` and ``get_slice(...)[...]`` return arrays the
     caller owns (writable). With ``framework="np"``, ``copy=False`` returns zero-copy,
     read-only arrays over the mapped file instead (as :func:`tessera.open` does).
+    ``shard``, ``token`` and ``cache`` (a remote location's disk cache) are
+    :func:`tessera.open`'s.
     """
 
     def __init__(
@@ -955,6 +967,7 @@ class safe_open:
         backend: Optional[str] = None,
         shard: bool = False,
         token: Union[str, bool, None] = None,
+        cache: bool = True,
     ) -> None:
         # safetensors' backend= picks its I/O path ("mmap" or "pread"); tessera maps the
         # file and makes its copies with positional reads (File.positional_reads) either way.
@@ -968,11 +981,18 @@ class safe_open:
         self._dequantize = dequantize
         self._shard = bool(shard)
         self._token = token
+        self._cache = bool(cache)
         self._file = self._open(filename, self._verify)
 
     def _open(self, filename: PathLike, check: bool) -> File:
         return open(
-            filename, self._framework, device=self._device, verify=check, shard=self._shard, token=self._token
+            filename,
+            self._framework,
+            device=self._device,
+            verify=check,
+            shard=self._shard,
+            token=self._token,
+            cache=self._cache,
         )
 
     def _dequantized(self, info: Dict[str, Any]) -> Optional[str]:

@@ -161,6 +161,7 @@ def open(
     public_key: Optional[Union[bytes, _Path]] = None,
     shard: bool = False,
     token: Union[str, bool, None] = None,
+    cache: bool = True,
 ) -> File: ...
 def convert(
     src: _Path, dst: _Path, format: Optional[str] = None, *, verify: bool = True, **options: Any
@@ -205,6 +206,7 @@ class safe_open:
         backend: Optional[str] = None,
         shard: bool = False,
         token: Union[str, bool, None] = None,
+        cache: bool = True,
     ) -> None: ...
     def keys(self) -> List[str]: ...
     def offset_keys(self) -> List[str]: ...

@@ -85,6 +85,7 @@ def open_file(
     shard: bool = False,
     token: Optional[str] = None,
     token_host: bool = False,
+    cache: bool = True,
 ) -> File: ...
 def open_bytes(
     data: bytes,

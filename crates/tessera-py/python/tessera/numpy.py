@@ -88,6 +88,7 @@ def load_file(
     progress: Any = False,
     shard: bool = False,
     token: Union[str, bool, None] = None,
+    cache: bool = True,
 ) -> Dict[str, np.ndarray]:
     """Loads every tensor of a file of any supported format into writable arrays the
     caller owns (as ``safetensors.numpy.load_file``). ``copy=False``: zero-copy,
@@ -106,8 +107,8 @@ def load_file(
     when installed, on a terminal), a callable gets ``(done_bytes, total_bytes)`` in the
     tensors' dense bytes: the tensors are then read in batches of about 64 MiB, one call
     each. ``shard=True``: the file named alone, not the model set it is a shard of.
-    ``token``: for an ``http(s)://`` location, as in :func:`tessera.open`."""
-    f = _open(filename, verify=bool(verify), dequantize=dequantize, shard=shard, token=token)
+    ``token``, ``cache``: for a remote location, as in :func:`tessera.open`."""
+    f = _open(filename, verify=bool(verify), dequantize=dequantize, shard=shard, token=token, cache=cache)
     _refuse_unasked(f, dequantize)
     bar = _progress.reporter(progress, "loading")
     if bar is None:

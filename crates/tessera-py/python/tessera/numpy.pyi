@@ -31,4 +31,5 @@ def load_file(
     progress: Any = False,
     shard: bool = False,
     token: Union[str, bool, None] = None,
+    cache: bool = True,
 ) -> Dict[str, np.ndarray]: ...

@@ -252,6 +252,7 @@ def load_file(
     dequantize: Optional[str] = None,
     shard: bool = False,
     token: Union[str, bool, None] = None,
+    cache: bool = True,
 ) -> Dict[str, Any]:
     """Loads every tensor of a file of any supported format as torch tensors; every
     digest the file stores is checked first (over the copy handed out) unless
@@ -259,11 +260,13 @@ def load_file(
     as in :func:`tessera.numpy.load_file`. ``backend`` ("mmap" or "pread") is accepted
     as safetensors takes it: tessera maps the file and copies with positional reads
     either way. ``shard=True``: the file named alone, not the model set it is a
-    shard of. ``token``: for an ``http(s)://`` location, as in :func:`tessera.open`."""
+    shard of. ``token``, ``cache``: for a remote location, as in :func:`tessera.open`."""
     if backend not in (None, "mmap", "pread"):
         from .errors import InvalidInputError
 
         raise InvalidInputError(f"backend={backend!r}: expected 'mmap' or 'pread'")
-    f = _open(filename, "pt", device=device, verify=verify, dequantize=dequantize, shard=shard, token=token)
+    f = _open(
+        filename, "pt", device=device, verify=verify, dequantize=dequantize, shard=shard, token=token, cache=cache
+    )
     _refuse_unasked(f, dequantize)
     return {k: f.get_tensor(k, densify=True) for k in f}

@@ -29,6 +29,7 @@ def load_file(
     dequantize: Optional[str] = None,
     shard: bool = False,
     token: Union[str, bool, None] = None,
+    cache: bool = True,
 ) -> Dict[str, Any]: ...
 def save_model(
     model: Any,

@@ -241,7 +241,7 @@ pub(crate) fn redact_query(u: &str) -> String {
     out
 }
 
-fn is_secret(name: &str) -> bool {
+pub(crate) fn is_secret(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     SECRET_PARAMS.iter().any(|s| n.contains(s))
 }

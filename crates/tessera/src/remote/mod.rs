@@ -24,6 +24,11 @@
 //! - `probe` (feature `remote`): [`exists`] (a `HEAD`) and [`list_dir`] (the objects
 //!   under an S3 key prefix), with which the set opener finds an index beside a shard
 //!   and the model in a directory URL.
+//! - `cache` (feature `remote`): the disk range cache under [`RemoteSource`]'s
+//!   read-ahead — every range fetched is kept (keyed by the URL's digest, the object's
+//!   ETag and the range; each entry with its own BLAKE3 digest, written by temp file and
+//!   rename, bounded by `TESSERA_CACHE_MAX_MB`), so a second open of a URL sends its
+//!   `HEAD` and fetches no object bytes ([`RemoteOptions::cache`]).
 //!
 //! What is checked when:
 //! - on open, one `HEAD` (the object's size and ETag; for a presigned URL, see below),
@@ -42,7 +47,9 @@
 //!   response reports, and the body's length — an object replaced between requests is
 //!   an `Integrity` error naming the URL, a short body an `Io` error; never mixed or
 //!   short data;
-//! - after the bytes arrive, the format's own digests, exactly as for a local file
+//! - a range answered from the disk cache: the entry's own digest and size, for the
+//!   version the open's `HEAD` reported (never another ETag's entries);
+//! - after the bytes arrive (or come from the cache), the format's own digests, exactly as for a local file
 //!   (`ReadOptions::verify`): an AERO page, a zTensor or FOLD chunk, a safetensors file
 //!   has none — a flipped byte there is caught only where the format stores a digest.
 //!
@@ -69,6 +76,8 @@
 //! needs a store per scheme and would accept schemes we do not build — and the AWS
 //! profile files (`profile`, which says why).
 
+#[cfg(feature = "remote")]
+mod cache;
 pub mod location;
 #[cfg(feature = "remote")]
 mod probe;
@@ -90,8 +99,9 @@ pub use source::RemoteSource;
 pub use upload::{delete, upload_file, upload_files, write_staged};
 
 /// How remote objects are reached (S3 credentials are never here: they come from the
-/// environment). Its `Debug` output never shows the bearer token.
-#[derive(Clone, Default)]
+/// environment), and whether the ranges fetched are kept in the disk cache
+/// (`cache.rs`). Its `Debug` output never shows the bearer token.
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct RemoteOptions {
     /// An S3 endpoint (`http://127.0.0.1:9000`, MinIO, R2, …) instead of AWS's; when
@@ -105,6 +115,27 @@ pub struct RemoteOptions {
     /// host over HTTP(S) in place of any from the environment; never sent elsewhere,
     /// never shown.
     pub bearer_token: Option<String>,
+    /// Keep the ranges fetched in the disk cache, and answer reads from it (default
+    /// `true`; the CLI's `--no-cache`, Python's `cache=False` set it `false`).
+    pub cache: bool,
+    /// The cache folder; when unset `TESSERA_CACHE_DIR`, else `$XDG_CACHE_HOME/tessera`,
+    /// else `~/.cache/tessera`.
+    pub cache_dir: Option<std::path::PathBuf>,
+    /// The cache's bound in bytes; when unset `TESSERA_CACHE_MAX_MB` MiB (default 2048).
+    pub cache_max_bytes: Option<u64>,
+}
+
+impl Default for RemoteOptions {
+    fn default() -> Self {
+        RemoteOptions {
+            endpoint: None,
+            token: false,
+            bearer_token: None,
+            cache: true,
+            cache_dir: None,
+            cache_max_bytes: None,
+        }
+    }
 }
 
 impl std::fmt::Debug for RemoteOptions {
@@ -117,6 +148,9 @@ impl std::fmt::Debug for RemoteOptions {
             .field("endpoint", &self.endpoint)
             .field("token", &self.token)
             .field("bearer_token", &bearer)
+            .field("cache", &self.cache)
+            .field("cache_dir", &self.cache_dir)
+            .field("cache_max_bytes", &self.cache_max_bytes)
             .finish()
     }
 }
@@ -128,6 +162,12 @@ crate::setters::setters!(RemoteOptions {
     token: bool,
     /// Sets `bearer_token`, a token sent to the location's own host.
     bearer_token: Option<String>,
+    /// Sets `cache`: keep fetched ranges in the disk cache and read from it.
+    cache: bool,
+    /// Sets `cache_dir`, the cache folder.
+    cache_dir: Option<std::path::PathBuf>,
+    /// Sets `cache_max_bytes`, the cache's bound.
+    cache_max_bytes: Option<u64>,
 });
 
 /// Requests sent and body bytes received by every remote source of this process so far
@@ -141,6 +181,21 @@ pub fn totals() -> (u64, u64) {
             source::TOTAL_REQUESTS.load(Relaxed),
             source::TOTAL_FETCHED.load(Relaxed),
         )
+    }
+    #[cfg(not(feature = "remote"))]
+    {
+        (0, 0)
+    }
+}
+
+/// Remote requests answered from the disk cache, and the bytes they gave, in this
+/// process so far (`(0, 0)` without the `remote` feature). These are not in [`totals`],
+/// which counts the network only.
+pub fn cache_totals() -> (u64, u64) {
+    #[cfg(feature = "remote")]
+    {
+        use std::sync::atomic::Ordering::Relaxed;
+        (cache::HITS.load(Relaxed), cache::HIT_BYTES.load(Relaxed))
     }
     #[cfg(not(feature = "remote"))]
     {

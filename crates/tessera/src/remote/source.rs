@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures::{StreamExt, TryStreamExt};
 use object_store::{GetOptions, GetRange, ObjectStoreExt};
 
+use super::cache::RangeCache;
 use super::store::{runtime, target, Target};
 use super::{Location, RemoteOptions};
 use crate::error::{Error, ErrorKind, Result};
@@ -75,12 +76,18 @@ enum Retry {
 /// every read after that is a ranged `GET` with `If-Match: <etag>`, so an object
 /// replaced between two requests fails with an `Integrity` error naming the URL instead
 /// of mixing bytes of two versions. A body shorter than the range asked for is an error.
+/// Each range is looked up in the disk cache of this version first (`cache.rs`), and
+/// what is fetched is kept there.
 pub struct RemoteSource {
     target: Target,
     len: u64,
     etag: Option<String>,
     requests: AtomicU64,
     fetched: AtomicU64,
+    /// The disk cache of this object's version (`None`: off, or no validator).
+    cache: Option<RangeCache>,
+    /// Bytes answered from the disk cache.
+    from_cache: AtomicU64,
     /// Bytes `[0, head.len())`, fetched at open.
     head: Vec<u8>,
     /// Bytes `[len - tail.len(), len)`, fetched by the first read inside them.
@@ -146,12 +153,15 @@ impl RemoteSource {
         };
         TOTAL_REQUESTS.fetch_add(1, Ordering::Relaxed);
         TOTAL_FETCHED.fetch_add(first.len() as u64, Ordering::Relaxed);
+        let cache = RangeCache::open(opts, &target.cache_key, &meta);
         let mut src = RemoteSource {
             len: meta.size,
             etag: meta.e_tag,
             target,
             requests: AtomicU64::new(1),
             fetched: AtomicU64::new(first.len() as u64),
+            cache,
+            from_cache: AtomicU64::new(0),
             head: Vec::new(),
             tail: std::sync::OnceLock::new(),
             ahead: std::sync::Mutex::new(Ahead::default()),
@@ -171,6 +181,9 @@ impl RemoteSource {
                 ),
             )
             .in_file(src.target.url.clone()));
+        }
+        if let Some(c) = &src.cache {
+            c.put(0, &first);
         }
         src.head = first.to_vec();
         if head > have {
@@ -196,6 +209,9 @@ impl RemoteSource {
     /// The whole object by one `GET` without a range (a server that ignores ranges),
     /// checked as a ranged read is: its ETag, its size and the body's length.
     async fn fetch_whole(&self) -> Result<Vec<u8>> {
+        if let Some(b) = self.cached_range(0..self.len) {
+            return Ok(b);
+        }
         self.requests.fetch_add(1, Ordering::Relaxed);
         TOTAL_REQUESTS.fetch_add(1, Ordering::Relaxed);
         let url = &self.target.url;
@@ -226,7 +242,18 @@ impl RemoteSource {
             )
             .in_file(url.clone()));
         }
+        if let Some(c) = &self.cache {
+            c.put(0, &body);
+        }
         Ok(body.to_vec())
+    }
+
+    /// `r` from the disk cache, when its entries cover it (checked there).
+    fn cached_range(&self, r: Range<u64>) -> Option<Vec<u8>> {
+        let got = self.cache.as_ref()?.get(r)?;
+        self.from_cache
+            .fetch_add(got.len() as u64, Ordering::Relaxed);
+        Some(got)
     }
 
     /// `[offset, offset + len)` when the cached first or last bytes hold it (the tail
@@ -263,15 +290,24 @@ impl RemoteSource {
         self.requests.load(Ordering::Relaxed)
     }
 
-    /// Body bytes received so far.
+    /// Body bytes received so far (from the network: not those the disk cache gave).
     pub fn bytes_fetched(&self) -> u64 {
         self.fetched.load(Ordering::Relaxed)
     }
 
-    /// One ranged GET, checked: its length, and the object's identity. A body cut short
+    /// Bytes the disk cache answered so far, instead of the network.
+    pub fn bytes_from_cache(&self) -> u64 {
+        self.from_cache.load(Ordering::Relaxed)
+    }
+
+    /// One range: from the disk cache when it holds it, else one ranged GET, checked
+    /// (its length, and the object's identity) and kept in the cache. A body cut short
     /// (a dropped connection: object_store retries failed requests, not failed bodies)
     /// is fetched again, up to [`BODY_RETRIES`] times with backoff.
     async fn fetch(&self, r: Range<u64>) -> Result<bytes::Bytes> {
+        if let Some(b) = self.cached_range(r.clone()) {
+            return Ok(b.into());
+        }
         let mut attempt = 0;
         loop {
             match self.fetch_once(r.clone()).await {
@@ -280,7 +316,12 @@ impl RemoteSource {
                     attempt += 1;
                 }
                 Err(Retry::Body(e) | Retry::No(e)) => return Err(e),
-                Ok(b) => return Ok(b),
+                Ok(b) => {
+                    if let Some(c) = &self.cache {
+                        c.put(r.start, &b);
+                    }
+                    return Ok(b);
+                }
             }
         }
     }

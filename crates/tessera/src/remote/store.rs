@@ -33,6 +33,9 @@ pub(crate) struct Target {
     pub path: ObjectPath,
     /// The location as shown in messages (`s3://b/k`, the URL).
     pub url: String,
+    /// What names the object in the disk cache (`cache::s3_key`, `cache::http_key`):
+    /// the endpoint, bucket and key, or the URL without credentials and signatures.
+    pub cache_key: String,
 }
 
 /// Per-request timeout: a stalled server is an error after this, never a hang.
@@ -107,6 +110,7 @@ pub(crate) fn target(loc: &Location, opts: &RemoteOptions) -> Result<Target> {
                 .clone()
                 .or_else(|| env_nonempty("AWS_ENDPOINT_URL"))
                 .or_else(|| profile.endpoint_url.clone());
+            let cache_key = super::cache::s3_key(endpoint.as_deref(), bucket, key);
             if let Some(ep) = endpoint {
                 b = b
                     .with_endpoint(ep)
@@ -122,6 +126,7 @@ pub(crate) fn target(loc: &Location, opts: &RemoteOptions) -> Result<Target> {
                 store: Arc::new(store),
                 path,
                 url,
+                cache_key,
             })
         }
         Location::Http(u) => {
@@ -152,6 +157,7 @@ pub(crate) fn target(loc: &Location, opts: &RemoteOptions) -> Result<Target> {
                 store: Arc::new(store),
                 path,
                 url,
+                cache_key: super::cache::http_key(u),
             })
         }
         Location::Local(p) => Err(Error::invalid_input(format!(

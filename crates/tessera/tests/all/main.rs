@@ -37,6 +37,7 @@ mod pytorch;
 mod pytorch_write;
 mod readback;
 mod remote;
+mod remote_cache;
 mod safetensors;
 mod sets;
 mod sets_more;

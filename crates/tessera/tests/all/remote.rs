@@ -19,16 +19,16 @@ use tessera::{
     TensorView, WriteOptions,
 };
 
-struct Servers {
-    s3_endpoint: String,
-    bucket: String,
-    http_url: String,
-    http_root: PathBuf,
-    http_log: PathBuf,
+pub(crate) struct Servers {
+    pub(crate) s3_endpoint: String,
+    pub(crate) bucket: String,
+    pub(crate) http_url: String,
+    pub(crate) http_root: PathBuf,
+    pub(crate) http_log: PathBuf,
 }
 
 /// Opens a URL with `remote` as the options' remote settings.
-fn open_location(
+pub(crate) fn open_location(
     url: &str,
     opts: &ReadOptions,
     remote: &RemoteOptions,
@@ -36,7 +36,7 @@ fn open_location(
     tessera::open_path(url, &opts.clone().remote(remote.clone()))
 }
 
-fn servers(test: &str) -> Option<Servers> {
+pub(crate) fn servers(test: &str) -> Option<Servers> {
     let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
     let got = (|| {
         Some(Servers {
@@ -57,11 +57,16 @@ fn servers(test: &str) -> Option<Servers> {
 }
 
 impl Servers {
-    fn remote(&self) -> RemoteOptions {
-        RemoteOptions::default().endpoint(Some(self.s3_endpoint.clone()))
+    /// The options that reach the S3 server, without the disk cache: the tests here
+    /// count what is fetched, and the cache's own tests (`remote_cache.rs`) use one
+    /// of their own.
+    pub(crate) fn remote(&self) -> RemoteOptions {
+        RemoteOptions::default()
+            .endpoint(Some(self.s3_endpoint.clone()))
+            .cache(false)
     }
     /// Puts `bytes` on both servers as `name`; returns the S3 and HTTP URLs.
-    fn stage(&self, name: &str, bytes: &[u8]) -> (String, String) {
+    pub(crate) fn stage(&self, name: &str, bytes: &[u8]) -> (String, String) {
         let path = self.http_root.join(name);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, bytes).unwrap();
@@ -82,13 +87,13 @@ impl Servers {
 /// Sixteen 256 KiB tensors (one 4 MiB tensor in a `.npy`) in `format`, written by
 /// Tessera's writer: the tests compare a remote read with a local read of the same
 /// bytes, so the writer is not what is checked here.
-fn written(format: Format) -> Vec<u8> {
+pub(crate) fn written(format: Format) -> Vec<u8> {
     written_with(format, &WriteOptions::default())
 }
 
 /// AERO with 64 KiB page hashes (PHSH): a checked read hashes the pages a tensor
 /// touches, not its whole shard.
-fn aero_paged() -> WriteOptions {
+pub(crate) fn aero_paged() -> WriteOptions {
     WriteOptions::default().with(
         tessera::formats::aero::AeroOptions::default()
             .page_hashes(Some(64 * 1024))
@@ -96,7 +101,7 @@ fn aero_paged() -> WriteOptions {
     )
 }
 
-fn written_with(format: Format, opts: &WriteOptions) -> Vec<u8> {
+pub(crate) fn written_with(format: Format, opts: &WriteOptions) -> Vec<u8> {
     let caps = capabilities(format).unwrap();
     let dtype = [DType::F32, DType::U8, DType::I32]
         .into_iter()
@@ -550,7 +555,11 @@ fn faulty() -> Faulty {
 }
 
 fn read_all_tensors(url: &str) -> tessera::Result<Vec<(String, Vec<u8>)>> {
-    let opened = open_location(url, &ReadOptions::default(), &Default::default())?;
+    let opened = open_location(
+        url,
+        &ReadOptions::default(),
+        &RemoteOptions::default().cache(false),
+    )?;
     let f = opened.container();
     f.tensor_infos()
         .iter()
@@ -646,8 +655,12 @@ fn a_flipped_byte_in_a_digested_tensor_is_named_by_the_reader() {
         let at = info.storage.offset.unwrap() + 1000;
         std::fs::write(format!("{}.flip", path.display()), at.to_string()).unwrap();
         let url = format!("{}/flip/{name}", srv.url);
-        let opened = open_location(&url, &ReadOptions::default(), &Default::default())
-            .unwrap_or_else(|e| panic!("{format}: {e}"));
+        let opened = open_location(
+            &url,
+            &ReadOptions::default(),
+            &RemoteOptions::default().cache(false),
+        )
+        .unwrap_or_else(|e| panic!("{format}: {e}"));
         let f = opened.container();
         assert!(
             f.tensor("layer4.weight").is_ok(),
@@ -1316,7 +1329,7 @@ fn a_multi_file_upload_leaves_nothing_when_it_fails_and_never_writes_over_object
 
 /// Requests nginx logged for `name` so far, and their body bytes, once the count has
 /// settled (nginx logs a request after answering it).
-fn http_log(srv: &Servers, name: &str, since: (u64, u64)) -> (u64, u64) {
+pub(crate) fn http_log(srv: &Servers, name: &str, since: (u64, u64)) -> (u64, u64) {
     let read = || {
         let lines = log_lines(srv, name);
         let bytes = lines
@@ -1338,7 +1351,7 @@ fn http_log(srv: &Servers, name: &str, since: (u64, u64)) -> (u64, u64) {
 }
 
 /// nginx's log lines (`METHOD URI RANGE STATUS BYTES`) of the requests for `name`.
-fn log_lines(srv: &Servers, name: &str) -> Vec<String> {
+pub(crate) fn log_lines(srv: &Servers, name: &str) -> Vec<String> {
     let log = std::fs::read_to_string(&srv.http_log).unwrap_or_default();
     let uri = format!("/{name}");
     log.lines()
@@ -1665,8 +1678,11 @@ fn a_server_without_ranges_serves_small_objects_whole_and_refuses_large_ones() {
     let small = model_bytes(Format::Safetensors, 4, 64 << 10, &WriteOptions::default());
     std::fs::write(f.root.path().join("small.safetensors"), &small).unwrap();
     let url = format!("{}/norange/small.safetensors", f.url);
-    let src = RemoteSource::open(&Location::parse(&url).unwrap(), &RemoteOptions::default())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let src = RemoteSource::open(
+        &Location::parse(&url).unwrap(),
+        &RemoteOptions::default().cache(false),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     // HEAD, the ranged GET answered whole (refused unread), the plain GET.
     assert!(src.requests() <= 3, "{} requests", src.requests());
     let file = tessera::open(&src, &ReadOptions::default()).unwrap();
@@ -1678,8 +1694,11 @@ fn a_server_without_ranges_serves_small_objects_whole_and_refuses_large_ones() {
     let big = std::fs::File::create(f.root.path().join("big.safetensors")).unwrap();
     big.set_len(20 << 20).unwrap();
     let url = format!("{}/norange/big.safetensors", f.url);
-    let e =
-        RemoteSource::open(&Location::parse(&url).unwrap(), &RemoteOptions::default()).unwrap_err();
+    let e = RemoteSource::open(
+        &Location::parse(&url).unwrap(),
+        &RemoteOptions::default().cache(false),
+    )
+    .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
     let msg = e.to_string();
     assert!(
