@@ -77,6 +77,7 @@
 mod file;
 mod gguf_split;
 mod hf;
+mod indexed;
 pub mod names;
 mod opener;
 mod place;

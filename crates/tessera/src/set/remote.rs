@@ -246,6 +246,13 @@ impl Place for Remote {
     fn single(&self) -> bool {
         self.loc.is_presigned()
     }
+
+    fn set_files(&self, _opts: &ReadOptions) -> std::sync::Arc<dyn crate::formats::SetFiles> {
+        std::sync::Arc::new(super::indexed::RemoteFiles {
+            loc: self.loc.clone(),
+            remote: self.remote.clone(),
+        })
+    }
 }
 
 /// A root with the shards its shard table names (zTensor v2: the format's

@@ -181,6 +181,7 @@ mod plan;
 pub mod quant;
 pub mod raw;
 pub mod read;
+pub mod set;
 pub mod verify;
 pub mod write;
 
@@ -225,6 +226,8 @@ options::format_options! {
             flag: "4M"),
         /// A fixed file UUID, for byte-deterministic output.
         pub uuid: Option<[u8; 16]> = (OptionKind::Hex(16), "fixed file UUID for byte-deterministic output"),
+        /// An AEROSET's shards per part file (aerotensor's `max_part_shards`; default 4).
+        pub max_part_shards: Option<u64> = (OptionKind::Int, "AEROSET: shards per part file (default 4)"),
     }
 }
 
@@ -234,7 +237,8 @@ pub const CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "aero")
     .writer(write::write, capabilities)
     .options(AeroOptions::OPTIONS)
-    .sets(SetStyle::OneFile);
+    .sets(SetStyle::OneFile)
+    .indexed_set(set::HOOKS);
 
 /// A set in one file: each group of tensors a `WTSH` shard ([`write::write_in_shards`]).
 fn write_groups(
