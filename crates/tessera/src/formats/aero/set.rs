@@ -162,7 +162,6 @@ struct PartRef {
 #[derive(Debug, Clone)]
 struct Index {
     version: (u64, u64),
-    model: (Option<String>, Option<String>),
     parts: Vec<PartRef>,
     global: FileRef,
 }
@@ -299,14 +298,6 @@ impl Index {
             }
             Some(_) => return Err(bad("base_url is not a string")),
         };
-        let model = o.get("model").and_then(|m| m.as_object());
-        let text = |k: &str| {
-            model
-                .and_then(|m| m.get(k))
-                .and_then(|v| v.as_str())
-                .map(str::to_string)
-        };
-        let model = (text("name"), text("architecture"));
         let parts_v = o
             .get("parts")
             .and_then(|p| p.as_array())
@@ -342,7 +333,6 @@ impl Index {
         )?;
         Ok(Index {
             version,
-            model,
             parts,
             global,
         })
@@ -487,15 +477,8 @@ fn open(
         });
     }
     let (infos, locs, metadata, mut warnings) = global.with_dependent(|_, g| {
-        let mut metadata = g.metadata().clone();
-        if metadata.is_empty() {
-            if let Some(n) = &index.model.0 {
-                metadata.insert("model_name", n.as_str());
-            }
-            if let Some(a) = &index.model.1 {
-                metadata.insert("architecture", a.as_str());
-            }
-        }
+        // Without a meta.json (aerotensor's index), the AERO reader takes MMSG `model`.
+        let metadata = g.metadata().clone();
         let w: Vec<String> = g
             .warnings
             .iter()
