@@ -165,7 +165,8 @@ fn edit(d: &Path, f: impl FnOnce(&mut serde_json::Value)) {
 
 #[test]
 fn hostile_indexes_fail_naming_what_and_where() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut serde_json::Value)>, ErrorKind, &str)> = vec![
+    type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+    let cases: Vec<(&str, Edit, ErrorKind, &str)> = vec![
         (
             "global size lies",
             Box::new(|j| j["global_tidx"]["size_bytes"] = 5.into()),

@@ -1776,8 +1776,8 @@ fn an_aeroset_opens_by_url_and_fetches_parts_only_for_their_tensors() {
     assert_eq!(got.container().tensor_infos().len(), 8);
     let cost = |i: usize| http_log(&srv, &part(&files[i].0), before[i]);
     let (index_size, json_size) = (files[2].1.len() as u64, files[3].1.len() as u64);
-    for i in 0..2 {
-        assert_eq!(cost(i), (0, 0), "opening fetched from {}", files[i].0);
+    for (i, (name, _)) in files.iter().enumerate().take(2) {
+        assert_eq!(cost(i), (0, 0), "opening fetched from {name}");
     }
     let (ir, ib) = cost(2);
     let (jr, jb) = cost(3);

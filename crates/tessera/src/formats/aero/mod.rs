@@ -152,6 +152,12 @@
 //! declares no `compression` option and lists no compression in its capabilities; a
 //! request for one is refused. MMSG and TIDX are always zstd level 6.
 //!
+//! # AEROSET
+//!
+//! Models in several AERO files (`model.aeroset.json`, `index.aero`, `part-NNN.aero`):
+//! [`set`], reached through the codec's `indexed_set` hooks; its layout, checks and
+//! deviations open that module.
+//!
 //! # Deviations
 //!
 //! - Our writer fixes the original's two known bugs (`tensor_hash=True` overwriting the

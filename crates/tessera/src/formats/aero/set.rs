@@ -185,14 +185,14 @@ fn target(given: &str, base_url: Option<&str>, at: &str) -> Result<Target> {
             "{at}: path {given:?} is a URL of a scheme AEROSET does not take (http, https, s3)"
         )));
     }
-    let relative_ok = !given.is_empty()
-        && !given.starts_with(['/', '\\'])
-        && !given.contains('\0')
-        && !given
+    let escapes = given.is_empty()
+        || given.starts_with(['/', '\\'])
+        || given.contains('\0')
+        || given
             .split(['/', '\\'])
             .any(|c| c == ".." || c == "." || c.is_empty())
-        && !(given.len() > 1 && given.as_bytes()[1] == b':');
-    if !relative_ok {
+        || (given.len() > 1 && given.as_bytes()[1] == b':');
+    if escapes {
         return Err(bad(format!(
             "{at}: path {given:?} leaves the set's directory (an absolute path, `..`, or an empty component)"
         )));
@@ -873,7 +873,7 @@ pub fn write_set(
             drop(file);
             let data = crate::source::FileData::open(&path)?;
             let h: [u8; 32] = sha2::Sha256::digest(&data[..]).into();
-            Ok((data.len() as u64, h))
+            Ok((data.len(), h))
         };
     let mut written = Vec::new();
     let mut parts_json = Vec::new();
