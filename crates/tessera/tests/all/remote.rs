@@ -1755,6 +1755,8 @@ fn an_aeroset_opens_by_url_and_fetches_parts_only_for_their_tensors() {
         format!("s3://{}/aeroset-r/model.aeroset.json", srv.bucket),
         format!("s3://{}/aeroset-r/", srv.bucket),
         format!("{}/aeroset-r/model.aeroset.json", srv.http_url),
+        // An HTTP directory: model.aeroset.json is among the names probed.
+        format!("{}/aeroset-r/", srv.http_url),
     ] {
         let got =
             open_location(&url, &opts, &srv.remote()).unwrap_or_else(|e| panic!("{url}: {e}"));
