@@ -399,7 +399,11 @@ fn open_cell(
     opts: &ReadOptions,
     index_only: bool,
 ) -> Result<AeroCell> {
-    let src = open_source(files, &f.path).map_err(|e| e.in_file(shown.to_string()))?;
+    // A local file's error names its path already (as its subject).
+    let src = open_source(files, &f.path).map_err(|e| match e.to_string().contains(shown) {
+        true => e,
+        false => e.in_file(shown.to_string()),
+    })?;
     if let Some(size) = f.size {
         if src.len() != size {
             return Err(Error::integrity(format!(
