@@ -21,7 +21,9 @@ cd "$(dirname "$0")/.."
 CHECKOUT="${1:?usage: safetensors-suite.sh CHECKOUT}"
 SRC="$CHECKOUT/bindings/python/tests"
 [ -d "$SRC" ] || { echo "no $SRC" >&2; exit 2; }
-PY="$(pwd)/${TESSERA_VENV:-.venv}/bin/python"
+VENV="${TESSERA_VENV:-.venv}"
+case "$VENV" in /*) ;; *) VENV="$(pwd)/$VENV" ;; esac
+PY="$VENV/bin/python"
 
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT

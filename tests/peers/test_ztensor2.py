@@ -262,3 +262,33 @@ def test_our_shard_sets_are_read_by_them_as_one_model(tmp_path):
     # And we read it back as one model, shard digests checked.
     info = run_json("verify", root)
     assert info["ok"] and sum(c["layer"] == "shard digest" for c in info["checks"]) == len(shards)
+
+
+def test_f4_e2m1_both_ways_with_their_packing(tmp_path):
+    """f4_e2m1 (two per byte, low nibble first, the final odd nibble zero): their tensors
+    read as f4 with the values ml_dtypes gives for that packing, and ours read by them
+    as the same bytes under the same logical type."""
+    codes = np.array([1, 2, 3, 4, 5, 6, 7, 15, 9], dtype=np.uint8)  # 9: an odd count
+    packed = bytes(int(codes[i]) | (int(codes[i + 1]) << 4 if i + 1 < codes.size else 0)
+                   for i in range(0, codes.size, 2))
+    theirs = tmp_path / "f4.zt"
+    peer(WRITE, path=str(theirs), tensors={
+        "even": [packed[:4].hex(), [2, 4], "u8", "f4_e2m1"],
+        "odd": [packed.hex(), [9], "u8", "f4_e2m1"],
+    })
+    info = {t["name"]: t for t in run_json("inspect", theirs)["tensors"]}
+    assert (info["odd"]["dtype"], info["odd"]["shape"]) == ("f4_e2m1", [9])
+    assert (info["even"]["dtype"], info["even"]["shape"]) == ("f4_e2m1", [2, 4])
+    out = tmp_path / "f4.npz"
+    run("convert", theirs, out, "--cast")
+    want = codes.view(ml_dtypes.float4_e2m1fn).astype(np.float64)
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["odd"].astype(np.float64), want)
+        np.testing.assert_array_equal(z["even"].astype(np.float64).reshape(-1), want[:8])
+    # Ours: torch + safetensors' F4 tensor written as zTensor v2, read by ztensor.
+    src = ROOT / "crates/tessera/tests/data/safetensors/fp4_torch.safetensors"
+    ours = tmp_path / "ours.zt"
+    run("convert", src, ours, "--to", "ztensor2")
+    got = peer(READ, path=str(ours))
+    assert got["blocks"]["shape"] == [3, 4]
+    assert got["blocks"]["parts"]["data"] == ["u8", "f4_e2m1", "214365f7089a"]

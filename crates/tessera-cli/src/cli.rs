@@ -374,6 +374,10 @@ pub struct ExtractArgs {
     /// stored, to a format that holds it: .gguf).
     #[arg(long, value_name = "DTYPE", value_parser = ["f32", "f16", "bf16"])]
     pub dequantize: Option<String>,
+    /// Cast a tensor whose dtype the output format cannot store to the nearest one it
+    /// can (f4_e2m1 to .npy as f16), as `convert --cast` does.
+    #[arg(long)]
+    pub cast: bool,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,

@@ -60,6 +60,41 @@ fn dtypes() -> Vec<(&'static str, usize)> {
     DType::ALL.iter().map(|d| (d.name(), d.size())).collect()
 }
 
+/// Packed sub-byte elements (`f4_e2m1`, `f6_e2m3`, `f6_e3m2`) one code per byte (the
+/// ml_dtypes layout), `numel` of them.
+#[pyfunction]
+fn unpack_bits<'py>(
+    py: Python<'py>,
+    dtype: &str,
+    data: &[u8],
+    numel: usize,
+) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+    use values::IntoPy;
+    let d = DType::parse(dtype).py()?;
+    let codes = tessera::dtype::unpack(d, data, numel)
+        .ok_or_else(|| {
+            tessera::Error::invalid_input(format!(
+                "{numel} elements of {d} do not fit in {} bytes (or {d} is not packed)",
+                data.len()
+            ))
+        })
+        .py()?;
+    Ok(pyo3::types::PyBytes::new(py, &codes))
+}
+
+/// One code per byte packed as a sub-byte dtype stores them.
+#[pyfunction]
+fn pack_bits<'py>(
+    py: Python<'py>,
+    dtype: &str,
+    codes: &[u8],
+) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+    use values::IntoPy;
+    let d = DType::parse(dtype).py()?;
+    let packed = tessera::dtype::pack(d, codes).py()?;
+    Ok(pyo3::types::PyBytes::new(py, &packed))
+}
+
 /// The canonical name of a dtype name or alias (`float32` → `f32`).
 #[pyfunction]
 fn canonical_dtype(name: &str) -> PyResult<&'static str> {
@@ -117,6 +152,8 @@ fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(formats, m)?)?;
     m.add_function(wrap_pyfunction!(dtypes, m)?)?;
     m.add_function(wrap_pyfunction!(canonical_dtype, m)?)?;
+    m.add_function(wrap_pyfunction!(unpack_bits, m)?)?;
+    m.add_function(wrap_pyfunction!(pack_bits, m)?)?;
     m.add_function(wrap_pyfunction!(detect, m)?)?;
     m.add_function(wrap_pyfunction!(public_key, m)?)?;
     m.add_function(wrap_pyfunction!(_read_key_file, m)?)?;

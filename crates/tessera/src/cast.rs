@@ -17,7 +17,9 @@ fn preferences(d: DType) -> &'static [DType] {
         F32 => &[F64, BF16, F16],
         F16 => &[F32, F64, BF16],
         BF16 => &[F32, F64, F16],
-        F8E4M3FN | F8E5M2 | F8E4M3FNUZ | F8E5M2FNUZ | F8E8M0 => &[F16, BF16, F32, F64],
+        F8E4M3FN | F8E5M2 | F8E4M3FNUZ | F8E5M2FNUZ | F8E8M0 | F4E2M1 | F6E2M3 | F6E3M2 => {
+            &[F16, BF16, F32, F64]
+        }
         Bool => &[U8, I8, I16, I32, I64, U16, U32, U64, F32],
         U8 => &[U16, I16, I32, I64, U32, U64, F32],
         I8 => &[I16, I32, I64, F32],
@@ -141,7 +143,8 @@ pub fn cast_view(v: TensorView<'_>, to: DType) -> Result<TensorView<'static>> {
         )));
     }
     let data = v.data()?;
-    let n = data.len() / from.size();
+    let n = usize::try_from(v.info.numel()?)
+        .map_err(|_| Error::invalid_input("tensor too large to cast"))?;
     let mut out = Vec::with_capacity(n.saturating_mul(to.size()));
     for i in 0..n {
         write(to, read(from, data, i)?, &mut out, &v.info.name)?;

@@ -85,11 +85,23 @@ pub struct Prepared<'s> {
     chunks: Vec<ChunkInfo>,
     keep_chunks: bool,
     notes: Vec<String>,
+    /// Tensors carried as [`Layout::undecoded`] bytes of a packed dtype Tessera knows
+    /// (a `dense:f4_e2m1` read from FOLD, zTensor v1 or AERO), taken as that dtype.
+    uncarried: std::collections::HashSet<String>,
+}
+
+/// The packed dtype of a tensor carried as its stored bytes ([`Layout::undecoded`]
+/// `dense:f4_e2m1`, dtype `u8`, one part), when Tessera knows it.
+fn carried_dtype(info: &TensorInfo) -> Option<DType> {
+    let d = DType::from_name(info.layout.undecoded_type()?)?;
+    (d.is_packed() && info.dtype == DType::U8).then_some(d)
 }
 
 #[derive(Clone, Copy)]
 enum Plan {
     AsIs,
+    /// A packed sub-byte tensor as [`Layout::undecoded`] `u8` bytes.
+    Carry,
     Densify,
     Cast(DType),
     DensifyCast(DType),
@@ -129,8 +141,21 @@ pub fn prepare<'s>(
     let mut plans = Vec::new();
     let mut notes = Vec::new();
     let mut refused: Vec<Refusal> = Vec::new();
+    let mut uncarried = std::collections::HashSet::new();
     for info in src.tensor_infos() {
         let name = info.name.as_str();
+        let decoded;
+        let info = match carried_dtype(info) {
+            Some(d) => {
+                let mut i = info.clone();
+                i.layout = Layout::Dense;
+                i.dtype = d;
+                uncarried.insert(info.name.clone());
+                decoded = i;
+                &decoded
+            }
+            _ => info,
+        };
         match adapt::plan(info, opts.dequantize, opts.quantize, &mut notes) {
             Ok(Some((out, step))) => {
                 if !caps.dtypes.contains(&out.dtype) && out.layout == Layout::Dense {
@@ -184,6 +209,27 @@ pub fn prepare<'s>(
                 continue;
             }
         };
+        // A packed sub-byte float the target has no dtype for, into a format that keeps
+        // layouts by name (FOLD, zTensor v1, AERO): carried as its stored bytes, the
+        // type in the layout (`dense:f4_e2m1`), as zTensor v2 names it, unless a cast
+        // was asked for.
+        if info.layout == Layout::Dense
+            && info.dtype.is_packed()
+            && !caps.dtypes.contains(&info.dtype)
+            && caps.other_layouts
+            && !opts.cast
+        {
+            out.layout = Layout::undecoded(info.dtype.name());
+            out.dtype = DType::U8;
+            out.storage = Default::default();
+            notes.push(format!(
+                "carried {:?} ({}) as its packed bytes",
+                info.name, info.dtype
+            ));
+            infos.push(out);
+            plans.push(Plan::Carry);
+            continue;
+        }
         // For `Other` layouts the dtype is a storage type (GGUF's packed ggml blocks are
         // u8); whether the target can hold the layout is the writer's call.
         let cast = if caps.dtypes.contains(&info.dtype) || matches!(info.layout, Layout::Other(_)) {
@@ -315,6 +361,7 @@ pub fn prepare<'s>(
         src,
         infos,
         plans,
+        uncarried,
         index,
         metadata,
         metadata_types,
@@ -392,9 +439,24 @@ impl TensorSource for Prepared<'_> {
 
 impl Prepared<'_> {
     /// Tensor `i` of the source as the target takes it (its plan applied).
-    fn adapt<'a>(&'a self, i: usize, v: TensorView<'a>) -> Result<TensorView<'a>> {
+    fn adapt<'a>(&'a self, i: usize, mut v: TensorView<'a>) -> Result<TensorView<'a>> {
+        if self.uncarried.contains(&v.info.name) {
+            if let (Some(d), 1) = (carried_dtype(&v.info), v.parts.len()) {
+                v.info.layout = Layout::Dense;
+                v.info.dtype = d;
+                // The stored bytes must be what the dtype and shape need.
+                let bytes = v.parts.pop().map(|p| p.bytes).unwrap_or_default();
+                v = TensorView::dense(v.info, bytes)?;
+            }
+        }
         let mut v = match self.plans[i] {
             Plan::AsIs => v,
+            Plan::Carry => {
+                let mut v = v;
+                v.info.layout = Layout::undecoded(v.info.dtype.name());
+                v.info.dtype = DType::U8;
+                v
+            }
             Plan::Densify => crate::tensor::sparse::densify(v)?,
             Plan::Cast(d) => crate::cast::cast_view(v, d)?,
             Plan::DensifyCast(d) => crate::cast::cast_view(crate::tensor::sparse::densify(v)?, d)?,

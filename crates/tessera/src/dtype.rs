@@ -49,6 +49,15 @@ pub enum DType {
     F8E5M2FNUZ,
     /// 8-bit exponent-only scale (OCP MX `E8M0`).
     F8E8M0,
+    /// 4-bit float, 2 exponent bits, 1 mantissa bit, finite (OCP MXFP4 `E2M1`; ml_dtypes
+    /// `float4_e2m1fn`). Stored packed, two per byte, low nibble first.
+    F4E2M1,
+    /// 6-bit float, 2 exponent bits, 3 mantissa bits, finite (OCP MXFP6 `E2M3`). Stored
+    /// packed, four per three bytes, least significant bits first.
+    F6E2M3,
+    /// 6-bit float, 3 exponent bits, 2 mantissa bits, finite (OCP MXFP6 `E3M2`). Stored
+    /// packed like [`DType::F6E2M3`].
+    F6E3M2,
     /// Complex of two f32.
     C64,
     /// Complex of two f64.
@@ -57,7 +66,7 @@ pub enum DType {
 
 impl DType {
     /// Every dtype, in a stable order.
-    pub const ALL: [DType; 20] = [
+    pub const ALL: [DType; 23] = [
         DType::Bool,
         DType::U8,
         DType::U16,
@@ -76,13 +85,33 @@ impl DType {
         DType::F8E4M3FNUZ,
         DType::F8E5M2FNUZ,
         DType::F8E8M0,
+        DType::F4E2M1,
+        DType::F6E2M3,
+        DType::F6E3M2,
         DType::C64,
         DType::C128,
     ];
 
-    /// Bytes per element.
+    /// Every dtype of whole bytes (all but the packed sub-byte floats).
+    pub const BYTE_ALIGNED: [DType; 20] = {
+        let mut out = [DType::Bool; 20];
+        let (mut i, mut o) = (0, 0);
+        while i < DType::ALL.len() {
+            if !DType::ALL[i].is_packed() {
+                out[o] = DType::ALL[i];
+                o += 1;
+            }
+            i += 1;
+        }
+        out
+    };
+
+    /// Bytes per element; for the packed sub-byte floats ([`DType::is_packed`]), 1: the
+    /// unpacked form, one element in the low bits of a byte, as ml_dtypes holds them.
+    /// The bytes a tensor stores are [`DType::nbytes`], never `numel × size()`.
     pub const fn size(self) -> usize {
         match self {
+            DType::F4E2M1 | DType::F6E2M3 | DType::F6E3M2 => 1,
             DType::Bool
             | DType::U8
             | DType::I8
@@ -95,6 +124,45 @@ impl DType {
             DType::U32 | DType::I32 | DType::F32 => 4,
             DType::U64 | DType::I64 | DType::F64 | DType::C64 => 8,
             DType::C128 => 16,
+        }
+    }
+
+    /// Bits per element as stored.
+    pub const fn bits(self) -> u32 {
+        match self {
+            DType::F4E2M1 => 4,
+            DType::F6E2M3 | DType::F6E3M2 => 6,
+            d => 8 * d.size() as u32,
+        }
+    }
+
+    /// True for the sub-byte floats stored packed, several elements per byte
+    /// ([`DType::F4E2M1`], [`DType::F6E2M3`], [`DType::F6E3M2`]).
+    pub const fn is_packed(self) -> bool {
+        matches!(self, DType::F4E2M1 | DType::F6E2M3 | DType::F6E3M2)
+    }
+
+    /// Bytes that `numel` elements occupy as stored: `numel × size` for whole-byte types,
+    /// `⌈numel × bits / 8⌉` for the packed ones (the unused high bits of the last byte
+    /// zero). `None` on overflow.
+    pub const fn nbytes(self, numel: u64) -> Option<u64> {
+        if self.is_packed() {
+            match numel.checked_mul(self.bits() as u64) {
+                Some(b) => Some(b.div_ceil(8)),
+                None => None,
+            }
+        } else {
+            numel.checked_mul(self.size() as u64)
+        }
+    }
+
+    /// Whole elements in `nbytes` stored bytes (for a packed dtype, an odd `f4_e2m1`
+    /// tensor's padding nibble counts as one: pass its exact element count where known).
+    pub const fn elements_in(self, nbytes: usize) -> usize {
+        if self.is_packed() {
+            nbytes.saturating_mul(8) / self.bits() as usize
+        } else {
+            nbytes / self.size()
         }
     }
 
@@ -119,6 +187,9 @@ impl DType {
             DType::F8E4M3FNUZ => "f8_e4m3fnuz",
             DType::F8E5M2FNUZ => "f8_e5m2fnuz",
             DType::F8E8M0 => "f8_e8m0",
+            DType::F4E2M1 => "f4_e2m1",
+            DType::F6E2M3 => "f6_e2m3",
+            DType::F6E3M2 => "f6_e3m2",
             DType::C64 => "c64",
             DType::C128 => "c128",
         }
@@ -147,6 +218,9 @@ impl DType {
             "f8_e4m3fnuz" | "float8_e4m3fnuz" => DType::F8E4M3FNUZ,
             "f8_e5m2fnuz" | "float8_e5m2fnuz" => DType::F8E5M2FNUZ,
             "f8_e8m0" | "float8_e8m0fnu" | "f8_e8m0fnu" => DType::F8E8M0,
+            "f4_e2m1" | "float4_e2m1fn" | "f4_e2m1fn" | "fp4" => DType::F4E2M1,
+            "f6_e2m3" | "float6_e2m3fn" | "f6_e2m3fn" => DType::F6E2M3,
+            "f6_e3m2" | "float6_e3m2fn" | "f6_e3m2fn" => DType::F6E3M2,
             "c64" | "complex64" => DType::C64,
             "c128" | "complex128" => DType::C128,
             _ => return None,
@@ -172,6 +246,9 @@ impl DType {
                 | DType::F8E4M3FNUZ
                 | DType::F8E5M2FNUZ
                 | DType::F8E8M0
+                | DType::F4E2M1
+                | DType::F6E2M3
+                | DType::F6E3M2
                 | DType::C64
                 | DType::C128
         )
@@ -195,6 +272,9 @@ impl DType {
     /// Decodes element `i` of a little-endian buffer as f64, for diffs and summaries.
     /// Complex values yield their real part. Returns `None` when `i` is out of range.
     pub fn element_as_f64(self, bytes: &[u8], i: usize) -> Option<f64> {
+        if self.is_packed() {
+            return self.decode_small(self.packed_code(bytes, i)?);
+        }
         let sz = self.size();
         let start = i.checked_mul(sz)?;
         let b = bytes.get(start..start.checked_add(sz)?)?;
@@ -223,7 +303,114 @@ impl DType {
                     2f64.powi(b[0] as i32 - 127)
                 }
             }
+            DType::F4E2M1 | DType::F6E2M3 | DType::F6E3M2 => self.decode_small(b[0])?,
         })
+    }
+
+    /// The code of element `i` of a packed buffer ([`DType::is_packed`]): its `bits()`
+    /// bits, starting at bit `i × bits` counted from the least significant bit of byte 0.
+    /// `None` when `i` is out of range or the dtype is not packed.
+    pub fn packed_code(self, bytes: &[u8], i: usize) -> Option<u8> {
+        if !self.is_packed() {
+            return None;
+        }
+        let bits = self.bits() as usize;
+        let start = i.checked_mul(bits)?;
+        let (byte, shift) = (start / 8, start % 8);
+        let lo = *bytes.get(byte)? as u16;
+        let hi = if shift + bits > 8 {
+            *bytes.get(byte + 1)? as u16
+        } else {
+            0
+        };
+        Some((((hi << 8 | lo) >> shift) & ((1 << bits) - 1)) as u8)
+    }
+
+    /// The value of one code of a small float (fp8 or a sub-byte float), in its low
+    /// bits; `None` for other dtypes.
+    pub fn decode_small(self, code: u8) -> Option<f64> {
+        Some(match self {
+            DType::F8E4M3FN => fp8_to_f64(code, 4, 3, Fp8Kind::Fn),
+            DType::F8E5M2 => fp8_to_f64(code, 5, 2, Fp8Kind::Ieee),
+            DType::F8E4M3FNUZ => fp8_to_f64(code, 4, 3, Fp8Kind::Fnuz),
+            DType::F8E5M2FNUZ => fp8_to_f64(code, 5, 2, Fp8Kind::Fnuz),
+            DType::F4E2M1 => small_to_f64(code, 2, 1),
+            DType::F6E2M3 => small_to_f64(code, 2, 3),
+            DType::F6E3M2 => small_to_f64(code, 3, 2),
+            _ => return None,
+        })
+    }
+}
+
+/// Unpacks a packed sub-byte buffer to one code per byte (the ml_dtypes layout), `numel`
+/// of them; `None` when the buffer is too short or the dtype is not packed.
+pub fn unpack(dtype: DType, bytes: &[u8], numel: usize) -> Option<Vec<u8>> {
+    if !dtype.is_packed() || (dtype.nbytes(numel as u64)? as usize) > bytes.len() {
+        return None;
+    }
+    if dtype == DType::F4E2M1 {
+        let mut out = Vec::with_capacity(numel);
+        for b in &bytes[..numel / 2] {
+            out.push(b & 0x0f);
+            out.push(b >> 4);
+        }
+        if numel % 2 == 1 {
+            out.push(bytes[numel / 2] & 0x0f);
+        }
+        return Some(out);
+    }
+    (0..numel).map(|i| dtype.packed_code(bytes, i)).collect()
+}
+
+/// Packs one code per byte (the ml_dtypes layout: the low `bits` bits) into the stored
+/// form of a packed dtype, the unused high bits of the last byte zero. Codes with bits
+/// above `bits` set are an error (an unpacked array holding a value of another type).
+pub fn pack(dtype: DType, codes: &[u8]) -> Result<Vec<u8>> {
+    if !dtype.is_packed() {
+        return Err(Error::invalid_input(format!(
+            "{dtype} is not a packed dtype"
+        )));
+    }
+    let bits = dtype.bits() as usize;
+    let mask = ((1u16 << bits) - 1) as u8;
+    if let Some(i) = codes.iter().position(|c| c & !mask != 0) {
+        return Err(Error::invalid_input(format!(
+            "element {i} of a {dtype} array is 0x{:02x}, which has bits above the low {bits} set",
+            codes[i]
+        )));
+    }
+    let n = dtype
+        .nbytes(codes.len() as u64)
+        .ok_or_else(|| Error::invalid_input("packed size overflows"))? as usize;
+    let mut out = vec![0u8; n];
+    for (i, &c) in codes.iter().enumerate() {
+        let start = i * bits;
+        let (byte, shift) = (start / 8, start % 8);
+        let v = (c as u16) << shift;
+        out[byte] |= v as u8;
+        if shift + bits > 8 {
+            out[byte + 1] |= (v >> 8) as u8;
+        }
+    }
+    Ok(out)
+}
+
+/// A finite OCP MX small float (no infinities, no NaN; bias `2^(ebits-1) - 1`): sign in
+/// bit `ebits + mbits`.
+fn small_to_f64(v: u8, ebits: u32, mbits: u32) -> f64 {
+    let sign = if v >> (ebits + mbits) & 1 != 0 {
+        -1.0
+    } else {
+        1.0
+    };
+    let e = ((v as u32) >> mbits) & ((1 << ebits) - 1);
+    let m = (v as u32) & ((1 << mbits) - 1);
+    let bias = (1i32 << (ebits - 1)) - 1;
+    let frac = m as f64 / (1u32 << mbits) as f64;
+    if e == 0 {
+        sign * frac * 2f64.powi(1 - bias)
+    } else {
+        sign * (1.0 + frac) * 2f64.powi(e as i32 - bias)
     }
 }
 
@@ -315,6 +502,67 @@ mod tests {
         assert_eq!(
             DType::F8E4M3FN.element_as_f64(&[0x01], 0),
             Some(2f64.powi(-9))
+        );
+    }
+
+    #[test]
+    fn sub_byte_values_match_ml_dtypes() {
+        // Codes and values from ml_dtypes 0.6.0 (`np.arange(n, dtype=np.uint8).view(t)`).
+        let f4 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
+        for (c, want) in f4.iter().enumerate() {
+            assert_eq!(DType::F4E2M1.decode_small(c as u8), Some(*want));
+            assert_eq!(DType::F4E2M1.decode_small(c as u8 | 8), Some(-*want));
+        }
+        assert_eq!(DType::F6E2M3.decode_small(1), Some(0.125));
+        assert_eq!(DType::F6E2M3.decode_small(17), Some(2.25));
+        assert_eq!(DType::F6E2M3.decode_small(31), Some(7.5));
+        assert_eq!(DType::F6E2M3.decode_small(63), Some(-7.5));
+        assert_eq!(DType::F6E3M2.decode_small(1), Some(0.0625));
+        assert_eq!(DType::F6E3M2.decode_small(9), Some(0.625));
+        assert_eq!(DType::F6E3M2.decode_small(31), Some(28.0));
+        // Two per byte, low nibble first (zTensor v2 Appendix A, gpt-oss MXFP4 blocks).
+        assert_eq!(DType::F4E2M1.element_as_f64(&[0x72], 0), Some(1.0));
+        assert_eq!(DType::F4E2M1.element_as_f64(&[0x72], 1), Some(6.0));
+        assert_eq!(DType::F4E2M1.element_as_f64(&[0x72], 2), None);
+        assert_eq!(DType::F4E2M1.nbytes(5), Some(3));
+        assert_eq!(DType::F6E2M3.nbytes(4), Some(3));
+        assert_eq!(DType::F6E2M3.nbytes(5), Some(4));
+        assert_eq!(DType::F4E2M1.nbytes(u64::MAX), None);
+    }
+
+    #[test]
+    fn pack_and_unpack_are_inverse() {
+        for d in [DType::F4E2M1, DType::F6E2M3, DType::F6E3M2] {
+            let mask = (1u8 << d.bits()) - 1;
+            for n in 0..13usize {
+                let codes: Vec<u8> = (0..n)
+                    .map(|i| (i as u8).wrapping_mul(37).wrapping_add(5) & mask)
+                    .collect();
+                let packed = pack(d, &codes).unwrap();
+                assert_eq!(packed.len() as u64, d.nbytes(n as u64).unwrap());
+                assert_eq!(unpack(d, &packed, n).unwrap(), codes, "{d} n={n}");
+                for (i, c) in codes.iter().enumerate() {
+                    assert_eq!(d.packed_code(&packed, i), Some(*c));
+                }
+            }
+            assert!(pack(d, &[mask + 1]).is_err());
+        }
+        // Element i of a 6-bit stream sits at bits 6i.. of the little-endian stream.
+        assert_eq!(pack(DType::F6E2M3, &[0x3f, 0, 0, 0]).unwrap(), [0x3f, 0, 0]);
+        assert_eq!(
+            pack(DType::F6E2M3, &[0, 0x3f, 0, 0]).unwrap(),
+            [0xc0, 0x0f, 0]
+        );
+        assert_eq!(pack(DType::F4E2M1, &[1, 2, 3]).unwrap(), [0x21, 0x03]);
+    }
+
+    #[test]
+    fn byte_aligned_leaves_out_the_packed() {
+        assert!(DType::BYTE_ALIGNED.iter().all(|d| !d.is_packed()));
+        assert_eq!(
+            DType::BYTE_ALIGNED.len() + 3,
+            DType::ALL.len(),
+            "three packed dtypes"
         );
     }
 

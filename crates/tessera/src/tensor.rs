@@ -30,9 +30,28 @@ pub fn numel(shape: &[u64]) -> Result<u64> {
 
 /// Bytes of a dense tensor of `dtype` and `shape`, with overflow checked.
 pub fn dense_nbytes(dtype: DType, shape: &[u64]) -> Result<u64> {
-    numel(shape)?
-        .checked_mul(dtype.size() as u64)
+    dtype
+        .nbytes(numel(shape)?)
         .ok_or_else(|| Error::malformed(format!("shape {shape:?} of {dtype} overflows u64")))
+}
+
+/// The bits of a packed sub-byte tensor's last byte past its last element must be zero
+/// (zTensor v2's rule for `f4_e2m1`; Tessera's for every packed dtype), so the same values
+/// are always the same bytes.
+pub fn check_padding(info: &TensorInfo, data: &[u8]) -> Result<()> {
+    if !info.dtype.is_packed() {
+        return Ok(());
+    }
+    let used = numel(&info.shape)?.wrapping_mul(info.dtype.bits() as u64) % 8;
+    if let (Some(&last), true) = (data.last(), used != 0) {
+        if last >> used != 0 {
+            return Err(Error::malformed(format!(
+                "tensor {:?}: the unused high bits of the last {} byte are not zero",
+                info.name, info.dtype
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The prefix of [`Layout::undecoded`] layouts.
@@ -201,6 +220,7 @@ impl<'d> TensorView<'d> {
                 info.shape
             )));
         }
+        check_padding(&info, &data)?;
         Ok(TensorView {
             info,
             parts: vec![Part {

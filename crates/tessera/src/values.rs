@@ -58,7 +58,7 @@ impl ValueDiff {
     /// Compares elements `a[i]` (dtype `da`) with `b[i]` (dtype `db`) for every `i` both
     /// slices hold whole.
     pub fn add(&mut self, da: DType, a: &[u8], db: DType, b: &[u8], tol: &Tolerance) {
-        let n = (a.len() / da.size().max(1)).min(b.len() / db.size().max(1));
+        let n = da.elements_in(a.len()).min(db.elements_in(b.len()));
         for i in 0..n {
             let (Some(x), Some(y)) = (da.element_as_f64(a, i), db.element_as_f64(b, i)) else {
                 continue;
@@ -140,7 +140,7 @@ impl Default for Stats {
 impl Stats {
     /// Adds every whole element of `bytes` (dtype `dtype`, little-endian).
     pub fn add(&mut self, dtype: DType, bytes: &[u8]) {
-        let n = bytes.len() / dtype.size().max(1);
+        let n = dtype.elements_in(bytes.len());
         for i in 0..n {
             if let Some(x) = dtype.element_as_f64(bytes, i) {
                 self.push(x);
@@ -151,8 +151,15 @@ impl Stats {
     /// of about 1 MiB and merged; f32, bf16, f16, 16-bit and one-byte dtypes (fp8, u8,
     /// i8, bool), f64 and 32/64-bit integers by vectorised loops (`values/fast/`), complex
     /// element by element.
+    ///
+    /// Packed sub-byte dtypes are decoded element by element, every nibble or 6-bit
+    /// group of `bytes` an element (an odd `f4_e2m1` tensor's padding nibble included:
+    /// cast such a tensor to f32 first, as `tessera stats` does).
     pub fn of(dtype: DType, bytes: &[u8]) -> Stats {
         use rayon::prelude::*;
+        if let Some(codes) = packed_codes(dtype, bytes) {
+            return fast::block(fast::Table8::of(dtype), &codes);
+        }
         let size = dtype.size().max(1);
         let block = (BLOCK / size).max(1) * size;
         bytes
@@ -279,6 +286,15 @@ pub fn histogram_edges(lo: f64, hi: f64, bins: usize) -> Vec<f64> {
     e
 }
 
+/// The elements of a packed sub-byte buffer one per byte (their codes, which the
+/// dtype's [`fast::Table8`] decodes), or `None` for a dtype of whole bytes.
+fn packed_codes(dtype: DType, bytes: &[u8]) -> Option<Vec<u8>> {
+    if !dtype.is_packed() {
+        return None;
+    }
+    crate::dtype::unpack(dtype, bytes, dtype.elements_in(bytes.len()))
+}
+
 /// Counts of the finite elements of `bytes` (dtype `dtype`) in the bins of `edges`
 /// ([`histogram_edges`]), by numpy's rule: bin `i` holds `edges[i] <= x < edges[i+1]`,
 /// the last also `x == edges[bins]`; elements outside are not counted. In parallel over
@@ -291,6 +307,11 @@ pub fn histogram(dtype: DType, bytes: &[u8], edges: &[f64]) -> Vec<u64> {
     }
     let (lo, hi) = (edges[0], edges[bins]);
     let norm = bins as f64 / (hi - lo);
+    if let Some(codes) = packed_codes(dtype, bytes) {
+        let mut h = vec![0u64; bins];
+        fast::histogram(fast::Table8::of(dtype), &codes, edges, norm, &mut h);
+        return h;
+    }
     let size = dtype.size().max(1);
     let block = (BLOCK / size).max(1) * size;
     let count = |b: &[u8]| {
@@ -615,7 +636,7 @@ mod tests {
             assert!(close(par.mean().unwrap(), seq.mean().unwrap()), "{dtype}");
             assert!(close(par.std().unwrap(), seq.std().unwrap()), "{dtype}");
             // The histogram against the f64 path on the same values.
-            let wide: Vec<u8> = (0..bytes.len() / dtype.size())
+            let wide: Vec<u8> = (0..dtype.elements_in(bytes.len()))
                 .flat_map(|i| dtype.element_as_f64(&bytes, i).unwrap().to_le_bytes())
                 .collect();
             let edges = histogram_edges(par.min.unwrap(), par.max.unwrap(), 40);

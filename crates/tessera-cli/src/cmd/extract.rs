@@ -84,15 +84,18 @@ pub fn run(args: &ExtractArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             } else {
                 view = tessera::sparse::densify(view)?;
             }
+            let packed = view.info.dtype.is_packed();
             let mut m = Model::new();
             m.push(view)?;
             // `.npy` takes the tensor as it is (a dtype NumPy has no name for is written
-            // as raw void bytes, `<V1`, as before); another format must be able to hold it.
+            // as raw void bytes, `<V1`, as before), but for a packed sub-byte float, whose
+            // elements are not bytes; another format must be able to hold it.
             let prepared;
-            let src: &dyn tessera::TensorSource = if format == Format::Npy {
+            let src: &dyn tessera::TensorSource = if format == Format::Npy && !packed {
                 &m
             } else {
-                prepared = tessera::convert::prepare(&m, format, Default::default())?;
+                let opts = tessera::ConvertOptions::default().cast(args.cast);
+                prepared = tessera::convert::prepare(&m, format, opts)?;
                 &prepared
             };
             if to_stdout {

@@ -78,6 +78,11 @@ fn tensor_stats_hist(
         (Layout::Other(_), Some(to)) => tessera::values::dequantize(view, to)?,
         _ => view,
     };
+    // Packed sub-byte floats as f32 (exact): their element count, not their bytes'.
+    let view = match view.info.dtype.is_packed() && view.info.layout == Layout::Dense {
+        true => tessera::cast::cast_view(view, tessera::DType::F32)?,
+        false => view,
+    };
     let (dtype, data) = (view.info.dtype, view.data()?);
     let stats = Stats::of(dtype, data);
     let h = match (hist, stats.min, stats.max) {

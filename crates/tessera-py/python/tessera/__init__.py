@@ -25,7 +25,9 @@ import numpy as _np
 
 from . import _progress
 from . import _tessera
+from ._convert import PACKED as _PACKED
 from ._convert import SAFETENSORS_NAMES, from_array, numpy_dtype, to_numpy, to_torch
+from ._convert import pack as _pack
 from .errors import (
     ConversionWarning,
     FormatError,
@@ -415,8 +417,14 @@ class File(Mapping):
         densify: bool = False,
         copy: bool = False,
         dequantize: Optional[str] = None,
+        packed: bool = False,
     ) -> Any:
         """One tensor as a numpy array (or torch tensor with ``framework="pt"``).
+        Sub-byte floats (``f4_e2m1``, ``f6_e2m3``, ``f6_e3m2``) come back as ml_dtypes
+        arrays (``float4_e2m1fn``, …: one element per byte, a new array) and, in torch, as
+        ``float4_e2m1fn_x2`` (two per byte, the last dimension halved); ``packed=True``
+        gives their stored bytes instead, as a :class:`Tensor` (``.parts["data"]``: two
+        f4 per byte low nibble first, four f6 per three bytes).
         ``densify=True`` turns sparse tensors into dense arrays. ``dequantize`` ("f32",
         "f16" or "bf16"; default: the one given to :func:`open`) decodes a GGUF tensor
         stored in packed blocks (``q8_0``, ``q4_k``, …) into a dense array of that dtype,
@@ -442,7 +450,7 @@ class File(Mapping):
         dq = self._dequantize if dequantize is None else dequantize
         # torch tensors are copies: made from a checked copy.
         info, parts = self._f.tensor(name, densify=densify, copy=copy or fw == "pt", dequantize=dq)
-        return self._wrap(info, parts, fw)
+        return self._wrap(info, parts, fw, packed)
 
     def get_tensors(
         self,
@@ -452,6 +460,7 @@ class File(Mapping):
         densify: bool = False,
         copy: bool = False,
         dequantize: Optional[str] = None,
+        packed: bool = False,
     ) -> Dict[str, Any]:
         """Several tensors (default: all, in file order) as a dict, read in one call
         with the GIL released. As :meth:`get_tensor`, except that with ``copy=True``
@@ -462,11 +471,11 @@ class File(Mapping):
         dq = self._dequantize if dequantize is None else dequantize
         names = list(self._names if names is None else names)
         loaded = self._f.tensors(names, densify=densify, copy=copy or fw == "pt", dequantize=dq)
-        return {n: self._wrap(info, parts, fw) for n, (info, parts) in zip(names, loaded)}
+        return {n: self._wrap(info, parts, fw, packed) for n, (info, parts) in zip(names, loaded)}
 
-    def _wrap(self, info: Dict[str, Any], parts: Any, fw: str) -> Any:
+    def _wrap(self, info: Dict[str, Any], parts: Any, fw: str, packed: bool = False) -> Any:
         raw = {role: _np.asarray(buf) for role, buf in parts}
-        if info["layout"] != "dense":
+        if info["layout"] != "dense" or (packed and info["dtype"] in _PACKED):
             return Tensor._from_raw(info, raw)
         if fw == "pt":
             return to_torch(raw["data"], info["dtype"], info["shape"], self._device)
@@ -753,8 +762,11 @@ class _Slice:
             return arr[index]
         part = _np.array(arr[index], copy=True)
         if owner._framework == "pt":
+            dt = dq or self._info["dtype"]
             raw = _np.ascontiguousarray(part).reshape(-1).view(_np.uint8)
-            return to_torch(raw, dq or self._info["dtype"], part.shape, owner._device)
+            if dt in _PACKED:
+                raw = _pack(part, dt)
+            return to_torch(raw, dt, part.shape, owner._device)
         return part
 
 

@@ -40,10 +40,20 @@ NUMPY_DTYPES: Dict[str, np.dtype] = {
 }
 if hasattr(ml_dtypes, "float8_e8m0fnu"):
     NUMPY_DTYPES["f8_e8m0"] = np.dtype(ml_dtypes.float8_e8m0fnu)
+# The packed sub-byte floats: numpy holds them one per byte (ml_dtypes' layout), files
+# hold them packed (two f4 per byte, four f6 per three bytes, least significant bits
+# first); arrays are unpacked on read and packed on save.
+for _name, _ml in (("f4_e2m1", "float4_e2m1fn"), ("f6_e2m3", "float6_e2m3fn"), ("f6_e3m2", "float6_e3m2fn")):
+    if hasattr(ml_dtypes, _ml):
+        NUMPY_DTYPES[_name] = np.dtype(getattr(ml_dtypes, _ml))
+PACKED = frozenset(("f4_e2m1", "f6_e2m3", "f6_e3m2"))
 
 # tessera canonical name -> safetensors' dtype string (safe_open().get_slice().get_dtype()).
 SAFETENSORS_NAMES: Dict[str, str] = {
     "bool": "BOOL",
+    "f4_e2m1": "F4",
+    "f6_e2m3": "F6_E2M3",
+    "f6_e3m2": "F6_E3M2",
     "u8": "U8",
     "i8": "I8",
     "f8_e5m2": "F8_E5M2",
@@ -89,7 +99,7 @@ def dtype_name(dtype: Any) -> str:
     return _tessera.canonical_dtype(d.name)
 
 
-_ML_NAMES = {np.dtype(v).name for k, v in NUMPY_DTYPES.items() if k in ("bf16",) or k.startswith("f8")}
+_ML_NAMES = {np.dtype(v).name for k, v in NUMPY_DTYPES.items() if k == "bf16" or k[:2] in ("f8", "f6", "f4")}
 
 
 def buffer_array(buf: Any) -> np.ndarray:
@@ -98,8 +108,33 @@ def buffer_array(buf: Any) -> np.ndarray:
 
 
 def to_numpy(raw: np.ndarray, dtype: str, shape: Sequence[int]) -> np.ndarray:
-    """Views raw little-endian bytes as an array of `dtype` and `shape` (no copy)."""
+    """Views raw little-endian bytes as an array of `dtype` and `shape` (no copy); a
+    packed sub-byte dtype is unpacked into a new array, one element per byte."""
+    if dtype in PACKED:
+        return unpack(raw, dtype, shape)
     return raw.view(numpy_dtype(dtype)).reshape(tuple(shape))
+
+
+def unpack(raw: np.ndarray, dtype: str, shape: Sequence[int]) -> np.ndarray:
+    """The stored bytes of a packed sub-byte tensor as an ml_dtypes array (owned)."""
+    nt = numpy_dtype(dtype)
+    n = int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
+    raw = np.asarray(raw).reshape(-1).view(np.uint8)
+    if dtype == "f4_e2m1":
+        if raw.size * 2 < n:
+            raise InvalidInputError(f"{raw.size} bytes hold fewer than {n} f4_e2m1 elements")
+        codes = np.empty(raw.size * 2, dtype=np.uint8)
+        codes[0::2] = raw & 0x0F
+        codes[1::2] = raw >> 4
+        codes = codes[:n]
+    else:
+        codes = np.frombuffer(_tessera.unpack_bits(dtype, raw.tobytes(), n), dtype=np.uint8).copy()
+    return codes.view(nt).reshape(tuple(shape))
+
+
+def pack(codes: np.ndarray, dtype: str) -> np.ndarray:
+    """One element per byte (an ml_dtypes array's bytes) packed as files store them."""
+    return np.frombuffer(_tessera.pack_bits(dtype, raw_bytes(codes).tobytes()), dtype=np.uint8)
 
 
 def _torch():
@@ -132,6 +167,7 @@ def torch_dtype(name: str):
         "f8_e4m3fnuz": "float8_e4m3fnuz",
         "f8_e5m2fnuz": "float8_e5m2fnuz",
         "f8_e8m0": "float8_e8m0fnu",
+        "f4_e2m1": "float4_e2m1fn_x2",
         "c64": "complex64",
         "c128": "complex128",
     }.get(name)
@@ -146,6 +182,14 @@ def to_torch(raw: np.ndarray, dtype: str, shape: Sequence[int], device: Any = "c
     they are read-only (a mapped file): torch tensors are writable."""
     torch = _torch()
     tdt = torch_dtype(dtype)
+    if dtype == "f4_e2m1":
+        # torch holds f4 as float4_e2m1fn_x2: two per byte, the last dimension halved.
+        if not shape or shape[-1] % 2:
+            raise UnsupportedError(
+                f"an f4_e2m1 tensor of shape {list(shape)} is not a float4_e2m1fn_x2 tensor "
+                f"(torch packs pairs along an even last dimension): read it with framework='np'"
+            )
+        shape = list(shape[:-1]) + [shape[-1] // 2]
     size = _SIZES[dtype]
     ints = raw.view(_INT_OF_SIZE[size]) if raw.size else np.zeros(0, dtype=_INT_OF_SIZE[size])
     if not ints.flags.writeable or not ints.flags.aligned:
@@ -187,8 +231,14 @@ def from_array(name: str, x: Any) -> Tuple[str, str, List[int], str, List[Tuple[
             t = t.to("cpu")
         if t.is_sparse or t.layout != torch.strided:
             raise InvalidInputError(f"tensor {name!r}: torch sparse layouts are not supported; pass a dense tensor")
-        dt = dtype_name(t.dtype)
         shape = list(t.shape)
+        if str(t.dtype) == "torch.float4_e2m1fn_x2":
+            # Two f4 per byte, as files hold them: the logical last dimension is twice
+            # torch's (safetensors' rule).
+            dt = "f4_e2m1"
+            shape = shape[:-1] + [2 * shape[-1]] if shape else [2]
+        else:
+            dt = dtype_name(t.dtype)
         flat = t.contiguous().reshape(-1)
         data = flat.view(torch.uint8).numpy() if flat.numel() else b""
         return (name, dt, shape, "dense", [("data", data)])
@@ -196,6 +246,8 @@ def from_array(name: str, x: Any) -> Tuple[str, str, List[int], str, List[Tuple[
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("<"))
     dt = dtype_name(a.dtype)
+    if dt in PACKED:
+        return (name, dt, list(a.shape), "dense", [("data", pack(a, dt))])
     return (name, dt, list(a.shape), "dense", [("data", raw_bytes(a))])
 
 

@@ -31,8 +31,10 @@ def _code(dtype: Any) -> str:
     name = str(dtype)
     if name.startswith("torch."):
         name = name[len("torch."):]
-    if name in ("float4_e2m1fn_x2", "F4", "F6_E2M3", "F6_E3M2"):
-        raise UnsupportedError(f"dtype {name!r} is a sub-byte type that tessera cannot hold")
+    if name in ("float4_e2m1fn_x2", "F4"):
+        return "F4"
+    if name in ("F6_E2M3", "F6_E3M2"):
+        return name
     try:
         canonical = _tessera.canonical_dtype(name)
     except TesseraError:
@@ -81,6 +83,10 @@ class TensorSpec:
         if isinstance(shape, (str, bytes)):
             raise InvalidInputError(f"TensorSpec: shape must be a sequence of ints, not {shape!r}")
         self._shape: List[int] = [_nonneg_int(d, "every dimension") for d in shape]
+        if self._dtype == "F4" and self._shape:
+            # As safetensors does: the shape given is the storage shape of two F4 per
+            # byte (torch's float4_e2m1fn_x2); the header records the logical one.
+            self._shape[-1] *= 2
         if data is not None:
             if data_ptr is not None or data_len is not None:
                 raise InvalidInputError("TensorSpec: give data= or data_ptr=/data_len=, not both")

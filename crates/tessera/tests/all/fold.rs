@@ -279,10 +279,11 @@ fn rich_model() -> Model {
     let mut m = Model::new();
     for (i, d) in DType::ALL.into_iter().enumerate() {
         let shape = vec![3, 5];
-        let mut data = bytes_for(15 * d.size(), i as u32 + 1);
+        let mut data = bytes_for(d.nbytes(15).unwrap() as usize, i as u32 + 1);
         if d == DType::Bool {
             data.iter_mut().for_each(|b| *b &= 1);
         }
+        crate::common::clear_padding(d, &shape, &mut data);
         let mut info = TensorInfo::dense(format!("dense.{}", d.name()), d, shape);
         if i % 3 == 0 {
             info.attrs.insert("requires_grad", true);

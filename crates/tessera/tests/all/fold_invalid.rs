@@ -340,8 +340,8 @@ fn hostile_sten_payloads() {
             &[0; 8],
         ),
         sten(
-            r#"{"t":{"dtype":"F4","shape":[2],"data_offsets":[0,1]}}"#,
-            &[0; 1],
+            r#"{"t":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}"#,
+            &[0; 2],
         ),
         sten(
             r#"{"__metadata__":{"tessera.layout":"sparse_csr","tessera.dtype":"f32","tessera.shape":"[2,3]"},"values":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"indices":{"dtype":"U64","shape":[1],"data_offsets":[4,12]},"indptr":{"dtype":"U64","shape":[3],"data_offsets":[12,36]}}"#,

@@ -219,19 +219,27 @@ fn hostile_headers_give_clear_errors() {
         ),
         (
             file(
-                r#"{"a":{"dtype":"F4","shape":[2],"data_offsets":[0,1]}}"#,
-                b"x",
+                r#"{"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}"#,
+                b"xy",
             ),
-            Unsupported,
-            "F4",
+            Malformed,
+            "do not fill whole bytes",
         ),
         (
             file(
-                r#"{"a":{"dtype":"F6_E3M2","shape":[4],"data_offsets":[0,3]}}"#,
+                r#"{"a":{"dtype":"F6_E3M2","shape":[3],"data_offsets":[0,3]}}"#,
                 b"xyz",
             ),
-            Unsupported,
-            "sub-byte",
+            Malformed,
+            "do not fill whole bytes",
+        ),
+        (
+            file(
+                r#"{"a":{"dtype":"F6_E2M3","shape":[4],"data_offsets":[0,4]}}"#,
+                b"wxyz",
+            ),
+            Malformed,
+            "needs 3",
         ),
         (file(r#"{"__metadata__":{"a":1}}"#, b""), Malformed, "JSON"),
         (
@@ -458,4 +466,154 @@ mod props {
             prop_assert_eq!(write(&f), bytes);
         }
     }
+}
+
+/// F4 as torch 2.x and the safetensors package write it (`float4_e2m1fn_x2` saved by
+/// `safetensors.torch.save_file`: dtype `F4`, the logical shape), read with the values
+/// ml_dtypes computed (gen_fp4.py, in expected.json), cast exactly, and rewritten byte for byte.
+#[test]
+fn fp4_written_by_torch_reads_with_ml_dtypes_values_and_rewrites_identically() {
+    let data = load("fp4_torch.safetensors");
+    let exp = expected();
+    let f = open(&data).unwrap();
+    for (name, t) in exp["fp4_torch.safetensors"]["tensors"].as_object().unwrap() {
+        let view = f.tensor(name).unwrap();
+        assert_eq!(
+            view.info.dtype.name(),
+            t["dtype"].as_str().unwrap(),
+            "{name}"
+        );
+        let shape: Vec<u64> = serde_json::from_value(t["shape"].clone()).unwrap();
+        assert_eq!(view.info.shape, shape, "{name}");
+        let want: Vec<f64> = serde_json::from_value(t["values"].clone()).unwrap();
+        let got: Vec<f64> = (0..want.len())
+            .map(|i| {
+                view.info
+                    .dtype
+                    .element_as_f64(view.data().unwrap(), i)
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(got, want, "{name}");
+        // Cast to f32: the same values, one element each (not one per byte).
+        let c = tessera::cast::cast_view(view.clone(), DType::F32).unwrap();
+        let f32s: Vec<f64> = c
+            .data()
+            .unwrap()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()) as f64)
+            .collect();
+        assert_eq!(f32s, want, "{name} cast");
+    }
+    let blocks = f.tensor("blocks").unwrap();
+    assert_eq!(blocks.nbytes(), 6, "two f4 per byte");
+    assert_eq!(
+        write(&f),
+        data,
+        "our writer differs from the package's bytes"
+    );
+}
+
+/// The sub-byte types survive safetensors -> zTensor v2 -> safetensors (f4 as a dtype;
+/// f6, which zTensor v2 does not register, carried as its bytes), are refused with the
+/// cast hint by formats that cannot carry them, and an F6 tensor written by us reads
+/// back with its elements at bits 6i.. of the stream.
+#[test]
+fn sub_byte_floats_convert_where_held_and_are_refused_with_a_cast_hint_elsewhere() {
+    use tessera::convert::prepare;
+    use tessera::ConvertOptions;
+    let data = load("fp4_torch.safetensors");
+    let f = open(&data).unwrap();
+    let mut zt = Cursor::new(Vec::new());
+    tessera::convert::write_to(Format::ZtensorV2, &f, &mut zt, &Default::default()).unwrap();
+    let zt = zt.into_inner();
+    let g = tessera::open(&zt, &ReadOptions::default()).unwrap();
+    let b = g.tensor("blocks").unwrap();
+    assert_eq!(
+        (b.info.dtype, b.info.shape.clone()),
+        (DType::F4E2M1, vec![3, 4])
+    );
+    assert_eq!(
+        b.data().unwrap(),
+        f.tensor("blocks").unwrap().data().unwrap()
+    );
+    assert_eq!(write(g.as_ref()), data);
+    // Formats without the dtype refuse it, naming --cast; with it, the values.
+    let e = prepare(&f, Format::Npz, ConvertOptions::default())
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("f4_e2m1"), "{e}");
+    assert!(e.to_string().contains("(option: cast)"), "{e}");
+    let p = prepare(
+        &f,
+        Format::Npz,
+        ConvertOptions::default().cast(true).drop_metadata(true),
+    )
+    .unwrap();
+    assert!(
+        p.notes().iter().any(|n| n.contains("f4_e2m1 -> f16")),
+        "{:?}",
+        p.notes()
+    );
+    // f6: element 1 of [0x3f, 0, 0, 0] packed is at bits 6..12.
+    let six = dense(
+        "six",
+        DType::F6E3M2,
+        vec![4],
+        vec![0b1100_0000, 0b0000_0111, 0],
+    );
+    let mut m = Model::new();
+    m.push(six).unwrap();
+    let out = write(&m);
+    let back = open(&out).unwrap();
+    let v = back.tensor("six").unwrap();
+    assert_eq!(v.info.dtype, DType::F6E3M2);
+    // Code 0b011111 = 28.0 (the largest E3M2 value), the others 0.
+    let vals: Vec<f64> = (0..4)
+        .map(|i| DType::F6E3M2.element_as_f64(v.data().unwrap(), i).unwrap())
+        .collect();
+    assert_eq!(vals, [0.0, 28.0, 0.0, 0.0]);
+    // zTensor v2 registers no 6-bit type: carried as its packed bytes under the type's
+    // name (as zTensor v2 names types it does not register), and back as f6_e3m2.
+    let p = prepare(&back, Format::ZtensorV2, ConvertOptions::default()).unwrap();
+    assert!(
+        p.notes()
+            .iter()
+            .any(|n| n.contains("carried \"six\" (f6_e3m2)")),
+        "{:?}",
+        p.notes()
+    );
+    let mut zt = Cursor::new(Vec::new());
+    tessera::convert::write_to(Format::ZtensorV2, &back, &mut zt, &Default::default()).unwrap();
+    let zt = zt.into_inner();
+    let g = tessera::open(&zt, &ReadOptions::default()).unwrap();
+    assert_eq!(g.tensor_infos()[0].dtype_label(), "f6_e3m2");
+    let p = prepare(g.as_ref(), Format::Safetensors, ConvertOptions::default()).unwrap();
+    assert_eq!(write(&p), out, "back to safetensors as it was");
+    // With --cast it is cast to a dtype zTensor v2 has.
+    let p = prepare(
+        &back,
+        Format::ZtensorV2,
+        ConvertOptions::default().cast(true),
+    )
+    .unwrap();
+    assert!(
+        p.notes().iter().any(|n| n.contains("f6_e3m2 -> f16")),
+        "{:?}",
+        p.notes()
+    );
+    // An odd count cannot be a safetensors F4 tensor: refused, naming the rule.
+    let odd = dense("odd", DType::F4E2M1, vec![3], vec![0x21, 0x03]);
+    let mut m = Model::new();
+    m.push(odd).unwrap();
+    let mut out = Cursor::new(Vec::new());
+    let e = tessera::convert::write_to(Format::Safetensors, &m, &mut out, &Default::default())
+        .unwrap_err();
+    assert!(e.to_string().contains("whole bytes"), "{e}");
+    // Nonzero padding bits are refused when the view is made.
+    let bad = TensorView::dense(
+        TensorInfo::dense("bad", DType::F4E2M1, vec![3]),
+        Cow::Owned(vec![0x21, 0x13]),
+    );
+    assert!(bad.unwrap_err().to_string().contains("unused high bits"));
 }

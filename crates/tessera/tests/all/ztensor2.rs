@@ -29,6 +29,7 @@ fn dtype_of(label: &str) -> Option<DType> {
     Some(match label {
         "u8:bool" => DType::Bool,
         "u8:f8_e4m3fn" => DType::F8E4M3FN,
+        "u8:f4_e2m1" => DType::F4E2M1,
         "f32:complex64" => DType::C64,
         "bf16" => DType::BF16,
         "f16" => DType::F16,
@@ -421,11 +422,12 @@ fn the_fuzz_entry_point_survives_every_vector() {
     }
 }
 
-/// Logical types Tessera does not decode (issue 29): described as they are, refused by
-/// formats of dense arrays naming the type, carried by those that keep layouts by name
-/// so that they come back to zTensor v2 as they were.
+/// Logical types (issue 29, issue 34 §3): f4_e2m1 is a dtype, refused with the cast hint
+/// by formats without it; a type Tessera does not decode is described as it is, refused
+/// by formats of dense arrays naming the type; both are carried by formats that keep
+/// layouts by name so that they come back to zTensor v2 as they were.
 #[test]
-fn undecoded_logical_types_are_described_refused_or_carried_as_they_are() {
+fn logical_types_are_described_refused_or_carried_as_they_are() {
     use tessera::convert::{prepare, write_to};
     use tessera::{ConvertOptions, Format};
     let data = read("valid-logical-types.zt");
@@ -438,16 +440,20 @@ fn undecoded_logical_types_are_described_refused_or_carried_as_they_are() {
             .clone()
     };
     let (f4, future) = (info("f4"), info("future.u16"));
+    // f4_e2m1 is a dtype: two per byte, the logical shape, the stored bytes.
     assert_eq!(
         (f4.dtype_label(), f4.shape.as_slice()),
         ("f4_e2m1", &[4, 8][..])
     );
-    assert_eq!(f4.layout.name(), "dense:f4_e2m1");
-    assert_eq!(f4.dtype, DType::U8);
+    assert_eq!(
+        (f4.layout.clone(), f4.dtype),
+        (Layout::Dense, DType::F4E2M1)
+    );
     assert_eq!(f.tensor("f4").unwrap().nbytes(), 16);
     assert_eq!(future.dtype_label(), "x.future/1");
     assert_eq!(future.dtype, DType::U16);
-    // Formats of dense arrays refuse, naming the tensor and the type; no option helps.
+    // Formats of dense arrays refuse the type Tessera does not decode, naming the
+    // tensor and the type; no option helps. f4 is cast when asked.
     for target in [
         Format::Safetensors,
         Format::Pytorch,
@@ -461,18 +467,35 @@ fn undecoded_logical_types_are_described_refused_or_carried_as_they_are() {
         let e = prepare(&f, target, all).err().unwrap();
         assert_eq!(e.kind(), ErrorKind::Unsupported, "{target}: {e}");
         let text = e.to_string();
-        for (ty, name) in [("f4_e2m1", "\"f4.odd\""), ("x.future/1", "\"future.u16\"")] {
-            let line = text.lines().find(|l| l.contains(name)).unwrap_or_default();
-            assert!(
-                line.contains(&format!("{ty}, a type Tessera carries")),
-                "{target}: {text}"
-            );
-        }
+        let line = |name: &str| text.lines().find(|l| l.contains(name)).unwrap_or_default();
+        assert!(
+            line("\"future.u16\"").contains("x.future/1, a type Tessera carries"),
+            "{target}: {text}"
+        );
+        assert!(!text.contains("\"f4\""), "{target}: {text}");
         assert!(!text.contains("u8 [32]"), "{target}: {text}");
     }
-    // Densifying (what `extract` does) says why it cannot.
-    let e = tessera::sparse::densify(f.tensor("f4").unwrap()).unwrap_err();
-    assert!(e.to_string().contains("f4_e2m1"), "{e}");
+    // Without --cast, a format without the dtype names it and the flag.
+    let e = prepare(
+        &f,
+        Format::Npz,
+        ConvertOptions::default().densify(true).drop_metadata(true),
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    let line = e
+        .lines()
+        .find(|l| l.contains("\"f4.odd\""))
+        .unwrap_or_default();
+    assert!(line.contains("f4_e2m1"), "{e}");
+    assert!(e.contains("(option: cast)"), "{e}");
+    // Its values decode (what `extract --cast` and `stats` do): one f32 per element.
+    let odd = tessera::cast::cast_view(f.tensor("f4.odd").unwrap(), DType::F32).unwrap();
+    assert_eq!(
+        odd.data().unwrap().len() as u64,
+        4 * f.tensor("f4.odd").unwrap().info.numel().unwrap()
+    );
     // FOLD, zTensor v1 and AERO keep layouts by name: carried, read back equal, and back
     // in zTensor v2 as the same objects (the dense ones; AERO packs one part of u8 only,
     // and refuses the u16 vendor type rather than read it back as u8).

@@ -36,7 +36,10 @@ pub const MAX_HEADER: u64 = safetensors::MAX_HEADER_SIZE;
 /// either).
 pub fn st_name(d: DType) -> Option<&'static str> {
     match d {
-        DType::F8E4M3FNUZ | DType::F8E5M2FNUZ => None,
+        // Packed sub-byte floats too: safetensors refuses an odd F4 count, FOLD does not.
+        DType::F8E4M3FNUZ | DType::F8E5M2FNUZ | DType::F4E2M1 | DType::F6E2M3 | DType::F6E3M2 => {
+            None
+        }
         d => safetensors::dtype_name(d).map(|(name, _rank)| name),
     }
 }
@@ -102,6 +105,7 @@ pub fn read_header(mut r: impl Read, payload_len: u64) -> Result<Header> {
             (b, e) if b <= e => (b, e),
             _ => return Err(bad("bad data_offsets")),
         };
+        safetensors::check_whole_bytes(dtype, &shape).map_err(|e| bad(e.message()))?;
         let want = crate::tensor::dense_nbytes(dtype, &shape)?;
         if e - b != want {
             return Err(bad(&format!(

@@ -124,6 +124,8 @@ pub fn descr_for(d: DType) -> &'static str {
         }
         DType::C64 => "<c8",
         DType::C128 => "<c16",
+        // Not in the writer's capabilities (NumPy has no packed type): never written.
+        DType::F4E2M1 | DType::F6E2M3 | DType::F6E3M2 => "|V1",
     }
 }
 

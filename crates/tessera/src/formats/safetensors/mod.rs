@@ -41,8 +41,13 @@
 //! - Duplicate keys in the header are a `Malformed` error naming the key (the original
 //!   keeps the last one, then fails on the offsets).
 //! - Unknown fields inside a tensor entry are ignored, as the original does.
-//! - Sub-byte dtypes (F4, F6_E2M3, F6_E3M2) are an `Unsupported` error naming them; c128
-//!   cannot be written (safetensors has no name for it).
+//! - Sub-byte dtypes (F4, F6_E2M3, F6_E3M2) are held packed as stored: the header's
+//!   shape is the logical one (what torch's `float4_e2m1fn_x2` saves: its last dimension
+//!   doubled) and the bytes are `numel × bits / 8`, which must be whole (the original's
+//!   rule; a 5-element F4 tensor is refused both ways). The original does not say how
+//!   values sit in a byte: we read F4 low nibble first, as torch/gpt-oss MXFP4 blocks and
+//!   zTensor v2 pack them, and F6 as a little-endian bit stream (element `i` at bits
+//!   `6i..6i+6`), the same rule. c128 cannot be written (safetensors has no name for it).
 //!
 //! # Validation and limits (the original's checks, each a clear error)
 //!
@@ -62,7 +67,7 @@ mod write;
 /// The parsed (not yet validated) JSON header, for FOLD's STEN chunks.
 #[cfg(feature = "fold")]
 pub(crate) use raw::Header;
-pub use raw::{dtype_from_name, dtype_name, MAX_HEADER_SIZE};
+pub use raw::{check_whole_bytes, dtype_from_name, dtype_name, MAX_HEADER_SIZE};
 pub use read::SafetensorsFile;
 pub use write::{header_in_order, metadata_string, SafetensorsWriter};
 
@@ -102,6 +107,9 @@ pub fn capabilities() -> Capabilities {
         format: Format::Safetensors,
         dtypes: &[
             DType::Bool,
+            DType::F4E2M1,
+            DType::F6E2M3,
+            DType::F6E3M2,
             DType::U8,
             DType::I8,
             DType::F8E5M2,

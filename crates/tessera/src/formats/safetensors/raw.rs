@@ -18,12 +18,12 @@ pub const METADATA_KEY: &str = "__metadata__";
 /// Every dtype name the original (0.8.0) knows, in the order of its `Dtype` enum.
 /// The writer sorts tensors by this rank, descending, then by name (bytewise), exactly
 /// as the original's `prepare()` does (`right.dtype().cmp(&left.dtype()).then(name)`).
-/// `None`: a sub-byte type we cannot hold.
+/// All are held: the sub-byte floats packed, least significant bits first.
 pub const DTYPES: [(&str, Option<DType>); 22] = [
     ("BOOL", Some(DType::Bool)),
-    ("F4", None),
-    ("F6_E2M3", None),
-    ("F6_E3M2", None),
+    ("F4", Some(DType::F4E2M1)),
+    ("F6_E2M3", Some(DType::F6E2M3)),
+    ("F6_E3M2", Some(DType::F6E3M2)),
     ("U8", Some(DType::U8)),
     ("I8", Some(DType::I8)),
     ("F8_E5M2", Some(DType::F8E5M2)),
@@ -44,19 +44,35 @@ pub const DTYPES: [(&str, Option<DType>); 22] = [
     ("U64", Some(DType::U64)),
 ];
 
-/// The dtype a safetensors name stands for. Sub-byte types are `Unsupported` (named),
-/// unknown names `Malformed`.
+/// The dtype a safetensors name stands for; unknown names are `Malformed`.
 pub fn dtype_from_name(name: &str) -> Result<DType> {
     match DTYPES.iter().find(|(n, _)| *n == name) {
         Some((_, Some(d))) => Ok(*d),
-        Some((n, None)) => Err(Error::unsupported(format!(
-            "dtype {n} is a sub-byte type (F4, F6_E2M3, F6_E3M2) that Tessera cannot hold"
-        ))),
+        Some((n, None)) => Err(Error::unsupported(format!("dtype {n} is not held"))),
         None => Err(Error::malformed(format!(
-            "unknown dtype {name:?} (safetensors names BOOL, U8, I8, F8_E5M2, F8_E4M3, F8_E8M0, \
-             F8_E4M3FNUZ, F8_E5M2FNUZ, I16, U16, F16, BF16, I32, U32, F32, C64, F64, I64, U64)"
+            "unknown dtype {name:?} (safetensors names BOOL, F4, F6_E2M3, F6_E3M2, U8, I8, \
+             F8_E5M2, F8_E4M3, F8_E8M0, F8_E4M3FNUZ, F8_E5M2FNUZ, I16, U16, F16, BF16, I32, U32, \
+             F32, C64, F64, I64, U64)"
         ))),
     }
+}
+
+/// The original's rule for the packed sub-byte types: a tensor's elements fill whole
+/// bytes (`numel × bits` a multiple of 8), or it has no byte range.
+pub fn check_whole_bytes(dtype: DType, shape: &[u64]) -> Result<()> {
+    if dtype.is_packed() {
+        let n = crate::tensor::numel(shape)?;
+        if n.checked_mul(dtype.bits() as u64)
+            .is_none_or(|b| b % 8 != 0)
+        {
+            return Err(Error::malformed(format!(
+                "{n} elements of {dtype} ({} bits each) do not fill whole bytes, as safetensors \
+                 requires",
+                dtype.bits()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The safetensors name and sort rank of a dtype, or `None` when it has none (c128).

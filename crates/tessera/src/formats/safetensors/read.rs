@@ -120,6 +120,7 @@ impl<'data> SafetensorsFile<'data> {
                 ))
                 .at_subject(subject));
             }
+            raw::check_whole_bytes(dtype, &e.shape).map_err(|err| err.at_subject(&subject))?;
             let want = crate::tensor::dense_nbytes(dtype, &e.shape)
                 .map_err(|err| err.at_subject(&subject))?;
             if end - begin != want {

@@ -116,6 +116,8 @@ fn plan(infos: &[TensorInfo]) -> Result<Vec<Planned>> {
             ))
             .with_hint(crate::refusal::Hint::Cast)
         })?;
+        raw::check_whole_bytes(info.dtype, &info.shape)
+            .map_err(|e| Error::unsupported(format!("tensor {:?}: {}", info.name, e.message())))?;
         plan.push(Planned {
             name: info.name.clone(),
             dtype,

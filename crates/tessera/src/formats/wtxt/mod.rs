@@ -170,9 +170,16 @@ options::format_options! {
         pub age_passphrase: Option<Vec<u8>> = (OptionKind::Secret,
             "encrypt as written with this age passphrase",
             aliases: &["age_passphrase_file"]),
-        /// Fixed HMAC salts instead of random ones (tests, reproducible builds).
-        pub fixed_salt: Option<[u8; 8]> = (OptionKind::Hex(8), "fixed HMAC salt for reproducible output",
+        /// One fixed HMAC salt for every array instead of random ones (byte-exact test
+        /// vectors; identical content in two generations then gets the same HMAC: use
+        /// `salt_seed` for reproducible snapshots).
+        pub fixed_salt: Option<[u8; 8]> = (OptionKind::Hex(8),
+            "one fixed HMAC salt for every array (test vectors; see salt_seed)",
             aliases: &["salt"]),
+        /// Reproducible salts that still rotate: each array's derived from this seed, the
+        /// generation and the array's name.
+        pub salt_seed: Option<String> = (OptionKind::Text,
+            "reproducible HMAC salts derived from this seed, the generation and the array name"),
     }
 }
 

@@ -61,6 +61,50 @@ pub struct Placed {
     pub chunking: Chunking,
 }
 
+/// Where each array's HMAC salt comes from (spec §10: "rotate `salt` per generation so
+/// HMACs don't collide across identical content").
+#[derive(Clone, Debug)]
+pub enum Salts {
+    /// A fresh random salt per array (the default).
+    Random,
+    /// One given salt for every array of every generation (`fixed_salt`: byte-exact test
+    /// vectors; identical content in two generations gets the same HMAC).
+    Fixed([u8; 8]),
+    /// Reproducible and rotating (`salt_seed`): the first 8 bytes of
+    /// SHA-256(`"WTXT salt\0"` ‖ seed ‖ generation as u64 LE ‖ array name), so the same
+    /// input gives the same bytes while identical content in two generations, or two
+    /// arrays of one, gets different HMACs.
+    Derived {
+        /// The seed.
+        seed: Vec<u8>,
+        /// The generation written.
+        generation: u64,
+    },
+}
+
+impl Salts {
+    /// The salt of array `name`.
+    pub fn salt(&self, name: &str) -> [u8; 8] {
+        match self {
+            Salts::Random => rand::random(),
+            Salts::Fixed(s) => *s,
+            Salts::Derived { seed, generation } => {
+                use sha2::Digest;
+                let mut h = sha2::Sha256::new();
+                h.update(b"WTXT salt\0");
+                h.update((seed.len() as u64).to_le_bytes());
+                h.update(seed);
+                h.update(generation.to_le_bytes());
+                h.update(name.as_bytes());
+                let d = h.finalize();
+                let mut out = [0u8; 8];
+                out.copy_from_slice(&d[..8]);
+                out
+            }
+        }
+    }
+}
+
 /// The encoding companion: the writer's plan (array name → [`Placed`]) and keys. Text
 /// buffers written by the writer come back to it ([`ArrayEncoder::reuse`]): fresh ones
 /// would fault their pages in again.
@@ -68,7 +112,7 @@ pub struct Placed {
 pub struct ArrayEncoder {
     plan: Arc<std::collections::HashMap<String, Placed>>,
     hmac_key: Option<Vec<u8>>,
-    fixed_salt: Option<[u8; 8]>,
+    salts: Salts,
     spare: Arc<Mutex<Vec<Vec<u8>>>>,
 }
 
@@ -77,12 +121,12 @@ impl ArrayEncoder {
     pub fn new(
         plan: std::collections::HashMap<String, Placed>,
         hmac_key: Option<Vec<u8>>,
-        fixed_salt: Option<[u8; 8]>,
+        salts: Salts,
     ) -> ArrayEncoder {
         ArrayEncoder {
             plan: Arc::new(plan),
             hmac_key,
-            fixed_salt,
+            salts,
             spare: Arc::default(),
         }
     }
@@ -125,10 +169,9 @@ impl ArrayEncoder {
                 p.bytes
             )));
         }
-        let salt = match (&self.hmac_key, self.fixed_salt) {
+        let salt = match (&self.hmac_key, &self.salts) {
             (None, _) => [0; 8],
-            (Some(_), Some(s)) => s,
-            (Some(_), None) => rand::random(),
+            (Some(_), salts) => salts.salt(&info.name),
         };
         let chunk = p.chunking.chunk as usize;
         let first = d.len().min(segment_len(p.chunking.chunk));

@@ -13,7 +13,7 @@ use std::io::{Seek, SeekFrom, Write};
 use sha2::{Digest, Sha256};
 
 use super::header::{self, cap_line, is_timestamp, is_token, Meta, Root, Sign, ROOT_PENDING};
-use super::pipeline::{ArrayEncoder, EncodedArray, Placed};
+use super::pipeline::{ArrayEncoder, EncodedArray, Placed, Salts};
 use super::raw::{self, IdxLine};
 use super::wsum::Wsum;
 use super::WtxtOptions;
@@ -260,7 +260,21 @@ impl<W: Write + Seek> WtxtWriter<W> {
             placed.insert(info.name.clone(), p);
             base = base.saturating_add(*bytes);
         }
-        let encoder = ArrayEncoder::new(placed, opts.hmac_key.clone(), opts.fixed_salt);
+        let salts = match (&opts.fixed_salt, &opts.salt_seed) {
+            (Some(_), Some(_)) => {
+                return Err(Error::invalid_input(
+                    "wtxt: give fixed_salt (one salt for every array) or salt_seed (derived \
+                     per generation and array), not both",
+                ))
+            }
+            (Some(s), None) => Salts::Fixed(*s),
+            (None, Some(seed)) => Salts::Derived {
+                seed: seed.as_bytes().to_vec(),
+                generation: gen,
+            },
+            (None, None) => Salts::Random,
+        };
+        let encoder = ArrayEncoder::new(placed, opts.hmac_key.clone(), salts);
         let start = out.stream_position()?;
         out.write_all(head.as_bytes())?;
         Ok(WtxtWriter {

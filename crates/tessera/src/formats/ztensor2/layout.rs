@@ -52,6 +52,13 @@ fn dtype_of(p: &PartRef) -> Option<DType> {
     }
 }
 
+/// The tessera dtype of a sparse `values` part or another layout's first part: a packed
+/// sub-byte type has none there (its elements are not whole bytes, which the sparse code
+/// and the storage-type rule of `Layout::Other` assume), so the part is kept raw.
+fn element_dtype_of(p: &PartRef) -> Option<DType> {
+    dtype_of(p).filter(|d| !d.is_packed())
+}
+
 fn part_label(p: &PartRef) -> String {
     match &p.logical {
         None => storage_of(p.dtype).0.to_string(),
@@ -127,7 +134,7 @@ pub fn interpret(mut o: ObjectRef, warnings: &mut Vec<String>) -> Result<(Tensor
             elements = Some(numel);
             match dtype_of(p) {
                 Some(d) => (Layout::Dense, d),
-                // Only a logical type has no DType: f4_e2m1, or one Tessera does not know.
+                // Only a logical type has no DType: one Tessera does not know.
                 None => (
                     Layout::undecoded(p.logical.as_deref().unwrap_or_default()),
                     p.dtype,
@@ -168,7 +175,7 @@ pub fn interpret(mut o: ObjectRef, warnings: &mut Vec<String>) -> Result<(Tensor
             }
             let v = part(&o, "values")?;
             size_rule(&o, v, nnz)?;
-            match dtype_of(v) {
+            match element_dtype_of(v) {
                 Some(d) => (Layout::SparseCsr, d),
                 None => (Layout::Other(CSR.into()), v.dtype),
             }
@@ -193,7 +200,7 @@ pub fn interpret(mut o: ObjectRef, warnings: &mut Vec<String>) -> Result<(Tensor
             let nnz = c.decoded_size() / per;
             let v = part(&o, "values")?;
             size_rule(&o, v, nnz)?;
-            match dtype_of(v) {
+            match element_dtype_of(v) {
                 Some(d) => (Layout::SparseCoo, d),
                 None => (Layout::Other(COO.into()), v.dtype),
             }
@@ -202,7 +209,7 @@ pub fn interpret(mut o: ObjectRef, warnings: &mut Vec<String>) -> Result<(Tensor
             let first = &o.parts[0];
             (
                 Layout::Other(other.to_string()),
-                dtype_of(first).unwrap_or(first.dtype),
+                element_dtype_of(first).unwrap_or(first.dtype),
             )
         }
     };

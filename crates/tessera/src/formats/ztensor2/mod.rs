@@ -36,10 +36,12 @@
 //!
 //! Tensors (listed in name order): `dense` → [`Layout::Dense`](crate::Layout); the
 //! sparse profiles → `SparseCsr` / `SparseCoo` with u32 index parts widened to u64 on
-//! read; logical types onto [`crate::DType`] (`bool`, the five fp8 types,
-//! `complex64`/`128`). A `dense` object whose type has no DType (`f4_e2m1`, two values
-//! per byte; a type from a later spec such as `x.future/1`) is
-//! [`Layout::undecoded`](crate::Layout::undecoded) (`dense:f4_e2m1`): its logical shape,
+//! read; logical types onto [`crate::DType`] (`bool`, the five fp8 types, `f4_e2m1`
+//! (two per byte, low nibble first, as [`DType::F4E2M1`] stores it), `complex64`/`128`).
+//! A sparse object whose values are `f4_e2m1` is kept raw like an unknown layout (below).
+//! A `dense` object whose type has no DType (a type from a later spec such as
+//! `x.future/1`) is
+//! [`Layout::undecoded`](crate::Layout::undecoded) (`dense:x.future/1`): its logical shape,
 //! its storage type as dtype, its stored bytes as the part, the type as what `inspect`
 //! and Python show (`dtype_label`); it is rewritten as the same object, carried by
 //! formats that keep layouts by name (FOLD, zTensor v1, AERO when stored as u8) and
@@ -179,11 +181,26 @@ pub const CODEC: Codec = Codec::new()
     .options(&[options::COMPRESSION, options::DIGESTS])
     .sets(SetStyle::ShardTable);
 
+/// The dtypes zTensor v2 holds.
+const DTYPES: [DType; 21] = {
+    let mut out = [DType::Bool; 21];
+    let (mut i, mut o) = (0, 0);
+    while i < DType::ALL.len() {
+        if !matches!(DType::ALL[i], DType::F6E2M3 | DType::F6E3M2) {
+            out[o] = DType::ALL[i];
+            o += 1;
+        }
+        i += 1;
+    }
+    out
+};
+
 /// What zTensor v2 can hold.
 pub fn capabilities() -> Capabilities {
     Capabilities {
         format: Format::ZtensorV2,
-        dtypes: &DType::ALL,
+        // Every dtype but the 6-bit floats, which Appendix A does not register.
+        dtypes: &DTYPES,
         sparse: true,
         other_layouts: true,
         metadata: MetadataSupport::Tree,

@@ -40,6 +40,7 @@ pub fn model_of(specs: &[Spec], with_metadata: bool) -> Model {
         if s.dtype == DType::Bool {
             bytes.iter_mut().for_each(|b| *b &= 1);
         }
+        super::clear_padding(s.dtype, &s.shape, &mut bytes);
         m.push(
             TensorView::dense(
                 TensorInfo::dense(s.name.clone(), s.dtype, s.shape.clone()),

@@ -11,6 +11,17 @@ pub mod wtxt;
 
 use tessera::Format;
 
+/// Clears the bits of a packed sub-byte tensor's last byte past its last element (the
+/// bytes must be what Tessera holds: padding zero); other dtypes are left alone.
+pub fn clear_padding(dtype: tessera::DType, shape: &[u64], bytes: &mut [u8]) {
+    let used = shape.iter().product::<u64>() * dtype.bits() as u64 % 8;
+    if dtype.is_packed() && used != 0 {
+        if let Some(last) = bytes.last_mut() {
+            *last &= (1u8 << used) - 1;
+        }
+    }
+}
+
 /// The SHA-256 of `b` in lowercase hex.
 pub fn sha(b: &[u8]) -> String {
     tessera::util::hex(&tessera::util::sha256(b))
