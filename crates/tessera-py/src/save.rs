@@ -223,6 +223,26 @@ pub fn parse_options(opts: Option<&Bound<'_, PyDict>>) -> PyResult<(WriteOptions
 
 /// Resolves the output format from its name, or from the path's extension.
 pub fn resolve_format(format: Option<&str>, path: Option<&PathBuf>) -> PyResult<Format> {
+    // A set of a format's own index kind (format="aeroset", or a path NAME.aeroset.json):
+    // written as a set at an index path.
+    let file_name = path
+        .and_then(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned());
+    let by_path = file_name
+        .as_deref()
+        .and_then(tessera::formats::indexed_set_for_name);
+    if let Some((f, hooks)) = format.and_then(tessera::formats::indexed_set_named) {
+        if by_path.is_none() {
+            return Err(invalid(format!(
+                "format={:?} writes a set whose index is NAME{}: give such a path",
+                hooks.name, hooks.suffix
+            )));
+        }
+        return Ok(f);
+    }
+    if let (None, Some((f, _))) = (format, by_path) {
+        return Ok(f);
+    }
     let f = match (format, path) {
         (Some(name), _) => {
             Format::from_name(name).ok_or_else(|| invalid(format!("unknown format {name:?}")))?
@@ -396,6 +416,13 @@ pub(crate) fn convert_to_path(
 ) -> tessera::Result<(Vec<String>, Vec<String>)> {
     let dest = tessera::Location::from_path(path)?;
     let remote = tessera::remote::RemoteOptions::default();
+    // An index of the format's own set kind (NAME.aeroset.json) is always a set.
+    let split = match (split, format.codec().indexed_set) {
+        (None, Some(h)) if tessera::set::write::indexed_output(format, None, path)?.is_some() => {
+            Some(Split::MaxBytes(h.default_shard_size))
+        }
+        (s, _) => s,
+    };
     if let Some(split) = split {
         let (notes, files) = tessera::remote::write_at(&dest, &remote, |local| {
             let r = tessera::set::convert_set(src, format, local, split, copts, wopts)?;

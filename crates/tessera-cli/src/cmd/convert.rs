@@ -21,6 +21,16 @@ use crate::output::{parse_size, with_file, ProgressSource};
 
 /// The output format of a conversion.
 pub fn target_format(to: Option<&str>, output: &std::path::Path) -> anyhow::Result<Format> {
+    // A set of a format's own index kind (`--to aeroset`, `model.aeroset.json`).
+    let own = match to {
+        Some(name) => tessera::formats::indexed_set_named(name),
+        None => output
+            .file_name()
+            .and_then(|n| tessera::formats::indexed_set_for_name(&n.to_string_lossy())),
+    };
+    if let Some((format, _)) = own {
+        return Ok(format);
+    }
     match to {
         Some(name) => Format::from_name(name).with_context(|| format!("unknown format {name:?}")),
         None => Format::from_path(output).with_context(|| {
@@ -168,6 +178,15 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         (None, Some(n)) => Some(tessera::set::Split::Shards(n)),
         (None, None) => None,
     };
+    // A set of the format's own index kind (AEROSET): always a set, cut by the given
+    // size or the kind's default.
+    let own = tessera::set::write::indexed_output(format, args.to.as_deref(), args.output_path())
+        .map_err(anyhow::Error::new)?;
+    if let (Some(index), Some(hooks)) = (own, format.codec().indexed_set) {
+        let split = split.unwrap_or(tessera::set::Split::MaxBytes(hooks.default_shard_size));
+        let dest = tessera::Location::from_path(&index).map_err(anyhow::Error::new)?;
+        return crate::cmd::convert_set::run(args, format, split, conv, &opts, &dest, &index, out);
+    }
     if args.output_path() == std::path::Path::new("-") {
         if split.is_some() {
             bail_usage("a model set is several files: name its output, not -")?;
@@ -187,7 +206,8 @@ pub fn run(args: &ConvertArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     // failure), several (a set, a WTXT file and its .wsum) index or main file last.
     let dest = tessera::Location::from_path(args.output_path()).map_err(anyhow::Error::new)?;
     if let Some(split) = split {
-        return crate::cmd::convert_set::run(args, format, split, conv, &opts, &dest, out);
+        let shown = args.output_path().to_path_buf();
+        return crate::cmd::convert_set::run(args, format, split, conv, &opts, &dest, &shown, out);
     }
     with_file(&args.input, &args.read, |file| {
         let progress = ProgressSource::new(file, &format!("converting to {}", format.name()));

@@ -1,6 +1,7 @@
 //! `tessera convert IN OUT --max-shard-size BYTES | --shards N`: write a model set
 //! (Hugging Face shards + index for safetensors, llama.cpp splits for GGUF, a shard
-//! table for zTensor v2, WTSH shards inside one file for AERO, shards + a Tessera index
+//! table for zTensor v2, WTSH shards inside one file for AERO (or an AEROSET: parts,
+//! `index.aero` and `NAME.aeroset.json`), shards + a Tessera index
 //! for any other format) through `tessera::set::convert_set`, atomic as a whole.
 
 use std::io::Write;
@@ -11,7 +12,8 @@ use tessera::{Container, ConvertOptions, Format, WriteOptions};
 use crate::cli::ConvertArgs;
 use crate::output::{human_bytes, with_file, ProgressSource};
 
-/// Runs the set-writing form of `convert`.
+/// Runs the set-writing form of `convert` (`shown`: the output as the report names it).
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     args: &ConvertArgs,
     format: Format,
@@ -19,6 +21,7 @@ pub fn run(
     conv: ConvertOptions,
     opts: &WriteOptions,
     dest: &tessera::Location,
+    shown: &std::path::Path,
     out: &mut dyn Write,
 ) -> anyhow::Result<u8> {
     with_file(&args.input, &args.read, |file: &dyn Container| {
@@ -55,7 +58,7 @@ pub fn run(
             "{} ({}) -> {} ({}): {} in {}, {}",
             crate::output::shown(&args.input),
             file.format().name(),
-            args.output_path().display(),
+            shown.display(),
             format.name(),
             crate::output::count(file.tensor_infos().len(), "tensor"),
             crate::output::count(written.len(), "file"),

@@ -112,6 +112,63 @@ pub struct Codec {
     /// Its writer of one file holding the tensors in several shards, for a format
     /// written as a set in one file ([`SetStyle::OneFile`]: AERO's `WTSH` chunks).
     pub one_file_sets: Option<WriteGroupsFn>,
+    /// Its sets described by an index file of their own kind, which names the set's
+    /// files (AERO's AEROSET: `model.aeroset.json`, `index.aero`, `part-NNN.aero`):
+    /// opened and written through these hooks, so `set/` never names the format.
+    pub indexed_set: Option<IndexedSet>,
+}
+
+/// What opening and writing a set described by its own index file takes
+/// ([`Codec::indexed_set`]: AEROSET). The set code (`set/opener.rs`, `set/write.rs`)
+/// finds the index by its name or bytes, hands it over with a [`SetFiles`] that opens
+/// the files it names, and wraps what comes back as one opened file.
+#[derive(Clone, Copy)]
+pub struct IndexedSet {
+    /// The name a user gives to ask for such a set (`--to aeroset`, Python
+    /// `format="aeroset"`).
+    pub name: &'static str,
+    /// The index file's name ends with this (`.aeroset.json`).
+    pub suffix: &'static str,
+    /// The index's usual name (`model.aeroset.json`): what a directory named as the
+    /// output gets.
+    pub default_index: &'static str,
+    /// True when JSON bytes are such an index (read from a file of another name).
+    pub looks_like: fn(&[u8]) -> bool,
+    /// The set of the index `bytes` (shown as `label`), its files opened with `files`
+    /// when needed (lazily: a part no tensor is read from is never opened).
+    pub open: OpenIndexedFn,
+    /// The plain file names beside the index that an index's bytes name (what a new set
+    /// written over it replaces); empty when they do not parse.
+    pub names: fn(&[u8]) -> Vec<String>,
+    /// Writes a set: `(source, groups of its tensors, the index's path, the temporary
+    /// directory to write into, options)` → the files written there, the index last.
+    pub write: WriteSetFn,
+    /// The shard size used when the writer is given none (aerotensor's
+    /// `max_shard_bytes`: 2 GiB).
+    pub default_shard_size: u64,
+}
+
+/// Opens an indexed set ([`IndexedSet::open`]): `(index bytes, label, files, options)`.
+pub type OpenIndexedFn = fn(
+    &[u8],
+    &str,
+    std::sync::Arc<dyn SetFiles>,
+    &ReadOptions,
+) -> Result<Box<dyn Container + 'static>>;
+
+/// Opens the files an index names, where the index is (a local directory, or beside a
+/// URL): given to [`IndexedSet::open`] by the set code.
+pub trait SetFiles: Send + Sync {
+    /// The file `name` beside the index: a plain name (no `/`, `\`, `..`), refused
+    /// otherwise; read by range (a map of a local file, a remote object).
+    fn beside(&self, name: &str) -> Result<Box<dyn crate::source::ByteSource>>;
+    /// The object at an absolute URL (`https://…`, `http://…`, `s3://…`); refused
+    /// without the `remote` feature.
+    fn url(&self, url: &str) -> Result<Box<dyn crate::source::ByteSource>>;
+    /// How the file `name` beside the index is shown in messages (its path or URL).
+    fn shown(&self, name: &str) -> String;
+    /// True when the index was itself read from a URL (its siblings are remote).
+    fn is_remote(&self) -> bool;
 }
 
 /// A writer of one file holding `groups` (ranges of the source's tensors) as shards.
@@ -198,6 +255,7 @@ impl Codec {
             provenance: None,
             shard_table: None,
             one_file_sets: None,
+            indexed_set: None,
         }
     }
     /// The codec of a format this build left out (its Cargo feature is off): no reader,
@@ -255,6 +313,11 @@ impl Codec {
     /// `.sets(SetStyle::OneFile)`).
     pub const fn one_file_sets(mut self, write: WriteGroupsFn) -> Codec {
         self.one_file_sets = Some(write);
+        self
+    }
+    /// Its sets described by an index file of their own ([`Codec::indexed_set`]).
+    pub const fn indexed_set(mut self, hooks: IndexedSet) -> Codec {
+        self.indexed_set = Some(hooks);
         self
     }
     /// The error for this format when it cannot be read or written.
@@ -325,6 +388,32 @@ codecs! {
     Npz: "npy" => npy::NPZ_CODEC,
     Gguf: "gguf" => gguf::CODEC,
     Pytorch: "pytorch" => pytorch::CODEC,
+}
+
+/// The format and hooks of the indexed set kind (AEROSET) whose name is `name`
+/// (`aeroset`), in this build.
+pub fn indexed_set_named(name: &str) -> Option<(Format, IndexedSet)> {
+    let name = name.trim_start_matches('.').to_ascii_lowercase();
+    Format::ALL
+        .into_iter()
+        .find_map(|f| Some((f, f.codec().indexed_set?)).filter(|(_, s)| s.name == name))
+}
+
+/// The format and hooks of the indexed set kind whose index file name `file_name` ends
+/// with its suffix (`model.aeroset.json`), in this build.
+pub fn indexed_set_for_name(file_name: &str) -> Option<(Format, IndexedSet)> {
+    Format::ALL.into_iter().find_map(|f| {
+        let s = f.codec().indexed_set?;
+        (file_name.len() > s.suffix.len() && file_name.ends_with(s.suffix)).then_some((f, s))
+    })
+}
+
+/// The format and hooks of the indexed set kind whose index the JSON `bytes` are.
+pub fn indexed_set_for_bytes(bytes: &[u8]) -> Option<(Format, IndexedSet)> {
+    Format::ALL.into_iter().find_map(|f| {
+        let s = f.codec().indexed_set?;
+        (s.looks_like)(bytes).then_some((f, s))
+    })
 }
 
 impl Format {

@@ -25,6 +25,10 @@
 //!   shards `<stem>-00001-of-0000n.<ext>` of any other format (zTensor v1, FOLD, WTXT,
 //!   GPTRS, npz, PyTorch): the format, each shard's size and BLAKE3, `weight_map`
 //!   tensor → shard. The set's metadata is the first shard's.
+//! - **Sets of a format's own index kind** (`indexed.rs`): AERO's AEROSET
+//!   (`model.aeroset.json`, `index.aero`, `part-NNN.aero`), opened by the codec's
+//!   [`crate::formats::IndexedSet`] hooks as one [`OpenedFile`] whose parts open lazily;
+//!   its checks are the format module's (`formats/aero/set.rs`), not the table below.
 //!
 //! # Checks
 //!
@@ -77,6 +81,7 @@
 mod file;
 mod gguf_split;
 mod hf;
+mod indexed;
 pub mod names;
 mod opener;
 mod place;

@@ -13,7 +13,7 @@
 //! its link's name, never its blob's):
 //!
 //! - a directory: the one `*.safetensors.index.json`, `*.bin.index.json`,
-//!   `*.tessera-set.json` or first GGUF split (`*-00001-of-NNNNN.gguf`) in it; failing
+//!   `*.tessera-set.json`, `*.aeroset.json` or first GGUF split (`*-00001-of-NNNNN.gguf`) in it; failing
 //!   those, its one tensor file (a known extension); more than one candidate is an
 //!   `InvalidInput` error listing them, except that PyTorch `.bin` candidates are passed
 //!   over when safetensors ones are there (a Hugging Face repository often holds both);
@@ -21,6 +21,9 @@
 //!   the snapshot its `refs/main` names (or its only snapshot), as a directory;
 //! - a file named `*.tessera-set.json`, or a JSON file with a `tessera_set` key: a
 //!   Tessera set index;
+//! - a file named `*.aeroset.json`, or a JSON file whose `format.name` is `AEROSET`:
+//!   an AEROSET (its format's own index kind, opened by the codec's hooks:
+//!   `indexed.rs`);
 //! - a file named `*.index.json`, or any file whose bytes are JSON (`{`) rather than a
 //!   known format: a Hugging Face index (safetensors or PyTorch `.bin` shards);
 //! - `*-NNNNN-of-NNNNN.gguf` whose `split.count` key is present: the GGUF split set;
@@ -157,13 +160,19 @@ pub(super) fn open_at<P: Place>(place: &P, opts: &ReadOptions) -> Result<Opened>
     let name = place.name();
     let tessera = name.ends_with(tessera_index::INDEX_SUFFIX);
     let index = name.ends_with(".index.json");
+    let own_index = crate::formats::indexed_set_for_name(&name);
     if opts.shard_only {
-        if tessera || index {
+        if tessera || index || own_index.is_some() {
             return Err(named(Error::invalid_input(
                 "this is a model set's index, not a shard: open it without shard-only to read the set",
             )));
         }
         return place.open_file(opts).map(Opened::File);
+    }
+    if let Some((_, hooks)) = own_index {
+        refuse_single(place, "the files its index names")?;
+        let bytes = place.read_index(opts)?;
+        return open_own_index(place, &hooks, bytes, opts);
     }
     if tessera || index {
         refuse_single(place, "the shards its index names")?;
@@ -209,6 +218,9 @@ pub(super) fn open_at<P: Place>(place: &P, opts: &ReadOptions) -> Result<Opened>
         {
             refuse_single(place, "the shards its index names")?;
             let bytes = place.read_index(opts)?;
+            if let Some((_, hooks)) = crate::formats::indexed_set_for_bytes(&bytes) {
+                return open_own_index(place, &hooks, bytes, opts);
+            }
             let tessera = tessera_index::looks_like(&bytes);
             return open_index(place, &bytes, tessera, opts);
         }
@@ -255,6 +267,18 @@ fn open_index<P: Place>(
     };
     let set = place.build(plan, opts, None)?;
     Ok(Opened::Set(Box::new(set)))
+}
+
+/// The set of an index of its format's own kind (AEROSET) at `place`, its files
+/// opened by the format's hooks as it reads them (`indexed.rs`).
+fn open_own_index<P: Place>(
+    place: &P,
+    hooks: &crate::formats::IndexedSet,
+    bytes: Vec<u8>,
+    opts: &ReadOptions,
+) -> Result<Opened> {
+    let files = place.set_files(opts);
+    super::indexed::open(hooks, bytes, &place.shown(), files, opts).map(Opened::File)
 }
 
 /// A place that is one object only (a presigned URL signs its one object): `what` (the
@@ -311,7 +335,10 @@ pub(super) fn choose_in_directory(names: Vec<String>) -> Result<Option<String>> 
     let mut sets = Vec::new();
     let mut files = Vec::new();
     for name in names {
-        if hf::is_index_name(&name) || name.ends_with(tessera_index::INDEX_SUFFIX) {
+        if hf::is_index_name(&name)
+            || name.ends_with(tessera_index::INDEX_SUFFIX)
+            || crate::formats::indexed_set_for_name(&name).is_some()
+        {
             sets.push(name);
         } else if let Some(n) = Numbered::parse(&name, ".gguf") {
             if n.no == 1 {

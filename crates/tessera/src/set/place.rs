@@ -70,11 +70,14 @@ pub(super) trait Place: Sized {
     /// True when only this one object can be read with what the place carries (a
     /// presigned URL): no index is looked for beside it, no set opened from it.
     fn single(&self) -> bool;
+    /// What opens the files an index here names (an AEROSET's parts), beside it or at
+    /// the URLs it gives (`indexed.rs`).
+    fn set_files(&self, opts: &ReadOptions) -> std::sync::Arc<dyn crate::formats::SetFiles>;
 }
 
 /// What [`super::opener::choose_in_directory`] looks for, for messages.
 pub(super) const LOOKED_FOR: &str =
-    "a *.safetensors.index.json, a *.bin.index.json, a *.tessera-set.json, a *-00001-of-NNNNN.gguf split, or a single tensor file";
+    "a *.safetensors.index.json, a *.bin.index.json, a *.tessera-set.json, a *.aeroset.json, a *-00001-of-NNNNN.gguf split, or a single tensor file";
 
 /// A local path (links are followed throughout: a Hugging Face cache's
 /// `snapshots/<rev>/` holds links into `blobs/`; a file is known by its link's name).
@@ -214,6 +217,14 @@ impl Place for Local {
 
     fn single(&self) -> bool {
         false
+    }
+
+    fn set_files(&self, opts: &ReadOptions) -> std::sync::Arc<dyn crate::formats::SetFiles> {
+        std::sync::Arc::new(super::indexed::LocalFiles {
+            dir: self.dir().to_path_buf(),
+            load: opts.load,
+            remote: opts.remote.clone(),
+        })
     }
 }
 

@@ -16,6 +16,10 @@
 //!   the one file, as a local shard no index names opens (no warning there either).
 //! - `…/PREFIX-0000i-of-0000n.gguf` whose `split.count` key is present: the GGUF split
 //!   set, every split opened beside it (the URL of any split opens the set).
+//! - `…/NAME.aeroset.json` (or a JSON object whose `format.name` is `AEROSET`): an
+//!   AEROSET, opened by the AERO codec's hooks (`indexed.rs`) with the objects beside
+//!   the URL: the JSON and `index.aero` are fetched at open, a part only when a tensor
+//!   in it is read; v0.2's `base_url` and parts given as URLs are fetched from there.
 //! - `…/NAME.tessera-set.json`: a Tessera index, fetched and parsed as a local one is
 //!   (`tessera_index.rs`), its shards beside it; their whole-file BLAKE3 is checked as
 //!   locally (by `verify`, and before a checked read's first tensor from a shard), the
@@ -246,6 +250,13 @@ impl Place for Remote {
     fn single(&self) -> bool {
         self.loc.is_presigned()
     }
+
+    fn set_files(&self, _opts: &ReadOptions) -> std::sync::Arc<dyn crate::formats::SetFiles> {
+        std::sync::Arc::new(super::indexed::RemoteFiles {
+            loc: self.loc.clone(),
+            remote: self.remote.clone(),
+        })
+    }
 }
 
 /// A root with the shards its shard table names (zTensor v2: the format's
@@ -305,6 +316,7 @@ const WELL_KNOWN: &[&str] = &[
     "model.safetensors.index.json",
     "pytorch_model.bin.index.json",
     "model.tessera-set.json",
+    "model.aeroset.json",
     "model.safetensors",
     "model.gguf",
     "model.zt",

@@ -14,7 +14,9 @@
 //!   table (each file's size and SHA-256, so signing the root covers every byte, spec
 //!   §6.4). The root is moved into place last, as an index is.
 //! - AERO → one file (the spec's multi-shard): one WTSH chunk `weights.shard{i}` per
-//!   group (with its PHSH when page hashes are on), TIDX `shard_id` naming it.
+//!   group (with its PHSH when page hashes are on), TIDX `shard_id` naming it; or, to a
+//!   path named `*.aeroset.json` ([`indexed_output`]), an AEROSET: parts, `index.aero`
+//!   and the JSON index, written by the codec's hooks ([`crate::formats::IndexedSet`]).
 //! - Any other format with a writer (zTensor v1, FOLD, WTXT, GPTRS, npz, PyTorch) →
 //!   shards `{stem}-0000i-of-0000n.{ext}` (the output's extension), the model's
 //!   metadata in the first only, and a Tessera index `{stem}.tessera-set.json` recording
@@ -186,6 +188,13 @@ pub fn convert_set(
             format.title(),
         )));
     }
+    let own_index = format
+        .codec()
+        .indexed_set
+        .filter(|h| index_file_name(path).is_some_and(|n| n.ends_with(h.suffix)));
+    if let Some(hooks) = own_index {
+        return convert_indexed(src, format, &hooks, path, split, convert, opts);
+    }
     let tessera = style == SetStyle::TesseraIndex;
     let prepared = prepare(src, format, convert)?;
     if tessera && !prepared.chunks().is_empty() {
@@ -353,6 +362,104 @@ pub fn convert_set(
     }
     // The new set is in place, its index last: the old set's files it did not replace
     // go (a set resharded in place, or written over a set of more shards).
+    remove_old_set(&old, &moved, &mut notes);
+    if !opts.no_fsync {
+        crate::util::atomic::sync_dir(&dir);
+    }
+    Ok(SetReport {
+        files: moved,
+        notes,
+    })
+}
+
+fn index_file_name(path: &Path) -> Option<String> {
+    path.file_name().map(|n| n.to_string_lossy().into_owned())
+}
+
+/// The index path an output asks for when it is a set of its format's own index kind
+/// (AEROSET): `path` when its name ends with the kind's suffix (`model.aeroset.json`),
+/// or — when the kind was asked for by name (`--to aeroset`, `to`) — the kind's usual
+/// index name inside `path`, a directory (one that exists, or a path ending with `/`).
+/// `None` when the output is no such set; an error when the kind was asked for by name
+/// and `path` is neither.
+pub fn indexed_output(format: Format, to: Option<&str>, path: &Path) -> Result<Option<PathBuf>> {
+    let Some(hooks) = format.codec().indexed_set else {
+        return Ok(None);
+    };
+    if index_file_name(path)
+        .is_some_and(|n| n.len() > hooks.suffix.len() && n.ends_with(hooks.suffix))
+    {
+        return Ok(Some(path.to_path_buf()));
+    }
+    let asked = to.is_some_and(|t| t.trim_start_matches('.').eq_ignore_ascii_case(hooks.name));
+    if !asked {
+        return Ok(None);
+    }
+    let dir_like = path.is_dir() || path.as_os_str().to_string_lossy().ends_with('/');
+    if dir_like {
+        return Ok(Some(path.join(hooks.default_index)));
+    }
+    Err(Error::invalid_input(format!(
+        "{}: a set of this kind is written as NAME{} (or into a directory): name its index so",
+        path.display(),
+        hooks.suffix
+    )))
+}
+
+/// [`convert_set`] into a set of the format's own index kind (AEROSET): the hook writes
+/// every file into a temporary directory beside `path`, then they are moved into place,
+/// the index last.
+fn convert_indexed(
+    src: &dyn TensorSource,
+    format: Format,
+    hooks: &crate::formats::IndexedSet,
+    path: &Path,
+    split: Split,
+    convert: ConvertOptions,
+    opts: &WriteOptions,
+) -> Result<SetReport> {
+    let prepared = prepare(src, format, convert)?;
+    let mut notes = prepared.notes().to_vec();
+    let mut o = opts.clone();
+    o.path = Some(path.to_path_buf());
+    crate::formats::check_options(format, &o)?;
+    let infos = prepared.tensor_infos();
+    let sizes: Vec<u64> = infos.iter().map(size_of).collect();
+    let groups = plan(&sizes, split);
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let index = index_file_name(path).unwrap_or_default();
+    let stem = index
+        .strip_suffix(hooks.suffix)
+        .unwrap_or(&index)
+        .to_string();
+    // The set this write replaces: what its index names.
+    let mut old: Vec<PathBuf> = match crate::source::FileData::open(path) {
+        Ok(b) => (hooks.names)(&b)
+            .into_iter()
+            .filter(|n| super::names::check_plain(n).is_ok())
+            .map(|n| dir.join(n))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    old.push(path.to_path_buf());
+    let tmp = crate::util::atomic::temp_dir(&dir, &format!(".{stem}.set."))
+        .map_err(|e| crate::util::atomic::create_error(e, &dir))?;
+    let written =
+        (hooks.write)(&prepared, &groups, path, tmp.path(), &o).map_err(|e| e.in_format(format))?;
+    let mut moved: Vec<PathBuf> = Vec::new();
+    for name in &written {
+        let to = dir.join(name);
+        if let Err(e) = crate::util::atomic::rename_over(&tmp.path().join(name), &to) {
+            for m in &moved {
+                let _ = std::fs::remove_file(m);
+            }
+            return Err(Error::from(e).at_subject(to.display().to_string()));
+        }
+        moved.push(to);
+    }
     remove_old_set(&old, &moved, &mut notes);
     if !opts.no_fsync {
         crate::util::atomic::sync_dir(&dir);

@@ -13,6 +13,7 @@ mod common;
 mod aero;
 mod aero_invalid;
 mod aero_roundtrip;
+mod aeroset;
 mod corruption;
 mod fold;
 mod fold_carry;

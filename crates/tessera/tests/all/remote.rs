@@ -1706,3 +1706,150 @@ fn a_server_without_ranges_serves_small_objects_whole_and_refuses_large_ones() {
         "{msg}"
     );
 }
+
+/// An AEROSET written by Tessera (`set::convert_set`): eight 256 KiB tensors, two a
+/// shard, two shards a part (two parts), `hash_b3` on every tensor. The files, by name.
+fn aeroset_files() -> Vec<(String, Vec<u8>)> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = Model::new();
+    m.metadata.insert("model_name", "remote-set");
+    for t in 0..8u32 {
+        let bytes: Vec<u8> = (0..256 * 1024u32)
+            .map(|i| i.wrapping_mul(2654435761).wrapping_add(t) as u8)
+            .collect();
+        let info = TensorInfo::dense(format!("t{t}"), DType::U8, vec![256 * 1024]);
+        m.push(TensorView::dense(info, Cow::Owned(bytes)).unwrap())
+            .unwrap();
+    }
+    let opts = WriteOptions::default().no_fsync(true).with(
+        tessera::formats::aero::AeroOptions::default()
+            .tensor_hashes(true)
+            .max_part_shards(Some(2)),
+    );
+    let index = dir.path().join("model.aeroset.json");
+    let r = tessera::set::convert_set(
+        &m,
+        Format::Aero,
+        &index,
+        tessera::set::Split::MaxBytes(512 * 1024),
+        ConvertOptions::default(),
+        &opts,
+    )
+    .unwrap();
+    r.files
+        .iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(p).unwrap())
+        })
+        .collect()
+}
+
+/// An AEROSET opens by its JSON's URL (S3 and HTTP) or its directory's (S3), reads as
+/// the local set does and verifies (every part's SHA-256 fetched); opening fetches the
+/// JSON and `index.aero` only, never a part; one tensor then costs its bytes plus the
+/// part's header, TOC and metadata (bounded); a v0.2 index with `base_url` or a part
+/// given as a full URL reads from there.
+#[test]
+fn an_aeroset_opens_by_url_and_fetches_parts_only_for_their_tensors() {
+    let Some(srv) = servers("an_aeroset_opens_by_url_and_fetches_parts_only_for_their_tensors")
+    else {
+        return;
+    };
+    let opts = ReadOptions::default();
+    let files = aeroset_files();
+    let names: Vec<&str> = files.iter().map(|f| f.0.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "part-000.aero",
+            "part-001.aero",
+            "index.aero",
+            "model.aeroset.json"
+        ]
+    );
+    let local = stage_files(&srv, "aeroset-r", &files);
+    let want = tessera::open_path(local.path(), &opts).unwrap();
+    for url in [
+        format!("s3://{}/aeroset-r/model.aeroset.json", srv.bucket),
+        format!("s3://{}/aeroset-r/", srv.bucket),
+        format!("{}/aeroset-r/model.aeroset.json", srv.http_url),
+        // An HTTP directory: model.aeroset.json is among the names probed.
+        format!("{}/aeroset-r/", srv.http_url),
+    ] {
+        let got =
+            open_location(&url, &opts, &srv.remote()).unwrap_or_else(|e| panic!("{url}: {e}"));
+        same(want.container(), got.container(), &url);
+        let r = got.container().verify(&Default::default());
+        assert!(r.is_ok(), "{url}: {:?}", r.failures().collect::<Vec<_>>());
+        let sha = (r.checks.iter())
+            .filter(|c| c.layer == "sha256" && c.status == tessera::Status::Ok)
+            .count();
+        assert_eq!(sha, 3, "{url}");
+    }
+    // What an open (inspect) and one tensor cost over HTTP, from nginx's log.
+    let part = |n: &str| format!("aeroset-r/{n}");
+    let before: Vec<(u64, u64)> = (files.iter())
+        .map(|(n, _)| http_log(&srv, &part(n), (0, 0)))
+        .collect();
+    let url = format!("{}/aeroset-r/model.aeroset.json", srv.http_url);
+    let got = open_location(&url, &opts, &srv.remote()).unwrap();
+    assert_eq!(got.container().tensor_infos().len(), 8);
+    let cost = |i: usize| http_log(&srv, &part(&files[i].0), before[i]);
+    let (index_size, json_size) = (files[2].1.len() as u64, files[3].1.len() as u64);
+    for (i, (name, _)) in files.iter().enumerate().take(2) {
+        assert_eq!(cost(i), (0, 0), "opening fetched from {name}");
+    }
+    let (ir, ib) = cost(2);
+    let (jr, jb) = cost(3);
+    eprintln!(
+        "remote AEROSET open: index.aero {ir} requests {ib} bytes (file {index_size}), JSON {jr} requests {jb} bytes (file {json_size})"
+    );
+    assert!(ib <= index_size && jb <= 2 * json_size, "{ib} {jb}");
+    assert!(ir <= 3 && jr <= 3, "{ir} {jr}");
+    // One tensor of part-001.aero: its bytes, the part's opening, nothing of part-000.
+    let v = got.container().tensor("t5").unwrap();
+    assert_eq!(v.parts[0].bytes.len(), 256 * 1024);
+    let (pr, pb) = cost(1);
+    eprintln!("remote AEROSET tensor t5 (262144 bytes): part-001.aero {pr} requests {pb} bytes");
+    assert_eq!(cost(0), (0, 0));
+    // The part's opening (its first 64 KiB: header, TOC, metadata chunks), then the
+    // tensor fetched to check its hash_b3 and once more to hand it out (a remote read is
+    // fresh bytes each time, as a single AERO file's checked read).
+    assert!(
+        pb <= 2 * 256 * 1024 + 64 * 1024,
+        "{pb} bytes for one 256 KiB tensor"
+    );
+    assert!(pr <= 5, "{pr} requests");
+    // Unchecked: the opening and the tensor's bytes.
+    let unchecked = opts.clone().verify(false);
+    let got = open_location(&url, &unchecked, &srv.remote()).unwrap();
+    let before1 = http_log(&srv, &part(&files[1].0), (0, 0));
+    got.container().tensor("t6").unwrap();
+    let (ur, ub) = http_log(&srv, &part(&files[1].0), before1);
+    eprintln!("remote AEROSET tensor t6 unchecked: part-001.aero {ur} requests {ub} bytes");
+    assert!(ub <= 256 * 1024 + 64 * 1024, "{ub} bytes unchecked");
+
+    // v0.2: a local JSON whose base_url names the HTTP directory, and one part as a
+    // full s3:// URL: read from there.
+    let dir = tempfile::tempdir().unwrap();
+    let mut j: serde_json::Value = serde_json::from_slice(&files[3].1).unwrap();
+    j["format"]["version"] = serde_json::json!([0, 2]);
+    j["base_url"] = format!("{}/aeroset-r", srv.http_url).into();
+    j["parts"][0]["path"] = format!("s3://{}/aeroset-r/part-000.aero", srv.bucket).into();
+    j["cache"] = serde_json::json!({"enabled": true});
+    let index = dir.path().join("model.aeroset.json");
+    std::fs::write(&index, serde_json::to_vec(&j).unwrap()).unwrap();
+    let got = open_location(index.to_str().unwrap(), &opts, &srv.remote()).unwrap();
+    same(want.container(), got.container(), "base_url");
+    // A part that is not there is named by its URL.
+    j["parts"][1]["path"] = "missing.aero".into();
+    std::fs::write(&index, serde_json::to_vec(&j).unwrap()).unwrap();
+    let got = open_location(index.to_str().unwrap(), &opts, &srv.remote()).unwrap();
+    let e = got.container().tensor("t5").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("{}/aeroset-r/missing.aero", srv.http_url)),
+        "{e}"
+    );
+}

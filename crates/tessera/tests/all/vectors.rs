@@ -534,6 +534,10 @@ fn independent_tensors(v: &Vector) -> Option<(String, BTreeMap<String, Stated>)>
                     Some((format!("sets/{m}"), tensors))
                 })
         }
+        "aeroset" if rel == "valid-aerotensor/" => {
+            let j = read_json(&dir.join("expected.json"))?;
+            Some(("aeroset/expected.json".into(), stated_map(&j["tensors"])))
+        }
         "wtxt" => {
             let stem = rel.strip_suffix(".wtxt")?;
             let j = read_json(&dir.join(format!("{stem}.values.json")))?;

@@ -272,7 +272,16 @@ impl AeroFile<'_> {
             }
             Some(_) => return Err(ctx(Error::malformed("hash_b3 is not a string"))),
         };
+        if self.index_only {
+            // An AEROSET's index: the shard is in a part (checked there).
+            data_off.checked_add(data_len).ok_or_else(|| {
+                ctx(Error::malformed(format!(
+                    "data_off {data_off} + data_len {data_len} overflows"
+                )))
+            })?;
+        }
         let chunk = match shard_of.get(&shard_id) {
+            _ if self.index_only => usize::MAX,
             Some(&c) => c,
             None => {
                 let want = format!("weights.shard{shard_id}");
@@ -289,7 +298,21 @@ impl AeroFile<'_> {
                 c
             }
         };
-        let shard = &self.chunks[chunk].entry;
+        let shard = match self.chunks.get(chunk) {
+            Some(c) => c.entry.clone(),
+            // index_only: no shard here; the entry's own numbers stand.
+            None => TocEntry {
+                fourcc: *b"WTSH",
+                chunk_flags: 0,
+                chunk_offset: 0,
+                chunk_length: u64::MAX,
+                chunk_ulen: u64::MAX,
+                name_off: 0,
+                name_len: 0,
+                reserved0: 0,
+                blake3_256: [0; 32],
+            },
+        };
         let end = data_off.checked_add(data_len);
         if end.is_none_or(|e| e > shard.chunk_ulen) {
             return Err(ctx(Error::malformed(format!(
@@ -318,9 +341,18 @@ impl AeroFile<'_> {
                     .find(|d| d.get("id").and_then(Value::as_int) == Some(id))
                     .and_then(layout_from_descriptor)
             });
+            // An AEROSET's index.aero has no meta.json (aerotensor's): its descriptors
+            // are in the parts, so a ggml block type names the layout, as the parts'
+            // descriptors do.
+            let ggml = (self.index_only && self.descriptors.is_empty())
+                .then(|| q.get("ggml_type").and_then(Value::as_int))
+                .flatten()
+                .and_then(|t| u32::try_from(t).ok())
+                .and_then(crate::quant::GgmlType::from_id)
+                .map(crate::quant::GgmlType::layout_name);
             let layout = match q.remove("layout") {
                 Some(Value::Str(s)) => s,
-                _ => described.unwrap_or_else(|| "packed".to_string()),
+                _ => described.or(ggml).unwrap_or_else(|| "packed".to_string()),
             };
             if let Some(id) = quant_id {
                 attrs.insert("quant_id", Value::Int(id));
@@ -367,7 +399,7 @@ impl AeroFile<'_> {
             layout,
             attrs,
             storage: Storage {
-                offset: Some(shard.chunk_offset.saturating_add(data_off)),
+                offset: (!self.index_only).then(|| shard.chunk_offset.saturating_add(data_off)),
                 stored_bytes: data_len,
                 encoding: if shard.is_zstd() { "zstd" } else { "raw" }.into(),
                 digests: hash_b3

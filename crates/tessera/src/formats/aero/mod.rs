@@ -152,6 +152,12 @@
 //! declares no `compression` option and lists no compression in its capabilities; a
 //! request for one is refused. MMSG and TIDX are always zstd level 6.
 //!
+//! # AEROSET
+//!
+//! Models in several AERO files (`model.aeroset.json`, `index.aero`, `part-NNN.aero`):
+//! [`set`], reached through the codec's `indexed_set` hooks; its layout, checks and
+//! deviations open that module.
+//!
 //! # Deviations
 //!
 //! - Our writer fixes the original's two known bugs (`tensor_hash=True` overwriting the
@@ -181,6 +187,7 @@ mod plan;
 pub mod quant;
 pub mod raw;
 pub mod read;
+pub mod set;
 pub mod verify;
 pub mod write;
 
@@ -225,6 +232,8 @@ options::format_options! {
             flag: "4M"),
         /// A fixed file UUID, for byte-deterministic output.
         pub uuid: Option<[u8; 16]> = (OptionKind::Hex(16), "fixed file UUID for byte-deterministic output"),
+        /// An AEROSET's shards per part file (aerotensor's `max_part_shards`; default 4).
+        pub max_part_shards: Option<u64> = (OptionKind::Int, "AEROSET: shards per part file (default 4)"),
     }
 }
 
@@ -234,7 +243,8 @@ pub const CODEC: Codec = Codec::new()
     .reader(open, Access::Ranges, "aero")
     .writer(write::write, capabilities)
     .options(AeroOptions::OPTIONS)
-    .sets(SetStyle::OneFile);
+    .sets(SetStyle::OneFile)
+    .indexed_set(set::HOOKS);
 
 /// A set in one file: each group of tensors a `WTSH` shard ([`write::write_in_shards`]).
 fn write_groups(

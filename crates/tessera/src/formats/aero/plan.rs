@@ -12,6 +12,7 @@ use crate::model::TensorSource;
 use crate::tensor::{Layout, TensorView};
 use crate::util::pyjson;
 
+#[derive(Clone)]
 pub(super) struct TensorPlan {
     pub(super) name: String,
     pub(super) code: u16,
@@ -368,13 +369,7 @@ pub(super) fn manifest(
             ])
         })
         .collect();
-    // `model_name`/`architecture`, else GGUF's `general.name`/`general.architecture` (as
-    // the original's gguf_to_aero does), else "".
-    let text = |k: &str, gguf: &str| match meta.get(k).or_else(|| meta.get(gguf)) {
-        Some(Value::Str(s)) => Value::Str(s.clone()),
-        Some(v) => Value::Str(v.to_string()),
-        None => Value::Str(String::new()),
-    };
+    let (name, arch) = model_name_arch(meta);
     let mut m = vec![
         (
             "format",
@@ -386,8 +381,8 @@ pub(super) fn manifest(
         (
             "model",
             map_of(vec![
-                ("name", text("model_name", "general.name")),
-                ("architecture", text("architecture", "general.architecture")),
+                ("name", Value::Str(name)),
+                ("architecture", Value::Str(arch)),
             ]),
         ),
         ("chunks", Value::List(chunk_list)),
@@ -397,4 +392,18 @@ pub(super) fn manifest(
         m.push((MMSG_EXACT_METADATA, Value::Map(meta.clone())));
     }
     map_of(m)
+}
+
+/// MMSG `model`'s name and architecture: `model_name`/`architecture`, else GGUF's
+/// `general.name`/`general.architecture` (as the original's gguf_to_aero does), else "".
+pub(super) fn model_name_arch(meta: &Metadata) -> (String, String) {
+    let text = |k: &str, gguf: &str| match meta.get(k).or_else(|| meta.get(gguf)) {
+        Some(Value::Str(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => String::new(),
+    };
+    (
+        text("model_name", "general.name"),
+        text("architecture", "general.architecture"),
+    )
 }

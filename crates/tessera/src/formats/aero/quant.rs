@@ -120,6 +120,7 @@ pub(super) fn resolve(plans: &mut [TensorPlan], meta: &Metadata) -> Metadata {
 }
 
 /// What `plan_tensors` records for a packed tensor.
+#[derive(Clone)]
 pub(super) struct Packed {
     /// Layout name.
     pub(super) layout: String,

@@ -41,6 +41,18 @@ pub fn verify(f: &AeroFile<'_>, opts: &VerifyOptions) -> VerifyReport {
         ..VerifyReport::default()
     };
     control(f, &mut r);
+    if f.index_only {
+        // An AEROSET's index.aero: its chunks (MMSG, TIDX, …); the tensors it lists are
+        // checked in the parts that hold them (`set.rs`).
+        for (i, c) in f.chunks.iter().enumerate() {
+            match f.chunk_blake3(i) {
+                Ok(h) => r.compare(c.subject(), "blake3", &hex(&c.entry.blake3_256), &hex(&h)),
+                Err(e) => r.failed(c.subject(), "blake3", e.to_string()),
+            }
+        }
+        padding(f, &mut r);
+        return r;
+    }
     if opts.control_only {
         // The tensors are skipped: done, as far as progress goes.
         opts.advance_tensors(&f.infos);

@@ -110,12 +110,34 @@ pub fn write_in_shards(
     groups: Option<&[std::ops::Range<usize>]>,
 ) -> Result<WriteReport> {
     let opts = &super::AeroOptions::from_options(opts)?;
+    if opts.max_part_shards.is_some() {
+        return Err(Error::invalid_input(
+            "max_part_shards applies to an AEROSET (an output named NAME.aeroset.json, or --to aeroset), not to one AERO file",
+        ));
+    }
     let mut plans = plan_tensors(src, opts, groups)?;
     let mjsn_meta = super::quant::resolve(&mut plans, src.metadata());
+    write_planned(src, out, opts, &plans, None, &mjsn_meta, true)
+}
+
+/// Writes one AERO file holding the tensors `plans` place (their `shard` numbers this
+/// file's own, from 0), read from `src`; its TIDX lists `listing` instead when given
+/// (an AEROSET's `index.aero`: every tensor of the set, no shard of its own; `plans`
+/// empty). `mjsn_meta` is the metadata `meta.json` carries (`quant::resolve`'s);
+/// `with_chunks`: the source's opaque chunks go in too.
+pub(super) fn write_planned(
+    src: &dyn TensorSource,
+    out: &mut dyn WriteSeek,
+    opts: &super::AeroOptions,
+    plans: &[TensorPlan],
+    listing: Option<&[TensorPlan]>,
+    mjsn_meta: &crate::metadata::Metadata,
+    with_chunks: bool,
+) -> Result<WriteReport> {
     let n_shards = plans.iter().map(|p| p.shard + 1).max().unwrap_or(0);
     let mut shard_len = vec![0u64; n_shards];
     let mut shard_count = vec![0u64; n_shards];
-    for p in &plans {
+    for p in plans {
         shard_len[p.shard] = shard_len[p.shard].max(p.off + p.len);
         shard_count[p.shard] += 1;
     }
@@ -138,7 +160,7 @@ pub fn write_in_shards(
         ));
     }
     let meta = src.metadata();
-    let (mjsn, exact) = meta_json(&mjsn_meta, meta);
+    let (mjsn, exact) = meta_json(mjsn_meta, meta);
     chunks.push(ChunkPlan::bytes(
         b"MJSN",
         0,
@@ -155,12 +177,13 @@ pub fn write_in_shards(
         0,
         0,
     ));
-    let tidx_bytes = msgpack(&tidx(&plans))?;
+    let listed_tensors = listing.unwrap_or(plans);
+    let tidx_bytes = msgpack(&tidx(listed_tensors))?;
     check_metadata_ulen(
         "TIDX",
         tidx_bytes.len() as u64,
         MAX_METADATA_ULEN,
-        &format!("{} tensors", plans.len()),
+        &format!("{} tensors", listed_tensors.len()),
     )?;
     chunks.push(ChunkPlan::bytes(
         b"TIDX",
@@ -205,7 +228,7 @@ pub fn write_in_shards(
             chunks.push(c);
         }
     }
-    for c in src.chunks().iter().filter(|c| !c.holds_tensors) {
+    for c in (src.chunks().iter()).filter(|c| with_chunks && !c.holds_tensors) {
         if chunks.iter().any(|x| x.name == c.name) {
             return Err(Error::invalid_input(format!(
                 "chunk name {:?} is reserved by AERO",
@@ -352,7 +375,7 @@ pub fn write_in_shards(
     w.write_all(&control(&chunks, false))?;
     let stream = Stream {
         src,
-        plans: &plans,
+        plans,
         page,
         w,
         chunks,
