@@ -175,6 +175,8 @@ mod tests {
             let v = match o.kind {
                 OptionKind::Bool => OptionValue::Flag,
                 OptionKind::Int | OptionKind::Size => OptionValue::Text("8".into()),
+                // FOLD's `chunk` is NAME=FILE.
+                OptionKind::Texts if o.name == "chunk" => OptionValue::Text("metrics=x".into()),
                 OptionKind::Text | OptionKind::Path | OptionKind::Texts => {
                     OptionValue::Text("x".into())
                 }
