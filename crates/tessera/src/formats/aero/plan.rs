@@ -152,11 +152,6 @@ pub(super) fn plan_tensors(
             packed,
         });
     }
-    // From safetensors, in name order, as the original's converter writes them
-    // (`CONVERTERS.md`: "sorts tensors by name for deterministic output").
-    if groups.is_none() && src.source_format() == Some(crate::format::Format::Safetensors) {
-        plans.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
-    }
     // Shards: caller order, a tensor goes to the current shard unless it would exceed the
     // maximum; an empty shard always accepts. Inside a shard each tensor starts at a
     // multiple of its element size (the original packs back to back; the two agree
@@ -397,35 +392,6 @@ pub(super) fn manifest(
         m.push((MMSG_EXACT_METADATA, Value::Map(meta.clone())));
     }
     map_of(m)
-}
-
-/// The metadata written for `src`: its own, except from safetensors, where it is what
-/// the original's converter (`safetensors_to_aero.py`) writes: `model_name` (default
-/// `converted`), `architecture` (default `unknown`) and `source_format: safetensors`,
-/// with safetensors' framework marker (`format: pt`) left out; other keys are kept (the
-/// original drops them), after those three.
-pub(super) fn metadata_for(src: &dyn TensorSource) -> Metadata {
-    let meta = src.metadata();
-    let Some(f @ crate::format::Format::Safetensors) = src.source_format() else {
-        return meta.clone();
-    };
-    let text = |k: &str, default: &str| match meta.get(k) {
-        Some(Value::Str(s)) => s.clone(),
-        _ => default.to_string(),
-    };
-    let mut out = Metadata::new();
-    out.insert("model_name", text("model_name", "converted"));
-    out.insert("architecture", text("architecture", "unknown"));
-    out.insert("source_format", text("source_format", "safetensors"));
-    let marker = f.codec().marker;
-    for (k, v) in meta.iter() {
-        let is_marker =
-            marker.is_some_and(|m| m.key == k && v.as_str().is_some_and(|v| m.values.contains(&v)));
-        if !is_marker && !out.contains_key(k) {
-            out.insert(k, v.clone());
-        }
-    }
-    out
 }
 
 /// MMSG `model`'s name and architecture: `model_name`/`architecture`, else GGUF's

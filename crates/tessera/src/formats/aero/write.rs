@@ -116,7 +116,7 @@ pub fn write_in_shards(
         ));
     }
     let mut plans = plan_tensors(src, opts, groups)?;
-    let mjsn_meta = super::quant::resolve(&mut plans, &metadata_for(src));
+    let mjsn_meta = super::quant::resolve(&mut plans, src.metadata());
     write_planned(src, out, opts, &plans, None, &mjsn_meta, true)
 }
 
@@ -159,7 +159,7 @@ pub(super) fn write_planned(
             n,
         ));
     }
-    let meta = &metadata_for(src);
+    let meta = src.metadata();
     let (mjsn, exact) = meta_json(mjsn_meta, meta);
     chunks.push(ChunkPlan::bytes(
         b"MJSN",
