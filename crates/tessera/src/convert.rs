@@ -85,9 +85,6 @@ pub struct Prepared<'s> {
     chunks: Vec<ChunkInfo>,
     keep_chunks: bool,
     notes: Vec<String>,
-    /// Tensors carried as [`Layout::undecoded`] bytes of a packed dtype Tessera knows
-    /// (a `dense:f4_e2m1` read from FOLD, zTensor v1 or AERO), taken as that dtype.
-    uncarried: std::collections::HashSet<String>,
 }
 
 /// The packed dtype of a tensor carried as its stored bytes ([`Layout::undecoded`]
@@ -141,7 +138,6 @@ pub fn prepare<'s>(
     let mut plans = Vec::new();
     let mut notes = Vec::new();
     let mut refused: Vec<Refusal> = Vec::new();
-    let mut uncarried = std::collections::HashSet::new();
     for info in src.tensor_infos() {
         let name = info.name.as_str();
         let decoded;
@@ -150,7 +146,6 @@ pub fn prepare<'s>(
                 let mut i = info.clone();
                 i.layout = Layout::Dense;
                 i.dtype = d;
-                uncarried.insert(info.name.clone());
                 decoded = i;
                 &decoded
             }
@@ -390,7 +385,6 @@ pub fn prepare<'s>(
         src,
         infos,
         plans,
-        uncarried,
         index,
         metadata,
         metadata_types,
@@ -474,14 +468,14 @@ impl TensorSource for Prepared<'_> {
 impl Prepared<'_> {
     /// Tensor `i` of the source as the target takes it (its plan applied).
     fn adapt<'a>(&'a self, i: usize, mut v: TensorView<'a>) -> Result<TensorView<'a>> {
-        if self.uncarried.contains(&v.info.name) {
-            if let (Some(d), 1) = (carried_dtype(&v.info), v.parts.len()) {
-                v.info.layout = Layout::Dense;
-                v.info.dtype = d;
-                // The stored bytes must be what the dtype and shape need.
-                let bytes = v.parts.pop().map(|p| p.bytes).unwrap_or_default();
-                v = TensorView::dense(v.info, bytes)?;
-            }
+        // A tensor carried as the bytes of a packed dtype Tessera knows (a `dense:f4_e2m1`
+        // read from FOLD, zTensor v1 or AERO) is taken as that dtype, as `prepare` planned.
+        if let (Some(d), 1) = (carried_dtype(&v.info), v.parts.len()) {
+            v.info.layout = Layout::Dense;
+            v.info.dtype = d;
+            // The stored bytes must be what the dtype and shape need.
+            let bytes = v.parts.pop().map(|p| p.bytes).unwrap_or_default();
+            v = TensorView::dense(v.info, bytes)?;
         }
         let mut v = match self.plans[i] {
             Plan::AsIs => v,
