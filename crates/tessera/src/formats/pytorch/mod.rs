@@ -172,13 +172,17 @@ crate::options::format_options! {
     }
 }
 
-/// What a `.pt` state dict holds as Tessera writes it: the dtypes torch 1.13 has
-/// storages for, dense tensors, a metadata tree.
+/// What a `.pt` state dict holds as Tessera writes it: the dtypes torch has storage
+/// classes for and those torch 2.x writes with `_rebuild_tensor_v3` (u16/u32/u64, the
+/// float8s, f4 as `float4_e2m1fn_x2`), dense tensors, a metadata tree.
 pub fn capabilities() -> Capabilities {
     use DType::*;
     Capabilities {
         format: Format::Pytorch,
-        dtypes: &[F64, F32, F16, BF16, I64, I32, I16, I8, U8, Bool, C64, C128],
+        dtypes: &[
+            F64, F32, F16, BF16, I64, I32, I16, I8, U8, Bool, C64, C128, U16, U32, U64, F8E4M3FN,
+            F8E5M2, F8E4M3FNUZ, F8E5M2FNUZ, F8E8M0, F4E2M1,
+        ],
         sparse: false,
         other_layouts: false,
         metadata: MetadataSupport::Tree,
