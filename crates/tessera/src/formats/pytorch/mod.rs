@@ -202,6 +202,15 @@ crate::options::format_options! {
     }
 }
 
+/// The dtypes torch has a storage class for (`FloatStorage`, …), written with
+/// `_rebuild_tensor_v2`, which every torch loads: what FOLD's checkpoint layout keeps in
+/// its torch state (the others go to its npz or safetensors part, as before torch 2.x's
+/// dtypes were written).
+pub const STORAGE_CLASS_DTYPES: &[DType] = {
+    use DType::*;
+    &[F64, F32, F16, BF16, I64, I32, I16, I8, U8, Bool, C64, C128]
+};
+
 /// What a `.pt` state dict holds as Tessera writes it: the dtypes torch has storage
 /// classes for and those torch 2.x writes with `_rebuild_tensor_v3` (u16/u32/u64, the
 /// float8s, f4 as `float4_e2m1fn_x2`), dense tensors, a metadata tree.
