@@ -30,7 +30,8 @@ through `_rebuild_tensor_v2` with a typed storage. These files cover both:
                         is patched the same way). torch 2.15 loads it with
                         map_location="cpu" to the listed values.
 - cuda_location.pt      torch2_views.pt re-pickled with `cuda:0`/`cuda:1` locations (zip)
-- torch2_undecoded.pt   complex32 and bits16, dtypes Tessera has no DType for: carried
+- torch2_undecoded.pt   complex32, bcomplex32 and the bits* dtypes, which Tessera has no
+                        DType for: carried
                         as their bytes (dense:torch.complex32). Not in manifest.json:
                         their expected bytes are in torch2_undecoded.expected.json
 - torch2_quantized.pt   a quantized tensor (`_rebuild_qtensor`): refused by name
@@ -227,7 +228,12 @@ def main():
     assert manifest["cuda_location.pt"] == manifest["torch2_views.pt"]
 
     undecoded = {"c32": torch.tensor([1 + 2j, -0.5j, 3], dtype=torch.complex32),
+                 "bc32": bits(torch.int32, 3, 5).view(torch.bcomplex32),
                  "bits16": torch.tensor([1, -2, 300], dtype=torch.int16).view(torch.bits16),
+                 "bits8": bits(torch.bits8, 3, 6),
+                 "bits1x8": bits(torch.bits1x8, 3, 7),
+                 "bits2x4": bits(torch.bits2x4, 3, 8),
+                 "bits4x2": bits(torch.bits4x2, 3, 9),
                  "f32": torch.ones(2)}
     torch.save(undecoded, HERE / "torch2_undecoded.pt")
     back = torch.load(HERE / "torch2_undecoded.pt", weights_only=True)
