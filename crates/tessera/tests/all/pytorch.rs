@@ -669,6 +669,15 @@ fn synthetic_rebuild_tensor_v3_and_hooks() {
             "_rebuild_tensor_v3 called with backward hooks",
         ),
     ];
+    // An empty tensor whose offset in bytes passes 2^64: an error, never an overflow.
+    let mut huge = tensor_v3("k", 16, 0, &[0], &[1], [&untyped, &od, &u16s]);
+    let at = huge.windows(3).position(|w| w == b"QK\0").unwrap() + 1;
+    huge.splice(
+        at..at + 2,
+        [&[0x8a, 9][..], &u64::MAX.to_le_bytes(), &[0]].concat(),
+    );
+    let mut bad = bad;
+    bad.push((huge, ErrorKind::Malformed, "runs past the 16 bytes"));
     for (t, kind, needle) in bad {
         let e = open_err(&legacy_bytes(&dict(&[("t", t)]), 16, &bytes));
         assert_eq!(e.kind(), kind, "{needle}: {e}");

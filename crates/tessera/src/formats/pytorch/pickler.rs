@@ -47,7 +47,8 @@ pub fn storage_class(d: DType) -> Option<(&'static str, u8)> {
 }
 
 /// The torch dtype (`uint16`) of a dtype torch 2.x pickles with `_rebuild_tensor_v3`
-/// (no legacy storage class; torch 2.1 or newer loads it), and its memo slot. `F4E2M1`
+/// (no legacy storage class; a torch 2.x that has the dtype loads it: float8 since 2.1,
+/// u16/u32/u64 2.3, e8m0 2.7, f4 2.8), and its memo slot. `F4E2M1`
 /// is torch's `float4_e2m1fn_x2`, two values per element.
 pub fn v3_dtype(d: DType) -> Option<(&'static str, u8)> {
     let all = [

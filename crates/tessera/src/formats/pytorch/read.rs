@@ -276,11 +276,11 @@ fn entry(
         contiguous: contiguous(&t.size, &t.stride),
     };
     let (offset, encoding, digests) = match s.loc {
-        Loc::Raw(at) => (Some(at + e.base), "raw", vec![]),
+        Loc::Raw(at) => (at.checked_add(e.base), "raw", vec![]),
         Loc::Record(ri) => {
             let r = &p.records[ri];
             match r.method {
-                Method::Stored => (Some(r.start + e.base), "raw", vec!["crc32".into()]),
+                Method::Stored => (r.start.checked_add(e.base), "raw", vec!["crc32".into()]),
                 Method::Deflated => (Some(r.start), "deflate", vec!["crc32".into()]),
             }
         }
