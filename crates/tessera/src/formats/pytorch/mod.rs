@@ -125,7 +125,8 @@
 //! - dtypes: those torch has storage classes for (the list above, complex included),
 //!   and with `_rebuild_tensor_v3` u16/u32/u64, `float8_e4m3fn/e5m2/e4m3fnuz/e5m2fnuz/
 //!   e8m0fnu` and `f4_e2m1` as `float4_e2m1fn_x2` (the last dimension halved: an f4
-//!   tensor whose last dimension is odd, or a scalar, is refused naming it, `--cast`),
+//!   tensor whose last dimension is odd, or a scalar, is refused naming it, `--cast`;
+//!   torch's `float4_e2m1fn_x2` scalar, read as `[2]`, comes back as shape `[1]`),
 //!   which a torch 2.x that has the dtype loads. The f6s are refused naming the tensor
 //!   (`--cast`), sparse layouts need `--densify`, undecoded ones are refused. Tensor
 //!   attributes are dropped (noted).
