@@ -245,6 +245,10 @@ identities! {
         .extensions(&["pt", "pth", "bin", "ckpt"])
         .magic(&[b"PK\x03\x04", b"\x80"])
         .sniff(sniff::pytorch),
+    /// HDF5 (h5py, Keras `.h5`): superblock v0/v1 at byte 0 (`\x89HDF\r\n\x1a\n`).
+    Hdf5: "hdf5" => Identity::new("hdf5", "HDF5", "hdf5")
+        .extensions(&["h5", "hdf5"])
+        .magic(&[b"\x89HDF\r\n\x1a\n"]),
 }
 
 /// How many leading bytes [`Format::detect`] wants to see.

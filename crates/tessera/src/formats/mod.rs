@@ -50,6 +50,8 @@ pub mod fold;
 pub mod gguf;
 #[cfg(feature = "gptrs")]
 pub mod gptrs;
+#[cfg(feature = "hdf5")]
+pub mod hdf5;
 #[cfg(feature = "npy")]
 pub mod npy;
 mod open;
@@ -388,6 +390,7 @@ codecs! {
     Npz: "npy" => npy::NPZ_CODEC,
     Gguf: "gguf" => gguf::CODEC,
     Pytorch: "pytorch" => pytorch::CODEC,
+    Hdf5: "hdf5" => hdf5::CODEC,
 }
 
 /// The format and hooks of the indexed set kind (AEROSET) whose name is `name`

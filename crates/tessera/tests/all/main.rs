@@ -28,6 +28,7 @@ mod gguf_roundtrip;
 mod gptrs;
 mod gptrs_invalid;
 mod gptrs_streaming;
+mod hdf5;
 mod identity_sets;
 mod interop_manifest;
 mod matrix;

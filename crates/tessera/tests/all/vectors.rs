@@ -510,6 +510,13 @@ fn independent_tensors(v: &Vector) -> Option<(String, BTreeMap<String, Stated>)>
             let t = j.get(rel)?;
             Some(("npy/expected.json".into(), stated_map(t)))
         }
+        "hdf5" => {
+            let j = read_json(&dir.join("expected.json"))?;
+            Some((
+                "hdf5/expected.json".into(),
+                stated_map(&j.get(rel)?["tensors"]),
+            ))
+        }
         "safetensors" => {
             let j = read_json(&dir.join("expected.json"))?;
             Some((
