@@ -18,7 +18,7 @@
 //! # Cargo features
 //!
 //! Each format's module is built behind its Cargo feature (`safetensors`, `npy`,
-//! `gguf`, `ztensor`, `fold`, `aero`, `gptrs`, `wtxt`, `pytorch`, and `age` for the age
+//! `gguf`, `ztensor`, `fold`, `aero`, `gptrs`, `wtxt`, `pytorch`, `hdf5`, and `age` for the age
 //! envelope; all on by default). Tests check that every feature named in the tables
 //! exists in `Cargo.toml` and is on by default.
 //!

@@ -139,3 +139,72 @@ fn every_single_byte_corruption_is_survived() {
         }
     }
 }
+
+/// The conversion matrix's rows for HDF5 (read only): every valid vector converts to
+/// every writable format that holds a model, each tensor read back with the bytes, dtype
+/// and shape h5py gave, or the conversion is refused naming the flag that allows it.
+#[test]
+fn every_vector_converts_to_every_writable_format_or_names_the_flag() {
+    use tessera::convert::{prepare, write_to};
+    use tessera::{ConvertOptions, Format, WriteOptions};
+    let mut converted = 0;
+    for file in [
+        "valid-nested.h5",
+        "valid-keras_weights.h5",
+        "valid-chunked.h5",
+    ] {
+        let data = load(file);
+        let src = open(&data).unwrap();
+        for to in Format::ALL {
+            if !to.can_write() || to.identity().single_tensor {
+                continue;
+            }
+            let mut opts = ConvertOptions::default();
+            let prepared = loop {
+                match prepare(src.as_ref(), to, opts.clone()) {
+                    Ok(p) => break Some(p),
+                    Err(e) => {
+                        let m = e.to_string();
+                        // The refusal names the option that allows it; metadata is
+                        // the one a lossless conversion may give up.
+                        assert!(
+                            m.contains("option: ") || m.contains("--"),
+                            "{file} → {to}: {m}"
+                        );
+                        if m.contains("drop-metadata") && !opts.drop_metadata {
+                            opts = opts.drop_metadata(true);
+                            continue;
+                        }
+                        eprintln!("{file} → {to}: refused: {m}");
+                        break None;
+                    }
+                }
+            };
+            let Some(prepared) = prepared else { continue };
+            let mut out = std::io::Cursor::new(Vec::new());
+            if let Err(e) = write_to(to, &prepared, &mut out, &WriteOptions::default()) {
+                assert!(e.to_string().contains("--"), "{file} → {to}: {e}");
+                continue;
+            }
+            let bytes = out.into_inner();
+            let back = open(&bytes).unwrap_or_else(|e| panic!("{file} → {to}: {e}"));
+            for t in src.tensor_infos() {
+                let want = src.tensor(&t.name).unwrap();
+                let got = back
+                    .tensor(&t.name)
+                    .unwrap_or_else(|e| panic!("{file} → {to}: {}: {e}", t.name));
+                assert_eq!(got.info.dtype, t.dtype, "{file} → {to}: {}", t.name);
+                assert_eq!(got.info.shape, t.shape, "{file} → {to}: {}", t.name);
+                assert_eq!(
+                    got.data().unwrap(),
+                    want.data().unwrap(),
+                    "{file} → {to}: {}",
+                    t.name
+                );
+            }
+            converted += 1;
+        }
+    }
+    eprintln!("{converted} conversions");
+    assert!(converted >= 6, "{converted} conversions");
+}

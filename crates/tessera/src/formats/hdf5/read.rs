@@ -245,11 +245,14 @@ impl<'d> Parser<'d, '_> {
         // Root symbol table entry: link name offset, object header address.
         let _name = c.uint(so)?;
         let root = c.uint(so)?;
-        if eof > self.src.len() {
-            self.warnings.push(format!(
-                "the superblock says the file ends at byte {eof}; it has {} bytes",
+        // As libhdf5 does, a file shorter than its superblock says is truncated.
+        let end = self.base.saturating_add(eof);
+        if end > self.src.len() {
+            return Err(bad(format!(
+                "truncated: the superblock says the file ends at byte {end}; it has {} bytes",
                 self.src.len()
-            ));
+            ))
+            .at_offset((fixed + 2 * so) as u64));
         }
         Ok((version, root))
     }
@@ -1339,7 +1342,7 @@ impl Container for Hdf5File<'_> {
         Format::Hdf5
     }
     fn version(&self) -> String {
-        format!("superblock v{}", self.version)
+        self.version.to_string()
     }
     fn verify(&self, opts: &VerifyOptions) -> VerifyReport {
         opts.advance_tensors(&self.infos);

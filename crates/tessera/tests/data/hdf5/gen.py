@@ -115,6 +115,25 @@ with h5py.File("valid-keras_weights.h5", "w") as f:
         g[f"{name}/bias:0"] = rng.standard_normal(shape[1]).astype(np.float32)
 record("valid-keras_weights.h5")
 
+# Step 2: chunked datasets: gzip, shuffle, both, partial edge chunks, big-endian,
+# chunks never written (the fill value), a B-tree of more than one level.
+with h5py.File("valid-chunked.h5", "w") as f:
+    a = rng.standard_normal((10, 7)).astype(np.float32)
+    f.create_dataset("plain", data=a, chunks=(4, 3))
+    f.create_dataset("gzip", data=a, chunks=(4, 3), compression="gzip", compression_opts=6)
+    f.create_dataset("shuffle_gzip", data=a, chunks=(3, 5), compression="gzip", shuffle=True)
+    f.create_dataset("shuffle_only", data=np.arange(50, dtype=np.int64), chunks=(8,), shuffle=True)
+    f.create_dataset("be_i16", data=np.arange(-20, 19, dtype=">i2").reshape(3, 13), chunks=(2, 4),
+                     compression="gzip")
+    d = f.create_dataset("sparse", shape=(6, 6), dtype=np.float64, chunks=(2, 2), fillvalue=-1.5)
+    d[2:4, 2:4] = np.array([[1, 2], [3, 4]])
+    f.create_dataset("untouched", shape=(5,), dtype=np.uint16, chunks=(2,), fillvalue=9)
+    f.create_dataset("many", data=np.arange(3000, dtype=np.int32), chunks=(4,), compression="gzip")
+    f.create_dataset("cube", data=rng.integers(0, 255, (5, 4, 3), dtype=np.uint8), chunks=(2, 3, 2),
+                     compression="gzip", shuffle=True)
+    f["gzip"].attrs["note"] = "deflate level 6"
+record("valid-chunked.h5")
+
 # Refused: a filter other than deflate and shuffle, libver="latest" (object header v2),
 # a compound dataset.
 with h5py.File("unsupported-lzf.h5", "w") as f:
