@@ -647,7 +647,7 @@ impl<'d> Parser<'d, '_> {
                 fill = f;
             }
         }
-        let lm = find(0x08).expect("a dataset has a layout message");
+        let lm = find(0x08).ok_or_else(|| bad(format!("dataset /{shown}: no data layout")))?;
         let mut c = Cur::new(&lm.body, lm.at, "data layout");
         let v = c.u8()?;
         if v != 3 {
@@ -1018,7 +1018,7 @@ fn fill_value(m: &Msg) -> Result<Option<Vec<u8>>> {
     let mut c = Cur::new(&m.body, m.at, "fill value");
     if m.kind == 0x04 {
         let n = c.u32()? as usize;
-        return Ok((n > 0).then(|| c.take(n).map(<[u8]>::to_vec)).transpose()?);
+        return (n > 0).then(|| c.take(n).map(<[u8]>::to_vec)).transpose();
     }
     let v = c.u8()?;
     let defined = match v {
@@ -1037,7 +1037,7 @@ fn fill_value(m: &Msg) -> Result<Option<Vec<u8>>> {
         return Ok(None);
     }
     let n = c.u32()? as usize;
-    Ok((n > 0).then(|| c.take(n).map(<[u8]>::to_vec)).transpose()?)
+    (n > 0).then(|| c.take(n).map(<[u8]>::to_vec)).transpose()
 }
 
 fn join(path: &str, name: &str) -> String {
