@@ -660,6 +660,18 @@ impl<'d> OnnxFile<'d> {
             }
             match f.value {
                 Value::Bytes(o, len) => {
+                    let width = match field {
+                        4 => 4,
+                        10 => 8,
+                        _ => 1,
+                    };
+                    if len % width != 0 {
+                        return Err(Error::malformed(format!(
+                            "packed {} of {len} bytes is not a whole number of {width}-byte values",
+                            field_name(field)
+                        ))
+                        .at_offset(f.at));
+                    }
                     let b = c.bytes(o, len)?;
                     match field {
                         4 => b.chunks_exact(4).try_for_each(|x| {
@@ -762,7 +774,7 @@ fn tensor_fields(mut s: Cursor<'_>, limits: &Limits, budget: &mut Budget) -> Res
     let max_name = limits.max_name_len as u64;
     let max = limits.max_index_bytes;
     let dim = |v: u64, dims: &mut Vec<u64>| -> Result<()> {
-        if v as i64 > i64::MAX || (v as i64) < 0 {
+        if (v as i64) < 0 {
             return Err(Error::malformed(format!(
                 "a dim is negative ({})",
                 v as i64

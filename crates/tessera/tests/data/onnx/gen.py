@@ -221,6 +221,16 @@ save("malformed-external-absolute.onnx", external_model("/etc/passwd"), valid=Fa
 save("malformed-external-past-end.onnx", external_model("valid-external.onnx.data", offset=len(ext_data) - 4), valid=False)
 save("malformed-external-length.onnx", external_model("valid-external.onnx.data", length=12), valid=False)
 
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
 # --- hostile ----------------------------------------------------------------------------
 ok = model_of(graph_with([numpy_helper.from_array(np.ones(4, np.float32), "w")]))
 good = ok.SerializeToString()
@@ -251,6 +261,10 @@ save("malformed-int8-range.onnx", model_of(graph_with([t])), valid=False)
 # Both raw_data and float_data.
 t = TensorProto(name="both", data_type=TensorProto.FLOAT, dims=[1], float_data=[1.0], raw_data=b"\0\0\0\0")
 save("malformed-two-data.onnx", model_of(graph_with([t])), valid=False)
+# float_data packed in two fields of 2 bytes: 4 bytes in all, no whole value in either.
+t = b"\x08\x01\x10\x01" + b"\x22\x02\x00\x00" * 2 + b"\x42\x01w"
+gb = graph_with([]).SerializeToString() + b"\x2a" + bytes([len(t)]) + t
+save_bytes("malformed-packed-split.onnx", b"\x08\x08\x3a" + varint(len(gb)) + gb + b"\x42\x02\x10\x11")
 # Two initializers of one name.
 a = numpy_helper.from_array(np.ones(1, np.float32), "dup")
 save("malformed-duplicate-name.onnx", model_of(graph_with([a, a])), valid=False)
@@ -269,16 +283,6 @@ g.sparse_initializer.append(sparse)
 save("unsupported-sparse.onnx", model_of(g), valid=False)
 # A graph input whose type nests 5000 sequences deep (TypeProto.sequence_type (4) holds
 # Sequence {elem_type (1): TypeProto}): read without descending.
-def varint(n):
-    out = b""
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out += bytes([b | (0x80 if n else 0)])
-        if not n:
-            return out
-
-
 deep_bytes = helper.make_tensor_type_proto(TensorProto.FLOAT, [1]).SerializeToString()
 for _ in range(5000):
     seq = b"\x0a" + varint(len(deep_bytes)) + deep_bytes
