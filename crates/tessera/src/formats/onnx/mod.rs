@@ -35,7 +35,9 @@
 //! - **External data** (`data_location` EXTERNAL, `external_data` entries
 //!   `location`, `offset`, `length`, `checksum`): `location` is a path relative to the
 //!   model's directory; an absolute path, a `..` component, or a link that leads out of
-//!   the directory is refused. The file is mapped (read, with `Load::Read`) at open and
+//!   the directory is refused (a link inside it is followed; the `onnx` package 1.23
+//!   refuses every link, so neither reads external data from a Hugging Face cache's
+//!   snapshot, whose files are links into `blobs/`). The file is mapped (read, with `Load::Read`) at open and
 //!   the range checked against its length and the tensor's size; `offset` defaults to
 //!   0 and `length` to the rest of the file, as the `onnx` package reads them. A
 //!   `checksum` is the SHA-1 of the whole file (onnx's ExternalData.md): a checked read
