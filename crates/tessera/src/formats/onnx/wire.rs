@@ -69,9 +69,16 @@ impl<'d> Cursor<'d> {
         }
     }
 
-    /// The cursor over a length-delimited field's bytes (a sub-message).
+    /// The cursor over a length-delimited field's bytes (a sub-message), starting with
+    /// this cursor's window when the field starts inside it (no second read of it).
     pub(super) fn sub(&self, off: u64, len: u64, what: &'static str) -> Cursor<'d> {
-        Cursor::new(self.src, off, len, what)
+        let mut c = Cursor::new(self.src, off, len, what);
+        let inside = off >= self.buf_at && off - self.buf_at < self.buf.len() as u64;
+        if inside {
+            c.buf = self.buf.clone();
+            c.buf_at = self.buf_at;
+        }
+        c
     }
 
     fn error(&self, at: u64, message: impl std::fmt::Display) -> Error {
