@@ -245,6 +245,10 @@ identities! {
         .extensions(&["pt", "pth", "bin", "ckpt"])
         .magic(&[b"PK\x03\x04", b"\x80"])
         .sniff(sniff::pytorch),
+    /// ONNX model (`.onnx`: a protobuf `ModelProto`, no magic).
+    Onnx: "onnx" => Identity::new("onnx", "ONNX", "onnx")
+        .extensions(&["onnx"])
+        .sniff(sniff::onnx),
 }
 
 /// How many leading bytes [`Format::detect`] wants to see.

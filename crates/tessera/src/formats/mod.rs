@@ -52,6 +52,8 @@ pub mod gguf;
 pub mod gptrs;
 #[cfg(feature = "npy")]
 pub mod npy;
+#[cfg(feature = "onnx")]
+pub mod onnx;
 mod open;
 mod options;
 #[cfg(feature = "pytorch")]
@@ -388,6 +390,7 @@ codecs! {
     Npz: "npy" => npy::NPZ_CODEC,
     Gguf: "gguf" => gguf::CODEC,
     Pytorch: "pytorch" => pytorch::CODEC,
+    Onnx: "onnx" => onnx::CODEC,
 }
 
 /// The format and hooks of the indexed set kind (AEROSET) whose name is `name`
