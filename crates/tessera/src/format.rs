@@ -245,6 +245,10 @@ identities! {
         .extensions(&["pt", "pth", "bin", "ckpt"])
         .magic(&[b"PK\x03\x04", b"\x80"])
         .sniff(sniff::pytorch),
+    /// ONNX model (`.onnx`: a protobuf `ModelProto`, no magic).
+    Onnx: "onnx" => Identity::new("onnx", "ONNX", "onnx")
+        .extensions(&["onnx"])
+        .sniff(sniff::onnx),
     /// HDF5 (h5py, Keras `.h5`): superblock v0/v1 at byte 0 (`\x89HDF\r\n\x1a\n`).
     Hdf5: "hdf5" => Identity::new("hdf5", "HDF5", "hdf5")
         .extensions(&["h5", "hdf5"])

@@ -54,6 +54,8 @@ pub mod gptrs;
 pub mod hdf5;
 #[cfg(feature = "npy")]
 pub mod npy;
+#[cfg(feature = "onnx")]
+pub mod onnx;
 mod open;
 mod options;
 #[cfg(feature = "pytorch")]
@@ -390,6 +392,7 @@ codecs! {
     Npz: "npy" => npy::NPZ_CODEC,
     Gguf: "gguf" => gguf::CODEC,
     Pytorch: "pytorch" => pytorch::CODEC,
+    Onnx: "onnx" => onnx::CODEC,
     Hdf5: "hdf5" => hdf5::CODEC,
 }
 
