@@ -161,7 +161,7 @@ fn every_vector_converts_to_every_writable_format_or_names_the_flag() {
             }
             let mut opts = ConvertOptions::default();
             let prepared = loop {
-                match prepare(src.as_ref(), to, opts.clone()) {
+                match prepare(src.as_ref(), to, opts) {
                     Ok(p) => break Some(p),
                     Err(e) => {
                         let m = e.to_string();
