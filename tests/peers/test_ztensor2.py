@@ -292,3 +292,42 @@ def test_f4_e2m1_both_ways_with_their_packing(tmp_path):
     got = peer(READ, path=str(ours))
     assert got["blocks"]["shape"] == [3, 4]
     assert got["blocks"]["parts"]["data"] == ["u8", "f4_e2m1", "214365f7089a"]
+
+
+def test_sparse_u32_indices_are_rewritten_as_their_bytes(tmp_path):
+    # Their CSR and COO with u32 index parts: our v2 -> v2 rewrite keeps u32 (before,
+    # widened to u64), so the file is theirs byte for byte, and they read it equal.
+    theirs = tmp_path / "sparse32.zt"
+    peer(
+        """
+w = ztensor.Writer(args["path"])
+u32 = lambda xs: np.array(xs, dtype="<u4").tobytes()
+w.add_object("coo", [3, 4], {"coords": {"dtype": "u32", "data": u32([0, 2, 1, 3])},
+    "values": {"dtype": "i16", "data": np.array([7, -8], np.int16).tobytes()}}, layout="zt.sparse_coo/1")
+w.add_object("csr", [2, 3], {"indices": {"dtype": "u32", "data": u32([0, 2, 1])},
+    "indptr": {"dtype": "u32", "data": u32([0, 2, 3])},
+    "values": {"dtype": "f32", "data": np.array([1.5, 2.5, 3.5], np.float32).tobytes()}}, layout="zt.sparse_csr/1")
+w.finish()
+""",
+        path=str(theirs),
+    )
+    ours = tmp_path / "ours.zt"
+    run("convert", theirs, ours, "--to", "ztensor2")
+    assert ours.read_bytes() == theirs.read_bytes()
+    compressed = tmp_path / "zstd.zt"
+    run("convert", theirs, compressed, "--to", "ztensor2", "--compress", "zstd")
+    got = peer(
+        """
+with ztensor.open(args["path"]) as src:
+    src.verify(deep=True)
+    out = {n: {p: [src[n][p].dtype, np.frombuffer(src[n][p].tobytes(), np.uint8).tolist()]
+               for p in src[n].parts} for n in ("coo", "csr")}
+print(json.dumps(out))
+""",
+        path=str(compressed),
+    )
+    u32 = lambda xs: np.array(xs, "<u4").view(np.uint8).tolist()  # noqa: E731
+    assert got["csr"]["indices"] == ["u32", u32([0, 2, 1])]
+    assert got["csr"]["indptr"] == ["u32", u32([0, 2, 3])]
+    assert got["coo"]["coords"] == ["u32", u32([0, 2, 1, 3])]
+    assert got["coo"]["values"][1] == np.array([7, -8], np.int16).view(np.uint8).tolist()

@@ -546,3 +546,85 @@ fn logical_types_are_described_refused_or_carried_as_they_are() {
         }
     }
 }
+
+/// A sparse tensor's u32 index parts, widened to u64 on read, are stored as u32 again by
+/// a v2 → v2 rewrite (ztensor 2.1.2 wrote `profiles.zt`'s CSR with u32 indices; before,
+/// the rewrite stored them as u64), with the same values; the rest of the file too.
+#[test]
+fn sparse_u32_indices_stay_u32_through_a_rewrite() {
+    let data = read("profiles.zt");
+    let f = Ztensor2File::parse(&data, &ReadOptions::default()).unwrap();
+    let types = |f: &Ztensor2File<'_>, t: &str| -> Vec<(String, DType)> {
+        (f.parts(t).unwrap().iter())
+            .map(|p| (p.name.clone(), p.dtype))
+            .collect()
+    };
+    let before = types(&f, "csr");
+    assert!(
+        before.contains(&("indices".into(), DType::U32)),
+        "{before:?}"
+    );
+    for opts in [
+        WriteOptions::default(),
+        WriteOptions::default().compression(tessera::convert::Compression::Zstd(3)),
+    ] {
+        let out = write_v2(&f, &opts);
+        let g = Ztensor2File::parse(&out, &ReadOptions::default()).unwrap();
+        assert_eq!(types(&g, "csr"), before);
+        assert_eq!(types(&g, "coo"), types(&f, "coo"), "u64 coords stay u64");
+        let (a, b) = (f.tensor("csr").unwrap(), g.tensor("csr").unwrap());
+        assert_eq!(a.parts, b.parts);
+        assert!(g.verify(&VerifyOptions::default()).is_ok());
+    }
+}
+
+/// Asked for u32 indices (the attribute a v2 read records) but holding one that does not
+/// fit, the writer stores u64 (both index parts: the profile wants one type) rather than
+/// truncating it.
+#[test]
+fn sparse_indices_too_large_for_u32_are_stored_as_u64() {
+    let le = |v: &[u64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let big = u32::MAX as u64 + 7;
+    let mut info = tessera::TensorInfo::dense("csr", DType::F32, vec![1, big + 1]);
+    info.layout = Layout::SparseCsr;
+    let mut types = tessera::Map::new();
+    types.insert("indices", Value::Str("u32".into()));
+    types.insert("indptr", Value::Str("u32".into()));
+    info.attrs.insert("zt.part_types", Value::Map(types));
+    let view = tessera::TensorView {
+        info,
+        parts: vec![
+            tessera::Part {
+                role: "values".into(),
+                bytes: Cow::Owned([1f32, 2.0].iter().flat_map(|x| x.to_le_bytes()).collect()),
+            },
+            tessera::Part {
+                role: "indices".into(),
+                bytes: Cow::Owned(le(&[3, big])),
+            },
+            tessera::Part {
+                role: "indptr".into(),
+                bytes: Cow::Owned(le(&[0, 2])),
+            },
+        ],
+    };
+    let mut m = Model::new();
+    m.push(view.clone()).unwrap();
+    let out = write_v2(&m, &WriteOptions::default());
+    let g = Ztensor2File::parse(&out, &ReadOptions::default()).unwrap();
+    let stored: Vec<(String, DType)> = (g.parts("csr").unwrap().iter())
+        .map(|p| (p.name.clone(), p.dtype))
+        .collect();
+    assert!(
+        stored.contains(&("indices".into(), DType::U64)),
+        "{stored:?}"
+    );
+    assert!(
+        stored.contains(&("indptr".into(), DType::U64)),
+        "{stored:?}"
+    );
+    let back = g.tensor("csr").unwrap();
+    for p in &view.parts {
+        assert_eq!(back.part(&p.role), Some(&p.bytes[..]), "{}", p.role);
+    }
+}

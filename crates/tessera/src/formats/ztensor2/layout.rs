@@ -15,7 +15,8 @@ pub const CSR: &str = "zt.sparse_csr/1";
 /// COO profile id.
 pub const COO: &str = "zt.sparse_coo/1";
 /// Attribute that keeps each part's `dtype[:type]` for layouts Tessera does not
-/// interpret, so that a v2 → v2 rewrite states them again.
+/// interpret, and the stored type of a sparse tensor's u32 index parts (widened to u64
+/// on read), so that a v2 → v2 rewrite states them again.
 pub const PART_TYPES: &str = "zt.part_types";
 
 /// How a tensor's parts are read.
@@ -231,6 +232,27 @@ pub fn interpret(mut o: ObjectRef, warnings: &mut Vec<String>) -> Result<(Tensor
             attrs.remove(PART_TYPES);
         }
         attrs.push_new(PART_TYPES.into(), Value::Map(types));
+    }
+    // A sparse tensor's u32 index parts are widened on read; their stored type is kept
+    // (the index parts only) so that a v2 → v2 rewrite stores them as u32 again.
+    if matches!(layout, Layout::SparseCsr | Layout::SparseCoo) {
+        let narrow: Vec<&PartRef> = (o.parts.iter())
+            .filter(|p| p.name != "values" && p.dtype == DType::U32)
+            .collect();
+        if !narrow.is_empty() {
+            if attrs.get(PART_TYPES).is_some() {
+                warnings.push(format!(
+                    "tensor {:?}: attribute {PART_TYPES:?} is shadowed by the index types",
+                    o.name
+                ));
+                attrs.remove(PART_TYPES);
+            }
+            let mut types = Map::new();
+            for p in narrow {
+                types.push_new(p.name.clone(), Value::Str(part_label(p)));
+            }
+            attrs.push_new(PART_TYPES.into(), Value::Map(types));
+        }
     }
     let mut encodings: Vec<&str> = o
         .parts

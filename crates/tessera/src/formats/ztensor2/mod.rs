@@ -36,7 +36,8 @@
 //!
 //! Tensors (listed in name order): `dense` → [`Layout::Dense`](crate::Layout); the
 //! sparse profiles → `SparseCsr` / `SparseCoo` with u32 index parts widened to u64 on
-//! read; logical types onto [`crate::DType`] (`bool`, the five fp8 types, `f4_e2m1`
+//! read, their stored type kept in the `zt.part_types` attribute so that a v2 rewrite
+//! stores them as u32 again (both index parts, when every index fits); logical types onto [`crate::DType`] (`bool`, the five fp8 types, `f4_e2m1`
 //! (two per byte, low nibble first, as [`DType::F4E2M1`] stores it), `complex64`/`128`).
 //! A sparse object whose values are `f4_e2m1` is kept raw like an unknown layout (below).
 //! A `dense` object whose type has no DType (a type from a later spec such as

@@ -8,6 +8,7 @@
 //! so the tensors of a batch are digested and compressed on every core while the
 //! previous batch is written; memory stays near two batches.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Write;
 
@@ -122,6 +123,50 @@ pub(super) struct PartEnc {
     zstd: Option<Vec<u8>>,
     /// XXH3-128 of the raw bytes, when not (finds a blob to share).
     key: u128,
+    /// The bytes stored when they are not the part's own ([`stored_bytes`]: a sparse
+    /// index part narrowed back to u32).
+    narrowed: Option<Vec<u8>>,
+}
+
+/// The stored type of a sparse tensor's index parts (one type for all: the profiles
+/// want `indices` and `indptr` alike): u32 when the tensor came with u32 indices
+/// ([`PART_TYPES`] names each index part `u32`, as the reader records a v2 file's) and
+/// every index still fits, else u64 (how [`Layout::SparseCsr`] and
+/// [`Layout::SparseCoo`] hold them).
+fn index_type(view: &TensorView<'_>) -> DType {
+    let labels = match view.info.attrs.get(PART_TYPES) {
+        Some(Value::Map(m)) => m,
+        _ => return DType::U64,
+    };
+    let fits = |b: &[u8]| {
+        b.len() % 8 == 0
+            && (b.chunks_exact(8))
+                .all(|c| u64::from_le_bytes(c.try_into().unwrap_or([0xff; 8])) <= u32::MAX as u64)
+    };
+    let narrow = (view.parts.iter()).filter(|p| p.role != "values").all(|p| {
+        matches!(labels.get(&p.role), Some(Value::Str(s)) if s == "u32") && fits(&p.bytes)
+    });
+    if narrow {
+        DType::U32
+    } else {
+        DType::U64
+    }
+}
+
+/// The bytes part `i` of `view` is stored as: its own, or, for a sparse index part
+/// stored as u32 ([`index_type`]), narrowed from the u64 it is held as.
+fn stored_bytes<'v>(view: &'v TensorView<'_>, i: usize) -> Cow<'v, [u8]> {
+    let p = &view.parts[i];
+    let sparse = matches!(view.info.layout, Layout::SparseCsr | Layout::SparseCoo);
+    if sparse && p.role != "values" && index_type(view) == DType::U32 {
+        let mut out = Vec::with_capacity(p.bytes.len() / 2);
+        for c in p.bytes.chunks_exact(8) {
+            out.extend_from_slice(&c[..4]);
+        }
+        Cow::Owned(out)
+    } else {
+        Cow::Borrowed(&p.bytes[..])
+    }
 }
 
 /// Each part's digest (SHA-256 or XXH3-64) and its seekable zstd stream (with
@@ -132,28 +177,27 @@ fn encode_parts(
     compression: Compression,
     sha256: bool,
 ) -> Result<Vec<PartEnc>> {
-    view.parts
-        .iter()
-        .map(|p| {
+    (0..view.parts.len())
+        .map(|i| {
+            let bytes = stored_bytes(view, i);
             let digest = if sha256 {
-                format!(
-                    "sha256:{}",
-                    crate::util::hex(&crate::util::sha256(&p.bytes))
-                )
+                format!("sha256:{}", crate::util::hex(&crate::util::sha256(&bytes)))
             } else {
-                format!("xxh3:{:016x}", xxh3_64(&p.bytes))
+                format!("xxh3:{:016x}", xxh3_64(&bytes))
             };
-            Ok(match compression {
-                Compression::None => PartEnc {
-                    digest,
-                    zstd: None,
-                    key: xxh3_128(&p.bytes),
-                },
-                Compression::Zstd(level) => PartEnc {
-                    digest,
-                    zstd: Some(seekable(&p.bytes, level)?),
-                    key: 0,
-                },
+            let (zstd, key) = match compression {
+                Compression::None => (None, xxh3_128(&bytes)),
+                Compression::Zstd(level) => (Some(seekable(&bytes, level)?), 0),
+            };
+            let narrowed = match bytes {
+                Cow::Owned(b) => Some(b),
+                Cow::Borrowed(_) => None,
+            };
+            Ok(PartEnc {
+                digest,
+                zstd,
+                key,
+                narrowed,
             })
         })
         .collect()
@@ -304,7 +348,7 @@ impl<W: Write> Ztensor2Writer<W> {
                         if p.role == "values" {
                             value.clone()
                         } else {
-                            (DType::U64, None)
+                            (index_type(view), None)
                         }
                     })
                     .collect();
@@ -408,10 +452,12 @@ impl<W: Write> Ztensor2Writer<W> {
                 Error::invalid_input(format!("no encoding given for part {:?}", p.role))
             })?;
             let digest = std::mem::take(&mut e.digest);
+            let narrowed = e.narrowed.take();
+            let bytes = narrowed.as_deref().unwrap_or(&p.bytes);
             let written = match e.zstd.take() {
                 None => self
-                    .write_or_share(&p.bytes, e.key, name, &p.role, src)
-                    .map(|o| (o, p.bytes.len() as u64, false)),
+                    .write_or_share(bytes, e.key, name, &p.role, src)
+                    .map(|o| (o, bytes.len() as u64, false)),
                 Some(z) => {
                     let n = z.len() as u64;
                     self.write_blob(&z).map(|o| (o, n, true))
@@ -428,7 +474,7 @@ impl<W: Write> Ztensor2Writer<W> {
             ));
             if encoded {
                 m.push((text("encoding"), text(ZSTD_SEEKABLE)));
-                m.push((text("decoded_length"), CVal::Uint(p.bytes.len() as u64)));
+                m.push((text("decoded_length"), CVal::Uint(bytes.len() as u64)));
             }
             m.push((text("digest"), CVal::Text(digest)));
             parts.push((text(&p.role), CVal::Map(m)));
