@@ -431,7 +431,9 @@ fn convert_indexed(
     let groups = match (hooks.ranks, split) {
         (false, _) => plan(&sizes, split),
         (true, Split::Shards(n)) => vec![0..infos.len(); n as usize],
-        (true, Split::MaxBytes(b)) if b == hooks.default_shard_size => vec![0..infos.len()],
+        (true, Split::MaxBytes(b)) if b == hooks.default_shard_size => {
+            std::iter::once(0..infos.len()).collect()
+        }
         (true, Split::MaxBytes(_)) => {
             return Err(Error::invalid_input(format!(
                 "a {} checkpoint is cut by ranks, each holding a part of every tensor: give --shards N, not a maximum shard size",

@@ -455,7 +455,7 @@ impl Container for DcpCheckpoint {
             }
         }
         for (i, t) in self.cp.tensors.iter().enumerate() {
-            if narrow && !opts.tensors.iter().any(|n| *n == t.name) {
+            if narrow && !opts.tensors.contains(&t.name) {
                 continue;
             }
             let subject = format!("tensor {:?}", t.name);

@@ -383,7 +383,6 @@ pub fn write_set(
             }
         }
     }
-    drop(put);
     for (f, n) in files.into_iter().zip(&names) {
         let f = f
             .into_inner()
