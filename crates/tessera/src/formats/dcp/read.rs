@@ -234,8 +234,10 @@ impl DcpCheckpoint {
         }
     }
 
-    /// Chunk `c` of `t`: its archive's one tensor, checked against the chunk.
-    fn chunk_bytes(&self, t: &TensorMeta, c: usize) -> Result<Vec<u8>> {
+    /// Chunk `c` of `t`: its archive's one tensor, checked against the chunk, its
+    /// elements copied into their box of `buf` (the dense tensor) straight from the
+    /// archive's bytes (borrowed from the file's map when it is one: no copy between).
+    fn place_chunk(&self, t: &TensorMeta, c: usize, buf: &mut [u8]) -> Result<()> {
         let ch = &t.chunks[c];
         let opts = &self.opts;
         self.with_archive(&ch.at, |s| {
@@ -257,7 +259,9 @@ impl DcpCheckpoint {
             }
             let name = info.name.clone();
             let v = file.tensor(&name)?;
-            Ok(v.data()?.to_vec())
+            let es = t.dtype.size();
+            place(buf, &t.shape, &ch.offsets, &ch.sizes, v.data()?, es);
+            Ok(())
         })
         .map_err(|e| e.at_subject(format!("tensor {:?}", t.name.escape_debug().to_string())))
     }
@@ -290,15 +294,7 @@ impl DcpCheckpoint {
             if ch.sizes.contains(&0) {
                 continue;
             }
-            let bytes = self.chunk_bytes(t, c)?;
-            place(
-                &mut buf,
-                &t.shape,
-                &ch.offsets,
-                &ch.sizes,
-                &bytes,
-                es as usize,
-            );
+            self.place_chunk(t, c, &mut buf)?;
         }
         Ok(buf)
     }
