@@ -113,3 +113,33 @@ def test_aerotensor_reads_and_validates_our_sets(tmp_path, aerotensor, flags):
             assert rd.validate_all() == [], p["path"]
         finally:
             rd.close()
+
+
+def test_aerotensor_option_gives_its_safetensors_converters_bytes(tmp_path, aerotensor):
+    # `-O aerotensor` with a fixed UUID: the bytes of aerotensor's own converter
+    # (`convert_safetensors`) on a file the safetensors package wrote, with odd sizes (so
+    # back-to-back packing matters), names out of name order, and metadata it drops.
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    src = os.environ["AEROTENSOR_SRC"]
+    sys.path.insert(0, src)
+    try:
+        from aerotensor.convert.safetensors_to_aero import convert_safetensors
+    finally:
+        sys.path.remove(src)
+    rng = np.random.default_rng(7)
+    tensors = {
+        "z.first": rng.standard_normal(5).astype(np.float16),
+        "m.mid": rng.integers(-9, 9, (3, 1), dtype=np.int8),
+        "a.last": rng.standard_normal((2, 3)).astype(np.float64),
+        "b.flag": np.array([True, False, True]),
+        "c.u16": np.arange(7, dtype=np.uint16),
+    }
+    st = tmp_path / "in.safetensors"
+    save_file(tensors, st, metadata={"format": "pt", "architecture": "llama", "note": "x"})
+    theirs = tmp_path / "theirs.aero"
+    convert_safetensors(str(st), str(theirs), uuid=bytes.fromhex("ab" * 16))
+    ours = tmp_path / "ours.aero"
+    run("convert", st, ours, "-O", "aerotensor", "-O", "uuid=" + "ab" * 16)
+    assert ours.read_bytes() == theirs.read_bytes()

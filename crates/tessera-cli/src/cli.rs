@@ -316,7 +316,8 @@ pub struct ConvertArgs {
     #[arg(long, help_heading = "Allowing a loss (each change is printed)")]
     pub drop_metadata: bool,
     /// GGUF source: decode quantized tensors (q4_0 … q6_k, tq*, mxfp4, iq4_*) to f32, f16
-    /// or bf16, as gguf-py's dequantize does.
+    /// or bf16, as gguf-py's dequantize does; any source: an MXFP4 pair `X_blocks` +
+    /// `X_scales` (gpt-oss) becomes one tensor `X`.
     #[arg(long, value_name = "DTYPE", value_parser = ["f32", "f16", "bf16"], help_heading = "Allowing a loss (each change is printed)")]
     pub dequantize: Option<String>,
     /// GGUF target: quantize float tensors to q8_0, q4_0, q4_1, q5_0 or q5_1, as gguf-py's
@@ -377,7 +378,8 @@ pub struct ExtractArgs {
     pub output: PathBuf,
     /// Decode GGUF's quantized tensors (q4_0 … q6_k, tq*, mxfp4, iq*) to f32, f16 or
     /// bf16, as gguf-py's dequantize does (without it a quantized tensor is written as
-    /// stored, to a format that holds it: .gguf).
+    /// stored, to a format that holds it: .gguf); NAME `X` of an MXFP4 pair `X_blocks` +
+    /// `X_scales` (gpt-oss) is the pair decoded.
     #[arg(long, value_name = "DTYPE", value_parser = ["f32", "f16", "bf16"])]
     pub dequantize: Option<String>,
     /// Cast a tensor whose dtype the output format cannot store to the nearest one it

@@ -196,6 +196,9 @@ pub fn open_bytes(
     .py()
 }
 
+/// An MXFP4 pair as `File.mx_pairs` gives it: (X, X_blocks, X_scales, X's description).
+type MxPairOut<'py> = (String, String, String, Bound<'py, PyDict>);
+
 /// A tensor description as a dict.
 pub fn info_to_py<'py>(py: Python<'py>, info: &TensorInfo) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
@@ -273,6 +276,34 @@ impl File {
         Ok(o)
     }
 
+    /// Tensor `name` of `src` as handed out ([`Self::finish`]); with `dequantize`, the
+    /// name of an MXFP4 pair (`X` for `X_blocks` + `X_scales`) is the pair decoded, its
+    /// two tensors held to the signed manifest first.
+    fn read<'a>(
+        &self,
+        src: &'a dyn tessera::Container,
+        name: &str,
+        densify: bool,
+        dequantize: Option<DType>,
+    ) -> tessera::Result<TensorView<'a>> {
+        if let Some(to) = dequantize {
+            let infos = src.tensor_infos();
+            if !infos.iter().any(|i| i.name == name) {
+                let pairs = tessera::quant::mx::pairs(infos);
+                if let Some(p) = pairs.iter().find(|p| p.name == name) {
+                    let (blocks, scales) = (src.tensor(&p.blocks)?, src.tensor(&p.scales)?);
+                    if let Some(s) = &self.signed {
+                        s.check(&blocks)?;
+                        s.check(&scales)?;
+                    }
+                    let info = tessera::quant::mx::pair_info(p, &blocks.info, to)?;
+                    return tessera::quant::mx::dequantize_pair(&blocks, &scales, &info);
+                }
+            }
+        }
+        self.finish(src.tensor(name)?, densify, dequantize)
+    }
+
     /// A view as handed out: held to the signed manifest, densified, dequantized, as
     /// asked.
     fn finish<'a>(
@@ -343,6 +374,26 @@ impl File {
     fn names(&self) -> Vec<String> {
         self.infos.iter().map(|i| i.name.clone()).collect()
     }
+    /// The MXFP4 pairs (`X_blocks` + `X_scales`, gpt-oss) a `dequantize=` read turns into
+    /// one tensor: `[(X, X_blocks, X_scales, description of X as dtype)]`, for a dtype given.
+    #[pyo3(signature = (dequantize=None))]
+    fn mx_pairs<'py>(
+        &self,
+        py: Python<'py>,
+        dequantize: Option<&str>,
+    ) -> PyResult<Vec<MxPairOut<'py>>> {
+        let Some(to) = dequantize_dtype(dequantize).py()? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for p in tessera::quant::mx::pairs(&self.infos) {
+            let blocks = self.infos.iter().find(|i| i.name == p.blocks);
+            let Some(blocks) = blocks else { continue };
+            let info = tessera::quant::mx::pair_info(&p, blocks, to).py()?;
+            out.push((p.name, p.blocks, p.scales, info_to_py(py, &info)?));
+        }
+        Ok(out)
+    }
     /// Every tensor's description, in file order.
     fn tensor_infos<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let items = self
@@ -396,7 +447,7 @@ impl File {
                 };
                 shared.with(|c| {
                     let src = private.as_ref().map_or(c, |o| o.container());
-                    let v = self.finish(src.tensor(name)?, densify, to)?;
+                    let v = self.read(src, name, densify, to)?;
                     let parts = v
                         .parts
                         .into_iter()
@@ -464,7 +515,7 @@ impl File {
                                 Some(o) if self.checked_copy(name) => o.container(),
                                 _ => c,
                             };
-                            self.finish(src.tensor(name)?, densify, to)
+                            self.read(src, name, densify, to)
                         })
                         .collect();
                     for v in views {

@@ -85,6 +85,8 @@ pub struct Prepared<'s> {
     chunks: Vec<ChunkInfo>,
     keep_chunks: bool,
     notes: Vec<String>,
+    /// The MXFP4 pairs `--dequantize` decodes ([`Plan::MxPair`] indexes it).
+    mx_pairs: Vec<crate::quant::mx::MxPair>,
 }
 
 /// The packed dtype of a tensor carried as its stored bytes ([`Layout::undecoded`]
@@ -104,6 +106,9 @@ enum Plan {
     DensifyCast(DType),
     /// `--dequantize` / `--quantize` (`quant::adapt`).
     Quant(crate::quant::adapt::Step),
+    /// `--dequantize` of an MXFP4 `_blocks` + `_scales` pair (`quant::mx`): the tensor
+    /// is read from the two (`Prepared::mx_pairs[k]`).
+    MxPair(usize),
 }
 
 /// Checks that `target` can hold everything in `src`, applying the losses `opts`
@@ -138,8 +143,42 @@ pub fn prepare<'s>(
     let mut plans = Vec::new();
     let mut notes = Vec::new();
     let mut refused: Vec<Refusal> = Vec::new();
+    // MXFP4 pairs (`X_blocks` + `X_scales`, gpt-oss): with `--dequantize`, one tensor
+    // `X` where `X_blocks` was, and `X_scales` consumed.
+    let mx_pairs = match opts.dequantize {
+        Some(_) => crate::quant::mx::pairs(src.tensor_infos()),
+        None => Vec::new(),
+    };
+    let scales_of_pairs: std::collections::HashSet<&str> =
+        mx_pairs.iter().map(|p| p.scales.as_str()).collect();
     for info in src.tensor_infos() {
         let name = info.name.as_str();
+        if scales_of_pairs.contains(name) {
+            continue;
+        }
+        if let (Some(k), Some(to)) = (
+            mx_pairs.iter().position(|p| p.blocks == name),
+            opts.dequantize,
+        ) {
+            let pair = &mx_pairs[k];
+            match crate::quant::mx::pair_info(pair, info, to) {
+                Ok(out) if caps.dtypes.contains(&to) => {
+                    notes.push(format!(
+                        "dequantized the MXFP4 pair {:?} + {:?} -> {:?} ({to})",
+                        pair.blocks, pair.scales, pair.name
+                    ));
+                    infos.push(out);
+                    plans.push(Plan::MxPair(k));
+                }
+                Ok(_) => refused.push(Refusal::tensor(
+                    name,
+                    format!("dequantized to {to}, which {title} cannot store"),
+                    Some(Hint::Dequantize),
+                )),
+                Err(e) => refused.push(Refusal::tensor(name, e.message(), None)),
+            }
+            continue;
+        }
         let decoded;
         let info = match carried_dtype(info) {
             Some(d) => {
@@ -391,6 +430,7 @@ pub fn prepare<'s>(
         chunks,
         keep_chunks,
         notes,
+        mx_pairs,
     })
 }
 
@@ -422,6 +462,12 @@ impl TensorSource for Prepared<'_> {
     }
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         let i = crate::model::tensor_position(&self.index, name)?;
+        if let Plan::MxPair(k) = self.plans[i] {
+            let pair = &self.mx_pairs[k];
+            let read = |n: &str| self.src.tensor(n).map_err(|e| self.source_error(e));
+            let (blocks, scales) = (read(&pair.blocks)?, read(&pair.scales)?);
+            return crate::quant::mx::dequantize_pair(&blocks, &scales, &self.infos[i]);
+        }
         let v = self.src.tensor(name).map_err(|e| self.source_error(e))?;
         self.adapt(i, v)
     }
@@ -433,7 +479,9 @@ impl TensorSource for Prepared<'_> {
             .iter()
             .map(|n| crate::model::tensor_position(&self.index, n))
             .collect();
-        if at.iter().any(|r| r.is_err()) {
+        let pair =
+            |r: &Result<usize>| matches!(r, Ok(i) if matches!(self.plans[*i], Plan::MxPair(_)));
+        if at.iter().any(|r| r.is_err() || pair(r)) {
             return names.par_iter().map(|n| self.tensor(n)).collect();
         }
         let got = self.src.tensors(names);
@@ -489,6 +537,12 @@ impl Prepared<'_> {
             Plan::Cast(d) => crate::cast::cast_view(v, d)?,
             Plan::DensifyCast(d) => crate::cast::cast_view(crate::tensor::sparse::densify(v)?, d)?,
             Plan::Quant(step) => crate::quant::adapt::apply(step, v, &self.infos[i])?,
+            Plan::MxPair(_) => {
+                return Err(Error::invalid_input(format!(
+                    "tensor {:?} is read from its MXFP4 pair, not adapted",
+                    self.infos[i].name
+                )))
+            }
         };
         v.info.storage = Default::default();
         Ok(v)

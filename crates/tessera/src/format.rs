@@ -249,6 +249,10 @@ identities! {
     /// `__R_N.distcp` files (read and written as a set: `formats/dcp`).
     Dcp: "dcp" => Identity::new("dcp", "PyTorch Distributed Checkpoint", "dcp")
         .sniff(sniff::dcp_metadata),
+    /// ONNX model (`.onnx`: a protobuf `ModelProto`, no magic).
+    Onnx: "onnx" => Identity::new("onnx", "ONNX", "onnx")
+        .extensions(&["onnx"])
+        .sniff(sniff::onnx),
 }
 
 /// How many leading bytes [`Format::detect`] wants to see.

@@ -408,6 +408,29 @@ pub fn dequantize(
     }
 }
 
+/// With `--dequantize`, the tensor `name` made of an MXFP4 pair (`name_blocks` +
+/// `name_scales`, [`crate::quant::mx`]) of `src`, decoded to `to` as `convert
+/// --dequantize` does; `None` when `src` has a tensor of that name or no such pair.
+pub fn dequantized_pair(
+    src: &dyn crate::model::TensorSource,
+    name: &str,
+    to: DType,
+) -> crate::Result<Option<crate::tensor::TensorView<'static>>> {
+    use crate::quant::mx;
+    crate::quant::adapt::check_dequantize(Some(to))?;
+    let infos = src.tensor_infos();
+    if infos.iter().any(|i| i.name == name) {
+        return Ok(None);
+    }
+    let Some(pair) = mx::pairs(infos).into_iter().find(|p| p.name == name) else {
+        return Ok(None);
+    };
+    let blocks = src.tensor(&pair.blocks)?;
+    let info = mx::pair_info(&pair, &blocks.info, to)?;
+    let scales = src.tensor(&pair.scales)?;
+    mx::dequantize_pair(&blocks, &scales, &info).map(Some)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -61,10 +61,19 @@ fn emit(output: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 pub fn run(args: &ExtractArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     let to_stdout = args.output == Path::new("-");
     with_file(&args.file, &args.read, |file| {
-        if file.tensor_infos().iter().any(|t| t.name == args.name) {
+        let to = dequantize_dtype(args.dequantize.as_deref())?;
+        // With --dequantize, an MXFP4 pair's name (`X` for `X_blocks` + `X_scales`).
+        let pair = match to {
+            Some(to) => tessera::values::dequantized_pair(file, &args.name, to)?,
+            None => None,
+        };
+        if pair.is_some() || file.tensor_infos().iter().any(|t| t.name == args.name) {
             let format = tensor_format(&args.output)?;
-            let mut view = file.tensor(&args.name)?;
-            if let Some(to) = dequantize_dtype(args.dequantize.as_deref())? {
+            let mut view = match pair {
+                Some(v) => v,
+                None => file.tensor(&args.name)?,
+            };
+            if let Some(to) = to {
                 view = tessera::values::dequantize(view, to)?;
             }
             if tessera::values::is_quantized(&view.info) {

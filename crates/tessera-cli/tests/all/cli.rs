@@ -186,6 +186,48 @@ fn diff_of_the_same_model_in_every_format_finds_no_difference() {
     assert!((max - (2.5 - 1.0 / 3.0)).abs() < 1e-6, "{max}");
 }
 
+/// `tessera convert x.safetensors x.pt` keeps the float8s, u16/u32/u64 and f4 (issue 34
+/// §1; torch 2.x's `_rebuild_tensor_v3`) instead of refusing them, and the `.pt` reads
+/// back with the same values. The inputs were written by the safetensors package.
+/// Before, each conversion was refused ("PyTorch checkpoint cannot store", --cast).
+#[test]
+fn safetensors_with_float8_and_unsigned_ints_convert_to_pt() {
+    let data = root().join("crates/tessera/tests/data/safetensors");
+    let dir = tempfile::tempdir().unwrap();
+    for name in [
+        "bf16_fp8.safetensors",
+        "mixed.safetensors",
+        "fp4_torch.safetensors",
+    ] {
+        let src = data.join(name);
+        let out = dir.path().join(name.replace(".safetensors", ".pt"));
+        let c = tessera()
+            .arg("convert")
+            .arg(&src)
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            c.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&c.stderr)
+        );
+        let d = tessera().arg("diff").arg(&src).arg(&out).output().unwrap();
+        let text = String::from_utf8_lossy(&d.stdout);
+        assert_eq!(d.status.code(), Some(0), "{name}: {text}");
+        assert!(text.contains("no differences"), "{name}: {text}");
+        let i = tessera().arg("inspect").arg(&out).output().unwrap();
+        let text = String::from_utf8_lossy(&i.stdout);
+        for dtype in match name {
+            "bf16_fp8.safetensors" => &["f8_e4m3fn", "f8_e5m2"][..],
+            "mixed.safetensors" => &["u16", "u32", "u64", "f8_e8m0", "f8_e5m2fnuz"][..],
+            _ => &["f4_e2m1", "f8_e8m0"][..],
+        } {
+            assert!(text.contains(dtype), "{name} {dtype}: {text}");
+        }
+    }
+}
+
 #[test]
 fn tour_writes_verifies_and_converts_every_format() {
     let dir = tempfile::tempdir().unwrap();

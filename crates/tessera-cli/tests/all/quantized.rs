@@ -209,3 +209,56 @@ fn the_library_decodes_a_view_and_passes_others_through() {
     let e = tessera::values::dequantize(f.tensor("w").unwrap(), DType::I8).unwrap_err();
     assert_eq!(e.kind(), tessera::ErrorKind::InvalidInput);
 }
+
+/// An MXFP4 pair as gpt-oss stores it (`…_blocks` + `…_scales`, written by the
+/// safetensors package: crates/tessera/tests/data/safetensors/mxfp4_pair.safetensors,
+/// gen_mxfp4.py) through the CLI: `convert --dequantize bf16` writes one tensor with the
+/// values ml_dtypes computed, `extract X --dequantize f32` extracts the pair's tensor,
+/// and without `--dequantize` the name is unknown (the pair is two u8 tensors).
+#[test]
+fn mxfp4_pairs_convert_and_extract_with_dequantize() {
+    let data = format!(
+        "{}/../tessera/tests/data/safetensors",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let src = PathBuf::from(&data).join("mxfp4_pair.safetensors");
+    let exp: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(PathBuf::from(&data).join("expected.json")).unwrap())
+            .unwrap();
+    let stem = "model.layers.0.mlp.experts.gate_up_proj";
+    let want = &exp["mxfp4_pair.safetensors"]["mxfp4"][stem];
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.safetensors");
+    let o = run(&[&"convert", &src, &out, &"--dequantize", &"bf16"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("MXFP4"), "{}", text(&o));
+    let bytes = std::fs::read(&out).unwrap();
+    let f = tessera::open(&bytes, &Default::default()).unwrap();
+    let v = f.tensor(stem).unwrap();
+    assert_eq!(v.info.dtype, DType::BF16);
+    assert_eq!(
+        tessera::util::hex(v.data().unwrap()),
+        want["bf16_hex"].as_str().unwrap()
+    );
+    assert!(f.tensor(&format!("{stem}_scales")).is_err());
+    let npy = dir.path().join("w.npy");
+    let o = run(&[
+        &"extract",
+        &src,
+        &stem,
+        &"-o",
+        &npy,
+        &"--dequantize",
+        &"f32",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let bytes = std::fs::read(&npy).unwrap();
+    let f = tessera::open(&bytes, &Default::default()).unwrap();
+    let v = f.tensor(&f.tensor_infos()[0].name).unwrap();
+    assert_eq!(
+        tessera::util::hex(v.data().unwrap()),
+        want["f32_hex"].as_str().unwrap()
+    );
+    let o = run(&[&"extract", &src, &stem, &"-o", &npy]);
+    assert!(!o.status.success());
+}

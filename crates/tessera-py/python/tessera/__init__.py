@@ -280,6 +280,16 @@ class File(Mapping):
         self._dequantize = dequantize
         self._names: List[str] = native.names()
         self._infos: Optional[Dict[str, Dict[str, Any]]] = None
+        # Opened with dequantize=: an MXFP4 pair (X_blocks + X_scales, gpt-oss) is one
+        # tensor X of that dtype, listed where X_blocks was.
+        self._pairs: Dict[str, Dict[str, Any]] = {}
+        if dequantize is not None:
+            pairs = native.mx_pairs(dequantize)
+            if pairs:
+                stems = {b: x for x, b, _s, _i in pairs}
+                scales = {sc for _x, _b, sc, _i in pairs}
+                self._pairs = {x: i for x, _b, _s, i in pairs}
+                self._names = [stems.get(n, n) for n in self._names if n not in scales]
 
     # -- the file
     @property
@@ -402,6 +412,7 @@ class File(Mapping):
         (its dense size: what ``progress=`` counts)."""
         if self._infos is None:
             self._infos = {i["name"]: i for i in self._f.tensor_infos()}
+            self._infos.update(self._pairs)
         try:
             return self._infos[name]
         except KeyError:
@@ -431,7 +442,9 @@ class File(Mapping):
         stored in packed blocks (``q8_0``, ``q4_k``, …) into a dense array of that dtype,
         bit for bit as gguf-py's ``dequantize`` does; without it such a tensor comes back
         as a :class:`Tensor` holding the packed bytes (``.parts["data"]``, ``uint8``) and
-        its ggml type (``.dtype``, ``.attrs["ggml_type"]``).
+        its ggml type (``.dtype``, ``.attrs["ggml_type"]``). With it, the name ``X`` of an
+        MXFP4 pair ``X_blocks`` + ``X_scales`` (gpt-oss) is the pair decoded; a file
+        opened with ``dequantize=`` lists such pairs as that one name.
 
         Reads are checked (unless the file was opened with ``verify=False``): with
         ``copy=True`` the stored bytes of a tensor the file keeps a digest for are read

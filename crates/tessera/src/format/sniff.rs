@@ -59,3 +59,54 @@ pub fn dcp_metadata(head: &[u8]) -> bool {
     const MODULE: &[u8] = b"torch.distributed.checkpoint.metadata";
     matches!(head, [0x80, 2..=5, ..]) && head.windows(MODULE.len()).take(64).any(|w| w == MODULE)
 }
+
+/// ONNX: a protobuf `ModelProto` starting, as every writer serializes it, with
+/// `ir_version` (field 1, a varint from 1 to 99), each following field in the first
+/// bytes one `ModelProto` defines with its wire type (length-delimited fields skipped by
+/// their length; a varint that does not end after `ir_version` is left to the reader).
+pub fn onnx(head: &[u8]) -> bool {
+    fn varint(b: &[u8], i: &mut usize) -> Option<u64> {
+        let mut v = 0u64;
+        for k in 0..10 {
+            let x = *b.get(*i)?;
+            *i += 1;
+            v |= u64::from(x & 0x7f) << (7 * k);
+            if x & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+    let mut i = 0;
+    if head.first() != Some(&0x08) {
+        return false;
+    }
+    let mut first = true;
+    while i < head.len() {
+        // A varint cut off or over 10 bytes after `ir_version`: ONNX-like, for the
+        // reader to refuse as malformed.
+        let Some(tag) = varint(head, &mut i) else {
+            return !first;
+        };
+        let (number, wire) = (tag >> 3, tag & 7);
+        let ok = match number {
+            1 | 5 => wire == 0,
+            2 | 3 | 4 | 6 | 7 | 8 | 14 | 20 | 25 | 26 => wire == 2,
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+        let Some(v) = varint(head, &mut i) else {
+            return !first;
+        };
+        if first && !(1..100).contains(&v) {
+            return false;
+        }
+        first = false;
+        if wire == 2 {
+            i = i.saturating_add(usize::try_from(v).unwrap_or(usize::MAX));
+        }
+    }
+    !first
+}

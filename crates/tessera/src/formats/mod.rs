@@ -54,6 +54,8 @@ pub mod gguf;
 pub mod gptrs;
 #[cfg(feature = "npy")]
 pub mod npy;
+#[cfg(feature = "onnx")]
+pub mod onnx;
 mod open;
 mod options;
 #[cfg(feature = "pytorch")]
@@ -396,6 +398,7 @@ codecs! {
     Gguf: "gguf" => gguf::CODEC,
     Pytorch: "pytorch" => pytorch::CODEC,
     Dcp: "dcp" => dcp::CODEC,
+    Onnx: "onnx" => onnx::CODEC,
 }
 
 /// The format and hooks of the indexed set kind (AEROSET) whose name is `name`

@@ -27,6 +27,9 @@
 //! | others ([`other`]) | TQ1_0, TQ2_0, MXFP4, NVFP4, IQ4_NL, IQ4_XS | — |
 //! | grid IQ ([`iq`]) | IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S | — |
 //!
+//! Besides ggml's blocks, [`mx`] decodes MXFP4 stored as a `_blocks` + `_scales` pair of
+//! plain `u8` tensors (gpt-oss checkpoints) into one float tensor.
+//!
 //! The grid IQ types decode through ggml's codebooks, generated from gguf-py into
 //! `iq_tables.bin` (see [`iq`]). gguf-py cannot decode Q8_1, Q8_K or Q1_0, so there is
 //! no reference to be identical to; they are refused (`Unsupported`, naming the tensor
@@ -62,6 +65,7 @@ pub mod adapt;
 pub mod iq;
 pub mod kquants;
 pub mod legacy;
+pub mod mx;
 pub mod other;
 mod types;
 

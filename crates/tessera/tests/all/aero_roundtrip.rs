@@ -489,3 +489,52 @@ fn attributes_of_the_wrong_type_travel_as_plain_attributes() {
     let f = AeroFile::open(&data, &Limits::default()).unwrap();
     assert_same(&m, &f);
 }
+
+/// `-O aerotensor`: safetensors -> AERO as the original's converter writes it (issue 32
+/// §3, `CONVERTERS.md`): tensors in name order packed back to back, `meta.json` with
+/// `model_name` (the file's), `architecture: unknown`, `source_format: safetensors`, the
+/// other keys (`format`, `license`) left out with a note; the same input and UUID give
+/// aerotensor's bytes (`convert_safetensors` on a file the safetensors package wrote,
+/// tests/data/aero/gen_convert.py). Without the option the metadata is kept and the
+/// order is the source's.
+#[test]
+fn with_the_aerotensor_option_safetensors_converts_to_its_converters_bytes() {
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/");
+    let input = std::fs::read(format!("{data}aero/convert-input.safetensors")).unwrap();
+    let theirs = std::fs::read(format!("{data}aero/valid-aerotensor-convert.aero")).unwrap();
+    let src = tessera::open(&input, &tessera::ReadOptions::default()).unwrap();
+    let p = tessera::convert::prepare(src.as_ref(), Format::Aero, Default::default()).unwrap();
+    let write = |o: tessera::formats::aero::AeroOptions| {
+        let mut out = Cursor::new(Vec::new());
+        let o = WriteOptions::default().with(o.uuid(Some([0x11; 16])));
+        let r = tessera::convert::write_to(Format::Aero, &p, &mut out, &o).unwrap();
+        (out.into_inner(), r.notes)
+    };
+    let (plain, _) = write(tessera::formats::aero::AeroOptions::default());
+    let f = AeroFile::open(&plain, &Limits::default()).unwrap();
+    assert_eq!(
+        f.metadata().get("license").and_then(|v| v.as_str()),
+        Some("mit")
+    );
+    assert!(plain != theirs);
+    let (ours, notes) = write(tessera::formats::aero::AeroOptions::default().aerotensor(true));
+    let f = AeroFile::open(&ours, &Limits::default()).unwrap();
+    let names: Vec<&str> = f.tensor_infos().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["a.bias", "b.weight", "c.steps"], "name order");
+    let meta = f.metadata();
+    assert_eq!(
+        meta.get("model_name").and_then(|v| v.as_str()),
+        Some("tiny")
+    );
+    assert_eq!(
+        meta.get("architecture").and_then(|v| v.as_str()),
+        Some("unknown")
+    );
+    assert!(meta.get("license").is_none() && meta.get("format").is_none());
+    assert!(notes.iter().any(|n| n.contains("license")), "{notes:?}");
+    for t in src.tensor_infos() {
+        let (a, b) = (src.tensor(&t.name).unwrap(), f.tensor(&t.name).unwrap());
+        assert_eq!(a.data().unwrap(), b.data().unwrap(), "{}", t.name);
+    }
+    assert!(ours == theirs, "differs from aerotensor's converter output");
+}

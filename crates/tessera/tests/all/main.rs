@@ -34,6 +34,7 @@ mod interop_manifest;
 mod matrix;
 mod model_signing;
 mod npy;
+mod onnx;
 mod open_reads;
 mod pytorch;
 mod pytorch_write;

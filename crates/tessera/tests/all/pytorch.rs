@@ -252,6 +252,131 @@ fn tensor_subclasses_as_torch_2_writes_them() {
     );
 }
 
+/// Torch 2.x's `_rebuild_tensor_v3` (issue 34 §1), in files torch 2.15 wrote
+/// (tests/data/pytorch/gen_torch2.py): every dtype Tessera has but the f6s, views of
+/// them, an f8 tensor and its u8 view on one storage, the legacy format, a big-endian
+/// copy and `cuda:` locations read (their values are checked against torch's in
+/// `files_written_by_torch_read_with_torchs_values`; before, each file was refused:
+/// "refused global torch._utils._rebuild_tensor_v3").
+#[test]
+fn torch_2_files_with_rebuild_tensor_v3_read() {
+    use tessera::DType;
+    let m = manifest();
+    let files = [
+        "torch2_dtypes.pt",
+        "torch2_views.pt",
+        "torch2_checkpoint.pt",
+        "torch2_legacy.pt",
+        "torch2_big_endian.pt",
+        "legacy_none_hooks.pt",
+        "cuda_location.pt",
+    ];
+    for name in files {
+        assert!(m.contains_key(name), "{name} is listed in manifest.json");
+    }
+    let data = load("torch2_dtypes.pt");
+    let f = open(&data).unwrap();
+    let have: std::collections::HashSet<DType> = f.tensor_infos().iter().map(|i| i.dtype).collect();
+    for d in DType::ALL {
+        if !matches!(d, DType::F6E2M3 | DType::F6E3M2) {
+            assert!(have.contains(&d), "{d} in torch2_dtypes.pt");
+        }
+    }
+    // float4_e2m1fn_x2: two values per torch element, the last dimension doubled.
+    let info = |f: &dyn tessera::Container, n: &str| {
+        f.tensor_infos()
+            .iter()
+            .find(|i| i.name == n)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(info(f.as_ref(), "f4").shape, [2, 6]);
+    assert_eq!(info(f.as_ref(), "f4").dtype, DType::F4E2M1);
+    assert_eq!(info(f.as_ref(), "f4_scalar").shape, [2]);
+    assert_eq!(info(f.as_ref(), "u16_scalar").shape, Vec::<u64>::new());
+    // One storage seen as f8 and as u8: both read, reported as sharing bytes.
+    let views = load("torch2_views.pt");
+    let v = open(&views).unwrap();
+    assert_eq!(
+        v.tensor("f8").unwrap().data().unwrap(),
+        v.tensor("f8_bytes").unwrap().data().unwrap()
+    );
+    let w = v.warnings();
+    assert!(
+        w.iter()
+            .any(|w| w.contains("\"f8\"") && w.contains("\"f8_bytes\"") && w.contains("share")),
+        "{w:?}"
+    );
+    assert!(
+        w.iter()
+            .any(|w| w.contains("\"u32_transposed\"") && w.contains("not contiguous")),
+        "{w:?}"
+    );
+    // cuda:0 / cuda:1 storages are read into host memory, as map_location="cpu".
+    let cuda = load("cuda_location.pt");
+    let c = open(&cuda).unwrap();
+    for i in v.tensor_infos() {
+        assert_eq!(
+            c.tensor(&i.name).unwrap().data().unwrap(),
+            v.tensor(&i.name).unwrap().data().unwrap(),
+            "{}",
+            i.name
+        );
+    }
+    let legacy = load("torch2_legacy.pt");
+    assert!(open(&legacy).unwrap().version().starts_with("legacy"));
+}
+
+/// Torch dtypes Tessera has no DType for (complex32, bcomplex32, bits*) are carried as their
+/// bytes (`dense:torch.complex32`), beside the file's other tensors; converting them to
+/// a format of plain arrays is refused naming them. The bytes are torch's
+/// (torch2_undecoded.expected.json). Before, the file was refused whole.
+#[test]
+fn torch_dtypes_tessera_lacks_are_carried_as_their_bytes() {
+    let s = std::fs::read_to_string(format!("{DIR}torch2_undecoded.expected.json")).unwrap();
+    let want: serde_json::Value = serde_json::from_str(&s).unwrap();
+    let data = load("torch2_undecoded.pt");
+    let f = open(&data).unwrap();
+    let want = want.as_object().unwrap();
+    assert_eq!(f.tensor_infos().len(), want.len());
+    for (name, w) in want {
+        let v = f.tensor(name).unwrap();
+        let label = w["dtype"].as_str().unwrap();
+        if name == "f32" {
+            assert_eq!(v.info.dtype, tessera::DType::F32);
+        } else {
+            assert_eq!(v.info.dtype_label(), label, "{name}");
+            assert_eq!(v.info.layout.undecoded_type(), Some(label), "{name}");
+        }
+        assert_eq!(
+            v.info.shape,
+            w["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_u64().unwrap())
+                .collect::<Vec<_>>(),
+            "{name}"
+        );
+        assert_eq!(sha(v.part("data").unwrap()), w["sha256"], "{name}");
+    }
+    let e = prepare(f.as_ref(), Format::Safetensors, ConvertOptions::default())
+        .map(|_| ())
+        .unwrap_err();
+    assert!(e.to_string().contains("\"c32\""), "{e}");
+    assert!(e.to_string().contains("torch.complex32"), "{e}");
+}
+
+/// Quantized tensors (`_rebuild_qtensor`, as torch 2.15 writes them) are refused by
+/// name.
+#[test]
+fn quantized_tensors_are_refused_by_name() {
+    refused(
+        "torch2_quantized.pt",
+        "refused global torch._utils._rebuild_qtensor",
+    );
+}
+
 /// File metadata and tensors are separate namespaces (issue 29): a state dict whose
 /// `_tessera_metadata` attribute has a key equal to a tensor's name, pickled as torch.save
 /// pickles it (`gen_metadata_attr.py`), reads both.
@@ -416,6 +541,147 @@ fn a_synthetic_legacy_checkpoint_reads() {
             g.tensor(name).unwrap().data().unwrap(),
             f.tensor(name).unwrap().data().unwrap()
         );
+    }
+}
+
+/// `_rebuild_tensor_v3(('storage', <storage>, key, 'cpu', nbytes), off, size, stride,
+/// False, <hooks>, <dtype>)`; `storage`, `hooks` and `dtype` pickled already.
+fn tensor_v3(
+    key: &str,
+    nbytes: u8,
+    off: u8,
+    size: &[u8],
+    stride: &[u8],
+    parts: [&[u8]; 3],
+) -> Vec<u8> {
+    let [storage, hooks, dtype] = parts;
+    let mut v = global("torch._utils", "_rebuild_tensor_v3");
+    v.extend(b"((");
+    v.extend(unicode("storage"));
+    v.extend(storage);
+    v.extend(unicode(key));
+    v.extend(unicode("cuda:0"));
+    v.extend([b'K', nbytes, b'N', b't', b'Q', b'K', off]);
+    v.extend(ints(size));
+    v.extend(ints(stride));
+    v.push(0x89);
+    v.extend(hooks);
+    v.extend(dtype);
+    v.extend(b"tR");
+    v
+}
+
+/// A legacy checkpoint of `object` and one storage `k` of `bytes`, its size header
+/// `count` (elements of its storage type).
+fn legacy_bytes(object: &[u8], count: u64, bytes: &[u8]) -> Vec<u8> {
+    let mut f = legacy(object, &[]);
+    // legacy() ended with the key list `[]`: replace it by ['k'].
+    let empty_keys = pickled(b"](e");
+    f.truncate(f.len() - empty_keys.len());
+    f.extend(pickled(&[&b"]("[..], &unicode("k"), b"e"].concat()));
+    f.extend(count.to_le_bytes());
+    f.extend(bytes);
+    f
+}
+
+/// `_rebuild_tensor_v3` over an `UntypedStorage` counted in bytes: offsets and strides
+/// in the dtype's elements, checked against the storage's bytes; its misuse is an
+/// error naming it; `None` hooks (old torch) read, a non-empty hooks dict does not.
+#[test]
+fn synthetic_rebuild_tensor_v3_and_hooks() {
+    let untyped = global("torch.storage", "UntypedStorage");
+    let od = [global("collections", "OrderedDict"), b")R".to_vec()].concat();
+    let u16s = global("torch", "uint16");
+    let bytes: Vec<u8> = (0..8u16).flat_map(|x| (x * 1000).to_le_bytes()).collect();
+    let good = dict(&[
+        (
+            "all",
+            tensor_v3("k", 16, 0, &[8], &[1], [&untyped, &od, &u16s]),
+        ),
+        (
+            "odd",
+            tensor_v3("k", 16, 1, &[2, 2], &[1, 4], [&untyped, b"N", &u16s]),
+        ),
+    ]);
+    let f = legacy_bytes(&good, 16, &bytes);
+    let c = open(&f).unwrap();
+    assert_eq!(c.tensor("all").unwrap().data().unwrap(), &bytes[..]);
+    let odd: Vec<u8> = [1u16, 5, 2, 6]
+        .iter()
+        .flat_map(|x| (x * 1000).to_le_bytes())
+        .collect();
+    assert_eq!(c.tensor("odd").unwrap().data().unwrap(), &odd[..]);
+    assert_eq!(c.tensor("odd").unwrap().info.dtype, tessera::DType::U16);
+    // v2 with None hooks, as torch before 1.x pickled them.
+    let mut v2 = tensor("f", 4, 0, &[4], &[1]);
+    let hooks = [global("collections", "OrderedDict"), b")R".to_vec()].concat();
+    let at = v2
+        .windows(hooks.len())
+        .position(|w| w == &hooks[..])
+        .unwrap();
+    v2.splice(at..at + hooks.len(), *b"N");
+    let f = legacy(&dict(&[("w", v2)]), &[("f", FOUR)]);
+    assert_eq!(
+        open(&f).unwrap().tensor("w").unwrap().data().unwrap().len(),
+        16
+    );
+
+    let one_hook = [&b"}("[..], &unicode("h"), b"K\x01u"].concat();
+    let bad: Vec<(Vec<u8>, ErrorKind, &str)> = vec![
+        (
+            // Nine u16 are 18 bytes: past the storage's 16.
+            tensor_v3("k", 16, 0, &[9], &[1], [&untyped, &od, &u16s]),
+            ErrorKind::Malformed,
+            "runs past the 16 bytes of storage",
+        ),
+        (
+            tensor_v3(
+                "k",
+                16,
+                0,
+                &[4],
+                &[1],
+                [&global("torch", "FloatStorage"), &od, &u16s],
+            ),
+            ErrorKind::Malformed,
+            "_rebuild_tensor_v3 called with a torch.FloatStorage",
+        ),
+        (
+            tensor_v3("k", 16, 0, &[4], &[1], [&untyped, &od, &unicode("uint16")]),
+            ErrorKind::Malformed,
+            "a seventh argument that is not a dtype",
+        ),
+        (
+            tensor_v3(
+                "k",
+                16,
+                0,
+                &[4],
+                &[1],
+                [&untyped, &od, &global("torch", "qint8")],
+            ),
+            ErrorKind::Unsupported,
+            "torch.qint8 (quantized tensors are not read)",
+        ),
+        (
+            tensor_v3("k", 16, 0, &[4], &[1], [&untyped, &one_hook, &u16s]),
+            ErrorKind::Malformed,
+            "_rebuild_tensor_v3 called with backward hooks",
+        ),
+    ];
+    // An empty tensor whose offset in bytes passes 2^64: an error, never an overflow.
+    let mut huge = tensor_v3("k", 16, 0, &[0], &[1], [&untyped, &od, &u16s]);
+    let at = huge.windows(3).position(|w| w == b"QK\0").unwrap() + 1;
+    huge.splice(
+        at..at + 2,
+        [&[0x8a, 9][..], &u64::MAX.to_le_bytes(), &[0]].concat(),
+    );
+    let mut bad = bad;
+    bad.push((huge, ErrorKind::Malformed, "runs past the 16 bytes"));
+    for (t, kind, needle) in bad {
+        let e = open_err(&legacy_bytes(&dict(&[("t", t)]), 16, &bytes));
+        assert_eq!(e.kind(), kind, "{needle}: {e}");
+        assert!(e.to_string().contains(needle), "{needle}: {e}");
     }
 }
 

@@ -157,12 +157,79 @@ fn metadata_named_like_a_tensor_round_trips() {
 
 #[test]
 fn what_torch_cannot_store_is_refused_naming_the_tensor() {
-    for dtype in [DType::U16, DType::U32, DType::U64, DType::F8E4M3FN] {
-        let m = model(Map::new(), &[("odd.one", dtype, vec![2])]);
+    // torch has no f6; its f4 is float4_e2m1fn_x2, pairs along an even last dimension.
+    for (dtype, shape) in [
+        (DType::F6E2M3, vec![4]),
+        (DType::F6E3M2, vec![4]),
+        (DType::F4E2M1, vec![3]),
+        (DType::F4E2M1, vec![]),
+    ] {
+        let m = model(Map::new(), &[("odd.one", dtype, shape.clone())]);
         let e = write(&m, &WriteOptions::default()).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Unsupported, "{dtype}: {e}");
+        assert_eq!(e.kind(), ErrorKind::Unsupported, "{dtype} {shape:?}: {e}");
         assert!(e.to_string().contains("\"odd.one\""), "{e}");
     }
+}
+
+/// The dtypes without a legacy storage class (u16/u32/u64, the float8s, f4 as
+/// `float4_e2m1fn_x2`) are written as torch 2.x writes them, `_rebuild_tensor_v3` over
+/// an `UntypedStorage` counted in bytes with the dtype as an argument; the others keep
+/// `_rebuild_tensor_v2` and their storage class (older torch loads those). Each reads
+/// back equal. Before, each of these dtypes was refused ("torch 1.13 has no storage").
+/// (torch 2.15 loading them: tests/peers/test_pytorch.py.)
+#[test]
+fn torch_2_dtypes_are_written_with_rebuild_tensor_v3() {
+    use std::io::Read;
+    let tensors: Vec<(&str, DType, Vec<u64>)> = vec![
+        ("u16", DType::U16, vec![2, 3]),
+        ("u32", DType::U32, vec![3]),
+        ("u64", DType::U64, vec![]),
+        ("e4m3", DType::F8E4M3FN, vec![4]),
+        ("e5m2", DType::F8E5M2, vec![0, 2]),
+        ("e4m3fnuz", DType::F8E4M3FNUZ, vec![2]),
+        ("e5m2fnuz", DType::F8E5M2FNUZ, vec![2]),
+        ("e8m0", DType::F8E8M0, vec![3]),
+        ("f4", DType::F4E2M1, vec![2, 4]),
+        ("f32", DType::F32, vec![2]),
+    ];
+    let m = model(Map::new(), &tensors);
+    let bytes = write(&m, &WriteOptions::default()).unwrap();
+    let back = tessera::open(&bytes[..], &ReadOptions::default()).unwrap();
+    for (name, dtype, shape) in &tensors {
+        let v = back.tensor(name).unwrap();
+        assert_eq!((v.info.dtype, &v.info.shape), (*dtype, shape), "{name}");
+        assert_eq!(
+            v.data().unwrap(),
+            m.tensor(name).unwrap().data().unwrap(),
+            "{name}"
+        );
+    }
+    let mut z = zip::ZipArchive::new(Cursor::new(&bytes[..])).unwrap();
+    let mut pkl = Vec::new();
+    z.by_name("archive/data.pkl")
+        .unwrap()
+        .read_to_end(&mut pkl)
+        .unwrap();
+    let has = |s: &str| pkl.windows(s.len()).any(|w| w == s.as_bytes());
+    for (global, want) in [
+        ("torch._utils\n_rebuild_tensor_v3\n", true),
+        ("torch._utils\n_rebuild_tensor_v2\n", true),
+        ("torch.storage\nUntypedStorage\n", true),
+        ("torch\nFloatStorage\n", true),
+        ("torch\nuint16\n", true),
+        ("torch\nfloat8_e8m0fnu\n", true),
+        ("torch\nfloat4_e2m1fn_x2\n", true),
+        ("torch\nfloat32\n", false),
+    ] {
+        assert_eq!(has(global), want, "{global:?}");
+    }
+    // An UntypedStorage counts bytes: f4 [2, 4] is torch's [2, 2], 4 bytes.
+    let f4 = back
+        .tensor_infos()
+        .iter()
+        .position(|i| i.name == "f4")
+        .unwrap();
+    assert_eq!(z.by_name(&format!("archive/data/{f4}")).unwrap().size(), 4);
 }
 
 #[test]

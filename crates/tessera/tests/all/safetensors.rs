@@ -12,8 +12,9 @@ use tessera::{
 };
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/safetensors/");
-const VECTORS: [&str; 5] = [
+const VECTORS: [&str; 6] = [
     "mixed.safetensors",
+    "mxfp4_pair.safetensors",
     "nometa.safetensors",
     "bf16_fp8.safetensors",
     "empty.safetensors",
@@ -616,4 +617,63 @@ fn sub_byte_floats_convert_where_held_and_are_refused_with_a_cast_hint_elsewhere
         Cow::Owned(vec![0x21, 0x13]),
     );
     assert!(bad.unwrap_err().to_string().contains("unused high bits"));
+}
+
+/// MXFP4 as gpt-oss stores it (`X_blocks` u8 (…, G, 16) + `X_scales` u8 (…, G), written
+/// by the safetensors package, gen_mxfp4.py): `--dequantize f32|bf16` makes the pair one
+/// tensor `X` of shape (…, G·32) with the values ml_dtypes computed (an 0xFF scale NaN,
+/// as E8M0 has it), where `X_blocks` was; a `_blocks` tensor without scales and the
+/// other tensors pass unchanged; without `--dequantize` the pair stays two u8 tensors.
+#[test]
+fn mxfp4_pairs_dequantize_to_the_values_ml_dtypes_computed() {
+    use tessera::convert::prepare;
+    use tessera::ConvertOptions;
+    let data = load("mxfp4_pair.safetensors");
+    let exp = expected();
+    let e = &exp["mxfp4_pair.safetensors"];
+    let f = open(&data).unwrap();
+    let stem = "model.layers.0.mlp.experts.gate_up_proj";
+    let plain = prepare(&f, Format::Safetensors, ConvertOptions::default()).unwrap();
+    assert_eq!(
+        plain.tensor_infos().len(),
+        4,
+        "no --dequantize: the pair stays"
+    );
+    for (to, key) in [(DType::F32, "f32_hex"), (DType::BF16, "bf16_hex")] {
+        let opts = ConvertOptions::default().dequantize(Some(to));
+        let p = prepare(&f, Format::Safetensors, opts).unwrap();
+        let names: Vec<&str> = p.tensor_infos().iter().map(|i| i.name.as_str()).collect();
+        let (blocks, scales) = (format!("{stem}_blocks"), format!("{stem}_scales"));
+        let want: Vec<&str> = (f.tensor_infos().iter())
+            .map(|i| i.name.as_str())
+            .filter(|n| *n != scales)
+            .map(|n| if n == blocks { stem } else { n })
+            .collect();
+        assert_eq!(
+            names, want,
+            "the pair where its blocks were, the scales consumed"
+        );
+        assert!(
+            p.notes().iter().any(|n| n.contains("MXFP4")),
+            "{:?}",
+            p.notes()
+        );
+        let back = write(&p);
+        let g = open(&back).unwrap();
+        let v = g.tensor(stem).unwrap();
+        let want = &e["mxfp4"][stem];
+        let shape: Vec<u64> = serde_json::from_value(want["shape"].clone()).unwrap();
+        assert_eq!((v.info.dtype, &v.info.shape), (to, &shape));
+        assert_eq!(
+            tessera::util::hex(v.data().unwrap()),
+            want[key].as_str().unwrap()
+        );
+        for other in ["lonely_blocks", &format!("{stem}_bias")] {
+            assert_eq!(
+                tessera::util::hex(g.tensor(other).unwrap().data().unwrap()),
+                e["tensors"][other]["hex"].as_str().unwrap(),
+                "{other}"
+            );
+        }
+    }
 }

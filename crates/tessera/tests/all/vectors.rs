@@ -517,6 +517,13 @@ fn independent_tensors(v: &Vector) -> Option<(String, BTreeMap<String, Stated>)>
                 stated_map(&j.get(rel)?["tensors"]),
             ))
         }
+        "onnx" => {
+            let j = read_json(&dir.join("expected.json"))?;
+            Some((
+                "onnx/expected.json".into(),
+                stated_map(&j.get(rel)?["tensors"]),
+            ))
+        }
         "pytorch" => {
             let j = read_json(&dir.join("manifest.json"))?;
             Some((

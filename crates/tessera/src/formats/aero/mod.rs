@@ -234,6 +234,10 @@ options::format_options! {
         pub uuid: Option<[u8; 16]> = (OptionKind::Hex(16), "fixed file UUID for byte-deterministic output"),
         /// An AEROSET's shards per part file (aerotensor's `max_part_shards`; default 4).
         pub max_part_shards: Option<u64> = (OptionKind::Int, "AEROSET: shards per part file (default 4)"),
+        /// Write as aerotensor's converters do ([`plan::metadata_for`]): tensors in name
+        /// order, packed back to back, `meta.json` of `model_name`, `architecture` and
+        /// `source_format` only (safetensors in, with `uuid`: its converter's bytes).
+        pub aerotensor: bool = (OptionKind::Bool, "as aerotensor's converters write: tensors in name order packed back to back, meta.json of model_name, architecture and source_format only"),
     }
 }
 

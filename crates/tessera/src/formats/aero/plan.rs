@@ -152,6 +152,14 @@ pub(super) fn plan_tensors(
             packed,
         });
     }
+    // aerotensor's converters write tensors in name order (`sorted(names)`: code point
+    // order, which is UTF-8 byte order), back to back.
+    if opts.aerotensor {
+        plans.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+        for p in &mut plans {
+            p.align = 1;
+        }
+    }
     // Shards: caller order, a tensor goes to the current shard unless it would exceed the
     // maximum; an empty shard always accepts. Inside a shard each tensor starts at a
     // multiple of its element size (the original packs back to back; the two agree
@@ -392,6 +400,54 @@ pub(super) fn manifest(
         m.push((MMSG_EXACT_METADATA, Value::Map(meta.clone())));
     }
     map_of(m)
+}
+
+/// The metadata written for `src`: its own; with `-O aerotensor`, what aerotensor's
+/// converters (`safetensors_to_aero.py`, `gguf_to_aero.py`) write in `meta.json`:
+/// `model_name` and `architecture` (the source's, GGUF's `general.name` and
+/// `general.architecture`, else `converted` (`converted-gguf`) and `unknown`) and
+/// `source_format` (the source's format name); every other key is left out, with a note,
+/// as the converters drop them.
+pub(super) fn metadata_for(
+    src: &dyn TensorSource,
+    opts: &super::AeroOptions,
+    notes: &mut Vec<String>,
+) -> Metadata {
+    let meta = src.metadata();
+    if !opts.aerotensor {
+        return meta.clone();
+    }
+    let source = src.source_format();
+    let gguf = source.is_some_and(|f| f.name() == "gguf");
+    let text = |keys: &[&str], default: &str| {
+        (keys.iter())
+            .find_map(|k| meta.get(k).and_then(Value::as_str).map(str::to_string))
+            .unwrap_or_else(|| default.to_string())
+    };
+    let mut out = Metadata::new();
+    let name = match gguf {
+        true => text(&["model_name", "general.name"], "converted-gguf"),
+        false => text(&["model_name"], "converted"),
+    };
+    out.insert("model_name", name);
+    out.insert(
+        "architecture",
+        text(&["architecture", "general.architecture"], "unknown"),
+    );
+    out.insert(
+        "source_format",
+        source.map_or("unknown", |f| f.name()).to_string(),
+    );
+    let left: Vec<&str> = (meta.keys())
+        .filter(|k| !["model_name", "architecture"].contains(k))
+        .collect();
+    if !left.is_empty() {
+        notes.push(format!(
+            "left out metadata {} (aerotensor's converters write model_name, architecture and source_format only)",
+            left.join(", ")
+        ));
+    }
+    out
 }
 
 /// MMSG `model`'s name and architecture: `model_name`/`architecture`, else GGUF's

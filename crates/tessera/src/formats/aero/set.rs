@@ -861,8 +861,9 @@ pub fn write_set(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| INDEX_NAME.to_string());
+    let meta = super::plan::metadata_for(src, &aopts, &mut Vec::new());
     let mut plans = super::plan::plan_tensors(src, &aopts, Some(groups))?;
-    let mjsn_meta = super::quant::resolve(&mut plans, src.metadata());
+    let mjsn_meta = super::quant::resolve(&mut plans, &meta);
     let n_shards = groups.len();
     let n_parts = n_shards.div_ceil(per_part as usize).max(1);
     let durable = !opts.no_fsync;
@@ -896,7 +897,8 @@ pub fn write_set(
             .collect();
         let name = format!("part-{p:03}.aero");
         let (size, sha) = write_one(&name, &|f| {
-            super::write::write_planned(src, f, &aopts, &local, None, &mjsn_meta, false).map(|_| ())
+            super::write::write_planned(src, &meta, f, &aopts, &local, None, &mjsn_meta, false)
+                .map(|_| ())
         })?;
         written.push(name.clone());
         parts_json.push(serde_json::json!({
@@ -907,11 +909,11 @@ pub fn write_set(
         }));
     }
     let (gsize, gsha) = write_one(GLOBAL_NAME, &|f| {
-        super::write::write_planned(src, f, &aopts, &[], Some(&plans), &mjsn_meta, false)
+        super::write::write_planned(src, &meta, f, &aopts, &[], Some(&plans), &mjsn_meta, false)
             .map(|_| ())
     })?;
     written.push(GLOBAL_NAME.to_string());
-    let (name, arch) = super::plan::model_name_arch(src.metadata());
+    let (name, arch) = super::plan::model_name_arch(&meta);
     let doc = serde_json::json!({
         "format": {"name": "AEROSET", "version": [0, 1]},
         "model": {"name": name, "architecture": arch},

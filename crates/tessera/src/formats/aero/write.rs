@@ -115,18 +115,24 @@ pub fn write_in_shards(
             "max_part_shards applies to an AEROSET (an output named NAME.aeroset.json, or --to aeroset), not to one AERO file",
         ));
     }
+    let mut notes = Vec::new();
+    let meta = super::plan::metadata_for(src, opts, &mut notes);
     let mut plans = plan_tensors(src, opts, groups)?;
-    let mjsn_meta = super::quant::resolve(&mut plans, src.metadata());
-    write_planned(src, out, opts, &plans, None, &mjsn_meta, true)
+    let mjsn_meta = super::quant::resolve(&mut plans, &meta);
+    let mut report = write_planned(src, &meta, out, opts, &plans, None, &mjsn_meta, true)?;
+    report.notes.extend(notes);
+    Ok(report)
 }
 
 /// Writes one AERO file holding the tensors `plans` place (their `shard` numbers this
-/// file's own, from 0), read from `src`; its TIDX lists `listing` instead when given
+/// file's own, from 0), read from `src`, with the metadata `meta`; its TIDX lists `listing` instead when given
 /// (an AEROSET's `index.aero`: every tensor of the set, no shard of its own; `plans`
 /// empty). `mjsn_meta` is the metadata `meta.json` carries (`quant::resolve`'s);
 /// `with_chunks`: the source's opaque chunks go in too.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn write_planned(
     src: &dyn TensorSource,
+    meta: &crate::metadata::Metadata,
     out: &mut dyn WriteSeek,
     opts: &super::AeroOptions,
     plans: &[TensorPlan],
@@ -159,7 +165,6 @@ pub(super) fn write_planned(
             n,
         ));
     }
-    let meta = src.metadata();
     let (mjsn, exact) = meta_json(mjsn_meta, meta);
     chunks.push(ChunkPlan::bytes(
         b"MJSN",

@@ -189,7 +189,7 @@ pub fn plan(src: &dyn TensorSource, nuclear: &[String]) -> Result<Plan> {
             "option nuclear: no tensor named {n:?}"
         )));
     }
-    let torch_dtypes = crate::formats::pytorch::capabilities().dtypes;
+    let torch_dtypes = crate::formats::pytorch::STORAGE_CLASS_DTYPES;
     // numpy's own dtypes: bf16 and the fp8 types would need ml_dtypes to load.
     use crate::dtype::DType::*;
     let npz_dtypes = [

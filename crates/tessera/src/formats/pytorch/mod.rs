@@ -20,7 +20,15 @@
 //! Tensors in the pickle are `torch._utils._rebuild_tensor_v2(storage, storage_offset,
 //! size, stride, requires_grad, backward_hooks[, metadata])`, parameters
 //! `_rebuild_parameter(tensor, requires_grad, backward_hooks)`, and storages the
-//! persistent ids `('storage', torch.<Type>Storage, key, location, numel)`.
+//! persistent ids `('storage', torch.<Type>Storage, key, location, numel)`. Torch 2.x
+//! pickles the dtypes without a legacy storage class (u16/u32/u64, the float8s,
+//! `float4_e2m1fn_x2`, `complex32`, `bits*`) as `_rebuild_tensor_v3(storage, offset,
+//! size, stride, requires_grad, backward_hooks, dtype[, metadata])` over
+//! `torch.storage.UntypedStorage`, whose `numel` counts bytes (offset and strides count
+//! the dtype's elements). One storage may be seen by tensors of different dtypes (an
+//! f8 tensor and its u8 view: torch 2.x saves both as byte storages). `backward_hooks`
+//! is an empty `OrderedDict`, or `None` in files of old torch. `location` is `cpu` or a
+//! device (`cuda:0`).
 //!
 //! Torch 2.x's tensors with Python state: a parameter whose `__getstate__` is truthy is
 //! `_rebuild_parameter_with_state(tensor, requires_grad, hooks, state)`; a tensor
@@ -43,8 +51,19 @@
 //! # What we read, and choices
 //!
 //! - Element types from the storage class: `Double/Float/Half/BFloat16/Long/Int/Short/
-//!   Char/Byte/Bool/ComplexFloat/ComplexDouble Storage`, and `UntypedStorage` as u8.
-//!   Quantized storages and tensors are refused (their globals are not allowed).
+//!   Char/Byte/Bool/ComplexFloat/ComplexDouble Storage`, and `UntypedStorage` as u8;
+//!   from `_rebuild_tensor_v3`'s dtype argument: every dtype Tessera has (the f6s
+//!   aside, which torch lacks). Torch's `float4_e2m1fn_x2` (one byte, two values, low
+//!   nibble first) is `f4_e2m1` with the last dimension doubled (a scalar is `[2]`), as
+//!   the safetensors package and our Python drop-in count it. Torch dtypes Tessera
+//!   has no dtype for (`complex32`, `bcomplex32`, `bits8/16/1x8/2x4/4x2`) are carried
+//!   as their bytes ([`crate::Layout::undecoded`] `dense:torch.complex32`, listed as
+//!   u8 with torch's shape): the rest of the file reads, and a conversion refuses only
+//!   them, by name. Quantized tensors (`_rebuild_qtensor`, `QInt8Storage`, a quantized
+//!   dtype given to `_rebuild_tensor_v3`) are refused by name, the whole file: their
+//!   quantizer parameters are not read.
+//! - Storage locations (`cuda:0`, `mps`) are not looked at: every storage is read into
+//!   host memory, as `torch.load(map_location="cpu")`.
 //! - Names: nested dicts, lists and tuples are flattened with `.` (the `state_dict`
 //!   convention; a list's items by position: `layers.0.weight`); a tensor saved alone
 //!   is named `tensor`. Int dict keys (optimizer state) become their decimal text.
@@ -59,7 +78,11 @@
 //!   overlap in one storage (tied weights) are each readable and reported in
 //!   `warnings()`; conversions write each as its own copy.
 //! - Big-endian files (`byteorder` = `big`, legacy `little_endian: False`) are swapped
-//!   into owned little-endian bytes.
+//!   into owned little-endian bytes, by the tensor's dtype (a complex one by
+//!   component). Deviation: torch 2.15 swaps an `UntypedStorage` as bytes, that is not
+//!   at all, so it reads a big-endian file's u16/u32/u64 byte-reversed; we swap them.
+//! - Torch 2.15 writes `_rebuild_tensor_v3` into legacy files too (storage count in
+//!   bytes) but cannot load those back; we read them.
 //! - `verify` checks the CRC-32 of every zip record; a checked read (`ReadOptions::
 //!   verify`) checks a storage record's CRC-32 once before handing its bytes out.
 //!   The legacy format stores no checksums: `verify` says so.
@@ -74,7 +97,10 @@
 //!
 //! What `torch.save(model.state_dict(), f)` writes, record for record: a flat
 //! `OrderedDict` (name → `_rebuild_tensor_v2(storage, 0, size, contiguous stride,
-//! False, OrderedDict())`), protocol 2, one typed storage per tensor keyed `0`, `1`, …
+//! False, OrderedDict())`, or for u16/u32/u64, the float8s and f4 as torch 2.x writes
+//! them, `_rebuild_tensor_v3(UntypedStorage of bytes, 0, size, stride, False,
+//! OrderedDict(), torch.<dtype>)`: v2 wherever the dtype has a storage class, so such
+//! files stay loadable by torch 1.x), protocol 2, one storage per tensor keyed `0`, `1`, …
 //! in tensor order, records stored (not deflated) with their data 64-byte aligned (the
 //! `zip` crate's alignment padding in the local header's extra field, where torch puts
 //! its own `FB` padding field), under the folder `archive` (`-O archive=NAME`; torch
@@ -96,9 +122,14 @@
 //!   torch needs it).
 //! - every tensor gets its own storage: views are written contiguous, and tensors that
 //!   shared a storage (tied weights) are written as copies — the model carries no tie.
-//! - dtypes: those torch 1.13 has storage classes for (the list above, complex
-//!   included); u16/u32/u64 and the fp8 types are refused naming the tensor
-//!   (`--cast`), sparse layouts need `--densify`. Tensor attributes are dropped (noted).
+//! - dtypes: those torch has storage classes for (the list above, complex included),
+//!   and with `_rebuild_tensor_v3` u16/u32/u64, `float8_e4m3fn/e5m2/e4m3fnuz/e5m2fnuz/
+//!   e8m0fnu` and `f4_e2m1` as `float4_e2m1fn_x2` (the last dimension halved: an f4
+//!   tensor whose last dimension is odd, or a scalar, is refused naming it, `--cast`;
+//!   torch's `float4_e2m1fn_x2` scalar, read as `[2]`, comes back as shape `[1]`),
+//!   which a torch 2.x that has the dtype loads. The f6s are refused naming the tensor
+//!   (`--cast`), sparse layouts need `--densify`, undecoded ones are refused. Tensor
+//!   attributes are dropped (noted).
 //!
 //! # Detection
 //!
@@ -172,13 +203,26 @@ crate::options::format_options! {
     }
 }
 
-/// What a `.pt` state dict holds as Tessera writes it: the dtypes torch 1.13 has
-/// storages for, dense tensors, a metadata tree.
+/// The dtypes torch has a storage class for (`FloatStorage`, …), written with
+/// `_rebuild_tensor_v2`, which every torch loads: what FOLD's checkpoint layout keeps in
+/// its torch state (the others go to its npz or safetensors part, as before torch 2.x's
+/// dtypes were written).
+pub const STORAGE_CLASS_DTYPES: &[DType] = {
+    use DType::*;
+    &[F64, F32, F16, BF16, I64, I32, I16, I8, U8, Bool, C64, C128]
+};
+
+/// What a `.pt` state dict holds as Tessera writes it: the dtypes torch has storage
+/// classes for and those torch 2.x writes with `_rebuild_tensor_v3` (u16/u32/u64, the
+/// float8s, f4 as `float4_e2m1fn_x2`), dense tensors, a metadata tree.
 pub fn capabilities() -> Capabilities {
     use DType::*;
     Capabilities {
         format: Format::Pytorch,
-        dtypes: &[F64, F32, F16, BF16, I64, I32, I16, I8, U8, Bool, C64, C128],
+        dtypes: &[
+            F64, F32, F16, BF16, I64, I32, I16, I8, U8, Bool, C64, C128, U16, U32, U64, F8E4M3FN,
+            F8E5M2, F8E4M3FNUZ, F8E5M2FNUZ, F8E8M0, F4E2M1,
+        ],
         sparse: false,
         other_layouts: false,
         metadata: MetadataSupport::Tree,

@@ -31,6 +31,10 @@ pub enum Global {
     OrderedDict,
     /// `torch._utils._rebuild_tensor_v2` (and the older `_rebuild_tensor`).
     RebuildTensor,
+    /// `torch._utils._rebuild_tensor_v3`: torch 2.x's rebuild for dtypes without a
+    /// storage class of their own (u16/u32/u64, the float8s, `float4_e2m1fn_x2`, …):
+    /// an `UntypedStorage` of bytes and the dtype as the seventh argument.
+    RebuildTensorV3,
     /// `torch._utils._rebuild_parameter` (and `_rebuild_parameter_with_state`).
     RebuildParameter,
     /// `torch._tensor._rebuild_from_type_v2(func, type, args, state)`: what torch
@@ -65,17 +69,64 @@ pub struct StorageRef {
     pub view: Option<(u64, u64)>,
 }
 
-/// A tensor rebuilt by `_rebuild_tensor_v2`: a strided view of a storage.
+/// A tensor rebuilt by `_rebuild_tensor_v2` or `_v3`: a strided view of a storage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorRef {
     /// The storage.
     pub storage: StorageRef,
-    /// Offset of the first element, in elements.
+    /// Offset of the first element, in elements of `dtype`.
     pub offset: u64,
-    /// The shape.
+    /// The shape (torch's: for `float4_e2m1fn_x2`, pairs of values).
     pub size: Vec<u64>,
-    /// The strides, in elements.
+    /// The strides, in elements of `dtype`.
     pub stride: Vec<u64>,
+    /// The element type: the storage's for `_rebuild_tensor_v2`, the dtype argument of
+    /// `_rebuild_tensor_v3` (whose storage is bytes). [`DType::F4E2M1`] stands for
+    /// torch's `float4_e2m1fn_x2`, one byte per element (two values, low nibble
+    /// first); for a torch dtype Tessera has no [`DType`] for (`undecoded`), an
+    /// unsigned integer of its size.
+    pub dtype: DType,
+    /// The torch dtype (`complex32`) when Tessera has no [`DType`] for it: the tensor is
+    /// carried as its bytes ([`crate::Layout::undecoded`]).
+    pub undecoded: Option<&'static str>,
+}
+
+/// What a torch dtype named in `_rebuild_tensor_v3` is to Tessera: its [`DType`] (see
+/// [`TensorRef::dtype`]), and its name when Tessera carries it undecoded. `None` for the
+/// quantized dtypes (and any torch cannot save).
+pub fn torch_dtype(name: &str) -> Option<(DType, Option<&'static str>)> {
+    use DType::*;
+    Some(match name {
+        "bool" => (Bool, None),
+        "uint8" => (U8, None),
+        "int8" => (I8, None),
+        "int16" => (I16, None),
+        "int32" => (I32, None),
+        "int64" => (I64, None),
+        "uint16" => (U16, None),
+        "uint32" => (U32, None),
+        "uint64" => (U64, None),
+        "float16" => (F16, None),
+        "bfloat16" => (BF16, None),
+        "float32" => (F32, None),
+        "float64" => (F64, None),
+        "complex64" => (C64, None),
+        "complex128" => (C128, None),
+        "float8_e4m3fn" => (F8E4M3FN, None),
+        "float8_e5m2" => (F8E5M2, None),
+        "float8_e4m3fnuz" => (F8E4M3FNUZ, None),
+        "float8_e5m2fnuz" => (F8E5M2FNUZ, None),
+        "float8_e8m0fnu" => (F8E8M0, None),
+        "float4_e2m1fn_x2" => (F4E2M1, None),
+        "complex32" => (U32, Some("torch.complex32")),
+        "bcomplex32" => (U32, Some("torch.bcomplex32")),
+        "bits16" => (U16, Some("torch.bits16")),
+        "bits8" => (U8, Some("torch.bits8")),
+        "bits1x8" => (U8, Some("torch.bits1x8")),
+        "bits2x4" => (U8, Some("torch.bits2x4")),
+        "bits4x2" => (U8, Some("torch.bits4x2")),
+        _ => return None,
+    })
 }
 
 /// A Python object the reader may build.
@@ -176,10 +227,27 @@ fn resolve(module: &str, name: &str) -> Option<Global> {
         "complex128",
         "float8_e4m3fn",
         "float8_e5m2",
+        "float8_e4m3fnuz",
+        "float8_e5m2fnuz",
+        "float8_e8m0fnu",
+        "float4_e2m1fn_x2",
+        "complex32",
+        "bcomplex32",
+        "bits16",
+        "bits8",
+        "bits1x8",
+        "bits2x4",
+        "bits4x2",
+        "qint8",
+        "quint8",
+        "qint32",
+        "quint4x2",
+        "quint2x4",
     ];
     Some(match (module, name) {
         ("collections", "OrderedDict") => Global::OrderedDict,
         ("torch._utils", "_rebuild_tensor_v2" | "_rebuild_tensor") => Global::RebuildTensor,
+        ("torch._utils", "_rebuild_tensor_v3") => Global::RebuildTensorV3,
         ("torch._utils", "_rebuild_parameter" | "_rebuild_parameter_with_state") => {
             Global::RebuildParameter
         }
@@ -716,15 +784,37 @@ impl Vm<'_> {
                 [t] if self.uints(*t).is_some() => Ok(self.graph.get(*t).clone()),
                 _ => Err(misuse("something other than a tuple of sizes")),
             },
-            Global::RebuildTensor => {
-                // (storage, storage_offset, size, stride[, requires_grad, backward_hooks
-                // [, metadata]])
-                if !(4..=7).contains(&a.len()) {
+            Global::RebuildTensor | Global::RebuildTensorV3 => {
+                // v2: (storage, storage_offset, size, stride[, requires_grad,
+                // backward_hooks[, metadata]]); v3: (storage, storage_offset, size,
+                // stride, requires_grad, backward_hooks, dtype[, metadata]).
+                let v3 = g == Global::RebuildTensorV3;
+                let arity = if v3 { 7..=8 } else { 4..=7 };
+                if !arity.contains(&a.len()) {
                     return Err(misuse(&format!("{} arguments", a.len())));
                 }
                 let storage = match self.graph.get(a[0]) {
                     Obj::Storage(s) => (**s).clone(),
                     _ => return Err(misuse("a first argument that is not a storage")),
+                };
+                let (dtype, undecoded) = if v3 {
+                    if storage.type_name != "UntypedStorage" {
+                        return Err(misuse(&format!(
+                            "a torch.{} (an UntypedStorage is its storage)",
+                            storage.type_name
+                        )));
+                    }
+                    match self.graph.get(a[6]) {
+                        Obj::Global(Global::DType(n)) => torch_dtype(n).ok_or_else(|| {
+                            self.refuse(format!(
+                                "refused a tensor of dtype torch.{n} (quantized tensors are \
+                                 not read)"
+                            ))
+                        })?,
+                        _ => return Err(misuse("a seventh argument that is not a dtype")),
+                    }
+                } else {
+                    (storage.dtype, None)
                 };
                 let offset = self
                     .uint(a[1])
@@ -734,8 +824,11 @@ impl Vm<'_> {
                 if size.len() != stride.len() {
                     return Err(misuse("size and stride of different ranks"));
                 }
+                // Old torch pickled `None` for no hooks, newer an empty OrderedDict.
                 if let Some(&h) = a.get(5) {
-                    if !matches!(self.graph.get(h), Obj::Dict(d) if d.is_empty()) {
+                    if !matches!(self.graph.get(h), Obj::None)
+                        && !matches!(self.graph.get(h), Obj::Dict(d) if d.is_empty())
+                    {
                         return Err(misuse("backward hooks"));
                     }
                 }
@@ -744,6 +837,8 @@ impl Vm<'_> {
                     offset,
                     size,
                     stride,
+                    dtype,
+                    undecoded,
                 })))
             }
             Global::RebuildParameter => {
@@ -785,7 +880,9 @@ impl Vm<'_> {
                 };
                 if !matches!(
                     self.graph.get(*func),
-                    Obj::Global(Global::RebuildTensor | Global::RebuildParameter)
+                    Obj::Global(
+                        Global::RebuildTensor | Global::RebuildTensorV3 | Global::RebuildParameter
+                    )
                 ) {
                     return Err(misuse("a function that does not rebuild a tensor"));
                 }
@@ -881,6 +978,7 @@ pub fn describe(o: &Obj) -> String {
         Obj::Global(g) => match g {
             Global::OrderedDict => "collections.OrderedDict".into(),
             Global::RebuildTensor => "torch._utils._rebuild_tensor_v2".into(),
+            Global::RebuildTensorV3 => "torch._utils._rebuild_tensor_v3".into(),
             Global::RebuildParameter => "torch._utils._rebuild_parameter".into(),
             Global::RebuildFromType => "torch._tensor._rebuild_from_type_v2".into(),
             Global::TensorClass(n) => (*n).into(),

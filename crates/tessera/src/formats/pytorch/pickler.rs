@@ -6,7 +6,8 @@
 //! read, and torch 1.13's `weights_only` refuses).
 //!
 //! Hand-written: the object is fixed in shape (an `OrderedDict` of
-//! `_rebuild_tensor_v2` calls over persistent storage ids), so an encoder is a few
+//! `_rebuild_tensor_v2` calls over persistent storage ids, `_rebuild_tensor_v3` over an
+//! `UntypedStorage` for the dtypes without a storage class), so an encoder is a few
 //! opcodes; `serde-pickle` cannot emit `GLOBAL`/`REDUCE`/`BINPERSID`.
 
 use crate::dtype::DType;
@@ -17,6 +18,12 @@ const ORDERED_DICT: u8 = 0;
 const REBUILD: u8 = 1;
 /// The first slot of the storage classes, one per dtype in [`storage_class`] order.
 const STORAGE0: u8 = 2;
+const REBUILD_V3: u8 = 14;
+const UNTYPED: u8 = 15;
+/// The first slot of the dtypes written with `_rebuild_tensor_v3`, in [`v3_dtype`] order.
+const DTYPE0: u8 = 16;
+/// Memo slots in all.
+const SLOTS: usize = 32;
 
 /// The storage class torch names a dtype's storage by (`FloatStorage`), and its slot.
 pub fn storage_class(d: DType) -> Option<(&'static str, u8)> {
@@ -39,6 +46,27 @@ pub fn storage_class(d: DType) -> Option<(&'static str, u8)> {
         .map(|i| (all[i].1, STORAGE0 + i as u8))
 }
 
+/// The torch dtype (`uint16`) of a dtype torch 2.x pickles with `_rebuild_tensor_v3`
+/// (no legacy storage class; a torch 2.x that has the dtype loads it: float8 since 2.1,
+/// u16/u32/u64 2.3, e8m0 2.7, f4 2.8), and its memo slot. `F4E2M1`
+/// is torch's `float4_e2m1fn_x2`, two values per element.
+pub fn v3_dtype(d: DType) -> Option<(&'static str, u8)> {
+    let all = [
+        (DType::U16, "uint16"),
+        (DType::U32, "uint32"),
+        (DType::U64, "uint64"),
+        (DType::F8E4M3FN, "float8_e4m3fn"),
+        (DType::F8E5M2, "float8_e5m2"),
+        (DType::F8E4M3FNUZ, "float8_e4m3fnuz"),
+        (DType::F8E5M2FNUZ, "float8_e5m2fnuz"),
+        (DType::F8E8M0, "float8_e8m0fnu"),
+        (DType::F4E2M1, "float4_e2m1fn_x2"),
+    ];
+    all.iter()
+        .position(|(x, _)| *x == d)
+        .map(|i| (all[i].1, DTYPE0 + i as u8))
+}
+
 /// One tensor of the state dict: its storage key (`data/<key>`), dtype and shape
 /// (a contiguous view of the whole storage).
 pub struct Entry<'a> {
@@ -48,7 +76,7 @@ pub struct Entry<'a> {
     pub key: String,
     /// Element type.
     pub dtype: DType,
-    /// Shape.
+    /// Shape (torch's: for `F4E2M1`, pairs of values, the last dimension halved).
     pub shape: &'a [u64],
 }
 
@@ -56,7 +84,7 @@ pub struct Entry<'a> {
 struct Pickle {
     out: Vec<u8>,
     /// Which memo slots hold a global already.
-    memo: [bool; 16],
+    memo: [bool; SLOTS],
 }
 
 impl Pickle {
@@ -165,17 +193,31 @@ impl Pickle {
             self.op(b'u');
         }
     }
-    fn tensor(&mut self, e: &Entry<'_>, class: (&str, u8)) {
-        self.global(REBUILD, "torch._utils", "_rebuild_tensor_v2");
+    /// `_rebuild_tensor_v2(storage, 0, size, stride, False, OrderedDict())` over a
+    /// typed storage, or, with `v3` (a dtype without one), `_rebuild_tensor_v3(…,
+    /// torch.<dtype>)` over an `UntypedStorage` counted in bytes, as torch 2.x writes.
+    fn tensor(&mut self, e: &Entry<'_>, class: (&str, u8), v3: Option<(&str, u8)>) {
+        match v3 {
+            None => self.global(REBUILD, "torch._utils", "_rebuild_tensor_v2"),
+            Some(_) => self.global(REBUILD_V3, "torch._utils", "_rebuild_tensor_v3"),
+        }
         self.op(b'(');
         // The persistent id ('storage', torch.<Class>, key, 'cpu', numel).
         self.op(b'(');
         self.str("storage");
-        self.global(class.1, "torch", class.0);
+        match v3 {
+            None => self.global(class.1, "torch", class.0),
+            Some(_) => self.global(UNTYPED, "torch.storage", "UntypedStorage"),
+        }
         self.str(&e.key);
         self.str("cpu");
         let numel = e.shape.iter().product::<u64>();
-        self.int(numel as i128);
+        // An UntypedStorage counts bytes; a float4_e2m1fn_x2 element is one byte.
+        let unit = match (v3, e.dtype) {
+            (None, _) | (_, DType::F4E2M1) => 1,
+            (Some(_), d) => d.size() as u64,
+        };
+        self.int(numel.saturating_mul(unit) as i128);
         self.op(b't');
         self.op(b'Q');
         self.int(0);
@@ -189,6 +231,9 @@ impl Pickle {
         self.ints(&stride);
         self.op(0x89); // requires_grad False
         self.empty_ordered_dict(); // backward hooks
+        if let Some((name, slot)) = v3 {
+            self.global(slot, "torch", name);
+        }
         self.op(b't');
         self.op(b'R');
     }
@@ -201,7 +246,7 @@ impl Pickle {
 pub fn checkpoint(entries: &[Entry<'_>], top: &Map) -> Vec<u8> {
     let mut p = Pickle {
         out: vec![0x80, 2],
-        memo: [false; 16],
+        memo: [false; SLOTS],
     };
     p.op(b'}');
     p.op(b'(');
@@ -225,7 +270,9 @@ impl Pickle {
             for e in batch {
                 self.str(e.name);
                 if let Some(class) = storage_class(e.dtype) {
-                    self.tensor(e, class);
+                    self.tensor(e, class, None);
+                } else if let Some(v3) = v3_dtype(e.dtype) {
+                    self.tensor(e, ("", 0), Some(v3));
                 } else {
                     self.op(b'N');
                 }
@@ -238,11 +285,11 @@ impl Pickle {
 /// The state dict pickle: `OrderedDict` of `entries` in order; `metadata`, when not
 /// empty, set as the dict's attribute `attr` (by `BUILD`, as a state dict's own
 /// `_metadata` is), where `load_state_dict` never sees it. Every entry's dtype must have
-/// a [`storage_class`] (the caller checked).
+/// a [`storage_class`] or a [`v3_dtype`] (the caller checked).
 pub fn state_dict(entries: &[Entry<'_>], metadata: &Map, attr: &str) -> Vec<u8> {
     let mut p = Pickle {
         out: vec![0x80, 2],
-        memo: [false; 16],
+        memo: [false; SLOTS],
     };
     p.ordered_dict(entries);
     if !metadata.is_empty() {
@@ -266,7 +313,7 @@ mod tests {
         let enc = |i: i128| {
             let mut p = Pickle {
                 out: Vec::new(),
-                memo: [false; 16],
+                memo: [false; SLOTS],
             };
             p.int(i);
             p.out

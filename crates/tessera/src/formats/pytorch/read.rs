@@ -41,13 +41,18 @@ pub struct StorageLoc {
     pub loc: Loc,
 }
 
-/// One tensor: a strided view of storage `storage`, starting at element `base`.
+/// One tensor: a strided view of storage `storage`, its first element at byte `base`
+/// of the storage, `size` and `stride` counted in elements of `es` bytes (torch's: a
+/// `float4_e2m1fn_x2` element is one byte holding two values).
 #[derive(Debug, Clone)]
 struct Entry {
     storage: usize,
     base: u64,
     size: Vec<u64>,
     stride: Vec<u64>,
+    es: u64,
+    /// The bytes swapped together in a big-endian file (a complex number's parts).
+    swap: usize,
     contiguous: bool,
 }
 
@@ -216,25 +221,39 @@ fn entry(
             s.numel, st.key
         )));
     }
+    // Bytes from here on: a `_rebuild_tensor_v3` tensor counts its offset and strides
+    // in its own dtype over a storage of bytes. Storage sizes were checked against
+    // their records (or the file), so these products fit.
+    let ss = s.dtype.size() as u64;
+    let (view_off, view_len) = (view_off * ss, view_len * ss);
+    let es = t.dtype.size() as u64; // F4E2M1: 1, a float4_e2m1fn_x2 byte
+    let base = t
+        .offset
+        .checked_mul(es)
+        .and_then(|o| o.checked_add(view_off));
+    let past = || {
+        Error::malformed(format!(
+            "view (offset {}, size {:?}, stride {:?}) of {}-byte elements runs past the \
+             {view_len} bytes of storage {:?}",
+            t.offset, t.size, t.stride, es, st.key
+        ))
+    };
+    let base = base.ok_or_else(past)?;
     if let Some(last) = last_element(&t.size, &t.stride)? {
-        let end = t
-            .offset
+        t.offset
             .checked_add(last)
-            .filter(|&e| e < view_len)
-            .ok_or_else(|| {
-                Error::malformed(format!(
-                    "view (offset {}, size {:?}, stride {:?}) runs past the {view_len} \
-                     elements of storage {:?}",
-                    t.offset, t.size, t.stride, st.key
-                ))
-            })?;
-        let _ = end;
+            .and_then(|l| l.checked_add(1))
+            .and_then(|n| n.checked_mul(es))
+            .filter(|&end| end <= view_len)
+            .ok_or_else(past)?;
     }
-    let nbytes = crate::tensor::dense_nbytes(s.dtype, &t.size)?;
+    let nbytes = crate::tensor::numel(&t.size)?
+        .checked_mul(es)
+        .ok_or_else(|| Error::malformed(format!("shape {:?} overflows u64", t.size)))?;
     limits.check_decoded(nbytes)?;
     // A view that repeats elements (stride 0, overlapping strides) can decode to more
     // than its storage holds: a few stored bytes must not become gigabytes.
-    let stored = view_len.saturating_mul(s.dtype.size() as u64);
+    let stored = view_len;
     if nbytes > stored && nbytes > limits.max_index_bytes {
         return Err(Error::limit(format!(
             "a view of {nbytes} bytes repeating the {stored} bytes of storage {:?} is over \
@@ -244,23 +263,51 @@ fn entry(
     }
     let e = Entry {
         storage: si,
-        base: view_off + t.offset,
+        base,
         size: t.size.clone(),
         stride: t.stride.clone(),
+        es,
+        swap: match (t.dtype, t.undecoded) {
+            (DType::C64 | DType::C128, _) | (_, Some("torch.complex32" | "torch.bcomplex32")) => {
+                es as usize / 2
+            }
+            _ => es as usize,
+        },
         contiguous: contiguous(&t.size, &t.stride),
     };
-    let es = s.dtype.size() as u64;
     let (offset, encoding, digests) = match s.loc {
-        Loc::Raw(at) => (Some(at + e.base * es), "raw", vec![]),
+        Loc::Raw(at) => (at.checked_add(e.base), "raw", vec![]),
         Loc::Record(ri) => {
             let r = &p.records[ri];
             match r.method {
-                Method::Stored => (Some(r.start + e.base * es), "raw", vec!["crc32".into()]),
+                Method::Stored => (r.start.checked_add(e.base), "raw", vec!["crc32".into()]),
                 Method::Deflated => (Some(r.start), "deflate", vec!["crc32".into()]),
             }
         }
     };
-    let mut info = TensorInfo::dense(name, s.dtype, t.size.clone());
+    let mut info = match (t.dtype, t.undecoded) {
+        // Torch's float4_e2m1fn_x2 holds two values per element: the logical last
+        // dimension is twice torch's (a scalar is two values), as the safetensors
+        // package and Tessera's Python drop-in count it.
+        (DType::F4E2M1, None) => {
+            let mut shape = t.size.clone();
+            match shape.last_mut() {
+                Some(d) => {
+                    *d = d.checked_mul(2).ok_or_else(|| {
+                        Error::malformed(format!("shape {:?} overflows u64", t.size))
+                    })?
+                }
+                None => shape.push(2),
+            }
+            TensorInfo::dense(name, DType::F4E2M1, shape)
+        }
+        (d, None) => TensorInfo::dense(name, d, t.size.clone()),
+        (_, Some(torch)) => {
+            let mut i = TensorInfo::dense(name, DType::U8, t.size.clone());
+            i.layout = crate::tensor::Layout::undecoded(torch);
+            i
+        }
+    };
     info.storage = Storage {
         offset: if e.contiguous { offset } else { None },
         stored_bytes: nbytes,
@@ -275,7 +322,8 @@ fn shared(entries: &[Entry], infos: &[TensorInfo]) -> Vec<String> {
     let mut spans: Vec<(usize, u64, u64, usize)> = Vec::new();
     for (i, e) in entries.iter().enumerate() {
         if let Ok(Some(last)) = last_element(&e.size, &e.stride) {
-            spans.push((e.storage, e.base, e.base + last + 1, i));
+            // In bytes: tensors of different dtypes may view one storage.
+            spans.push((e.storage, e.base, e.base + (last + 1) * e.es, i));
         }
     }
     spans.sort();
@@ -324,13 +372,9 @@ fn gather(span: &[u8], es: usize, size: &[u64], stride: &[u64], numel: u64) -> V
     out
 }
 
-/// Swaps every element (every component of a complex one) to little-endian.
-fn swap(bytes: &mut [u8], dtype: DType) {
-    let n = match dtype {
-        DType::C64 => 4,
-        DType::C128 => 8,
-        d => d.size(),
-    };
+/// Swaps every `n`-byte value (an element, or a component of a complex one) to
+/// little-endian.
+fn swap(bytes: &mut [u8], n: usize) {
     bytes.chunks_exact_mut(n).for_each(|c| c.reverse());
 }
 
@@ -344,23 +388,33 @@ impl TensorSource for PytorchFile<'_> {
     fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
         let i = crate::model::tensor_position(&self.index, name)?;
         let (e, info) = (&self.entries[i], &self.infos[i]);
-        let es = info.dtype.size() as u64;
-        let numel = info.numel()?;
+        let es = e.es;
+        let numel = crate::tensor::numel(&e.size)?; // torch's elements
         let subject = || format!("tensor {name:?}");
         let mut bytes = match last_element(&e.size, &e.stride)? {
             None => Cow::Owned(Vec::new()),
             Some(_) if e.contiguous => self
-                .storage_bytes(e.storage, e.base * es, numel * es)
+                .storage_bytes(e.storage, e.base, numel * es)
                 .map_err(|x| x.at_subject(subject()))?,
             Some(last) => {
                 let span = self
-                    .storage_bytes(e.storage, e.base * es, (last + 1) * es)
+                    .storage_bytes(e.storage, e.base, (last + 1) * es)
                     .map_err(|x| x.at_subject(subject()))?;
                 Cow::Owned(gather(&span, es as usize, &e.size, &e.stride, numel))
             }
         };
-        if self.big_endian && es > 1 {
-            swap(bytes.to_mut(), info.dtype);
+        if self.big_endian && e.swap > 1 {
+            swap(bytes.to_mut(), e.swap);
+        }
+        if info.layout.undecoded_type().is_some() {
+            // Carried as its bytes: `numel × size` of them, not one per listed u8.
+            return Ok(TensorView {
+                info: info.clone(),
+                parts: vec![crate::tensor::Part {
+                    role: "data".into(),
+                    bytes,
+                }],
+            });
         }
         TensorView::dense(info.clone(), bytes)
     }

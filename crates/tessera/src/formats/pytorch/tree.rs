@@ -156,6 +156,8 @@ impl Walk<'_> {
                     offset: 0,
                     size: vec![s.view.map_or(s.numel, |v| v.1)],
                     stride: vec![1],
+                    dtype: s.dtype,
+                    undecoded: None,
                 };
                 self.out.tensors.push((name.to_string(), t));
             }

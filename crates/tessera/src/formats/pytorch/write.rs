@@ -7,6 +7,7 @@ use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipWriter};
 
 use super::pickler::{self, Entry};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::metadata::Metadata;
 use crate::model::TensorSource;
@@ -60,7 +61,8 @@ impl<W: Write + Seek> PytorchWriter<W> {
     /// Plans the state dict and writes everything before the first tensor's data.
     /// `archive` is the folder inside the zip (`archive` when `None`, as the
     /// `-O archive=` option). Errors name a tensor that is not dense, one whose dtype
-    /// torch has no storage for, or a duplicate name.
+    /// torch has no dtype for, an `f4_e2m1` one whose last dimension is odd (torch holds
+    /// pairs), or a duplicate name.
     pub fn new(
         out: W,
         infos: &[TensorInfo],
@@ -102,6 +104,19 @@ impl<W: Write + Seek> PytorchWriter<W> {
         let mut names = std::collections::HashSet::new();
         let mut entries = Vec::with_capacity(infos.len());
         let mut plan = Vec::with_capacity(infos.len());
+        // float4_e2m1fn_x2 shapes: the logical last dimension halved.
+        let pairs: Vec<Option<Vec<u64>>> = infos
+            .iter()
+            .map(|i| {
+                (i.dtype == DType::F4E2M1).then(|| {
+                    let mut s = i.shape.clone();
+                    if let Some(d) = s.last_mut() {
+                        *d /= 2;
+                    }
+                    s
+                })
+            })
+            .collect();
         for (i, info) in infos.iter().enumerate() {
             if info.layout != Layout::Dense {
                 return Err(Error::unsupported(format!(
@@ -110,10 +125,20 @@ impl<W: Write + Seek> PytorchWriter<W> {
                 ))
                 .with_hint(crate::refusal::Hint::Densify));
             }
-            if pickler::storage_class(info.dtype).is_none() {
+            if pickler::storage_class(info.dtype).is_none()
+                && pickler::v3_dtype(info.dtype).is_none()
+            {
                 return Err(Error::unsupported(format!(
-                    "tensor {:?} is {}, which torch 1.13 has no storage for",
+                    "tensor {:?} is {}, which torch has no dtype for",
                     info.name, info.dtype
+                ))
+                .with_hint(crate::refusal::Hint::Cast));
+            }
+            if info.dtype == DType::F4E2M1 && info.shape.last().is_none_or(|d| d % 2 != 0) {
+                return Err(Error::unsupported(format!(
+                    "tensor {:?} is f4_e2m1 of shape {:?}: torch's float4_e2m1fn_x2 holds \
+                     pairs along the last dimension, which must be even",
+                    info.name, info.shape
                 ))
                 .with_hint(crate::refusal::Hint::Cast));
             }
@@ -127,7 +152,7 @@ impl<W: Write + Seek> PytorchWriter<W> {
                 name: &info.name,
                 key: i.to_string(),
                 dtype: info.dtype,
-                shape: &info.shape,
+                shape: pairs[i].as_deref().unwrap_or(&info.shape),
             });
             plan.push((info.name.clone(), i.to_string(), info.dense_nbytes()?));
         }
