@@ -339,7 +339,8 @@ pub struct ConvertArgs {
     )]
     pub max_shard_size: Option<String>,
     /// Write a model set of this many shards (at least 1) of about equal size (see
-    /// --max-shard-size).
+    /// --max-shard-size); with --to dcp, a checkpoint as N ranks write it (every tensor
+    /// cut by rows across them).
     #[arg(long, value_name = "N", help_heading = "Sharded output")]
     pub shards: Option<u32>,
     /// Do not fsync the output: still written to a temporary file and renamed into

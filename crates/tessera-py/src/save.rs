@@ -232,7 +232,8 @@ pub fn resolve_format(format: Option<&str>, path: Option<&PathBuf>) -> PyResult<
         .as_deref()
         .and_then(tessera::formats::indexed_set_for_name);
     if let Some((f, hooks)) = format.and_then(tessera::formats::indexed_set_named) {
-        if by_path.is_none() {
+        // A kind that is a directory (format="dcp") takes the directory as its path.
+        if by_path.is_none() && !hooks.ranks {
             return Err(invalid(format!(
                 "format={:?} writes a set whose index is NAME{}: give such a path",
                 hooks.name, hooks.suffix
@@ -425,7 +426,10 @@ pub(crate) fn convert_to_path(
     };
     if let Some(split) = split {
         let (notes, files) = tessera::remote::write_at(&dest, &remote, |local| {
-            let r = tessera::set::convert_set(src, format, local, split, copts, wopts)?;
+            // A set that is a directory (format="dcp") is written at its index inside it.
+            let at = tessera::set::write::indexed_output(format, None, local)?
+                .unwrap_or_else(|| local.to_path_buf());
+            let r = tessera::set::convert_set(src, format, &at, split, copts, wopts)?;
             Ok((r.notes, r.files.clone()))
         })?;
         // One file (one shard; an AERO set) is the file at `path`: nothing beside it.

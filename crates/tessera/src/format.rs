@@ -245,6 +245,10 @@ identities! {
         .extensions(&["pt", "pth", "bin", "ckpt"])
         .magic(&[b"PK\x03\x04", b"\x80"])
         .sniff(sniff::pytorch),
+    /// PyTorch Distributed Checkpoint: a directory of `.metadata` (a pickle) and
+    /// `__R_N.distcp` files (read and written as a set: `formats/dcp`).
+    Dcp: "dcp" => Identity::new("dcp", "PyTorch Distributed Checkpoint", "dcp")
+        .sniff(sniff::dcp_metadata),
     /// ONNX model (`.onnx`: a protobuf `ModelProto`, no magic).
     Onnx: "onnx" => Identity::new("onnx", "ONNX", "onnx")
         .extensions(&["onnx"])

@@ -52,6 +52,14 @@ pub fn is_zip_checkpoint(head: &[u8]) -> bool {
     }
 }
 
+/// A PyTorch Distributed Checkpoint's `.metadata`: a pickle (PROTO 2–5) that names
+/// `torch.distributed.checkpoint.metadata` within its first bytes (its first global,
+/// `Metadata`).
+pub fn dcp_metadata(head: &[u8]) -> bool {
+    const MODULE: &[u8] = b"torch.distributed.checkpoint.metadata";
+    matches!(head, [0x80, 2..=5, ..]) && head.windows(MODULE.len()).take(64).any(|w| w == MODULE)
+}
+
 /// ONNX: a protobuf `ModelProto` starting, as every writer serializes it, with
 /// `ir_version` (field 1, a varint from 1 to 99), each following field in the first
 /// bytes one `ModelProto` defines with its wire type (length-delimited fields skipped by

@@ -44,6 +44,8 @@ pub use options::{all_options, check_options, find_option};
 
 #[cfg(feature = "aero")]
 pub mod aero;
+#[cfg(feature = "dcp")]
+pub mod dcp;
 #[cfg(feature = "fold")]
 pub mod fold;
 #[cfg(feature = "gguf")]
@@ -150,6 +152,11 @@ pub struct IndexedSet {
     /// The shard size used when the writer is given none (aerotensor's
     /// `max_shard_bytes`: 2 GiB).
     pub default_shard_size: u64,
+    /// The set's files are ranks that each hold a part of every tensor (DCP), not
+    /// groups of whole tensors: `--shards N` gives the writer N groups, each of every
+    /// tensor; no `--max-shard-size` is taken. Such a set is a directory: its index is
+    /// `default_index` inside the output, whatever the output is named.
+    pub ranks: bool,
 }
 
 /// Opens an indexed set ([`IndexedSet::open`]): `(index bytes, label, files, options)`.
@@ -392,6 +399,7 @@ codecs! {
     Npz: "npy" => npy::NPZ_CODEC,
     Gguf: "gguf" => gguf::CODEC,
     Pytorch: "pytorch" => pytorch::CODEC,
+    Dcp: "dcp" => dcp::CODEC,
     Onnx: "onnx" => onnx::CODEC,
     Hdf5: "hdf5" => hdf5::CODEC,
 }
@@ -410,7 +418,9 @@ pub fn indexed_set_named(name: &str) -> Option<(Format, IndexedSet)> {
 pub fn indexed_set_for_name(file_name: &str) -> Option<(Format, IndexedSet)> {
     Format::ALL.into_iter().find_map(|f| {
         let s = f.codec().indexed_set?;
-        (file_name.len() > s.suffix.len() && file_name.ends_with(s.suffix)).then_some((f, s))
+        (file_name == s.default_index
+            || (file_name.len() > s.suffix.len() && file_name.ends_with(s.suffix)))
+        .then_some((f, s))
     })
 }
 
@@ -548,7 +558,13 @@ mod tests {
         for f in Format::ALL {
             let c = f.codec();
             assert_eq!(c.reader.is_some(), c.fuzz_target.is_some(), "{f}");
-            assert_eq!(c.writer.is_some(), c.capabilities.is_some(), "{f}");
+            // A format written only as a directory set (DCP) has capabilities, no writer.
+            let dir_only = c.indexed_set.is_some_and(|h| h.ranks);
+            assert_eq!(
+                c.writer.is_some(),
+                c.capabilities.is_some() && !dir_only,
+                "{f}"
+            );
             if let Some(caps) = c.capabilities {
                 assert_eq!(caps().format, f, "{f}: capabilities name another format");
             }

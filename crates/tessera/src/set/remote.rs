@@ -317,6 +317,7 @@ const WELL_KNOWN: &[&str] = &[
     "pytorch_model.bin.index.json",
     "model.tessera-set.json",
     "model.aeroset.json",
+    ".metadata",
     "model.safetensors",
     "model.gguf",
     "model.zt",

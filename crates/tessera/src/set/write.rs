@@ -391,11 +391,14 @@ pub fn indexed_output(format: Format, to: Option<&str>, path: &Path) -> Result<O
     {
         return Ok(Some(path.to_path_buf()));
     }
-    let asked = to.is_some_and(|t| t.trim_start_matches('.').eq_ignore_ascii_case(hooks.name));
+    // A kind that is a directory (DCP) is always written into the output directory.
+    let asked = hooks.ranks
+        || to.is_some_and(|t| t.trim_start_matches('.').eq_ignore_ascii_case(hooks.name));
     if !asked {
         return Ok(None);
     }
-    let dir_like = path.is_dir() || path.as_os_str().to_string_lossy().ends_with('/');
+    let dir_like =
+        hooks.ranks || path.is_dir() || path.as_os_str().to_string_lossy().ends_with('/');
     if dir_like {
         return Ok(Some(path.join(hooks.default_index)));
     }
@@ -419,17 +422,57 @@ fn convert_indexed(
     opts: &WriteOptions,
 ) -> Result<SetReport> {
     let prepared = prepare(src, format, convert)?;
-    let mut notes = prepared.notes().to_vec();
+    let notes = prepared.notes().to_vec();
     let mut o = opts.clone();
     o.path = Some(path.to_path_buf());
     crate::formats::check_options(format, &o)?;
     let infos = prepared.tensor_infos();
     let sizes: Vec<u64> = infos.iter().map(size_of).collect();
-    let groups = plan(&sizes, split);
+    let groups = match (hooks.ranks, split) {
+        (false, _) => plan(&sizes, split),
+        (true, Split::Shards(n)) => vec![0..infos.len(); n as usize],
+        (true, Split::MaxBytes(b)) if b == hooks.default_shard_size => {
+            std::iter::once(0..infos.len()).collect()
+        }
+        (true, Split::MaxBytes(_)) => {
+            return Err(Error::invalid_input(format!(
+                "a {} checkpoint is cut by ranks, each holding a part of every tensor: give --shards N, not a maximum shard size",
+                format.name()
+            )))
+        }
+    };
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    // A set that is a directory (DCP) is made when missing; removed again if empty
+    // when the write fails.
+    let made_dir = hooks.ranks && !dir.exists();
+    if made_dir {
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::from(e).at_subject(dir.display().to_string()))?;
+    }
+    let result = write_indexed(&prepared, hooks, &groups, path, &dir, &o, format, notes);
+    if made_dir && result.is_err() {
+        let _ = std::fs::remove_dir(&dir);
+    }
+    result
+}
+
+/// The files of an indexed set written into a temporary directory in `dir`, then moved
+/// into place, the index last.
+#[allow(clippy::too_many_arguments)]
+fn write_indexed(
+    prepared: &dyn TensorSource,
+    hooks: &crate::formats::IndexedSet,
+    groups: &[std::ops::Range<usize>],
+    path: &Path,
+    dir: &Path,
+    o: &WriteOptions,
+    format: Format,
+    mut notes: Vec<String>,
+) -> Result<SetReport> {
+    let dir = dir.to_path_buf();
     let index = index_file_name(path).unwrap_or_default();
     let stem = index
         .strip_suffix(hooks.suffix)
@@ -448,7 +491,7 @@ fn convert_indexed(
     let tmp = crate::util::atomic::temp_dir(&dir, &format!(".{stem}.set."))
         .map_err(|e| crate::util::atomic::create_error(e, &dir))?;
     let written =
-        (hooks.write)(&prepared, &groups, path, tmp.path(), &o).map_err(|e| e.in_format(format))?;
+        (hooks.write)(prepared, groups, path, tmp.path(), o).map_err(|e| e.in_format(format))?;
     let mut moved: Vec<PathBuf> = Vec::new();
     for name in &written {
         let to = dir.join(name);
@@ -461,7 +504,7 @@ fn convert_indexed(
         moved.push(to);
     }
     remove_old_set(&old, &moved, &mut notes);
-    if !opts.no_fsync {
+    if !o.no_fsync {
         crate::util::atomic::sync_dir(&dir);
     }
     Ok(SetReport {

@@ -15,6 +15,7 @@ mod aero_invalid;
 mod aero_roundtrip;
 mod aeroset;
 mod corruption;
+mod dcp;
 mod fold;
 mod fold_carry;
 mod fold_checkpoint;

@@ -1853,3 +1853,39 @@ fn an_aeroset_opens_by_url_and_fetches_parts_only_for_their_tensors() {
         "{e}"
     );
 }
+
+/// A PyTorch Distributed Checkpoint (torch's 4-rank vector) opens by its directory's URL
+/// or its `.metadata`'s, over S3 and HTTP (an HTTP directory is probed for
+/// `.metadata`), the `.distcp` files it names fetched beside it, equal to the local open.
+#[test]
+fn a_dcp_checkpoint_opens_by_url() {
+    let Some(srv) = servers("a_dcp_checkpoint_opens_by_url") else {
+        return;
+    };
+    let opts = ReadOptions::default();
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/dcp/valid-r4");
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            let bytes = std::fs::read(dir.join(&name)).unwrap();
+            (name, bytes)
+        })
+        .collect();
+    files.sort();
+    let local = stage_files(&srv, "dcp-r", &files);
+    let want = tessera::open_path(local.path(), &opts).unwrap();
+    assert_eq!(want.container().format(), tessera::Format::Dcp);
+    for url in [
+        format!("s3://{}/dcp-r/", srv.bucket),
+        format!("s3://{}/dcp-r/.metadata", srv.bucket),
+        format!("{}/dcp-r/.metadata", srv.http_url),
+        format!("{}/dcp-r/", srv.http_url),
+    ] {
+        let got =
+            open_location(&url, &opts, &srv.remote()).unwrap_or_else(|e| panic!("{url}: {e}"));
+        same(want.container(), got.container(), &url);
+        let r = got.container().verify(&Default::default());
+        assert!(r.is_ok(), "{url}: {:?}", r.failures().collect::<Vec<_>>());
+    }
+}

@@ -552,6 +552,13 @@ fn independent_tensors(v: &Vector) -> Option<(String, BTreeMap<String, Stated>)>
             let j = read_json(&dir.join("expected.json"))?;
             Some(("aeroset/expected.json".into(), stated_map(&j["tensors"])))
         }
+        "dcp" => {
+            let j = read_json(&dir.join("expected.json"))?;
+            Some((
+                "dcp/expected.json".into(),
+                stated_map(&j.get(rel)?["tensors"]),
+            ))
+        }
         "wtxt" => {
             let stem = rel.strip_suffix(".wtxt")?;
             let j = read_json(&dir.join(format!("{stem}.values.json")))?;

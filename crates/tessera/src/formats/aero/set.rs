@@ -107,6 +107,7 @@ pub const HOOKS: IndexedSet = IndexedSet {
     names,
     write: write_set,
     default_shard_size: DEFAULT_SHARD_BYTES,
+    ranks: false,
 };
 
 /// JSON whose `format.name` is `AEROSET`.

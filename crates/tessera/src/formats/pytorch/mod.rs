@@ -155,7 +155,7 @@ mod pickler;
 mod read;
 mod tree;
 mod write;
-mod zip;
+pub(crate) mod zip;
 
 pub use read::PytorchFile;
 pub use write::PytorchWriter;
@@ -235,7 +235,7 @@ pub fn capabilities() -> Capabilities {
     }
 }
 
-fn open_zip<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Parts<'d>> {
+pub(crate) fn open_zip<'d>(src: SourceRef<'d>, opts: &ReadOptions) -> Result<Parts<'d>> {
     let limits = &opts.limits;
     let records = zip::records(src, limits)?;
     let by_name: HashMap<&str, usize> = records

@@ -49,6 +49,9 @@ pub enum Global {
     Storage(&'static str, DType),
     /// `torch.float32`, …: a dtype (kept as metadata text).
     DType(&'static str),
+    /// A plain-data class or function of PyTorch Distributed Checkpoint's metadata
+    /// ([`resolve_dcp`]), by its full name.
+    Dcp(&'static str),
 }
 
 /// A storage named by a persistent id `('storage', type, key, location, numel[, view])`.
@@ -153,6 +156,14 @@ pub enum Obj {
     Storage(Box<StorageRef>),
     /// A tensor or parameter.
     Tensor(Box<TensorRef>),
+    /// An instance of an allowed plain-data class ([`Global::Dcp`]) made by `NEWOBJ`
+    /// with no arguments, and the state `BUILD` gave it (a dict or a tuple), unapplied.
+    Object {
+        /// The class's full name.
+        class: &'static str,
+        /// Its state, once built.
+        state: Option<Id>,
+    },
 }
 
 /// The objects one pickle built, and the one it returned.
@@ -253,7 +264,7 @@ fn resolve(module: &str, name: &str) -> Option<Global> {
                 return None;
             }
         }
-        _ => return None,
+        _ => return resolve_dcp(module, name),
     })
 }
 
@@ -637,6 +648,12 @@ impl Vm<'_> {
                         (Obj::Global(Global::OrderedDict), Obj::Tuple(a)) if a.is_empty() => {
                             self.push(Obj::Dict(Vec::new()))?
                         }
+                        (Obj::Global(Global::Dcp(c)), Obj::Tuple(a))
+                            if a.is_empty() && DCP_CLASSES.contains(c) =>
+                        {
+                            let class = *c;
+                            self.push(Obj::Object { class, state: None })?
+                        }
                         (c, _) => {
                             return Err(self.refuse(format!(
                                 "refused NEWOBJ on {} (only OrderedDict() is allowed)",
@@ -723,6 +740,7 @@ impl Vm<'_> {
                 Ok(())
             }
             (Obj::Dict(_), Obj::None) => Ok(()),
+            (Obj::Object { .. }, _) => self.build_object(obj, state),
             (o, _) => Err(self.refuse(format!("refused BUILD on {}", describe(o)))),
         }
     }
@@ -875,6 +893,7 @@ impl Vm<'_> {
             Global::Storage(..) | Global::DType(_) => {
                 Err(self.refuse(format!("refused REDUCE on {}", describe(&Obj::Global(g)))))
             }
+            Global::Dcp(name) => self.reduce_dcp(name, a),
         }
     }
 
@@ -966,6 +985,7 @@ pub fn describe(o: &Obj) -> String {
             Global::Size => "torch.Size".into(),
             Global::Storage(n, _) => format!("torch.{n}"),
             Global::DType(n) => format!("torch.{n}"),
+            Global::Dcp(n) => (*n).into(),
         },
         Obj::None => "None".into(),
         Obj::Bool(_) => "a bool".into(),
@@ -978,6 +998,7 @@ pub fn describe(o: &Obj) -> String {
         Obj::Dict(_) => "a dict".into(),
         Obj::Storage(_) => "a storage".into(),
         Obj::Tensor(_) => "a tensor".into(),
+        Obj::Object { class, .. } => format!("a {class}"),
     }
 }
 
@@ -988,4 +1009,121 @@ fn short(s: &str) -> String {
         out.push('…');
     }
     out
+}
+
+// PyTorch Distributed Checkpoint (`formats/dcp`): the plain-data classes of its
+// `.metadata` pickle, and the few functions it reduces. Kept apart from the tensor
+// rebuilding above: an instance is only recorded (class and state), never constructed;
+// `formats/dcp/meta.rs` reads the fields it knows from the state.
+
+/// The DCP classes `NEWOBJ` may instantiate (with no arguments) and `BUILD` give a
+/// dict or tuple state.
+pub const DCP_CLASSES: &[&str] = &[
+    "torch.distributed.checkpoint.metadata.Metadata",
+    "torch.distributed.checkpoint.metadata.TensorStorageMetadata",
+    "torch.distributed.checkpoint.metadata.BytesStorageMetadata",
+    "torch.distributed.checkpoint.metadata.ChunkStorageMetadata",
+    "torch.distributed.checkpoint.metadata.TensorProperties",
+    "torch.distributed.checkpoint.metadata.MetadataIndex",
+    "torch.distributed.checkpoint.metadata.StorageMeta",
+    "torch.distributed.checkpoint.filesystem._StorageInfo",
+    "torch.distributed.checkpoint.filesystem._StoragePrefix",
+];
+
+/// The DCP callables `REDUCE` may apply, each to plain arguments: the memory-format
+/// enum (`_MEM_FORMAT_ENCODING(0)` → 0), the layout by name (`_get_layout("torch.strided")`
+/// → the name), a path from its parts (`PosixPath("/", "ckpt")` → `"/ckpt"`), and bytes
+/// as protocol 2 pickles them (`_codecs.encode("\x00\xff", "latin1")` → the bytes: a
+/// `bytes` item of a DCP checkpoint, which `torch.save` pickles with protocol 2).
+const DCP_FUNCTIONS: &[&str] = &[
+    "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING",
+    "torch.serialization._get_layout",
+    "pathlib.PosixPath",
+    "pathlib.PurePosixPath",
+    "pathlib.WindowsPath",
+    "pathlib.PureWindowsPath",
+    "_codecs.encode",
+];
+
+/// Resolves a DCP class or function ([`DCP_CLASSES`], [`DCP_FUNCTIONS`]).
+fn resolve_dcp(module: &str, name: &str) -> Option<Global> {
+    DCP_CLASSES
+        .iter()
+        .chain(DCP_FUNCTIONS)
+        .find(|full| {
+            full.len() == module.len() + 1 + name.len()
+                && full.starts_with(module)
+                && full[module.len()..].starts_with('.')
+                && full.ends_with(name)
+        })
+        .map(|full| Global::Dcp(full))
+}
+
+impl Vm<'_> {
+    /// BUILD on a DCP object: its state (a dict of fields, or the tuple
+    /// `TensorProperties.__getstate__` gives), recorded once.
+    fn build_object(&mut self, obj: Id, state: Id) -> Result<()> {
+        let class = match self.graph.get(obj) {
+            Obj::Object { class, state: None } => *class,
+            o => return Err(self.refuse(format!("refused a second BUILD on {}", describe(o)))),
+        };
+        if !matches!(self.graph.get(state), Obj::Dict(_) | Obj::Tuple(_)) {
+            return Err(self.refuse(format!(
+                "refused BUILD on {class} with {} as its state",
+                describe(self.graph.get(state))
+            )));
+        }
+        self.graph.objs[obj as usize] = Obj::Object {
+            class,
+            state: Some(state),
+        };
+        Ok(())
+    }
+
+    /// REDUCE of a DCP function ([`DCP_FUNCTIONS`]) on plain arguments.
+    fn reduce_dcp(&self, name: &'static str, a: &[Id]) -> Result<Obj> {
+        let misuse = |what: &str| self.malformed(format!("{name} called with {what}"));
+        match name {
+            "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING" => match a {
+                [v] => match self.graph.get(*v) {
+                    Obj::Int(i) if (0..=2).contains(i) => Ok(Obj::Int(*i)),
+                    _ => Err(misuse("something other than 0, 1 or 2")),
+                },
+                _ => Err(misuse(&format!("{} arguments", a.len()))),
+            },
+            "torch.serialization._get_layout" => match a {
+                [v] => match self.graph.get(*v) {
+                    Obj::Str(s) => Ok(Obj::Str(s.clone())),
+                    _ => Err(misuse("something other than a layout's name")),
+                },
+                _ => Err(misuse(&format!("{} arguments", a.len()))),
+            },
+            "_codecs.encode" => match a {
+                [t, e] => match (self.graph.get(*t), self.graph.get(*e)) {
+                    (Obj::Str(t), Obj::Str(e)) if e == "latin1" || e == "latin-1" => t
+                        .chars()
+                        .map(|c| u8::try_from(u32::from(c)).ok())
+                        .collect::<Option<Vec<u8>>>()
+                        .map(Obj::Bytes)
+                        .ok_or_else(|| misuse("a character past U+00FF")),
+                    _ => Err(misuse("something other than (str, \"latin1\")")),
+                },
+                _ => Err(misuse(&format!("{} arguments", a.len()))),
+            },
+            n if n.starts_with("pathlib.") => {
+                let mut path = String::new();
+                for v in a {
+                    let Obj::Str(s) = self.graph.get(*v) else {
+                        return Err(misuse("parts that are not strings"));
+                    };
+                    if !path.is_empty() && !path.ends_with(['/', '\\']) {
+                        path.push('/');
+                    }
+                    path.push_str(s);
+                }
+                Ok(Obj::Str(path))
+            }
+            _ => Err(self.refuse(format!("refused REDUCE on {name}"))),
+        }
+    }
 }
