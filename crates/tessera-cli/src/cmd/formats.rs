@@ -31,8 +31,10 @@ pub fn table() -> Vec<serde_json::Value> {
                 "format": f.name(),
                 "title": f.title(),
                 "extensions": f.extensions(),
-                "read": f.can_read(),
-                "write": f.can_write(),
+                // A format read and written as a directory through its own index (DCP's
+                // `.metadata`) has no one-file reader or writer, but is read and written.
+                "read": f.can_read() || f.codec().indexed_set.is_some(),
+                "write": f.can_write() || f.codec().indexed_set.is_some(),
                 "dtypes": caps.as_ref().map(|c| c.dtypes.iter().map(|d| d.name()).collect::<Vec<_>>()).unwrap_or_default(),
                 "layouts": caps.as_ref().map(|c| {
                     let mut l = vec!["dense"];
@@ -83,7 +85,14 @@ pub fn markdown() -> String {
             } else {
                 list("dtypes")
             },
-            list("layouts"),
+            {
+                let l = list("layouts");
+                if l.is_empty() {
+                    "—".into()
+                } else {
+                    l
+                }
+            },
             {
                 let c = list("compression");
                 if c.is_empty() {
