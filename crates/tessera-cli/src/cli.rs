@@ -404,6 +404,12 @@ pub struct ExtractArgs {
     /// can (f4_e2m1 to .npy as f16), as `convert --cast` does.
     #[arg(long)]
     pub cast: bool,
+    /// Only part of the tensor, in numpy's slicing syntax, dimensions separated by
+    /// commas: `0:1024,:`, `::2,-1`, `...,3:5`, `::-1` (positions from 0, negative ones
+    /// from the end; a bound outside its dimension is refused, not clamped). Where the
+    /// format stores the tensor raw only the bytes of those elements are read.
+    #[arg(long, value_name = "SLICE", allow_hyphen_values = true)]
+    pub slice: Option<String>,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,

@@ -73,6 +73,7 @@ pub mod set;
 mod setters;
 #[cfg(feature = "signing")]
 pub mod signing;
+pub mod slice;
 pub mod source;
 pub use tensor::sparse;
 pub mod tensor;

@@ -26,6 +26,7 @@ mod remote;
 mod rough_edges;
 mod set_writes;
 mod sets;
+mod slices;
 mod stats;
 mod terminal_safety;
 mod verify_report;
