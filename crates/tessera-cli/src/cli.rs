@@ -410,6 +410,10 @@ pub struct ExtractArgs {
     /// format stores the tensor raw only the bytes of those elements are read.
     #[arg(long, value_name = "SLICE", allow_hyphen_values = true)]
     pub slice: Option<String>,
+    /// Check the pages a --slice reads against this page manifest (`tessera id
+    /// --pages`); without it, STEM.pages beside the model is used when there is one.
+    #[arg(long, value_name = "FILE", requires = "slice")]
+    pub pages: Option<String>,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,

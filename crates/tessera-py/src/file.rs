@@ -24,14 +24,6 @@ use tessera::set::OpenedFile;
 use tessera::Load;
 use tessera::Opened;
 
-/// The check of a page manifest (`pages=`). A stub until page manifests exist.
-fn page_check(path: &std::path::Path) -> tessera::Result<Box<dyn tessera::slice::RangeCheck>> {
-    Err(tessera::Error::unsupported(format!(
-        "pages={}: page manifests are not built yet",
-        path.display()
-    )))
-}
-
 /// A tensor handed to Python: its description and its parts.
 type TensorOut<'py> = (Bound<'py, PyDict>, Vec<(String, Buffer)>);
 
@@ -617,18 +609,33 @@ impl File {
         let shared = &self.shared;
         let got = py
             .detach(|| {
-                let check = match &pages {
-                    Some(p) => Some(page_check(p)?),
-                    None => None,
-                };
+                // `pages=`, else `STEM.pages` beside the file when there is one.
+                let model = self.path.as_ref().map(|p| p.to_string_lossy().into_owned());
+                let given = pages.as_ref().map(|p| p.to_string_lossy().into_owned());
+                let check = shared
+                    .with(|c| tessera::pages::for_model(c, model.as_deref(), given.as_deref()))?;
                 let read = || {
                     use rayon::prelude::*;
                     shared.with(|c| {
                         parsed
                             .par_iter()
                             .map(|(name, index)| {
-                                let mut s =
-                                    tessera::slice::read_slice(c, name, index, check.as_deref())?;
+                                let mut s = tessera::slice::read_slice(
+                                    c,
+                                    name,
+                                    index,
+                                    check.as_ref().map(|m| m as &dyn tessera::slice::RangeCheck),
+                                )?;
+                                if let (Some(signed), Some(m)) = (&self.signed, &check) {
+                                    if let Err(e) = signed.covers_pages(m) {
+                                        let why = format!(
+                                            "slice of tensor {name:?} is checked against the \
+                                             page manifest only, not the signature: {}",
+                                            e.message()
+                                        );
+                                        s.unverified.get_or_insert(why);
+                                    }
+                                }
                                 if self.signed.is_some() && check.is_none() {
                                     let why = format!(
                                         "slice of tensor {name:?} is unverified: the signed \

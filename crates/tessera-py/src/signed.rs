@@ -18,6 +18,8 @@ use tessera::{Error, Result, TensorInfo, TensorView};
 /// The signed entries a file is held to, and the tensors already checked.
 pub struct SignedCheck {
     entries: HashMap<String, TensorId>,
+    /// The signed manifest (for the page manifest it may cover).
+    manifest: SignedManifest,
     checked: Mutex<HashSet<String>>,
 }
 
@@ -30,6 +32,7 @@ impl SignedCheck {
         signed.check_signature(&key)?;
         let entries: HashMap<String, TensorId> = signed
             .tensors
+            .clone()
             .into_iter()
             .map(|t| (t.name.clone(), t))
             .collect();
@@ -83,8 +86,15 @@ impl SignedCheck {
         }
         Ok(SignedCheck {
             entries,
+            manifest: signed,
             checked: Mutex::new(HashSet::new()),
         })
+    }
+
+    /// Whether the signature covers page manifest `m` (signed with `tessera sign
+    /// --pages`); Err says why not.
+    pub fn covers_pages(&self, m: &tessera::pages::PageManifest) -> Result<()> {
+        self.manifest.covers_pages(m)
     }
 
     /// Refuses `view` unless its digest is the signed one (hashed once per tensor).

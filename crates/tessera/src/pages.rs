@@ -477,6 +477,56 @@ impl PageManifest {
     }
 }
 
+impl crate::slice::RangeCheck for PageManifest {
+    fn widen(&self, tensor: &str, range: Range<u64>) -> Range<u64> {
+        PageManifest::widen(self, tensor, range)
+    }
+    fn check(&self, tensor: &str, range: Range<u64>, bytes: &[u8]) -> Result<()> {
+        PageManifest::check(self, tensor, range, bytes)
+    }
+}
+
+/// The page manifest a slice read of `model` (a path or URL) is checked against:
+/// `given` when set (read, and refused when it does not describe `src`), else
+/// `STEM.pages` beside the model when there is one (found as AERO finds its PHSH: by
+/// name; a remote one costs one request), else none. A manifest found beside the model
+/// that describes another model is an error too: it was put there to be used.
+pub fn for_model(
+    src: &dyn TensorSource,
+    model: Option<&str>,
+    given: Option<&str>,
+) -> Result<Option<PageManifest>> {
+    let path = match (given, model.and_then(beside)) {
+        (Some(g), _) => g.to_string(),
+        (None, Some(b)) => {
+            if !exists(&b)? {
+                return Ok(None);
+            }
+            b
+        }
+        (None, None) => return Ok(None),
+    };
+    let m = PageManifest::load(&path)?;
+    m.matches(src)
+        .map_err(|e| Error::invalid_input(format!("{path}: {}", e.message())))?;
+    Ok(Some(m))
+}
+
+/// Whether a local path or URL names an existing file.
+fn exists(path_or_url: &str) -> Result<bool> {
+    #[cfg(feature = "remote")]
+    if let loc @ (crate::remote::Location::S3 { .. } | crate::remote::Location::Http(_)) =
+        crate::remote::Location::parse(path_or_url)?
+    {
+        return crate::remote::exists(&loc, &Default::default());
+    }
+    if path_or_url.contains("://") && !path_or_url.starts_with("file://") {
+        return Ok(false);
+    }
+    let p = path_or_url.strip_prefix("file://").unwrap_or(path_or_url);
+    Ok(std::path::Path::new(p).is_file())
+}
+
 /// The page manifest beside a model: `DIR/STEM.pages` for `DIR/STEM.EXT` (for a URL,
 /// the same name beside it). `None` when the path has no file name.
 pub fn beside(path_or_url: &str) -> Option<String> {

@@ -398,7 +398,7 @@ pub fn read_slice_with(
     data.resize(plan.out_bytes as usize, 0);
     if info.layout == Layout::Dense {
         if let Some(ext) = src.raw_extent(name)? {
-            let (bytes_read, ranges) = plan.read(&ext, name, check, opts, &mut data)?;
+            let (bytes_read, ranges) = plan.read(&ext, name, info.dtype, check, opts, &mut data)?;
             if ext.big_endian {
                 swap(info.dtype, &mut data);
             }
@@ -438,6 +438,11 @@ pub fn read_slice_with(
         .iter()
         .find(|p| p.role == "data")
         .ok_or_else(|| Error::malformed(format!("tensor {name:?} has no data part")))?;
+    if let Some(c) = check {
+        // The whole tensor was read: every page of it is checked.
+        let all = c.widen(name, 0..whole.bytes.len() as u64);
+        c.check(name, all, &whole.bytes)?;
+    }
     plan.copy_from(&whole.bytes, &mut data)?;
     Ok(Slice {
         info: out_info,
@@ -640,6 +645,7 @@ impl Plan {
         &self,
         ext: &RawExtent<'_>,
         name: &str,
+        dtype: DType,
         check: Option<&dyn RangeCheck>,
         opts: &SliceOptions,
         out: &mut [u8],
@@ -693,8 +699,19 @@ impl Plan {
                     r.end - r.start
                 )));
             }
-            for c in &checks {
+            // The format's own check is over its stored bytes; a caller's (a page
+            // manifest) over the canonical little-endian bytes every reader hands out.
+            if let Some(c) = ext.own_check.as_deref() {
                 c.check(name, r.clone(), b)?;
+            }
+            if let Some(c) = check {
+                if ext.big_endian {
+                    let mut le = b.to_vec();
+                    swap(dtype, &mut le);
+                    c.check(name, r.clone(), &le)?;
+                } else {
+                    c.check(name, r.clone(), b)?;
+                }
             }
         }
         let bytes_read = ranges.iter().map(|r| r.end - r.start).sum();

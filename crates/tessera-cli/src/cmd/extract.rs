@@ -77,7 +77,12 @@ pub fn run(args: &ExtractArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                 (Some(v), _) => v,
                 // A slice read: only its bytes where the format stores them raw.
                 (None, Some(index)) if to.is_none() => {
-                    let s = tessera::slice::read_slice(file, &args.name, index, None)?;
+                    // --pages, else STEM.pages beside the model when there is one.
+                    let model = args.file.to_string_lossy();
+                    let pages =
+                        tessera::pages::for_model(file, Some(&model), args.pages.as_deref())?;
+                    let check = pages.as_ref().map(|m| m as &dyn tessera::slice::RangeCheck);
+                    let s = tessera::slice::read_slice(file, &args.name, index, check)?;
                     if let Some(why) = &s.unverified {
                         crate::term::warn(&format!("warning: {why}"));
                     }

@@ -133,3 +133,74 @@ fn a_signature_made_with_pages_covers_them_and_fails_an_altered_manifest() {
     assert!(!o.status.success());
     assert!(text(&o).contains("another model"), "{}", text(&o));
 }
+
+#[test]
+fn extract_slice_checks_its_pages_beside_the_model_or_given() {
+    let d = tempfile::tempdir().unwrap();
+    let model = copy_model(d.path());
+    assert!(run(&[&"id", &"--pages", &"4K", &model]).status.success());
+    // Flip a byte on layers.0.w's page 1 (bytes 4096..8192: rows 10..20 of 400 bytes).
+    let mut bytes = std::fs::read(&model).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let start = header["layers.0.w"]["data_offsets"][0].as_u64().unwrap() as usize + 8 + n;
+    bytes[start + 6000] ^= 4;
+    std::fs::write(&model, &bytes).unwrap();
+    let out = d.path().join("w.npy");
+    // Rows 0..5 are on page 0: extracted.
+    let o = run(&[
+        &"extract",
+        &model,
+        &"layers.0.w",
+        &"--slice",
+        &"0:5,:",
+        &"-o",
+        &out,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!text(&o).contains("unverified"), "{}", text(&o));
+    // Rows 14..16 touch page 1: refused, naming it, and nothing written.
+    let bad = d.path().join("bad.npy");
+    let o = run(&[
+        &"extract",
+        &model,
+        &"layers.0.w",
+        &"--slice",
+        &"14:16,:",
+        &"-o",
+        &bad,
+    ]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("page 1"), "{}", text(&o));
+    assert!(!bad.exists());
+    // The manifest given elsewhere works the same.
+    let moved = d.path().join("elsewhere.pages");
+    std::fs::rename(d.path().join("model.pages"), &moved).unwrap();
+    let o = run(&[
+        &"extract",
+        &model,
+        &"layers.0.w",
+        &"--slice",
+        &"14:16,:",
+        &"-o",
+        &bad,
+    ]);
+    assert!(
+        o.status.success(),
+        "without a manifest nothing can catch it: {}",
+        text(&o)
+    );
+    let o = run(&[
+        &"extract",
+        &model,
+        &"layers.0.w",
+        &"--slice",
+        &"14:16,:",
+        &"-o",
+        &bad,
+        &"--pages",
+        &moved,
+    ]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("page 1"), "{}", text(&o));
+}

@@ -929,7 +929,13 @@ def load_slices(
     Formats that check small units (AERO pages, WTXT and FOLD chunks) check the units a
     slice touches; a tensor whose only digest covers the whole tensor cannot be checked
     from a slice: such slices are reported once, by a ``warnings.warn``, as unverified.
-    ``pages``: a page manifest (``tessera id --pages``) to check every range read.
+    ``pages``: a page manifest (``tessera id --pages``, :func:`id` with ``pages=``) to
+    check every range read: ranges are widened to whole pages and each page read is
+    checked, the error naming the tensor and page that fails. Without ``pages``, a
+    ``STEM.pages`` beside the file (or URL) is used when there is one. A manifest that
+    describes another model is refused. With ``open(..., signature=, public_key=)``
+    the manifest must be the one signed (``tessera sign --pages``), or the slices are
+    reported as checked against the manifest only.
 
     ``framework``: ``"np"`` (numpy arrays, owned and writable) or ``"pt"`` (torch).
     ``read_options`` are :func:`open`'s (``token=``, ``cache=``, ``verify=``,

@@ -272,3 +272,89 @@ fn page_sizes_outside_4k_to_1g_or_not_powers_of_two_are_refused() {
     );
     assert_eq!(tessera::pages::beside("dir/").as_deref(), None);
 }
+
+/// The page vector with one byte of `tensor` flipped at `at` (found from the header,
+/// independently of Tessera), written under `dir`.
+fn damaged(dir: &Path, tensor: &str, at: usize) -> PathBuf {
+    let mut bytes = std::fs::read(data().join("model.safetensors")).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let start = header[tensor]["data_offsets"][0].as_u64().unwrap() as usize + 8 + n;
+    bytes[start + at] ^= 0x10;
+    let p = dir.join("model.safetensors");
+    std::fs::write(&p, &bytes).unwrap();
+    p
+}
+
+#[test]
+fn a_slice_read_checks_the_pages_it_touches_and_only_those() {
+    use tessera::slice::{read_slice, Index, RangeCheck};
+    let m = manifest_of(&data().join("model.safetensors"), 4096);
+    let dir = tempfile::tempdir().unwrap();
+    // layers.0.w is [50, 100] f32: 400 bytes a row; byte 9000 is on page 2 (row 22).
+    let bad = damaged(dir.path(), "layers.0.w", 9000);
+    let opened = tessera::open_path(&bad, &ReadOptions::default()).unwrap();
+    let src = opened.container();
+    let check: &dyn RangeCheck = &m;
+    let rows = |a, b| [Index::range(a, b), Index::ALL];
+    // Rows 0..10: bytes 0..4000, page 0 only, read as one whole page and checked.
+    let s = read_slice(src, "layers.0.w", &rows(0, 10), Some(check)).unwrap();
+    assert_eq!(s.unverified, None);
+    assert_eq!(s.bytes_read, 4096);
+    assert_eq!(s.data.len(), 4000);
+    // Rows 40..50 (pages 3 and 4) pass too; rows 22..23 and 0..50 touch page 2.
+    read_slice(src, "layers.0.w", &rows(40, 50), Some(check)).unwrap();
+    for (a, b) in [(22, 23), (0, 50), (19, 21)] {
+        let e = read_slice(src, "layers.0.w", &rows(a, b), Some(check)).unwrap_err();
+        assert_eq!(e.kind(), tessera::ErrorKind::Integrity, "{a}..{b}: {e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("\"layers.0.w\"") && msg.contains("page 2"),
+            "{msg}"
+        );
+    }
+    // Without the manifest the same read hands the damaged bytes out: safetensors
+    // stores no digest, so nothing else could have caught it.
+    let plain = read_slice(src, "layers.0.w", &rows(22, 23), None).unwrap();
+    let good =
+        tessera::open_path(&data().join("model.safetensors"), &ReadOptions::default()).unwrap();
+    let want = read_slice(good.container(), "layers.0.w", &rows(22, 23), Some(check)).unwrap();
+    assert_ne!(plain.data, want.data);
+    // Another tensor is not touched by the damage.
+    read_slice(src, "layers.0.b", &[Index::range(1000, 1024)], Some(check)).unwrap();
+}
+
+#[test]
+fn for_model_finds_the_manifest_beside_and_refuses_one_for_another_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model.safetensors");
+    std::fs::copy(data().join("model.safetensors"), &model).unwrap();
+    let opened = tessera::open_path(&model, &ReadOptions::default()).unwrap();
+    let src = opened.container();
+    let shown = model.to_string_lossy().into_owned();
+    assert!(tessera::pages::for_model(src, Some(&shown), None)
+        .unwrap()
+        .is_none());
+    let m = manifest_of(&model, 4096);
+    std::fs::write(dir.path().join("model.pages"), m.to_json().unwrap()).unwrap();
+    let found = tessera::pages::for_model(src, Some(&shown), None).unwrap();
+    assert_eq!(found, Some(m));
+    // A manifest of another model beside it is an error, not ignored.
+    let mixed =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/safetensors/mixed.safetensors");
+    let foreign = manifest_of(&mixed, 4096);
+    std::fs::write(dir.path().join("model.pages"), foreign.to_json().unwrap()).unwrap();
+    let e = tessera::pages::for_model(src, Some(&shown), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("model.pages") && e.contains("another model"),
+        "{e}"
+    );
+    // A given manifest that does not exist is an error naming it.
+    let missing = dir.path().join("none.pages");
+    let e = tessera::pages::for_model(src, Some(&shown), Some(&missing.to_string_lossy()))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("none.pages"), "{e}");
+}
