@@ -745,6 +745,28 @@ impl File {
         Ok(d)
     }
 
+    /// Writes the page manifest (`tessera-pages/1`, see `tessera::pages`: a BLAKE3
+    /// digest per page of every tensor) atomically to `output`, hashed with the GIL
+    /// released; `page_size` as `tessera id --pages` takes it (`"1M"`, `"4096"`).
+    /// Returns the JSON text.
+    #[pyo3(signature = (page_size, output))]
+    fn write_page_manifest(
+        &self,
+        py: Python<'_>,
+        page_size: String,
+        output: PathBuf,
+    ) -> PyResult<String> {
+        py.detach(|| {
+            let size = tessera::options::parse_size(&page_size)?;
+            let text = self
+                .shared
+                .with(|c| tessera::pages::PageManifest::compute(c, size, &mut |_| {})?.to_json())?;
+            tessera::util::atomic::write_bytes_atomic(&output, format!("{text}\n").as_bytes())?;
+            Ok::<_, tessera::Error>(text)
+        })
+        .py()
+    }
+
     /// Signs the tensor manifest with a secret key (a 32-byte Ed25519 seed, or an ECDSA
     /// P-256 key as PEM text); returns the signature file's text
     /// (`tessera-signed-manifest/1`).

@@ -131,9 +131,49 @@ def _signature_bytes(signature: Union[str, bytes, PathLike]) -> bytes:
         return f.read()
 
 
-def id(path: PathLike, *, metadata: bool = False, **kwargs: Any) -> Dict[str, Any]:  # noqa: A001
-    """The content identity of a file or model set: see :meth:`File.identity`."""
-    return open(path, **kwargs).identity(metadata=metadata)
+def id(  # noqa: A001
+    path: PathLike,
+    *,
+    metadata: bool = False,
+    pages: Union[None, int, str] = None,
+    output: Optional[PathLike] = None,
+    **kwargs: Any,
+) -> Dict[str, Any]:
+    """The content identity of a file or model set: see :meth:`File.identity`.
+
+    ``pages=SIZE`` (bytes, or ``"1M"``, ``"64K"``: a power of two from 4 KiB to 1 GiB), as
+    ``tessera id --pages``, also writes a page manifest (a BLAKE3 digest per page of every
+    tensor, so a slice read checks just the pages it touches) to ``output``, or to
+    ``STEM.pages`` beside the file; the result then has ``"pages": {"file", "page_size",
+    "count"}``."""
+    f = open(path, **kwargs)
+    if pages is None:
+        if output is not None:
+            raise InvalidInputError("id(output=...) is where pages= writes its manifest: pass pages=")
+        return f.identity(metadata=metadata)
+    if isinstance(pages, bool) or not isinstance(pages, (int, str)):
+        raise InvalidInputError(f"pages= is a page size such as 4096 or '1M', not {pages!r}")
+    if output is None:
+        base = _os.fspath(path)
+        if "://" in base:
+            raise InvalidInputError("id(pages=...) of a URL: pass output= (a local path)")
+        stem, _ext = _os.path.splitext(base)
+        output = stem + ".pages"
+    text = f._f.write_page_manifest(str(pages), _os.fspath(output))
+    doc = _json.loads(text)
+    result = f.identity(metadata=metadata) if metadata else {
+        "id": doc["id"],
+        "metadata": None,
+        "tensors": [
+            {k: t[k] for k in ("name", "dtype", "shape", "layout", "digest")} for t in doc["tensors"]
+        ],
+    }
+    result["pages"] = {
+        "file": _os.fspath(output),
+        "page_size": doc["page_size"],
+        "count": sum(len(t["pages"]) for t in doc["tensors"]),
+    }
+    return result
 
 
 def sign(

@@ -31,7 +31,14 @@ _Dequantize = Literal["f32", "f16", "bf16"]
 
 def formats() -> List[Dict[str, Any]]: ...
 def public_key(secret: bytes) -> bytes: ...
-def id(path: _Path, *, metadata: bool = False, **kwargs: Any) -> Dict[str, Any]: ...
+def id(
+    path: _Path,
+    *,
+    metadata: bool = False,
+    pages: Union[None, int, str] = None,
+    output: Optional[_Path] = None,
+    **kwargs: Any,
+) -> Dict[str, Any]: ...
 def sign(
     path: _Path,
     secret_key: Union[bytes, _Path],
