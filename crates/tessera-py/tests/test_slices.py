@@ -156,3 +156,27 @@ def test_framework_pt(tmp):
     got = tessera.load_slices(path, {"a": ("rows", 1, 2)}, framework="pt")["a"]
     assert isinstance(got, torch.Tensor)
     assert np.array_equal(got.numpy(), a[3:])
+
+
+def test_aero_pages_check_the_slice_they_touch(tmp):
+    # 64 rows of 1 KiB: 4 rows a 4 KiB page.
+    a = np.arange(64 * 256, dtype=np.float32).reshape(64, 256)
+    path = tmp / "m.aero"
+    tessera.save({"w": a}, path, page_hashes=4096)
+    off = tessera.open(path).tensor_info("w")["storage"]["offset"]
+    data = bytearray(path.read_bytes())
+    data[off + 21 * 1024 + 8] ^= 0x10  # row 21: page 5
+    bad = tmp / "bad.aero"
+    bad.write_bytes(bytes(data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # checked by its pages: nothing unverified
+        got = tessera.load_slices(bad, {"w": np.s_[24:40]})
+    assert same(got["w"], a[24:40])
+    with pytest.raises(tessera.IntegrityError, match=r"'?\"?w\"?.*page 5"):
+        tessera.load_slices(bad, {"w": np.s_[20:22]})
+    with pytest.raises(tessera.IntegrityError):
+        tessera.open(bad).get_slice("w")[:, 0]
+    # Without pages, the shard's BLAKE3 covers more than a slice: said once.
+    tessera.save({"w": a}, tmp / "plain.aero")
+    with pytest.warns(UserWarning, match="unverified"):
+        tessera.load_slices(tmp / "plain.aero", {"w": ("rows", 0, 4)})

@@ -372,6 +372,7 @@ pub(crate) mod probe {
             Ok(Some(crate::slice::RawExtent {
                 src: crate::source::SourceRef::from(&b"probe-extent"[..]),
                 offset: 6,
+                start: 0,
                 big_endian: false,
                 whole_digests: Vec::new(),
                 own_check: None,

@@ -47,8 +47,12 @@ pub trait RangeCheck: Send + Sync {
 pub struct RawExtent<'a> {
     /// The source holding them.
     pub src: SourceRef<'a>,
-    /// Where the tensor's first byte is.
+    /// Where the extent starts: the tensor's first byte, or the start of a larger unit
+    /// holding it ([`RawExtent::start`]), whose coordinates the format's own check uses.
     pub offset: u64,
+    /// Where the tensor starts in the extent (0 but for a format whose own check covers
+    /// a larger unit: AERO's pages cover a shard).
+    pub start: u64,
     /// The elements are stored big-endian (swapped to little-endian when read).
     pub big_endian: bool,
     /// The digests the format stores over the whole tensor (`sha256`, `crc32c`, …),
@@ -57,7 +61,8 @@ pub struct RawExtent<'a> {
     /// [`Slice::unverified`].
     pub whole_digests: Vec<String>,
     /// The format's own check of smaller units (AERO pages, WTXT or FOLD chunks),
-    /// applied to every range read.
+    /// applied to every range read; its ranges are in the extent's coordinates (from
+    /// `offset`), the caller's check's in the tensor's.
     pub own_check: Option<Box<dyn RangeCheck + 'a>>,
 }
 
@@ -647,8 +652,13 @@ impl Plan {
         if self.runs == 0 {
             return Ok((0, 0));
         }
+        let base = ext.start;
+        let first = ext
+            .offset
+            .checked_add(base)
+            .ok_or_else(|| Error::malformed(format!("tensor {name:?}: offset overflows")))?;
         ext.src
-            .check_range(ext.offset, self.total_bytes, &format!("tensor {name:?}"))?;
+            .check_range(first, self.total_bytes, &format!("tensor {name:?}"))?;
         let mut gap = opts.gap.unwrap_or(match ext.src.as_slice() {
             Some(_) => 0,
             None if ext.src.kind() == "remote" => 64 << 10,
@@ -661,31 +671,33 @@ impl Plan {
             }
             gap = (gap.max(1) * 4).min(self.total_bytes);
         };
-        // Widen to what the checks need, and merge what then overlaps.
-        let checks: Vec<&dyn RangeCheck> =
-            ext.own_check.as_deref().into_iter().chain(check).collect();
-        if !checks.is_empty() {
+        // The caller's check widens in the tensor's bytes, the format's own in the
+        // extent's (from `ext.offset`); what then overlaps is merged.
+        if let Some(c) = check {
             for r in ranges.iter_mut() {
-                for c in &checks {
-                    let w = c.widen(name, r.clone());
-                    *r = w.start.min(r.start)..w.end.max(r.end).min(self.total_bytes);
-                }
+                let w = c.widen(name, r.clone());
+                *r = w.start.min(r.start)..w.end.max(r.end).min(self.total_bytes);
             }
-            let mut merged: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
-            for r in ranges {
-                match merged.last_mut() {
-                    Some(m) if r.start <= m.end => m.end = m.end.max(r.end),
-                    _ => merged.push(r),
-                }
-            }
-            ranges = merged;
+            ranges = merge(ranges);
         }
-        let abs: Vec<(u64, u64)> = ranges
+        let user = ranges.clone();
+        let mut reads: Vec<Range<u64>> = ranges
+            .iter()
+            .map(|r| r.start + base..r.end + base)
+            .collect();
+        if let Some(own) = &ext.own_check {
+            for r in reads.iter_mut() {
+                let w = own.widen(name, r.clone());
+                *r = w.start.min(r.start)..w.end.max(r.end);
+            }
+            reads = merge(reads);
+        }
+        let abs: Vec<(u64, u64)> = reads
             .iter()
             .map(|r| (ext.offset + r.start, r.end - r.start))
             .collect();
         let got = ext.src.read_ranges(&abs)?;
-        for (r, b) in ranges.iter().zip(&got) {
+        for (r, b) in reads.iter().zip(&got) {
             if b.len() as u64 != r.end - r.start {
                 return Err(Error::malformed(format!(
                     "tensor {name:?}: {} bytes read for a range of {}",
@@ -693,22 +705,49 @@ impl Plan {
                     r.end - r.start
                 )));
             }
-            for c in &checks {
-                c.check(name, r.clone(), b)?;
+            if let Some(own) = &ext.own_check {
+                own.check(name, r.clone(), b)?;
             }
         }
-        let bytes_read = ranges.iter().map(|r| r.end - r.start).sum();
+        // The read holding `[s, e)` of the extent, and where in it.
+        let find = |i: &mut usize, s: u64, e: u64| -> usize {
+            while reads[*i].end < e {
+                *i += 1;
+            }
+            (s - reads[*i].start) as usize
+        };
+        if let Some(c) = check {
+            let mut i = 0;
+            for u in &user {
+                let at = find(&mut i, u.start + base, u.end + base);
+                c.check(
+                    name,
+                    u.clone(),
+                    &got[i][at..at + (u.end - u.start) as usize],
+                )?;
+            }
+        }
+        let bytes_read = reads.iter().map(|r| r.end - r.start).sum();
         let mut i = 0;
         self.each(|s, d, l| {
-            let (s, d, l) = (s / 8, (d / 8) as usize, (l / 8) as usize);
-            while ranges[i].end < s + l as u64 {
-                i += 1;
-            }
-            let at = (s - ranges[i].start) as usize;
+            let (s, d, l) = (s / 8 + base, (d / 8) as usize, (l / 8) as usize);
+            let at = find(&mut i, s, s + l as u64);
             out[d..d + l].copy_from_slice(&got[i][at..at + l]);
         });
-        Ok((bytes_read, ranges.len()))
+        Ok((bytes_read, reads.len()))
     }
+}
+
+/// Sorted ranges with those that overlap or touch merged.
+fn merge(ranges: Vec<Range<u64>>) -> Vec<Range<u64>> {
+    let mut merged: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        match merged.last_mut() {
+            Some(m) if r.start <= m.end => m.end = m.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    merged
 }
 
 fn gcd(a: u64, b: u64) -> u64 {
