@@ -407,6 +407,16 @@ pub fn read_slice_with(
             if ext.big_endian {
                 swap(info.dtype, &mut data);
             }
+            // What readers check of a whole tensor's values, checked of the slice's.
+            if info.dtype == DType::Bool {
+                if let Some(i) = data.iter().position(|&b| b > 1) {
+                    return Err(Error::malformed(format!(
+                        "bool byte {i} of the slice is 0x{:02x}, not 0 or 1",
+                        data[i]
+                    ))
+                    .at_subject(format!("tensor {name:?}")));
+                }
+            }
             let unverified = match (&ext.whole_digests[..], check, &ext.own_check) {
                 ([], _, _) | (_, Some(_), _) | (_, _, Some(_)) => None,
                 (d, None, None) => Some(format!(
