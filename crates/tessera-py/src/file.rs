@@ -116,7 +116,7 @@ fn read_options(
 /// `TESSERA_HTTP_TOKEN` there (the CLI's `--token`). Neither is ever shown.
 /// `cache`: a remote location's fetched ranges go through the disk cache
 /// (`tessera::remote`'s `cache.rs`; the CLI's `--no-cache` is `cache=False`).
-#[pyo3(signature = (path, *, mmap=true, salvage=false, verify=true, hmac_key=None, age_identities=None, age_passphrase=None, signature=None, public_key=None, shard=false, token=None, token_host=false, cache=true))]
+#[pyo3(signature = (path, *, mmap=true, salvage=false, verify=true, hmac_key=None, age_identities=None, age_passphrase=None, signature=None, public_key=None, shard=false, token=None, token_host=false, cache=true, concurrency=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn open_file(
     py: Python<'_>,
@@ -133,6 +133,7 @@ pub fn open_file(
     token: Option<String>,
     token_host: bool,
     cache: bool,
+    concurrency: Option<usize>,
 ) -> PyResult<File> {
     let opts = read_options(
         salvage,
@@ -148,7 +149,8 @@ pub fn open_file(
         tessera::RemoteOptions::default()
             .token(token_host)
             .bearer_token(token)
-            .cache(cache),
+            .cache(cache)
+            .concurrency(concurrency),
     );
     py.detach(|| {
         let opened = tessera::open_path(&path, &opts)?;

@@ -156,3 +156,60 @@ def test_framework_pt(tmp):
     got = tessera.load_slices(path, {"a": ("rows", 1, 2)}, framework="pt")["a"]
     assert isinstance(got, torch.Tensor)
     assert np.array_equal(got.numpy(), a[3:])
+
+
+def test_aero_pages_check_the_slice_they_touch(tmp):
+    # 64 rows of 1 KiB: 4 rows a 4 KiB page.
+    a = np.arange(64 * 256, dtype=np.float32).reshape(64, 256)
+    path = tmp / "m.aero"
+    tessera.save({"w": a}, path, page_hashes=4096)
+    off = tessera.open(path).tensor_info("w")["storage"]["offset"]
+    data = bytearray(path.read_bytes())
+    data[off + 21 * 1024 + 8] ^= 0x10  # row 21: page 5
+    bad = tmp / "bad.aero"
+    bad.write_bytes(bytes(data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # checked by its pages: nothing unverified
+        got = tessera.load_slices(bad, {"w": np.s_[24:40]})
+    assert same(got["w"], a[24:40])
+    with pytest.raises(tessera.IntegrityError, match=r"'?\"?w\"?.*page 5"):
+        tessera.load_slices(bad, {"w": np.s_[20:22]})
+    with pytest.raises(tessera.IntegrityError):
+        tessera.open(bad).get_slice("w")[:, 0]
+    # Without pages, the shard's BLAKE3 covers more than a slice: said once.
+    tessera.save({"w": a}, tmp / "plain.aero")
+    with pytest.warns(UserWarning, match="unverified"):
+        tessera.load_slices(tmp / "plain.aero", {"w": ("rows", 0, 4)})
+
+
+def test_load_slices_over_http_costs_the_slices_bytes(tmp_path, monkeypatch):
+    import os
+
+    url, root, log = (os.environ.get(k) for k in ("TESSERA_TEST_HTTP_URL", "TESSERA_TEST_HTTP_ROOT", "TESSERA_TEST_HTTP_LOG"))
+    if not (url and root and log):
+        if os.environ.get("TESSERA_REQUIRE_REMOTE") == "1":
+            pytest.fail("TESSERA_REQUIRE_REMOTE=1: no test servers")
+        pytest.skip("no test servers (scripts/test.sh starts them)")
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "cache"))
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(3)
+    t = {f"l{i}.w": rng.standard_normal((64, 1024)).astype(np.float32) for i in range(8)}
+    name = f"py-slices-{os.getpid()}.safetensors"
+    save_file(t, os.path.join(root, name))
+
+    def served():
+        total = 0
+        with open(log) as f:
+            for line in f:
+                parts = line.split(" ")
+                if len(parts) > 1 and parts[1] == f"/{name}":
+                    total += int(parts[-1])
+        return total
+
+    got = tessera.load_slices(f"{url}/{name}", {"*": ("rows", 1, 4)}, cache=False, concurrency=4)
+    for k, v in t.items():
+        assert same(got[k], v[16:32])
+    quarter = sum(v.nbytes for v in t.values()) // 4
+    # The index at open (64 KiB at most) and the quarter's bytes.
+    assert served() <= quarter + (64 << 10) + 8 * 1024, (served(), quarter)

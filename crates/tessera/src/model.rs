@@ -4,12 +4,48 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::ops::Range;
 
 use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::metadata::Metadata;
+use crate::source::SourceRef;
 use crate::tensor::{ChunkInfo, Part, TensorInfo, TensorView};
 use crate::verify::{VerifyOptions, VerifyReport};
+
+/// A check of byte ranges of a tensor's stored bytes (a page manifest, or a format's
+/// own chunk or page digests).
+pub trait RangeCheck: Send + Sync {
+    /// Widen a byte range of a tensor's stored bytes to what must be read to check it
+    /// (page boundaries). Identity when the check has no pages for that tensor.
+    fn widen(&self, tensor: &str, range: Range<u64>) -> Range<u64>;
+    /// Check bytes read for a widened range; Err names tensor and page.
+    fn check(&self, tensor: &str, range: Range<u64>, bytes: &[u8]) -> Result<()>;
+}
+
+/// Where a tensor's dense, canonical-order bytes lie raw and contiguous in a source
+/// ([`TensorSource::raw_extent`]).
+pub struct RawExtent<'a> {
+    /// The source holding them.
+    pub src: SourceRef<'a>,
+    /// Where the extent starts: the tensor's first byte, or the start of a larger unit
+    /// holding it ([`RawExtent::start`]), whose coordinates the format's own check uses.
+    pub offset: u64,
+    /// Where the tensor starts in the extent (0 but for a format whose own check covers
+    /// a larger unit: AERO's pages cover a shard).
+    pub start: u64,
+    /// The elements are stored big-endian (swapped to little-endian when read).
+    pub big_endian: bool,
+    /// The digests the format stores over the whole tensor (`sha256`, `crc32c`, …),
+    /// which a slice read cannot check; empty when there are none or when the file was
+    /// opened with `verify` off. With no [`RangeCheck`], a slice of such a tensor is
+    /// [`crate::slice::Slice::unverified`].
+    pub whole_digests: Vec<String>,
+    /// The format's own check of smaller units (AERO pages, WTXT or FOLD chunks),
+    /// applied to every range read; its ranges are in the extent's coordinates (from
+    /// `offset`), the caller's check's in the tensor's.
+    pub own_check: Option<Box<dyn RangeCheck + 'a>>,
+}
 
 /// The position of tensor `name` in a reader's name → index map, or
 /// [`Error::no_tensor`]: the lookup every reader's `tensor()` starts with.
@@ -83,7 +119,7 @@ pub trait TensorSource: Send + Sync {
     /// default) when they do not, and the slice is cut from the whole tensor as
     /// [`TensorSource::tensor`] reads it. A wrapper that changes a tensor's bytes (a
     /// cast) answers `None` for it.
-    fn raw_extent(&self, name: &str) -> Result<Option<crate::slice::RawExtent<'_>>> {
+    fn raw_extent(&self, name: &str) -> Result<Option<crate::model::RawExtent<'_>>> {
         let _ = name;
         Ok(None)
     }
@@ -153,7 +189,7 @@ macro_rules! forward_to_dependent {
             fn raw_extent(
                 &self,
                 name: &str,
-            ) -> $crate::error::Result<Option<$crate::slice::RawExtent<'_>>> {
+            ) -> $crate::error::Result<Option<$crate::model::RawExtent<'_>>> {
                 self.with_dependent(|_, c| c.raw_extent(name))
             }
         }
@@ -368,10 +404,11 @@ pub(crate) mod probe {
                 params: Metadata::new(),
             }))
         }
-        fn raw_extent(&self, _: &str) -> Result<Option<crate::slice::RawExtent<'_>>> {
-            Ok(Some(crate::slice::RawExtent {
+        fn raw_extent(&self, _: &str) -> Result<Option<crate::model::RawExtent<'_>>> {
+            Ok(Some(crate::model::RawExtent {
                 src: crate::source::SourceRef::from(&b"probe-extent"[..]),
                 offset: 6,
+                start: 0,
                 big_endian: false,
                 whole_digests: Vec::new(),
                 own_check: None,

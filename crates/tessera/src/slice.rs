@@ -28,38 +28,10 @@ use std::ops::Range;
 
 use crate::error::{Error, Result};
 use crate::model::TensorSource;
-use crate::source::SourceRef;
 use crate::tensor::{Layout, TensorInfo};
 use crate::DType;
 
-/// A check of byte ranges of a tensor's stored bytes (a page manifest, or a format's
-/// own chunk or page digests).
-pub trait RangeCheck: Send + Sync {
-    /// Widen a byte range of a tensor's stored bytes to what must be read to check it
-    /// (page boundaries). Identity when the check has no pages for that tensor.
-    fn widen(&self, tensor: &str, range: Range<u64>) -> Range<u64>;
-    /// Check bytes read for a widened range; Err names tensor and page.
-    fn check(&self, tensor: &str, range: Range<u64>, bytes: &[u8]) -> Result<()>;
-}
-
-/// Where a tensor's dense, canonical-order bytes lie raw and contiguous in a source
-/// ([`TensorSource::raw_extent`]).
-pub struct RawExtent<'a> {
-    /// The source holding them.
-    pub src: SourceRef<'a>,
-    /// Where the tensor's first byte is.
-    pub offset: u64,
-    /// The elements are stored big-endian (swapped to little-endian when read).
-    pub big_endian: bool,
-    /// The digests the format stores over the whole tensor (`sha256`, `crc32c`, …),
-    /// which a slice read cannot check; empty when there are none or when the file was
-    /// opened with `verify` off. With no [`RangeCheck`], a slice of such a tensor is
-    /// [`Slice::unverified`].
-    pub whole_digests: Vec<String>,
-    /// The format's own check of smaller units (AERO pages, WTXT or FOLD chunks),
-    /// applied to every range read.
-    pub own_check: Option<Box<dyn RangeCheck + 'a>>,
-}
+pub use crate::model::{RangeCheck, RawExtent};
 
 /// One dimension's index, as numpy's basic indexing has it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -402,6 +374,16 @@ pub fn read_slice_with(
             if ext.big_endian {
                 swap(info.dtype, &mut data);
             }
+            // What readers check of a whole tensor's values, checked of the slice's.
+            if info.dtype == DType::Bool {
+                if let Some(i) = data.iter().position(|&b| b > 1) {
+                    return Err(Error::malformed(format!(
+                        "bool byte {i} of the slice is 0x{:02x}, not 0 or 1",
+                        data[i]
+                    ))
+                    .at_subject(format!("tensor {name:?}")));
+                }
+            }
             let unverified = match (&ext.whole_digests[..], check, &ext.own_check) {
                 ([], _, _) | (_, Some(_), _) | (_, _, Some(_)) => None,
                 (d, None, None) => Some(format!(
@@ -653,8 +635,13 @@ impl Plan {
         if self.runs == 0 {
             return Ok((0, 0));
         }
+        let base = ext.start;
+        let first = ext
+            .offset
+            .checked_add(base)
+            .ok_or_else(|| Error::malformed(format!("tensor {name:?}: offset overflows")))?;
         ext.src
-            .check_range(ext.offset, self.total_bytes, &format!("tensor {name:?}"))?;
+            .check_range(first, self.total_bytes, &format!("tensor {name:?}"))?;
         let mut gap = opts.gap.unwrap_or(match ext.src.as_slice() {
             Some(_) => 0,
             None if ext.src.kind() == "remote" => 64 << 10,
@@ -667,31 +654,33 @@ impl Plan {
             }
             gap = (gap.max(1) * 4).min(self.total_bytes);
         };
-        // Widen to what the checks need, and merge what then overlaps.
-        let checks: Vec<&dyn RangeCheck> =
-            ext.own_check.as_deref().into_iter().chain(check).collect();
-        if !checks.is_empty() {
+        // The caller's check widens in the tensor's bytes, the format's own in the
+        // extent's (from `ext.offset`); what then overlaps is merged.
+        if let Some(c) = check {
             for r in ranges.iter_mut() {
-                for c in &checks {
-                    let w = c.widen(name, r.clone());
-                    *r = w.start.min(r.start)..w.end.max(r.end).min(self.total_bytes);
-                }
+                let w = c.widen(name, r.clone());
+                *r = w.start.min(r.start)..w.end.max(r.end).min(self.total_bytes);
             }
-            let mut merged: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
-            for r in ranges {
-                match merged.last_mut() {
-                    Some(m) if r.start <= m.end => m.end = m.end.max(r.end),
-                    _ => merged.push(r),
-                }
-            }
-            ranges = merged;
+            ranges = merge(ranges);
         }
-        let abs: Vec<(u64, u64)> = ranges
+        let user = ranges.clone();
+        let mut reads: Vec<Range<u64>> = ranges
+            .iter()
+            .map(|r| r.start + base..r.end + base)
+            .collect();
+        if let Some(own) = &ext.own_check {
+            for r in reads.iter_mut() {
+                let w = own.widen(name, r.clone());
+                *r = w.start.min(r.start)..w.end.max(r.end);
+            }
+            reads = merge(reads);
+        }
+        let abs: Vec<(u64, u64)> = reads
             .iter()
             .map(|r| (ext.offset + r.start, r.end - r.start))
             .collect();
         let got = ext.src.read_ranges(&abs)?;
-        for (r, b) in ranges.iter().zip(&got) {
+        for (r, b) in reads.iter().zip(&got) {
             if b.len() as u64 != r.end - r.start {
                 return Err(Error::malformed(format!(
                     "tensor {name:?}: {} bytes read for a range of {}",
@@ -699,33 +688,55 @@ impl Plan {
                     r.end - r.start
                 )));
             }
-            // The format's own check is over its stored bytes; a caller's (a page
-            // manifest) over the canonical little-endian bytes every reader hands out.
-            if let Some(c) = ext.own_check.as_deref() {
-                c.check(name, r.clone(), b)?;
+            // The format's own check is over its stored bytes.
+            if let Some(own) = &ext.own_check {
+                own.check(name, r.clone(), b)?;
             }
-            if let Some(c) = check {
+        }
+        // The read holding `[s, e)` of the extent, and where in it.
+        let find = |i: &mut usize, s: u64, e: u64| -> usize {
+            while reads[*i].end < e {
+                *i += 1;
+            }
+            (s - reads[*i].start) as usize
+        };
+        if let Some(c) = check {
+            // A caller's check (a page manifest) is over the canonical little-endian
+            // bytes every reader hands out: a big-endian source's are swapped first.
+            let mut i = 0;
+            for u in &user {
+                let at = find(&mut i, u.start + base, u.end + base);
+                let stored = &got[i][at..at + (u.end - u.start) as usize];
                 if ext.big_endian {
-                    let mut le = b.to_vec();
+                    let mut le = stored.to_vec();
                     swap(dtype, &mut le);
-                    c.check(name, r.clone(), &le)?;
+                    c.check(name, u.clone(), &le)?;
                 } else {
-                    c.check(name, r.clone(), b)?;
+                    c.check(name, u.clone(), stored)?;
                 }
             }
         }
-        let bytes_read = ranges.iter().map(|r| r.end - r.start).sum();
+        let bytes_read = reads.iter().map(|r| r.end - r.start).sum();
         let mut i = 0;
         self.each(|s, d, l| {
-            let (s, d, l) = (s / 8, (d / 8) as usize, (l / 8) as usize);
-            while ranges[i].end < s + l as u64 {
-                i += 1;
-            }
-            let at = (s - ranges[i].start) as usize;
+            let (s, d, l) = (s / 8 + base, (d / 8) as usize, (l / 8) as usize);
+            let at = find(&mut i, s, s + l as u64);
             out[d..d + l].copy_from_slice(&got[i][at..at + l]);
         });
-        Ok((bytes_read, ranges.len()))
+        Ok((bytes_read, reads.len()))
     }
+}
+
+/// Sorted ranges with those that overlap or touch merged.
+fn merge(ranges: Vec<Range<u64>>) -> Vec<Range<u64>> {
+    let mut merged: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        match merged.last_mut() {
+            Some(m) if r.start <= m.end => m.end = m.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    merged
 }
 
 fn gcd(a: u64, b: u64) -> u64 {

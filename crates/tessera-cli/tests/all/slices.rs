@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 use std::path::Path;
 
-use tessera::{DType, Format, Model, TensorInfo, TensorSource, TensorView};
+use tessera::{DType, Format, Model, TensorInfo, TensorView};
 
 use crate::common::run;
 
@@ -43,7 +43,9 @@ fn extract_slice_cuts_as_numpy_in_every_raw_format() {
     let dir = tempfile::tempdir().unwrap();
     let src = source(dir.path());
     // (slice, shape, element (r, c) of each output position in order)
-    let cases: &[(&str, Vec<u64>, Vec<(u64, u64)>)] = &[
+    // (slice, shape, (row, column) of each output element in order)
+    type Case = (&'static str, Vec<u64>, Vec<(u64, u64)>);
+    let cases: &[Case] = &[
         (
             "2:4,:",
             vec![2, 64],

@@ -663,6 +663,7 @@ def open(
     shard: bool = False,
     token: Union[str, bool, None] = None,
     cache: bool = True,
+    concurrency: Optional[int] = None,
 ) -> File:
     """Opens a tensor container of any supported format, detected by content (never by
     extension). The file is memory-mapped unless ``mmap=False``.
@@ -706,7 +707,11 @@ def open(
     recently used dropped first), keyed by the URL, the object's ETag and the range,
     so opening the same object again sends one ``HEAD`` and fetches no bytes;
     cached bytes are checked like fetched ones. ``cache=False`` neither reads nor
-    writes it (the CLI's ``--no-cache``)."""
+    writes it (the CLI's ``--no-cache``).
+
+    ``concurrency``, for a remote location: at most this many range requests to the
+    object in flight at once, shared by every read of it (default:
+    ``TESSERA_REMOTE_CONCURRENCY``, else 16)."""
     if token is not None and not isinstance(token, (str, bool)):
         raise TypeError(f"token must be a str or a bool, not {type(token).__name__}")
     native = _tessera.open_file(
@@ -723,6 +728,7 @@ def open(
         token=token if isinstance(token, str) else None,
         token_host=token is True,
         cache=bool(cache),
+        concurrency=None if concurrency is None else max(1, int(concurrency)),
     )
     return File(native, framework, device, dequantize)
 

@@ -188,6 +188,7 @@ def open(
     shard: bool = False,
     token: Union[str, bool, None] = None,
     cache: bool = True,
+    concurrency: Optional[int] = None,
 ) -> File: ...
 def convert(
     src: _Path, dst: _Path, format: Optional[str] = None, *, verify: bool = True, **options: Any

@@ -94,6 +94,7 @@ def open_file(
     token: Optional[str] = None,
     token_host: bool = False,
     cache: bool = True,
+    concurrency: Optional[int] = None,
 ) -> File: ...
 def open_bytes(
     data: bytes,

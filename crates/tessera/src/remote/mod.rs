@@ -123,6 +123,32 @@ pub struct RemoteOptions {
     pub cache_dir: Option<std::path::PathBuf>,
     /// The cache's bound in bytes; when unset `TESSERA_CACHE_MAX_MB` MiB (default 2048).
     pub cache_max_bytes: Option<u64>,
+    /// At most this many range requests to one object in flight at once (every read
+    /// of it, from every thread, shares the pool); when unset
+    /// `TESSERA_REMOTE_CONCURRENCY`, else [`DEFAULT_CONCURRENCY`].
+    pub concurrency: Option<usize>,
+}
+
+/// Range requests in flight per remote object by default: enough to fill a link of a
+/// few Gbit/s at the tens of milliseconds of latency of an object store, few enough
+/// not to be throttled by one (S3 serves thousands per second per prefix).
+pub const DEFAULT_CONCURRENCY: usize = 16;
+
+impl RemoteOptions {
+    /// The pool size reads of one object use: [`RemoteOptions::concurrency`], else
+    /// `TESSERA_REMOTE_CONCURRENCY`, else [`DEFAULT_CONCURRENCY`]; at least 1.
+    pub fn pool_size(&self) -> usize {
+        self.concurrency
+            .or_else(|| {
+                std::env::var("TESSERA_REMOTE_CONCURRENCY")
+                    .ok()?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(DEFAULT_CONCURRENCY)
+            .max(1)
+    }
 }
 
 impl Default for RemoteOptions {
@@ -134,6 +160,7 @@ impl Default for RemoteOptions {
             cache: true,
             cache_dir: None,
             cache_max_bytes: None,
+            concurrency: None,
         }
     }
 }
@@ -151,6 +178,7 @@ impl std::fmt::Debug for RemoteOptions {
             .field("cache", &self.cache)
             .field("cache_dir", &self.cache_dir)
             .field("cache_max_bytes", &self.cache_max_bytes)
+            .field("concurrency", &self.concurrency)
             .finish()
     }
 }
@@ -168,6 +196,8 @@ crate::setters::setters!(RemoteOptions {
     cache_dir: Option<std::path::PathBuf>,
     /// Sets `cache_max_bytes`, the cache's bound.
     cache_max_bytes: Option<u64>,
+    /// Sets `concurrency`, the range requests to one object in flight at once.
+    concurrency: Option<usize>,
 });
 
 /// Requests sent and body bytes received by every remote source of this process so far

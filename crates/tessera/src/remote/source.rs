@@ -13,12 +13,14 @@ use super::{Location, RemoteOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::source::{truncated, ByteSource};
 
-/// Ranges closer than this are fetched as one request.
+/// Sequential reads closer than this count as one run (read-ahead).
 const COALESCE_GAP: u64 = 1 << 20;
+/// Ranges of one `read_ranges` closer than this are fetched as one request (the bytes
+/// between them fetched and dropped): a request costs about what this many bytes do
+/// on a fast link, and a slice's overhead stays within it per range.
+const RANGES_GAP: u64 = 64 << 10;
 /// A single read larger than this is split into parts of this size fetched in parallel.
 const PART: u64 = 8 << 20;
-/// At most this many requests of one read are in flight at once.
-const CONCURRENCY: usize = 8;
 /// A body cut short is fetched again this many times.
 const BODY_RETRIES: u32 = 3;
 /// Bytes fetched from the start of the object when it is opened (the whole object when
@@ -98,6 +100,15 @@ pub struct RemoteSource {
     /// waits for it rather than fetching the same bytes again (reads of one source
     /// from several threads: a set's tensors read in parallel).
     arrived: std::sync::Condvar,
+    /// The pool: a permit per request in flight ([`RemoteOptions::concurrency`]),
+    /// shared by every read of this object from every thread.
+    pool: tokio::sync::Semaphore,
+    /// Its size.
+    pool_size: usize,
+    /// Requests in flight now.
+    in_flight: std::sync::atomic::AtomicUsize,
+    /// The most there were at once ([`RemoteSource::peak_in_flight`]).
+    peak: std::sync::atomic::AtomicUsize,
 }
 
 /// Where sequential reads are, and the windows fetched ahead of them.
@@ -166,6 +177,10 @@ impl RemoteSource {
             tail: std::sync::OnceLock::new(),
             ahead: std::sync::Mutex::new(Ahead::default()),
             arrived: std::sync::Condvar::new(),
+            pool: tokio::sync::Semaphore::new(opts.pool_size()),
+            pool_size: opts.pool_size(),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
+            peak: std::sync::atomic::AtomicUsize::new(0),
         };
         let head = match src.len {
             n if n <= 2 * HEAD_CACHE => n,
@@ -280,6 +295,12 @@ impl RemoteSource {
         Ok(Some(&tail[at..at + len as usize]))
     }
 
+    /// The most range requests this object had in flight at once (never more than
+    /// the pool's size, [`RemoteOptions::concurrency`]).
+    pub fn peak_in_flight(&self) -> usize {
+        self.peak.load(Ordering::Relaxed)
+    }
+
     /// The location, as shown in messages.
     pub fn url(&self) -> &str {
         &self.target.url
@@ -327,6 +348,20 @@ impl RemoteSource {
     }
 
     async fn fetch_once(&self, r: Range<u64>) -> std::result::Result<bytes::Bytes, Retry> {
+        // A permit of the pool for the request and its body.
+        let _permit = self
+            .pool
+            .acquire()
+            .await
+            .map_err(|_| Retry::No(Error::new(ErrorKind::Io, "the request pool closed")))?;
+        let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.peak.fetch_max(now, Ordering::Relaxed);
+        let got = self.fetch_unpooled(r).await;
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        got
+    }
+
+    async fn fetch_unpooled(&self, r: Range<u64>) -> std::result::Result<bytes::Bytes, Retry> {
         let want = r.end - r.start;
         self.requests.fetch_add(1, Ordering::Relaxed);
         TOTAL_REQUESTS.fetch_add(1, Ordering::Relaxed);
@@ -395,12 +430,47 @@ impl RemoteSource {
         let mut out = Vec::new();
         out.try_reserve_exact(len as usize)
             .map_err(|_| Error::limit(format!("cannot allocate {len} bytes")))?;
-        let mut stream =
-            futures::stream::iter(parts.into_iter().map(|r| self.fetch(r))).buffered(CONCURRENCY);
+        let mut stream = futures::stream::iter(parts.into_iter().map(|r| self.fetch(r)))
+            .buffered(self.pool_size);
         while let Some(part) = stream.try_next().await? {
             out.extend_from_slice(&part);
         }
         Ok(out)
+    }
+
+    /// Each of `rs` (in any order): ranges closer than [`RANGES_GAP`] merged into one
+    /// request, the requests sent on the pool (at most its size in flight: large ones
+    /// split into parts of [`PART`], every part a request), each range cut from its
+    /// request's bytes.
+    async fn fetch_ranges(&self, rs: &[Range<u64>]) -> Result<Vec<bytes::Bytes>> {
+        let mut order: Vec<usize> = (0..rs.len()).collect();
+        order.sort_by_key(|&i| rs[i].start);
+        let mut merged: Vec<Range<u64>> = Vec::new();
+        let mut home = vec![0usize; rs.len()];
+        for &i in &order {
+            let r = &rs[i];
+            match merged.last_mut() {
+                Some(m) if r.start <= m.end.saturating_add(RANGES_GAP) => m.end = m.end.max(r.end),
+                _ => merged.push(r.clone()),
+            }
+            home[i] = merged.len() - 1;
+        }
+        let fetched: Vec<bytes::Bytes> = futures::stream::iter(merged.iter().map(|m| async {
+            self.fetch_split(m.start, m.end - m.start)
+                .await
+                .map(bytes::Bytes::from)
+        }))
+        .buffered(self.pool_size)
+        .try_collect()
+        .await?;
+        Ok(rs
+            .iter()
+            .zip(&home)
+            .map(|(r, &h)| {
+                let at = (r.start - merged[h].start) as usize;
+                fetched[h].slice(at..at + (r.end - r.start) as usize)
+            })
+            .collect())
     }
 
     /// `[offset, offset + len)` (past the cached first bytes) from the read-ahead
@@ -583,11 +653,7 @@ impl ByteSource for RemoteSource {
             .filter(|(_, l)| l.is_none())
             .map(|(&(o, n), _)| o..o + n)
             .collect();
-        let got = runtime()?.block_on(object_store::coalesce_ranges(
-            &rs,
-            |r| self.fetch(r),
-            COALESCE_GAP,
-        ))?;
+        let got = runtime()?.block_on(self.fetch_ranges(&rs))?;
         let mut got = got.into_iter();
         local
             .into_iter()

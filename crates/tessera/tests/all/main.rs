@@ -46,6 +46,7 @@ mod remote_cache;
 mod safetensors;
 mod sets;
 mod sets_more;
+mod slices;
 mod tessera_sets;
 mod typed_api;
 mod vectors;

@@ -162,7 +162,8 @@ fn a_manifest_for_another_model_is_refused_before_any_page_is_read() {
 fn hostile_or_altered_manifests_are_refused_saying_what() {
     let m = manifest_of(&data().join("model.safetensors"), 4096);
     let good: serde_json::Value = serde_json::from_str(&m.to_json().unwrap()).unwrap();
-    let cases: Vec<(&str, Box<dyn Fn(&mut serde_json::Value)>)> = vec![
+    type Change = Box<dyn Fn(&mut serde_json::Value)>;
+    let cases: Vec<(&str, Change)> = vec![
         ("type", Box::new(|v| v["type"] = "tessera-pages/9".into())),
         ("power of two", Box::new(|v| v["page_size"] = 12288.into())),
         ("power of two", Box::new(|v| v["page_size"] = 1024.into())),

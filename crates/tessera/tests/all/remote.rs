@@ -75,7 +75,7 @@ impl Servers {
         (s3, format!("{}/{name}", self.http_url))
     }
     /// Body bytes nginx sent for `name` so far (its access log).
-    fn http_bytes(&self, name: &str) -> u64 {
+    pub(crate) fn http_bytes(&self, name: &str) -> u64 {
         let log = std::fs::read_to_string(&self.http_log).unwrap_or_default();
         log.lines()
             .filter(|l| l.split(' ').nth(1) == Some(&format!("/{name}")))

@@ -287,6 +287,9 @@ impl TensorSource for AeroFile<'_> {
     fn source_format(&self) -> Option<Format> {
         Some(Format::Aero)
     }
+    fn raw_extent(&self, name: &str) -> Result<Option<crate::slice::RawExtent<'_>>> {
+        self.raw_extent_of(name)
+    }
 }
 
 impl Container for AeroFile<'_> {

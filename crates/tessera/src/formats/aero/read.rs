@@ -591,6 +591,46 @@ impl<'d> AeroFile<'d> {
         Ok(())
     }
 
+    /// Where tensor `name`'s bytes lie in a raw shard, for slice reads
+    /// ([`crate::TensorSource::raw_extent`]): the extent is the shard's payload, so that
+    /// its PHSH pages (shard offsets) check the ranges a slice reads; without pages, the
+    /// tensor's `hash_b3` or the shard's BLAKE3 covers more than a slice reads.
+    pub(super) fn raw_extent_of(&self, name: &str) -> Result<Option<crate::slice::RawExtent<'_>>> {
+        let i = self.tensor_index(name)?;
+        let info = &self.infos[i];
+        let loc = &self.locs[i];
+        let c = &self.chunks[loc.chunk];
+        if self.index_only
+            || info.layout != crate::tensor::Layout::Dense
+            || c.entry.is_zstd()
+            || loc.data_len != info.dense_nbytes()?
+        {
+            return Ok(None);
+        }
+        let checked = self.tensor_ok[i].get().is_some() && self.src.rereads_same();
+        let mut whole_digests = Vec::new();
+        let mut own_check: Option<Box<dyn crate::slice::RangeCheck + '_>> = None;
+        if self.verify && !checked {
+            match super::verify::phsh_for(self, loc.chunk) {
+                Some(pi) => {
+                    own_check = Some(Box::new(super::verify::PhshCheck::new(
+                        self, loc.chunk, pi,
+                    )?))
+                }
+                None if loc.hash_b3.is_some() => whole_digests.push("hash_b3".into()),
+                None => whole_digests.push("blake3 (of its whole shard)".into()),
+            }
+        }
+        Ok(Some(crate::slice::RawExtent {
+            src: self.src,
+            offset: c.entry.chunk_offset,
+            start: loc.data_off,
+            big_endian: false,
+            whole_digests,
+            own_check,
+        }))
+    }
+
     /// One tensor as [`crate::TensorSource::tensor`] hands it out: checked when the
     /// file was opened with `verify` (the default), zero-copy either way.
     pub(super) fn tensor_read(&self, name: &str) -> Result<TensorView<'_>> {

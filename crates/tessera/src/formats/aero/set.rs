@@ -726,6 +726,19 @@ impl TensorSource for AeroSet {
                     .in_file(self.parts[p].shown.clone())
             })
     }
+    fn raw_extent(&self, name: &str) -> Result<Option<crate::slice::RawExtent<'_>>> {
+        let i = crate::model::tensor_position(&self.by_name, name)?;
+        let Some(&(p, _)) = self.shard_part.get(&self.locs[i].shard_id) else {
+            // Read whole: its error says which shard is missing.
+            return Ok(None);
+        };
+        let cell = self.part(p)?;
+        cell.with_dependent(|_, f| f.raw_extent_of(name))
+            .map_err(|e| {
+                e.in_format(Format::Aero)
+                    .in_file(self.parts[p].shown.clone())
+            })
+    }
     fn chunks(&self) -> &[ChunkInfo] {
         &[]
     }

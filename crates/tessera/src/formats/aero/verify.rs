@@ -384,6 +384,61 @@ fn parse_phsh(
     Ok((ps, out))
 }
 
+/// A shard's PHSH pages as the check of slice reads: ranges of the shard's payload
+/// widened to whole pages, each page hashed against its digest.
+pub(super) struct PhshCheck {
+    shard: String,
+    shard_len: u64,
+    page_size: u64,
+    digests: Vec<[u8; 32]>,
+}
+
+impl PhshCheck {
+    /// The pages of shard `ci` from its PHSH chunk `pi` (checked against its own
+    /// BLAKE3).
+    pub(super) fn new(f: &AeroFile<'_>, ci: usize, pi: usize) -> Result<PhshCheck> {
+        let c = &f.chunks[ci];
+        let (page_size, digests) = parse_phsh(f, pi, &c.name, c.entry.chunk_ulen)
+            .map_err(|e| e.at_subject(format!("PHSH of {:?}", c.name)))?;
+        Ok(PhshCheck {
+            shard: c.name.clone(),
+            shard_len: c.entry.chunk_ulen,
+            page_size,
+            digests,
+        })
+    }
+}
+
+impl crate::slice::RangeCheck for PhshCheck {
+    fn widen(&self, _: &str, r: std::ops::Range<u64>) -> std::ops::Range<u64> {
+        let ps = self.page_size;
+        (r.start / ps * ps)..r.end.div_ceil(ps).saturating_mul(ps).min(self.shard_len)
+    }
+    fn check(&self, tensor: &str, r: std::ops::Range<u64>, bytes: &[u8]) -> Result<()> {
+        let ps = self.page_size;
+        let first = r.start / ps;
+        let bad = (first..r.end.div_ceil(ps))
+            .into_par_iter()
+            .find_first(|&p| {
+                let s = (p * ps - r.start) as usize;
+                let e = (((p + 1) * ps).min(self.shard_len) - r.start) as usize;
+                let want = self.digests.get(p as usize);
+                bytes.get(s..e).map(blake3_of).as_ref() != want
+            });
+        match bad {
+            None => Ok(()),
+            Some(p) => Err(Error::integrity(format!(
+                "phsh mismatch: page {p} of {:?} ({ps}-byte pages, bytes {}..{}) does not \
+                 match its digest",
+                self.shard,
+                p * ps,
+                ((p + 1) * ps).min(self.shard_len)
+            ))
+            .at_subject(format!("tensor {tensor:?}"))),
+        }
+    }
+}
+
 /// Checks the pages of shard `ci` (all, or those overlapping `range`).
 /// `range` is `(name, data_off, data_len)` of the tensor whose pages are wanted.
 fn pages(

@@ -489,6 +489,22 @@ impl TensorSource for GgufFile<'_> {
     fn source_format(&self) -> Option<Format> {
         Some(Format::Gguf)
     }
+    fn raw_extent(&self, name: &str) -> Result<Option<crate::slice::RawExtent<'_>>> {
+        let i = crate::model::tensor_position(&self.index, name)?;
+        let info = &self.infos[i];
+        // Packed ggml blocks are cut from the whole tensor (refused but whole rows).
+        if info.layout != Layout::Dense || self.ranges[i].1 != info.dense_nbytes()? {
+            return Ok(None);
+        }
+        Ok(Some(crate::slice::RawExtent {
+            src: self.src,
+            offset: self.ranges[i].0,
+            start: 0,
+            big_endian: swaps(self.endian, info),
+            whole_digests: Vec::new(),
+            own_check: None,
+        }))
+    }
 }
 
 impl Container for GgufFile<'_> {

@@ -516,6 +516,25 @@ impl TensorSource for GptrsFile<'_> {
     fn source_format(&self) -> Option<Format> {
         Some(self.kind.format())
     }
+    fn raw_extent(&self, name: &str) -> Result<Option<crate::slice::RawExtent<'_>>> {
+        let i = crate::model::tensor_position(&self.by_name, name)?;
+        let e = &self.entries[i];
+        let info = &self.infos[i];
+        if self.check_reads {
+            check_base_id(self.kind, e)?;
+        }
+        if info.layout != crate::tensor::Layout::Dense || e.byte_len != info.dense_nbytes()? {
+            return Ok(None);
+        }
+        Ok(Some(crate::slice::RawExtent {
+            src: self.src,
+            offset: e.offset_abs,
+            start: 0,
+            big_endian: false,
+            whole_digests: Vec::new(),
+            own_check: None,
+        }))
+    }
 }
 
 impl Container for GptrsFile<'_> {

@@ -229,6 +229,7 @@ impl TensorSource for NpyFile<'_> {
         Ok(Some(crate::slice::RawExtent {
             src: self.src,
             offset: h.data_offset as u64,
+            start: 0,
             big_endian: h.order == ByteOrder::Big && h.dtype.size() > 1,
             whole_digests: Vec::new(),
             own_check: None,

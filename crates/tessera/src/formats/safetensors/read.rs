@@ -205,6 +205,7 @@ impl TensorSource for SafetensorsFile<'_> {
         Ok(Some(crate::slice::RawExtent {
             src: self.src,
             offset: self.ranges[i].0,
+            start: 0,
             big_endian: false,
             whole_digests: Vec::new(),
             own_check: None,

@@ -580,6 +580,7 @@ impl TensorSource for ZtensorFile<'_> {
         Ok(Some(crate::slice::RawExtent {
             src: self.src,
             offset: c.offset,
+            start: 0,
             big_endian: false,
             whole_digests,
             own_check: None,

@@ -14,7 +14,7 @@ use crate::limits::Limits;
 use crate::metadata::{Map, Metadata, Value};
 use crate::model::{Container, TensorSource};
 use crate::source::SourceRef;
-use crate::tensor::{Part, TensorInfo, TensorView};
+use crate::tensor::{Layout, Part, TensorInfo, TensorView};
 use crate::verify::{progress_bytes, progress_share, Status, VerifyOptions, VerifyReport};
 
 /// The encoding profile this reader decodes.
@@ -545,6 +545,37 @@ impl TensorSource for Ztensor2File<'_> {
     }
     fn source_format(&self) -> Option<Format> {
         Some(Format::ZtensorV2)
+    }
+    fn raw_extent(&self, name: &str) -> Result<Option<crate::slice::RawExtent<'_>>> {
+        let i = self.find(name).ok_or_else(|| Error::no_tensor(name))?;
+        let info = &self.infos[i];
+        let [p] = &self.entries[i].parts[..] else {
+            return Ok(None);
+        };
+        if info.layout != Layout::Dense
+            || p.encoding.is_some()
+            || p.length != info.dense_nbytes()?
+        {
+            return Ok(None);
+        }
+        let checked = self.checked[i].get().is_some() && self.src.rereads_same();
+        let mut whole_digests = Vec::new();
+        if self.verify && !checked {
+            if let Some(d) = &p.digest {
+                whole_digests.push(d.algorithm().to_string());
+            }
+            if p.shard.is_some() {
+                whole_digests.push("shard digest".into());
+            }
+        }
+        Ok(Some(crate::slice::RawExtent {
+            src: self.source_of(p)?,
+            offset: p.offset,
+            start: 0,
+            big_endian: false,
+            whole_digests,
+            own_check: None,
+        }))
     }
 }
 
