@@ -65,6 +65,7 @@ pub mod limits;
 pub mod metadata;
 pub mod model;
 pub mod options;
+pub mod push;
 pub mod quant;
 pub mod refusal;
 pub mod remote;

@@ -20,6 +20,7 @@ mod interrupts;
 mod keys;
 mod manners;
 mod options;
+mod push;
 mod quantized;
 mod remote;
 mod rough_edges;
