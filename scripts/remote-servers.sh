@@ -6,8 +6,11 @@
 # Exports: TESSERA_TEST_S3_ENDPOINT, TESSERA_TEST_S3_BUCKET (created empty),
 # TESSERA_TEST_HTTP_URL (serves TESSERA_TEST_HTTP_ROOT), TESSERA_TEST_HTTP_LOG (nginx's
 # access log: "METHOD URI RANGE STATUS BODY_BYTES" per request), and dummy AWS
-# credentials (moto accepts any). Needs TESSERA_VENV's moto_server and nginx (installed
-# with apt-get when missing and running as root).
+# credentials (moto accepts any); for the push tests TESSERA_TEST_DAV_URL (nginx's /dav/,
+# taking PUTs), TESSERA_TEST_OCI_URL, TESSERA_TEST_OCI_DIR, TESSERA_TEST_OCI_AUTH_URL
+# (docker-registry, see the block at the end). Needs TESSERA_VENV's moto_server, nginx,
+# docker-registry, htpasswd and git-lfs (installed with apt-get when missing and running
+# as root).
 set -euo pipefail
 cmd="${1:?start|stop}"
 dir="${2:?state directory}"

@@ -448,7 +448,8 @@ enum Act {
     Answer(Vec<u8>),
 }
 
-type Rule = Arc<dyn Fn(&str, &str) -> Act + Send + Sync>;
+/// (method, path, the request's header lines lower-cased) → what to do.
+type Rule = Arc<dyn Fn(&str, &str, &str) -> Act + Send + Sync>;
 
 /// A proxy on 127.0.0.1: each request (one per connection) is forwarded to `upstream`
 /// or answered by `rule`. Records "METHOD PATH" of each request.
@@ -517,7 +518,8 @@ impl Proxy {
         let (method, path) = (first[0].to_string(), first[1].to_string());
         seen.lock().unwrap().push(format!("{method} {path}"));
         let mut out = conn;
-        match (rule(&method, &path), upstream) {
+        let headers = head.join("").to_ascii_lowercase();
+        match (rule(&method, &path, &headers), upstream) {
             (Act::Answer(bytes), _) => out.write_all(&bytes)?,
             (Act::Forward, Some(up)) => {
                 let mut u = TcpStream::connect(up)?;
@@ -553,7 +555,7 @@ fn server_errors_leave_no_generation_visible() {
     let a = artifact(tmp.path(), 3);
     // The manifest (OCI, HTTP) or the last object (S3) fails; the files before it
     // went through. The error names the status and shows the body escaped.
-    let fail_manifest: Rule = Arc::new(|m: &str, p: &str| {
+    let fail_manifest: Rule = Arc::new(|m: &str, p: &str, _h: &str| {
         if m == "PUT" && (p.contains("/manifests/") || p.contains("tessera-snapshot.json")) {
             Act::Answer(response(
                 "500 Internal Server Error",
@@ -633,7 +635,7 @@ fn server_errors_leave_no_generation_visible() {
 
     // S3: the manifest's upload refused (a 403 is not retried).
     let s3_host = v[2].trim_start_matches("http://").to_string();
-    let deny: Rule = Arc::new(|_m: &str, p: &str| {
+    let deny: Rule = Arc::new(|_m: &str, p: &str, _h: &str| {
         if p.contains("tessera-snapshot.json") {
             Act::Answer(response(
                 "403 Forbidden",
@@ -673,7 +675,7 @@ fn a_hostile_registry_is_refused() {
             .to_string()
     };
     // An upload sent to another host.
-    let e = push_to(Arc::new(|m: &str, p: &str| match (m, p) {
+    let e = push_to(Arc::new(|m: &str, p: &str, _h: &str| match (m, p) {
         ("POST", _) => Act::Answer(response(
             "202 Accepted",
             "Location: http://198.51.100.7:5000/v2/team/x/blobs/uploads/abc\r\n",
@@ -686,7 +688,7 @@ fn a_hostile_registry_is_refused() {
         "{e}"
     );
     // A redirect to another host.
-    let e = push_to(Arc::new(|_m: &str, _p: &str| {
+    let e = push_to(Arc::new(|_m: &str, _p: &str, _h: &str| {
         Act::Answer(response(
             "307 Temporary Redirect",
             "Location: http://evil.invalid/x\r\n",
@@ -698,7 +700,7 @@ fn a_hostile_registry_is_refused() {
         "{e}"
     );
     // A huge answer (declared), and one that is not JSON.
-    let e = push_to(Arc::new(|_m: &str, _p: &str| {
+    let e = push_to(Arc::new(|_m: &str, _p: &str, _h: &str| {
         Act::Answer(
             b"HTTP/1.1 200 OK\r\nContent-Length: 5000000000\r\nConnection: close\r\n\r\n{".to_vec(),
         )
@@ -707,7 +709,7 @@ fn a_hostile_registry_is_refused() {
         e.contains("5000000000 bytes") && e.contains("allowed"),
         "{e}"
     );
-    let e = push_to(Arc::new(|_m: &str, _p: &str| {
+    let e = push_to(Arc::new(|_m: &str, _p: &str, _h: &str| {
         Act::Answer(response(
             "200 OK",
             "",
@@ -719,7 +721,7 @@ fn a_hostile_registry_is_refused() {
     let evil = br#"{"schemaVersion":2,"artifactType":"application/vnd.tessera.snapshot.v1+json","annotations":{"org.tessera.snapshot.generation":"1"},"layers":[{"mediaType":"x","digest":"sha256:0000000000000000000000000000000000000000000000000000000000000000","size":1,"annotations":{"org.opencontainers.image.title":"../../etc/x"}}]}"#.to_vec();
     let p = Proxy::start(
         None,
-        Arc::new(move |_m: &str, _p: &str| Act::Answer(response("200 OK", "", &evil))),
+        Arc::new(move |_m: &str, _p: &str, _h: &str| Act::Answer(response("200 OK", "", &evil))),
     );
     let out = tmp.path().join("out");
     let e = oci(&format!("oci://{}", p.addr), "team/x")
@@ -770,4 +772,60 @@ fn a_fetched_file_that_does_not_match_its_digest_is_not_handed_out() {
         .file_name()
         .to_string_lossy()
         .starts_with(".tessera-fetch")));
+}
+
+#[test]
+fn oci_bearer_token_flow() {
+    let Some(v) = need("oci_bearer", &["TESSERA_TEST_OCI_URL"]) else {
+        return;
+    };
+    // A registry in front of the real one that asks for a bearer token from its own
+    // /token endpoint, which wants the basic credentials.
+    let me: Arc<Mutex<String>> = Arc::default();
+    let tokens = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (me2, tokens2) = (me.clone(), tokens.clone());
+    let rule: Rule = Arc::new(move |_m: &str, p: &str, h: &str| {
+        if p.starts_with("/token") {
+            tokens2.lock().unwrap().push(format!("{p} {h}"));
+            // "user:pw" in base64.
+            return if h.contains("authorization: basic dxnlcjpwdw==") {
+                Act::Answer(response(
+                    "200 OK",
+                    "Content-Type: application/json\r\n",
+                    b"{\"token\":\"t0k3n\"}",
+                ))
+            } else {
+                Act::Answer(response("401 Unauthorized", "", b"{\"errors\":[]}"))
+            };
+        }
+        if h.contains("authorization: bearer t0k3n") {
+            return Act::Forward;
+        }
+        let realm = format!("http://{}/token", me2.lock().unwrap());
+        Act::Answer(response(
+            "401 Unauthorized",
+            &format!("WWW-Authenticate: Bearer realm=\"{realm}\",service=\"test-registry\",scope=\"repository:team/b:pull,push\"\r\n"),
+            b"{\"errors\":[{\"code\":\"UNAUTHORIZED\"}]}",
+        ))
+    });
+    let registry = v[0].trim_start_matches("oci://").to_string();
+    let p = Proxy::start(Some(registry), rule);
+    *me.lock().unwrap() = p.addr.clone();
+    let tmp = tempfile::tempdir().unwrap();
+    let a = artifact(tmp.path(), 1);
+    let name = format!("team/{}", unique("bearer"));
+    let t = oci(&format!("oci://{}", p.addr), &name);
+    let e = t.push(&a, &PushOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("token") && e.contains("401"), "{e}");
+    let creds = PushOptions::default()
+        .oci_username(Some("user".into()))
+        .oci_password(Some("pw".into()));
+    assert!(!t.push(&a, &creds).unwrap().already_present);
+    fetch_equal(&t, &a, &creds, tmp.path());
+    let asked = tokens.lock().unwrap().clone();
+    assert!(
+        asked.iter().any(|r| r.contains("service=test-registry")
+            && r.contains("scope=repository%3Ateam%2Fb%3Apull%2Cpush")),
+        "{asked:?}"
+    );
 }
