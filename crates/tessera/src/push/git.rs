@@ -323,7 +323,7 @@ pub(crate) fn push(t: &Target, url: &str, a: &Artifact, opts: &PushOptions) -> R
         sent += std::fs::copy(path, work.join(name))
             .map_err(|e| Error::from(e).at_subject(path.display().to_string()))?;
     }
-    write(work.join(MANIFEST), &manifest.to_json())?;
+    write(work.join(MANIFEST), &manifest.to_json()?)?;
     run(t, Some(&work), &["add", "-A"], "adding the files")?;
     let step = a.step.map_or("-".to_string(), |s| s.to_string());
     let msg = format!(
@@ -476,18 +476,24 @@ fn stream_blob(
             )
         })?;
     if let Some(p) = input {
-        let mut stdin = proc.stdin.take().expect("piped");
+        let Some(mut stdin) = proc.stdin.take() else {
+            return Err(Error::new(ErrorKind::Io, "git: no stdin pipe"));
+        };
         std::thread::spawn(move || {
             let _ = stdin.write_all(&p);
         });
     }
-    let mut stderr = proc.stderr.take().expect("piped");
+    let Some(mut stderr) = proc.stderr.take() else {
+        return Err(Error::new(ErrorKind::Io, "git: no stderr pipe"));
+    };
     let errs = std::thread::spawn(move || {
         let mut b = Vec::new();
         let _ = stderr.read_to_end(&mut b);
         b
     });
-    let mut stdout = proc.stdout.take().expect("piped");
+    let Some(mut stdout) = proc.stdout.take() else {
+        return Err(Error::new(ErrorKind::Io, "git: no stdout pipe"));
+    };
     let mut buf = vec![0u8; 1 << 20];
     let mut result = Ok(());
     loop {

@@ -463,10 +463,11 @@ impl Manifest {
         })
     }
 
-    pub(crate) fn to_json(&self) -> Vec<u8> {
-        let mut v = serde_json::to_vec_pretty(self).expect("a manifest serializes");
+    pub(crate) fn to_json(&self) -> Result<Vec<u8>> {
+        let mut v = serde_json::to_vec_pretty(self)
+            .map_err(|e| Error::invalid_input(format!("the snapshot manifest: {e}")))?;
         v.push(b'\n');
-        v
+        Ok(v)
     }
 
     /// Parses and checks a manifest read from `place`, for generation `generation`.

@@ -166,7 +166,7 @@ pub(crate) fn push(t: &Target, a: &Artifact, opts: &PushOptions) -> Result<PushR
     for (name, path) in &a.files {
         sent += put_file(t, &format!("{dir}/{name}"), path, opts)?;
     }
-    put_bytes(t, &manifest_rel, manifest.to_json(), opts)?;
+    put_bytes(t, &manifest_rel, manifest.to_json()?, opts)?;
     if matches!(t, Target::Http(_)) {
         add_to_index(t, a.generation, opts)?;
     }
@@ -194,7 +194,8 @@ fn add_to_index(t: &Target, generation: u64, opts: &PushOptions) -> Result<()> {
     }
     idx.generations.push(generation);
     idx.generations.sort_unstable();
-    let mut json = serde_json::to_vec(&idx).expect("an index serializes");
+    let mut json = serde_json::to_vec(&idx)
+        .map_err(|e| Error::invalid_input(format!("the generation list: {e}")))?;
     json.push(b'\n');
     put_bytes(t, INDEX, json, opts)
 }

@@ -219,7 +219,12 @@ impl<'a> Registry<'a> {
         let mut redirects = 0;
         loop {
             let mut req = build(&self.client, &url);
-            if let Some(a) = self.auth.lock().expect("auth lock").clone() {
+            if let Some(a) = self
+                .auth
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone()
+            {
                 req = req.header(reqwest::header::AUTHORIZATION, a);
             }
             let resp = req.send().await.map_err(|e| send_error(what, e))?;
@@ -288,7 +293,10 @@ impl<'a> Registry<'a> {
         if scheme.eq_ignore_ascii_case("basic") {
             return Ok(match &self.creds {
                 Some(c) => {
-                    *self.auth.lock().expect("auth lock") = Some(basic(c));
+                    *self
+                        .auth
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(basic(c));
                     true
                 }
                 None => false,
@@ -345,7 +353,10 @@ impl<'a> Registry<'a> {
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic()))
             .ok_or_else(|| Error::malformed(format!("{twhat}: the answer holds no token")))?;
-        *self.auth.lock().expect("auth lock") = Some(format!("Bearer {token}"));
+        *self
+            .auth
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(format!("Bearer {token}"));
         Ok(true)
     }
 
@@ -651,7 +662,8 @@ pub(crate) fn push(t: &Target, a: &Artifact, opts: &PushOptions) -> Result<PushR
             "layers": layers,
             "annotations": ann,
         });
-        let body = serde_json::to_vec(&manifest).expect("a manifest serializes");
+        let body = serde_json::to_vec(&manifest)
+            .map_err(|e| Error::invalid_input(format!("the OCI manifest: {e}")))?;
         let digest = reg.put_manifest(&gen, &body).await?;
         let gens: Vec<u64> = reg
             .tags()
