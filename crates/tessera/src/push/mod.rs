@@ -72,8 +72,8 @@ pub struct Artifact {
     pub annotations: BTreeMap<String, String>,
 }
 
-/// How targets are reached.
-#[derive(Debug, Clone)]
+/// How targets are reached. Its `Debug` output never shows the OCI password.
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct PushOptions {
     /// S3 endpoint and HTTP bearer token (as for remote reads).
@@ -91,6 +91,26 @@ pub struct PushOptions {
     pub oci_username: Option<String>,
     /// OCI registry password or token (never shown); when unset `TESSERA_OCI_PASSWORD`.
     pub oci_password: Option<String>,
+    /// OCI blobs up to this size go in one `PUT`; larger ones in `PATCH` chunks of this
+    /// size (default 16 MiB: what one request holds in memory).
+    pub oci_chunk: u64,
+}
+
+impl std::fmt::Debug for PushOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PushOptions")
+            .field("remote", &self.remote)
+            .field("lfs", &self.lfs)
+            .field("work_dir", &self.work_dir)
+            .field("timeout", &self.timeout)
+            .field("oci_username", &self.oci_username)
+            .field(
+                "oci_password",
+                &self.oci_password.as_ref().map(|_| "<redacted>"),
+            )
+            .field("oci_chunk", &self.oci_chunk)
+            .finish()
+    }
 }
 
 impl Default for PushOptions {
@@ -102,6 +122,7 @@ impl Default for PushOptions {
             timeout: Duration::from_secs(120),
             oci_username: None,
             oci_password: None,
+            oci_chunk: 16 << 20,
         }
     }
 }
@@ -119,6 +140,8 @@ crate::setters::setters!(PushOptions {
     oci_username: Option<String>,
     /// Sets `oci_password`.
     oci_password: Option<String>,
+    /// Sets `oci_chunk`.
+    oci_chunk: u64,
 });
 
 /// What a push did.
@@ -683,6 +706,16 @@ mod tests {
         assert!(!t.display().contains("pw"), "{}", t.display());
         let e = Target::parse("oci://u:pw@h/x").unwrap_err();
         assert!(!e.to_string().contains("pw"), "{e}");
+    }
+
+    #[test]
+    fn options_debug_hides_the_password() {
+        let o = PushOptions::default().oci_password(Some("hunter2".into()));
+        let shown = format!("{o:?}");
+        assert!(
+            shown.contains("<redacted>") && !shown.contains("hunter2"),
+            "{shown}"
+        );
     }
 
     #[test]

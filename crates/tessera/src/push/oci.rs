@@ -14,8 +14,8 @@
 //!   under `org.tessera.snapshot.annotation.NAME`.
 //!
 //! Protocol: a blob the registry has (`HEAD /v2/NAME/blobs/DIGEST`) is not sent again;
-//! others go by `POST /v2/NAME/blobs/uploads/` then one `PUT …?digest=` (up to 32 MiB) or
-//! `PATCH`es of 16 MiB and a closing `PUT`; then the manifest, by
+//! others go by `POST /v2/NAME/blobs/uploads/` then one `PUT …?digest=` (up to
+//! `PushOptions::oci_chunk`, 16 MiB) or `PATCH`es of that size and a closing `PUT`; then the manifest, by
 //! `PUT /v2/NAME/manifests/gen-000000N`, last, and the moving tag (`latest` or the
 //! URL's) when the generation is the newest there. A target down, a 500, a refused
 //! credential leave no tag behind. HTTP for `localhost`, `127.*` and `[::1]`, HTTPS
@@ -60,9 +60,6 @@ const EMPTY_DIGEST: &str =
     "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a";
 const TITLE: &str = "org.opencontainers.image.title";
 const ANN: &str = "org.tessera.snapshot";
-/// Files up to this size go in one `PUT`; larger ones in `PATCH` chunks.
-const MONOLITHIC: u64 = 32 << 20;
-const CHUNK: u64 = 16 << 20;
 
 struct Registry<'a> {
     t: &'a Target,
@@ -71,6 +68,7 @@ struct Registry<'a> {
     client: reqwest::Client,
     auth: Mutex<Option<String>>,
     creds: Option<(String, String)>,
+    chunk: u64,
 }
 
 fn is_loopback(host: &str) -> bool {
@@ -178,6 +176,7 @@ impl<'a> Registry<'a> {
             client: client(opts)?,
             auth: Mutex::new(None),
             creds: credentials(host, opts),
+            chunk: opts.oci_chunk.clamp(1, 1 << 30),
         })
     }
 
@@ -410,13 +409,13 @@ impl<'a> Registry<'a> {
             return Err(status_error(&what, resp).await);
         }
         let mut loc = self.location(&resp, &what)?;
-        if size > MONOLITHIC {
+        if size > self.chunk {
             let Blob::File(path) = data else {
                 unreachable!("large blobs are files")
             };
             let mut at = 0u64;
             while at < size {
-                let n = (size - at).min(CHUNK);
+                let n = (size - at).min(self.chunk);
                 let chunk = read_range(path, at, n)?;
                 let range = format!("{at}-{}", at + n - 1);
                 let resp = self

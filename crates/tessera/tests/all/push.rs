@@ -829,3 +829,33 @@ fn oci_bearer_token_flow() {
         "{asked:?}"
     );
 }
+
+#[test]
+fn oci_large_blobs_go_in_chunks() {
+    let Some(v) = need("oci_chunks", &["TESSERA_TEST_OCI_URL"]) else {
+        return;
+    };
+    let registry = v[0].trim_start_matches("oci://").to_string();
+    let p = Proxy::start(
+        Some(registry),
+        Arc::new(|_m: &str, _p: &str, _h: &str| Act::Forward),
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let a = artifact(tmp.path(), 1);
+    let t = oci(
+        &format!("oci://{}", p.addr),
+        &format!("team/{}", unique("chunks")),
+    );
+    // extra.bin (70 000 bytes) in 16 KiB chunks: 5 PATCHes; model.wtxt in one PUT.
+    let opts = PushOptions::default().oci_chunk(16 << 10);
+    t.push(&a, &opts).unwrap();
+    let patches = p
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.starts_with("PATCH "))
+        .count();
+    assert_eq!(patches, 5);
+    fetch_equal(&t, &a, &opts, tmp.path());
+}
