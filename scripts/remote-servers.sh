@@ -6,8 +6,11 @@
 # Exports: TESSERA_TEST_S3_ENDPOINT, TESSERA_TEST_S3_BUCKET (created empty),
 # TESSERA_TEST_HTTP_URL (serves TESSERA_TEST_HTTP_ROOT), TESSERA_TEST_HTTP_LOG (nginx's
 # access log: "METHOD URI RANGE STATUS BODY_BYTES" per request), and dummy AWS
-# credentials (moto accepts any). Needs TESSERA_VENV's moto_server and nginx (installed
-# with apt-get when missing and running as root).
+# credentials (moto accepts any); for the push tests TESSERA_TEST_DAV_URL (nginx's /dav/,
+# taking PUTs), TESSERA_TEST_OCI_URL, TESSERA_TEST_OCI_DIR, TESSERA_TEST_OCI_AUTH_URL
+# (docker-registry, see the block at the end). Needs TESSERA_VENV's moto_server, nginx,
+# docker-registry, htpasswd and git-lfs (installed with apt-get when missing and running
+# as root).
 set -euo pipefail
 cmd="${1:?start|stop}"
 dir="${2:?state directory}"
@@ -29,7 +32,7 @@ wait_port() { # port, name
 }
 
 stop() {
-  for f in "$dir/moto.pid" "$dir/nginx.master"; do
+  for f in "$dir/moto.pid" "$dir/nginx.master" "$dir/registry.pid" "$dir/registry-auth.pid"; do
     if [ -f "$f" ]; then
       kill "$(cat "$f")" 2>/dev/null || true
       rm -f "$f"
@@ -43,8 +46,8 @@ case "$cmd" in
   *) echo "usage: $0 start|stop DIR" >&2; exit 2 ;;
 esac
 
-mkdir -p "$dir/www" "$dir/tmp"
-chmod 755 "$dir" "$dir/www"
+mkdir -p "$dir/www" "$dir/tmp" "$dir/dav"
+chmod 755 "$dir" "$dir/www" "$dir/dav"
 if [ ! -x "$VENV/bin/moto_server" ]; then
   "$VENV/bin/pip" install --quiet --disable-pip-version-check 'moto[server]==5.1.18' >&2
 fi
@@ -94,6 +97,14 @@ http {
     listen 127.0.0.1:$http_port;
     root $dir/www;
     etag on;
+    # The push tests' HTTP PUT target (WebDAV-style): $dir/dav/.
+    location /dav/ {
+      root $dir;
+      dav_methods PUT;
+      create_full_put_path on;
+      dav_access user:rw group:r all:r;
+      client_max_body_size 0;
+    }
   }
 }
 CONF
@@ -103,6 +114,58 @@ CONF
   echo "export TESSERA_TEST_HTTP_URL=http://127.0.0.1:$http_port"
   echo "export TESSERA_TEST_HTTP_ROOT=$dir/www"
   echo "export TESSERA_TEST_HTTP_LOG=$dir/access.log"
+  echo "export TESSERA_TEST_DAV_URL=http://127.0.0.1:$http_port/dav/"
 else
   echo "remote-servers: no nginx; the HTTP tests will not run" >&2
+fi
+
+# The push tests' servers (crates/tessera/tests/all/push.rs): Debian's docker-registry
+# (distribution 2.8) as the OCI registry, twice — without auth (TESSERA_TEST_OCI_URL,
+# TESSERA_TEST_OCI_DIR its storage) and with htpasswd auth (TESSERA_TEST_OCI_AUTH_URL,
+# user tessera / password tessera-test); nginx's /dav/ above takes HTTP PUTs
+# (TESSERA_TEST_DAV_URL). git and git-lfs are programs, no server (the tests make bare
+# repositories). Installed with apt-get when missing and running as root.
+if [ "$(id -u)" = 0 ]; then
+  need=""
+  command -v git-lfs >/dev/null || need="$need git-lfs"
+  command -v docker-registry >/dev/null || need="$need docker-registry"
+  command -v htpasswd >/dev/null || need="$need apache2-utils"
+  if [ -n "$need" ]; then
+    # shellcheck disable=SC2086
+    (apt-get install -y -qq $need || (apt-get update -qq && apt-get install -y -qq $need)) >&2
+  fi
+fi
+if command -v docker-registry >/dev/null && command -v htpasswd >/dev/null; then
+  start_registry() { # name, port, extra config
+    mkdir -p "$dir/$1"
+    cat >"$dir/$1.yml" <<YML
+version: 0.1
+log:
+  level: error
+storage:
+  filesystem:
+    rootdirectory: $dir/$1
+  delete:
+    enabled: true
+http:
+  addr: 127.0.0.1:$2
+$3
+YML
+    docker-registry serve "$dir/$1.yml" >"$dir/$1.log" 2>&1 &
+    echo $! >"$dir/$1.pid"
+    wait_port "$2" "$1"
+  }
+  oci_port="$(free_port)"
+  start_registry registry "$oci_port" ""
+  htpasswd -Bbn tessera tessera-test >"$dir/htpasswd" 2>/dev/null
+  oci_auth_port="$(free_port)"
+  start_registry registry-auth "$oci_auth_port" "auth:
+  htpasswd:
+    realm: tessera-test
+    path: $dir/htpasswd"
+  echo "export TESSERA_TEST_OCI_URL=oci://127.0.0.1:$oci_port"
+  echo "export TESSERA_TEST_OCI_DIR=$dir/registry"
+  echo "export TESSERA_TEST_OCI_AUTH_URL=oci://127.0.0.1:$oci_auth_port"
+else
+  echo "remote-servers: no docker-registry; the OCI push tests will not run" >&2
 fi

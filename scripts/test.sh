@@ -31,7 +31,7 @@ export TESSERA_ZTENSOR2_PATH="$(cd "$ZT2" && pwd)"
 
 # Real servers for the remote-read tests (moto's S3 server, nginx) on free 127.0.0.1
 # ports, stopped on exit; the tests fail rather than skip when they are missing.
-echo "== remote test servers (moto S3, nginx)"
+echo "== remote test servers (moto S3, nginx, docker-registry)"
 REMOTE_DIR="$(mktemp -d)"
 trap 'bash scripts/remote-servers.sh stop "$REMOTE_DIR"; rm -rf "$REMOTE_DIR"' EXIT
 eval "$(TESSERA_VENV="$VENV" bash scripts/remote-servers.sh start "$REMOTE_DIR")"

@@ -47,6 +47,39 @@ pub enum Command {
     Id(IdArgs),
     /// Sign the model's tensor manifest (detached; verifies after any conversion).
     Sign(SignArgs),
+    /// Publish files as one snapshot generation to s3://, http(s)://, git+… or oci://.
+    Push(PushArgs),
+}
+
+/// `tessera push`.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The files of the generation (each pushed under its file name).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Where: s3://bucket/prefix/, http(s)://host/dir/ (HTTP PUT), git+file:///repo.git
+    /// (or git+ssh://, git+https://), oci://host[:port]/repository[:tag].
+    #[arg(long, value_name = "URL")]
+    pub to: String,
+    /// The generation number (default: one more than the newest at the target).
+    #[arg(long, value_name = "N")]
+    pub generation: Option<u64>,
+    /// The training step recorded with it.
+    #[arg(long, value_name = "S")]
+    pub step: Option<u64>,
+    /// Git targets: push the files through Git LFS.
+    #[arg(long)]
+    pub lfs: bool,
+    /// Git targets: where the clone is kept between pushes (default: the temporary
+    /// directory).
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// S3 targets: the endpoint (default AWS_ENDPOINT_URL, else AWS).
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `tessera id`.

@@ -35,6 +35,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<u8> {
         Command::Repair(a) => cmd::repair::run(&a, out),
         Command::Id(a) => cmd::id::run(&a, out),
         Command::Sign(a) => cmd::sign::run(&a, out),
+        Command::Push(a) => cmd::push::run(&a, out),
         Command::Wtxt(a) => cmd::wtxt::run(&a, out),
     }
 }

@@ -66,6 +66,7 @@ pub mod metadata;
 pub mod model;
 pub mod options;
 pub mod pages;
+pub mod push;
 pub mod quant;
 pub mod refusal;
 pub mod remote;

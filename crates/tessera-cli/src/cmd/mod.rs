@@ -8,6 +8,7 @@ pub mod formats;
 pub mod id;
 pub mod inspect;
 pub mod keys;
+pub mod push;
 pub mod repair;
 pub mod sign;
 pub mod stats;

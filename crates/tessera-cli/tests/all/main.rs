@@ -21,6 +21,7 @@ mod keys;
 mod manners;
 mod options;
 mod pages;
+mod push;
 mod quantized;
 mod remote;
 mod rough_edges;

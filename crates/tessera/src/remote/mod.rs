@@ -92,9 +92,11 @@ mod upload;
 
 pub use location::Location;
 #[cfg(feature = "remote")]
-pub use probe::{exists, list_dir};
+pub use probe::{exists, list_dir, list_subdirs};
 #[cfg(feature = "remote")]
 pub use source::RemoteSource;
+#[cfg(feature = "remote")]
+pub(crate) use store::runtime;
 #[cfg(feature = "remote")]
 pub use upload::{delete, upload_file, upload_files, write_staged};
 

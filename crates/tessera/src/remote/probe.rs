@@ -65,3 +65,38 @@ pub fn list_dir(loc: &Location, opts: &RemoteOptions, max: u64) -> Result<Vec<St
         .filter_map(|o| o.location.filename().map(str::to_string))
         .collect())
 }
+
+/// The names of the sub-prefixes ("directories") directly under the S3 directory `loc`,
+/// without their trailing `/`; at most `max` (a longer listing is a `LimitExceeded`
+/// error). Only `s3://` lists.
+pub fn list_subdirs(loc: &Location, opts: &RemoteOptions, max: u64) -> Result<Vec<String>> {
+    let dir = loc.as_dir();
+    let Location::S3 { key, .. } = &dir else {
+        return Err(Error::unsupported(format!(
+            "{}: an HTTP server lists no directories",
+            loc.display()
+        )));
+    };
+    let t = target(&dir, opts)?;
+    let prefix = match key.trim_end_matches('/') {
+        "" => None,
+        p => Some(ObjectPath::parse(p).map_err(|e| {
+            Error::invalid_input(format!("not a key prefix: {e}")).in_file(t.url.clone())
+        })?),
+    };
+    let listed = runtime()?.block_on(t.store.list_with_delimiter(prefix.as_ref()));
+    super::source::count_request();
+    let listed = listed.map_err(|e| store_error(&t.url, e))?;
+    if listed.common_prefixes.len() as u64 > max {
+        return Err(Error::limit(format!(
+            "the directory lists {} prefixes, more than the limit of {max}",
+            listed.common_prefixes.len()
+        ))
+        .in_file(t.url));
+    }
+    Ok(listed
+        .common_prefixes
+        .iter()
+        .filter_map(|p| p.filename().map(str::to_string))
+        .collect())
+}

@@ -38,6 +38,7 @@ mod npy;
 mod onnx;
 mod open_reads;
 mod pages;
+mod push;
 mod pytorch;
 mod pytorch_write;
 mod readback;
