@@ -72,6 +72,7 @@ pub mod set;
 mod setters;
 #[cfg(feature = "signing")]
 pub mod signing;
+pub mod snapshot;
 pub mod source;
 pub use tensor::sparse;
 pub mod tensor;

@@ -45,6 +45,7 @@ mod remote_cache;
 mod safetensors;
 mod sets;
 mod sets_more;
+mod snapshot;
 mod tessera_sets;
 mod typed_api;
 mod vectors;
