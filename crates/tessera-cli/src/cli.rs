@@ -47,6 +47,8 @@ pub enum Command {
     Id(IdArgs),
     /// Sign the model's tensor manifest (detached; verifies after any conversion).
     Sign(SignArgs),
+    /// Snapshot rings: list (`snapshots RING`), `push` the resend queue, `restore`.
+    Snapshots(crate::cmd::snapshots::SnapshotsArgs),
 }
 
 /// `tessera id`.

@@ -36,6 +36,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<u8> {
         Command::Id(a) => cmd::id::run(&a, out),
         Command::Sign(a) => cmd::sign::run(&a, out),
         Command::Wtxt(a) => cmd::wtxt::run(&a, out),
+        Command::Snapshots(a) => cmd::snapshots::run(&a, out),
     }
 }
 

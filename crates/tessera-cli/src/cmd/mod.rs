@@ -10,6 +10,7 @@ pub mod inspect;
 pub mod keys;
 pub mod repair;
 pub mod sign;
+pub mod snapshots;
 pub mod stats;
 pub mod stats_plot;
 pub mod tour;

@@ -25,6 +25,7 @@ mod remote;
 mod rough_edges;
 mod set_writes;
 mod sets;
+mod snapshots;
 mod stats;
 mod terminal_safety;
 mod verify_report;
