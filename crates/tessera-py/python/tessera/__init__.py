@@ -67,6 +67,9 @@ __all__ = [
     "sign",
     "verify_signature",
     "diff",
+    "Snapshotter",
+    "restore",
+    "Restored",
     "File",
     "Tensor",
     "VerifyReport",
@@ -1154,3 +1157,4 @@ def __dir__() -> List[str]:
 
 
 from . import wtxt  # noqa: E402  (the WTXT tools: cheap, so always there)
+from ._snapshot import Restored, Snapshotter, restore  # noqa: E402
