@@ -91,7 +91,7 @@ def loop_rate(keep_going, min_s=0.0):
 
 
 DCP = r"""
-import sys, time, tempfile, statistics, torch, json
+import sys, time, tempfile, statistics, shutil, torch, json
 import torch.distributed.checkpoint as dcp
 total, n, reps = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 per = total // n // 4
@@ -104,6 +104,7 @@ for r in range(reps + 1):
     s = time.perf_counter() - t
     fut.result()
     w = time.perf_counter() - t
+    shutil.rmtree(d, ignore_errors=True)
     if r:
         stalls.append(s); tot.append(w)
 print(json.dumps({"stall": statistics.median(stalls), "total": statistics.median(tot)}))

@@ -6,7 +6,7 @@
 //! it was (the atomic write removes its temporary).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::ring::{self, Sidecar};
 use super::stage::Arena;
@@ -162,7 +162,7 @@ fn write(core: &Core, job: &Job) -> Result<Record> {
     if let Some(key) = &core.sign_key {
         let sig = crate::signing::SignedManifest::sign_id(&id, key)?;
         let sig_name = format!("{name}.sig");
-        let sig_path: PathBuf = core.dir.join(&sig_name);
+        let sig_path = core.dir.join(&sig_name);
         crate::util::atomic::write_bytes_atomic(&sig_path, sig.to_json()?.as_bytes())?;
         files.push((sig_name, file_len(&sig_path)?));
     }
