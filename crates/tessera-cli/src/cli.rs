@@ -49,6 +49,8 @@ pub enum Command {
     Sign(SignArgs),
     /// Publish files as one snapshot generation to s3://, http(s)://, git+… or oci://.
     Push(PushArgs),
+    /// Snapshot rings: list (`snapshots RING`), `push` the resend queue, `restore`.
+    Snapshots(crate::cmd::snapshots::SnapshotsArgs),
 }
 
 /// `tessera push`.

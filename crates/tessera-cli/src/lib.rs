@@ -37,6 +37,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<u8> {
         Command::Sign(a) => cmd::sign::run(&a, out),
         Command::Push(a) => cmd::push::run(&a, out),
         Command::Wtxt(a) => cmd::wtxt::run(&a, out),
+        Command::Snapshots(a) => cmd::snapshots::run(&a, out),
     }
 }
 

@@ -13,6 +13,7 @@ mod owner;
 mod progress;
 mod save;
 mod signed;
+mod snapshot;
 mod values;
 mod wtxt;
 
@@ -149,6 +150,8 @@ fn _tessera(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(file::open_file, m)?)?;
     m.add_function(wrap_pyfunction!(file::open_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(save::save, m)?)?;
+    m.add_class::<snapshot::NativeSnapshotter>()?;
+    m.add_function(wrap_pyfunction!(snapshot::snapshot_restore, m)?)?;
     m.add_function(wrap_pyfunction!(formats, m)?)?;
     m.add_function(wrap_pyfunction!(dtypes, m)?)?;
     m.add_function(wrap_pyfunction!(canonical_dtype, m)?)?;

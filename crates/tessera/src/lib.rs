@@ -75,6 +75,7 @@ mod setters;
 #[cfg(feature = "signing")]
 pub mod signing;
 pub mod slice;
+pub mod snapshot;
 pub mod source;
 pub use tensor::sparse;
 pub mod tensor;

@@ -11,6 +11,7 @@ pub mod keys;
 pub mod push;
 pub mod repair;
 pub mod sign;
+pub mod snapshots;
 pub mod stats;
 pub mod stats_plot;
 pub mod tour;

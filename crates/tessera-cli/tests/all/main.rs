@@ -28,6 +28,7 @@ mod rough_edges;
 mod set_writes;
 mod sets;
 mod slices;
+mod snapshots;
 mod stats;
 mod terminal_safety;
 mod verify_report;

@@ -69,6 +69,9 @@ __all__ = [
     "sign",
     "verify_signature",
     "diff",
+    "Snapshotter",
+    "restore",
+    "Restored",
     "File",
     "TensorSlice",
     "Tensor",
@@ -1505,3 +1508,4 @@ def __dir__() -> List[str]:
 
 
 from . import wtxt  # noqa: E402  (the WTXT tools: cheap, so always there)
+from ._snapshot import Restored, Snapshotter, restore  # noqa: E402

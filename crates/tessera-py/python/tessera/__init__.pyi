@@ -280,3 +280,73 @@ def serialize_file(
     tensor_dict: Mapping[str, Union[TensorSpec, Dict[str, Any]]], filename: _Path, metadata: Optional[Dict[str, str]] = None
 ) -> None: ...
 def deserialize(data: Union[bytes, bytearray, memoryview]) -> List[tuple[str, Dict[str, Any]]]: ...
+
+class Snapshotter:
+    ring: str
+    def __init__(
+        self,
+        ring: _Path,
+        format: str = "wtxt",
+        *,
+        keep: int = 5,
+        keep_every: int = 0,
+        sign_key: Union[bytes, _Path, None] = None,
+        hmac_key: Optional[bytes] = None,
+        hmac_key_file: Optional[_Path] = None,
+        age_recipients: Optional[Sequence[str]] = None,
+        delta: bool = False,
+        push: Sequence[str] = (),
+        on_backlog: Literal["skip", "block"] = "skip",
+        max_backlog: Optional[int] = None,
+        retry: tuple[float, float] = (0.5, 60.0),
+        **options: Any,
+    ) -> None: ...
+    def request(
+        self,
+        state: Mapping[str, Any],
+        step: Optional[int] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
+        copy: bool = True,
+    ) -> Optional[int]: ...
+    def pinned(self, gen: int) -> bool: ...
+    def wait(self, gen: int, timeout: Optional[float] = None) -> None: ...
+    def flush(self) -> None: ...
+    def wait_pushed(self, timeout: float = 60.0) -> bool: ...
+    @property
+    def skipped(self) -> int: ...
+    @property
+    def pending(self) -> Dict[str, List[int]]: ...
+    @property
+    def errors(self) -> List[str]: ...
+    def generations(self) -> List[Dict[str, Any]]: ...
+    @property
+    def arena_bytes(self) -> int: ...
+    def close(self, push_timeout: float = 60.0) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    def __enter__(self) -> "Snapshotter": ...
+    def __exit__(self, *exc: Any) -> None: ...
+
+@dataclass
+class Restored:
+    state: Dict[str, Any]
+    generation: int
+    step: Optional[int]
+    time: str
+    format: str
+    root: str
+    path: str
+    metadata: Dict[str, str]
+    skipped: List[tuple[int, str]]
+    log_problems: List[str]
+
+def restore(
+    ring: _Path,
+    framework: _Framework = "np",
+    *,
+    public_key: Union[bytes, _Path, None] = None,
+    generation: Optional[int] = None,
+    hmac_key: Optional[bytes] = None,
+    age_identities: Optional[Sequence[str]] = None,
+    age_passphrase: Optional[str] = None,
+) -> Restored: ...

@@ -48,6 +48,7 @@ mod safetensors;
 mod sets;
 mod sets_more;
 mod slices;
+mod snapshot;
 mod tessera_sets;
 mod typed_api;
 mod vectors;
