@@ -157,6 +157,23 @@ def check(rank, mesh, case):
         assert torch.equal(d.full_tensor(), full), where
 
 
+def refusals(mesh):
+    # Bad placements are refused before any read, naming the tensor.
+    from torch.distributed.tensor import Partial
+    bad = [
+        ({"embed.rows": [Shard(2)] * mesh.ndim}, "embed.rows"),
+        ({"embed.rows": [Shard(0)] * (mesh.ndim + 1)}, "embed.rows"),
+        ({"layers.1.norm": [Partial()] * mesh.ndim}, "layers.1.norm"),
+    ]
+    for plan, name in bad:
+        try:
+            tessera.torch.load_sharded(args["source"], mesh, plan)
+        except ValueError as e:
+            assert name in str(e), str(e)
+        else:
+            raise AssertionError(f"{plan} was not refused")
+
+
 def worker(rank, world, port):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
@@ -165,6 +182,7 @@ def worker(rank, world, port):
         for case in args["cases"]:
             mesh = init_device_mesh("cpu", tuple(case["mesh"]))
             check(rank, mesh, case)
+            refusals(mesh)
         dist.barrier()
     finally:
         dist.destroy_process_group()

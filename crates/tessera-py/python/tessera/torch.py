@@ -17,6 +17,7 @@ DTensors, split exactly as ``torch.distributed.tensor.distribute_tensor`` splits
 from __future__ import annotations
 
 import fnmatch
+import inspect
 import os
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
@@ -389,7 +390,10 @@ def load_sharded(
     if device is None:
         kind = mesh.device_type
         device = torch.device(kind) if kind == "cpu" else torch.device(kind, getattr(torch, kind).current_device())
-    f = open_file(path_or_url, **read_options)
+    # The index first (shapes), with the options tessera.open takes; then one
+    # load_slices call reads every part.
+    takes = inspect.signature(open_file).parameters
+    f = open_file(path_or_url, **{k: v for k, v in read_options.items() if k in takes})
     try:
         infos = {i["name"]: i for i in f.tensor_infos()}
         order = list(f.keys())
