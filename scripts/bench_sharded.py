@@ -102,7 +102,7 @@ def make_model(path, size_mib, tensors, py):
         rng = np.random.default_rng(35)
         per = {size_mib} * 1024 * 1024 // {tensors} // 4
         cols = 1024
-        rows = max(1, per // cols)
+        rows = max(4, per // cols // 4 * 4)  # a multiple of 4: every rank's quarter the same
         t = {{f"layers.{{i}}.weight": rng.random((rows, cols), dtype=np.float32) for i in range({tensors})}}
         safetensors.numpy.save_file(t, "{path}.tmp")
         """
@@ -267,7 +267,7 @@ def main():
         if server == "nginx":
             out.append(("curl whole file + slice", "curl", py, env, dict(base, curl=[])))
         else:
-            sig = ["--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+            sig = ["--aws-sigv4", "aws:amz:us-east-1:s3", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", "--user",
                    f"{os.environ.get('AWS_ACCESS_KEY_ID', 'testing')}:{os.environ.get('AWS_SECRET_ACCESS_KEY', 'testing')}"]
             out.append(("curl whole file + slice", "curl", py, env, dict(base, curl=sig, http=True)))
             if torch_py and runai_path:
@@ -297,7 +297,7 @@ def main():
             if server == "nginx":
                 cmd = ["curl", "-sSf", "-o", "/dev/null", "-w", "%{time_total}", url]
             else:
-                cmd = ["curl", "-sSf", "-o", "/dev/null", "-w", "%{time_total}", "--aws-sigv4", "aws:amz:us-east-1:s3",
+                cmd = ["curl", "-sSf", "-o", "/dev/null", "-w", "%{time_total}", "--aws-sigv4", "aws:amz:us-east-1:s3", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
                        "--user", f"{os.environ.get('AWS_ACCESS_KEY_ID', 'testing')}:{os.environ.get('AWS_SECRET_ACCESS_KEY', 'testing')}",
                        f"{s3_endpoint}/{bucket}/{name}"]
             t = float(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)

@@ -17,7 +17,6 @@ DTensors, split exactly as ``torch.distributed.tensor.distribute_tensor`` splits
 from __future__ import annotations
 
 import fnmatch
-import inspect
 import os
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
@@ -390,49 +389,53 @@ def load_sharded(
     if device is None:
         kind = mesh.device_type
         device = torch.device(kind) if kind == "cpu" else torch.device(kind, getattr(torch, kind).current_device())
-    # The index first (shapes), with the options tessera.open takes; then one
-    # load_slices call reads every part.
-    takes = inspect.signature(open_file).parameters
-    f = open_file(path_or_url, **{k: v for k, v in read_options.items() if k in takes})
+    # Opened once (the index: names and shapes), then one load_slices call on that
+    # File reads every part.
+    f = open_file(path_or_url, **read_options)
     try:
         infos = {i["name"]: i for i in f.tensor_infos()}
         order = list(f.keys())
+        if names is not None:
+            wanted = list(names)
+            order = [n for n in order if n in wanted or any(fnmatch.fnmatchcase(n, w) for w in wanted)]
+            missing = [w for w in wanted if w not in infos and not any(fnmatch.fnmatchcase(n, w) for n in infos)]
+            if missing:
+                from .errors import NotFoundError
+
+                raise NotFoundError(f"{os.fspath(path_or_url)}: no tensor named or matching {missing}")
+        plan: Dict[str, Any] = {}
+        cuts: Dict[str, Tuple[Tuple[Any, ...], List[int]]] = {}
+        for name in order:
+            info = infos[name]
+            if info["layout"] != "dense":
+                raise ValueError(f"tensor {name!r} is stored {info['layout']}: only dense tensors load sharded")
+            shape = list(info["shape"])
+            tensor_placements, ranges = _local_ranges(
+                name,
+                shape,
+                _placements_for(name, placements, len(mesh_shape)),
+                mesh_shape,
+                coord or [0] * len(mesh_shape),
+            )
+            local_shape = [b - a for a, b in ranges]
+            cuts[name] = (tensor_placements, shape, local_shape)
+            # A rank outside the mesh holds nothing, and an empty piece reads nothing.
+            if coord is None or 0 in local_shape:
+                continue
+            # The plan's keys are globs: a name is escaped to match only itself.
+            key = _glob_escape(name)
+            plan[key] = None if local_shape == shape else tuple(slice(a, b) for a, b in ranges)
+        from . import load_slices
+
+        local = load_slices(f, plan, pages=pages, framework="pt", threads=threads) if plan else {}
     finally:
         f.close()
-    if names is not None:
-        wanted = list(names)
-        order = [n for n in order if n in wanted or any(fnmatch.fnmatchcase(n, w) for w in wanted)]
-        missing = [w for w in wanted if w not in infos and not any(fnmatch.fnmatchcase(n, w) for n in infos)]
-        if missing:
-            from .errors import NotFoundError
-
-            raise NotFoundError(f"{os.fspath(path_or_url)}: no tensor named or matching {missing}")
-    plan: Dict[str, Any] = {}
-    cuts: Dict[str, Tuple[Tuple[Any, ...], List[int]]] = {}
-    for name in order:
-        info = infos[name]
-        if info["layout"] != "dense":
-            raise ValueError(f"tensor {name!r} is stored {info['layout']}: only dense tensors load sharded")
-        shape = list(info["shape"])
-        tensor_placements, ranges = _local_ranges(
-            name, shape, _placements_for(name, placements, len(mesh_shape)), mesh_shape, coord or [0] * len(mesh_shape)
-        )
-        cuts[name] = (tensor_placements, shape)
-        if coord is None:
-            continue  # this rank is not in the mesh: it holds nothing
-        if all(r == (0, n) for r, n in zip(ranges, shape)):
-            plan[name] = None
-        else:
-            plan[name] = tuple(slice(a, b) for a, b in ranges)
-    from . import load_slices
-
-    local = load_slices(path_or_url, plan, pages=pages, framework="pt", threads=threads, **read_options) if plan else {}
     out: Dict[str, Any] = {}
     for name in order:
-        tensor_placements, shape = cuts[name]
+        tensor_placements, shape, local_shape = cuts[name]
         t = local.get(name)
-        if t is None:  # not in the mesh: an empty local tensor, as distribute_tensor gives
-            t = torch.empty(0, dtype=torch_dtype(infos[name]["dtype"]))
+        if t is None:  # an empty piece (or none: a rank outside the mesh), as distribute_tensor gives
+            t = torch.empty(local_shape if coord is not None else [0], dtype=torch_dtype(infos[name]["dtype"]))
         t = t.to(device)
         if as_dtensor:
             from torch.distributed.tensor import DTensor
@@ -444,3 +447,7 @@ def load_sharded(
         out[name] = t
     return out
 
+
+def _glob_escape(name: str) -> str:
+    """``name`` as an fnmatch pattern that matches only ``name``."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
