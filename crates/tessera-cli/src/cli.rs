@@ -64,6 +64,14 @@ pub struct IdArgs {
     /// List every tensor's digest.
     #[arg(short, long)]
     pub verbose: bool,
+    /// Write a page manifest: a BLAKE3 digest per page of SIZE bytes of every tensor
+    /// (a power of two from 4K to 1G; 1M when no SIZE), so that a read of a slice checks
+    /// just the pages it touches. Written to -o, or to STEM.pages beside the model.
+    #[arg(long, value_name = "SIZE", num_args = 0..=1, default_missing_value = "1M")]
+    pub pages: Option<String>,
+    /// Where --pages writes the manifest (default: STEM.pages beside the model).
+    #[arg(short, long, value_name = "OUT", requires = "pages")]
+    pub output: Option<PathBuf>,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,
@@ -97,6 +105,12 @@ pub struct SignArgs {
     /// with its format's default options). `tessera verify OUT --public-key K` finds it.
     #[arg(long, conflicts_with = "format")]
     pub embed: bool,
+    /// Sign a page manifest (`tessera id --pages`) with the tensors: its digest goes
+    /// into the signed manifest, so the signature covers every page and a slice read
+    /// checked against those pages is checked against the signer's bytes. It must list
+    /// exactly the model's tensors.
+    #[arg(long, value_name = "FILE")]
+    pub pages: Option<String>,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,
@@ -263,6 +277,10 @@ pub struct VerifyArgs {
     /// Also decode every tensor's values and fail on NaN or Inf, naming the tensors.
     #[arg(long)]
     pub values: bool,
+    /// Also check every page of every tensor against a page manifest (`tessera id
+    /// --pages`); FILE defaults to STEM.pages beside the model.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "")]
+    pub pages: Option<String>,
     /// Reading options.
     #[command(flatten)]
     pub read: AuditReadArgs,
@@ -386,6 +404,12 @@ pub struct ExtractArgs {
     /// can (f4_e2m1 to .npy as f16), as `convert --cast` does.
     #[arg(long)]
     pub cast: bool,
+    /// Only part of the tensor, in numpy's slicing syntax, dimensions separated by
+    /// commas: `0:1024,:`, `::2,-1`, `...,3:5`, `::-1` (positions from 0, negative ones
+    /// from the end; a bound outside its dimension is refused, not clamped). Where the
+    /// format stores the tensor raw only the bytes of those elements are read.
+    #[arg(long, value_name = "SLICE", allow_hyphen_values = true)]
+    pub slice: Option<String>,
     /// Reading options.
     #[command(flatten)]
     pub read: ReadArgs,

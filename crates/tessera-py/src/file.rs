@@ -24,6 +24,14 @@ use tessera::set::OpenedFile;
 use tessera::Load;
 use tessera::Opened;
 
+/// The check of a page manifest (`pages=`). A stub until page manifests exist.
+fn page_check(path: &std::path::Path) -> tessera::Result<Box<dyn tessera::slice::RangeCheck>> {
+    Err(tessera::Error::unsupported(format!(
+        "pages={}: page manifests are not built yet",
+        path.display()
+    )))
+}
+
 /// A tensor handed to Python: its description and its parts.
 type TensorOut<'py> = (Bound<'py, PyDict>, Vec<(String, Buffer)>);
 
@@ -568,6 +576,89 @@ impl File {
             .collect()
     }
 
+    /// Slices of tensors (`tessera::slice::read_slice`): `requests` is a list of
+    /// `(name, index)`, an index a list of `(kind, a, b, c)` items — `("i", n, _, _)` a
+    /// position, `("r", start, stop, step)` a range, `("e", _, _, _)` an ellipsis. Read
+    /// in parallel (on a pool of `threads` threads when given) with the GIL released.
+    /// Returns, per request, `(info, buffer, unverified)`: the slice's description, its
+    /// bytes (owned, writable) and why it was not checked (`None` when it was, or when
+    /// there was nothing to check). `pages`: a page manifest to check the ranges read.
+    #[pyo3(signature = (requests, *, pages=None, threads=None))]
+    #[allow(clippy::type_complexity)]
+    fn slices<'py>(
+        &self,
+        py: Python<'py>,
+        requests: Vec<(String, Vec<(String, Option<i64>, Option<i64>, Option<i64>)>)>,
+        pages: Option<PathBuf>,
+        threads: Option<usize>,
+    ) -> PyResult<Vec<(Bound<'py, PyDict>, Buffer, Option<String>)>> {
+        use tessera::slice::Index;
+        let mut parsed = Vec::with_capacity(requests.len());
+        for (name, items) in requests {
+            let mut index = Vec::with_capacity(items.len());
+            for (kind, a, b, c) in items {
+                index.push(match kind.as_str() {
+                    "i" => Index::At(a.unwrap_or(0)),
+                    "r" => Index::Range {
+                        start: a,
+                        stop: b,
+                        step: c,
+                    },
+                    "e" => Index::Ellipsis,
+                    other => {
+                        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                            "internal: index item kind {other:?}"
+                        )))
+                    }
+                });
+            }
+            parsed.push((name, index));
+        }
+        let shared = &self.shared;
+        let got = py
+            .detach(|| {
+                let check = match &pages {
+                    Some(p) => Some(page_check(p)?),
+                    None => None,
+                };
+                let read = || {
+                    use rayon::prelude::*;
+                    shared.with(|c| {
+                        parsed
+                            .par_iter()
+                            .map(|(name, index)| {
+                                let mut s =
+                                    tessera::slice::read_slice(c, name, index, check.as_deref())?;
+                                if self.signed.is_some() && check.is_none() {
+                                    let why = format!(
+                                        "slice of tensor {name:?} is unverified: the signed \
+                                         manifest's digest covers the whole tensor"
+                                    );
+                                    s.unverified.get_or_insert(why);
+                                }
+                                Ok(s)
+                            })
+                            .collect::<tessera::Result<Vec<_>>>()
+                    })
+                };
+                match threads {
+                    Some(n) => rayon::ThreadPoolBuilder::new()
+                        .num_threads(n.max(1))
+                        .build()
+                        .map_err(|e| tessera::Error::invalid_input(format!("threads={n}: {e}")))?
+                        .install(read),
+                    None => read(),
+                }
+            })
+            .py()?;
+        got.into_iter()
+            .map(|s| {
+                let buf = PartBytes::Owned(s.data).into_buffer(shared);
+                Ok((info_to_py(py, &s.info)?, buf, s.unverified))
+            })
+            .collect()
+    }
+
     /// Runs every integrity layer the format has. Returns
     /// `{"ok": bool, "checks": [{subject, layer, status, detail}], "warnings": [...]}`.
     /// `progress`, a callable, gets `(done_bytes, total_bytes)` as the tensors are
@@ -652,6 +743,28 @@ impl File {
         }
         d.set_item("tensors", tensors)?;
         Ok(d)
+    }
+
+    /// Writes the page manifest (`tessera-pages/1`, see `tessera::pages`: a BLAKE3
+    /// digest per page of every tensor) atomically to `output`, hashed with the GIL
+    /// released; `page_size` as `tessera id --pages` takes it (`"1M"`, `"4096"`).
+    /// Returns the JSON text.
+    #[pyo3(signature = (page_size, output))]
+    fn write_page_manifest(
+        &self,
+        py: Python<'_>,
+        page_size: String,
+        output: PathBuf,
+    ) -> PyResult<String> {
+        py.detach(|| {
+            let size = tessera::options::parse_size(&page_size)?;
+            let text = self
+                .shared
+                .with(|c| tessera::pages::PageManifest::compute(c, size, &mut |_| {})?.to_json())?;
+            tessera::util::atomic::write_bytes_atomic(&output, format!("{text}\n").as_bytes())?;
+            Ok::<_, tessera::Error>(text)
+        })
+        .py()
     }
 
     /// Signs the tensor manifest with a secret key (a 32-byte Ed25519 seed, or an ECDSA

@@ -229,6 +229,9 @@ impl TensorSource for Labeled<'_> {
     fn chunk_stored(&self, name: &str) -> Result<Option<crate::tensor::StoredChunk<'_>>> {
         self.inner.chunk_stored(name).map_err(|e| self.label(e))
     }
+    fn raw_extent(&self, name: &str) -> Result<Option<crate::slice::RawExtent<'_>>> {
+        self.inner.raw_extent(name).map_err(|e| self.label(e))
+    }
 }
 
 impl Container for Labeled<'_> {

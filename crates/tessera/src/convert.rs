@@ -511,6 +511,14 @@ impl TensorSource for Prepared<'_> {
             .chunk_stored(name)
             .map_err(|e| self.source_error(e))
     }
+    fn raw_extent(&self, name: &str) -> Result<Option<crate::slice::RawExtent<'_>>> {
+        // Only a tensor taken as it is has the source's bytes.
+        let i = crate::model::tensor_position(&self.index, name)?;
+        match self.plans[i] {
+            Plan::AsIs => self.src.raw_extent(name).map_err(|e| self.source_error(e)),
+            _ => Ok(None),
+        }
+    }
 }
 
 impl Prepared<'_> {

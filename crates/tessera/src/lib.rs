@@ -65,6 +65,7 @@ pub mod limits;
 pub mod metadata;
 pub mod model;
 pub mod options;
+pub mod pages;
 pub mod quant;
 pub mod refusal;
 pub mod remote;
@@ -72,6 +73,7 @@ pub mod set;
 mod setters;
 #[cfg(feature = "signing")]
 pub mod signing;
+pub mod slice;
 pub mod source;
 pub use tensor::sparse;
 pub mod tensor;

@@ -77,6 +77,16 @@ pub trait TensorSource: Send + Sync {
         let _ = name;
         Ok(None)
     }
+    /// Where tensor `name`'s dense bytes lie raw (uncompressed, unencrypted, row-major,
+    /// contiguous) in a source the reader holds, for slice reads
+    /// ([`crate::slice::read_slice`]) that read only the bytes asked for; `None` (the
+    /// default) when they do not, and the slice is cut from the whole tensor as
+    /// [`TensorSource::tensor`] reads it. A wrapper that changes a tensor's bytes (a
+    /// cast) answers `None` for it.
+    fn raw_extent(&self, name: &str) -> Result<Option<crate::slice::RawExtent<'_>>> {
+        let _ = name;
+        Ok(None)
+    }
 }
 
 /// An opened file of some format.
@@ -139,6 +149,12 @@ macro_rules! forward_to_dependent {
                 name: &str,
             ) -> $crate::error::Result<Option<$crate::tensor::StoredChunk<'_>>> {
                 self.with_dependent(|_, c| c.chunk_stored(name))
+            }
+            fn raw_extent(
+                &self,
+                name: &str,
+            ) -> $crate::error::Result<Option<$crate::slice::RawExtent<'_>>> {
+                self.with_dependent(|_, c| c.raw_extent(name))
             }
         }
 
@@ -282,6 +298,7 @@ pub(crate) mod probe {
         "source_format",
         "metadata_types",
         "chunk_stored",
+        "raw_extent",
     ];
 
     /// A source with one tensor `a` (read with `tensor`, an error naming `tensor`) and
@@ -351,6 +368,15 @@ pub(crate) mod probe {
                 params: Metadata::new(),
             }))
         }
+        fn raw_extent(&self, _: &str) -> Result<Option<crate::slice::RawExtent<'_>>> {
+            Ok(Some(crate::slice::RawExtent {
+                src: crate::source::SourceRef::from(&b"probe-extent"[..]),
+                offset: 6,
+                big_endian: false,
+                whole_digests: Vec::new(),
+                own_check: None,
+            }))
+        }
     }
 
     impl Container for Probe {
@@ -401,6 +427,10 @@ pub(crate) mod probe {
                         .unwrap()
                         .expect("chunk_stored");
                     assert_eq!(s.pieces[0].as_ref(), b"probe-stored", "chunk_stored");
+                }
+                "raw_extent" => {
+                    let e = w.raw_extent("a").unwrap().expect("raw_extent");
+                    assert_eq!(e.offset, 6, "raw_extent");
                 }
                 other => panic!("check_forwards does not cover {other}"),
             }

@@ -69,12 +69,31 @@ pub fn run(args: &ExtractArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         };
         if pair.is_some() || file.tensor_infos().iter().any(|t| t.name == args.name) {
             let format = tensor_format(&args.output)?;
-            let mut view = match pair {
-                Some(v) => v,
-                None => file.tensor(&args.name)?,
+            let index = match &args.slice {
+                Some(s) => Some(tessera::slice::parse(s)?),
+                None => None,
+            };
+            let mut view = match (pair, &index) {
+                (Some(v), _) => v,
+                // A slice read: only its bytes where the format stores them raw.
+                (None, Some(index)) if to.is_none() => {
+                    let s = tessera::slice::read_slice(file, &args.name, index, None)?;
+                    if let Some(why) = &s.unverified {
+                        crate::term::warn(&format!("warning: {why}"));
+                    }
+                    tessera::TensorView::dense(s.info, s.data.into())?
+                }
+                (None, _) => file.tensor(&args.name)?,
             };
             if let Some(to) = to {
                 view = tessera::values::dequantize(view, to)?;
+            }
+            if let (Some(index), Some(_)) = (&index, to) {
+                // Decoded whole (GGUF blocks, an MXFP4 pair), then cut.
+                let mut m = Model::new();
+                m.push(view)?;
+                let s = tessera::slice::read_slice(&m, &args.name, index, None)?;
+                view = tessera::TensorView::dense(s.info, s.data.into())?;
             }
             if tessera::values::is_quantized(&view.info) {
                 // Packed ggml blocks stay as they are, to a format that holds them.

@@ -33,8 +33,17 @@ pub fn run(args: &SignArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             key.algorithm()
         ))));
     }
+    if args.pages.is_some() && bundle_format {
+        return Err(anyhow::Error::new(tessera::Error::invalid_input(
+            "--pages goes into Tessera's signed manifest: use --format tessera (or --embed)",
+        )));
+    }
+    let pages = match &args.pages {
+        Some(p) => Some(tessera::pages::PageManifest::load(p)?),
+        None => None,
+    };
     if args.embed {
-        return run_embed(args, &key, out);
+        return run_embed(args, &key, pages.as_ref(), out);
     }
     with_file(&args.file, &args.read, |file| {
         let progress = ProgressSource::new(file, "hashing");
@@ -49,17 +58,22 @@ pub fn run(args: &SignArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
             )
         } else {
             (
-                SignedManifest::sign_id(&id, &key)?.to_json()?,
+                SignedManifest::sign_id_with_pages(&id, pages.as_ref(), &key)?.to_json()?,
                 String::new(),
             )
         };
         tessera::util::atomic::write_bytes_atomic(&args.output, text.as_bytes())?;
         writeln!(
             out,
-            "signed {} ({}{}{}{}, id {}) -> {}",
+            "signed {} ({}{}{}{}{}, id {}) -> {}",
             crate::output::shown(&args.file),
             crate::output::count(id.tensors.len(), "tensor"),
             if args.metadata { " and metadata" } else { "" },
+            if pages.is_some() {
+                " and its page manifest"
+            } else {
+                ""
+            },
             if what.is_empty() { "" } else { ", " },
             what,
             id.root,
@@ -73,6 +87,7 @@ pub fn run(args: &SignArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
 fn run_embed(
     args: &SignArgs,
     key: &tessera::signing::key::SecretKey,
+    pages: Option<&tessera::pages::PageManifest>,
     out: &mut dyn Write,
 ) -> anyhow::Result<u8> {
     use tessera::signing::embed::{self, Reframed};
@@ -107,7 +122,7 @@ fn run_embed(
     let id = tessera::identity::model_id(&progress, args.metadata);
     progress.finish();
     let id = id?;
-    let text = SignedManifest::sign_id(&id, key)?.to_compact_json()?;
+    let text = SignedManifest::sign_id_with_pages(&id, pages, key)?.to_compact_json()?;
     let signed = Reframed::with_signature(file, &text);
     tessera::convert::convert_file(
         &signed,

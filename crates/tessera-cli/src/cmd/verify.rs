@@ -88,6 +88,13 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         if args.values {
             check_values(file, &args.tensor, &mut report);
         }
+        if let Some(given) = &args.pages {
+            let signed = match &signed {
+                Some(crate::cmd::sign::Detached::Tessera(s)) => Some(s),
+                _ => None,
+            };
+            check_pages(file, given, &args.file, signed, &mut report);
+        }
         let outcome = Outcome::of(&report);
         if args.json {
             let doc = json!({
@@ -124,6 +131,47 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
 
 /// `--values`: every tensor's elements decoded, a NaN or an infinity a failure naming
 /// the tensor and the counts (with `--tensor`, only those named).
+/// Checks every page against the manifest `given` (empty: the one beside `model`); a
+/// manifest that cannot be read or is for another model is one failed check. With a
+/// Tessera signature, whether the signature covers this manifest is checked first.
+fn check_pages(
+    file: &dyn Container,
+    given: &str,
+    model: &std::path::Path,
+    signed: Option<&tessera::signing::SignedManifest>,
+    report: &mut VerifyReport,
+) {
+    let path = if given.is_empty() {
+        tessera::pages::beside(&model.to_string_lossy())
+    } else {
+        Some(given.to_string())
+    };
+    let Some(path) = path else {
+        report.failed(
+            "page manifest",
+            tessera::pages::LAYER,
+            "no file name to find STEM.pages beside; give --pages FILE",
+        );
+        return;
+    };
+    match tessera::pages::PageManifest::load(&path) {
+        Ok(m) => {
+            if let Some(signed) = signed {
+                match signed.covers_pages(&m) {
+                    Ok(()) => report.ok("page manifest", tessera::signing::LAYER),
+                    Err(e) => report.failed(
+                        "page manifest",
+                        tessera::signing::LAYER,
+                        e.message().to_string(),
+                    ),
+                }
+            }
+            m.verify(file, report)
+        }
+        Err(e) => report.failed("page manifest", tessera::pages::LAYER, e.to_string()),
+    }
+}
+
 fn check_values(file: &dyn Container, only: &[String], report: &mut VerifyReport) {
     let wanted = |info: &&tessera::TensorInfo| only.is_empty() || only.contains(&info.name);
     let total = (file.tensor_infos().iter().filter(wanted))

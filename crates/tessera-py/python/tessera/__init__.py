@@ -23,6 +23,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as _np
 
+from . import _convert
 from . import _progress
 from . import _tessera
 from ._convert import PACKED as _PACKED
@@ -53,6 +54,7 @@ __version__: str = _tessera.__version__
 __all__ = [
     "open",
     "load",
+    "load_slices",
     "save",
     "convert",
     "safe_open",
@@ -68,6 +70,7 @@ __all__ = [
     "verify_signature",
     "diff",
     "File",
+    "TensorSlice",
     "Tensor",
     "VerifyReport",
     "Check",
@@ -128,9 +131,49 @@ def _signature_bytes(signature: Union[str, bytes, PathLike]) -> bytes:
         return f.read()
 
 
-def id(path: PathLike, *, metadata: bool = False, **kwargs: Any) -> Dict[str, Any]:  # noqa: A001
-    """The content identity of a file or model set: see :meth:`File.identity`."""
-    return open(path, **kwargs).identity(metadata=metadata)
+def id(  # noqa: A001
+    path: PathLike,
+    *,
+    metadata: bool = False,
+    pages: Union[None, int, str] = None,
+    output: Optional[PathLike] = None,
+    **kwargs: Any,
+) -> Dict[str, Any]:
+    """The content identity of a file or model set: see :meth:`File.identity`.
+
+    ``pages=SIZE`` (bytes, or ``"1M"``, ``"64K"``: a power of two from 4 KiB to 1 GiB), as
+    ``tessera id --pages``, also writes a page manifest (a BLAKE3 digest per page of every
+    tensor, so a slice read checks just the pages it touches) to ``output``, or to
+    ``STEM.pages`` beside the file; the result then has ``"pages": {"file", "page_size",
+    "count"}``."""
+    f = open(path, **kwargs)
+    if pages is None:
+        if output is not None:
+            raise InvalidInputError("id(output=...) is where pages= writes its manifest: pass pages=")
+        return f.identity(metadata=metadata)
+    if isinstance(pages, bool) or not isinstance(pages, (int, str)):
+        raise InvalidInputError(f"pages= is a page size such as 4096 or '1M', not {pages!r}")
+    if output is None:
+        base = _os.fspath(path)
+        if "://" in base:
+            raise InvalidInputError("id(pages=...) of a URL: pass output= (a local path)")
+        stem, _ext = _os.path.splitext(base)
+        output = stem + ".pages"
+    text = f._f.write_page_manifest(str(pages), _os.fspath(output))
+    doc = _json.loads(text)
+    result = f.identity(metadata=metadata) if metadata else {
+        "id": doc["id"],
+        "metadata": None,
+        "tensors": [
+            {k: t[k] for k in ("name", "dtype", "shape", "layout", "digest")} for t in doc["tensors"]
+        ],
+    }
+    result["pages"] = {
+        "file": _os.fspath(output),
+        "page_size": doc["page_size"],
+        "count": sum(len(t["pages"]) for t in doc["tensors"]),
+    }
+    return result
 
 
 def sign(
@@ -406,6 +449,80 @@ class File(Mapping):
         )
         return _report(notes, extra, path)
 
+    # -- slices
+    def get_slice(self, name: str) -> "TensorSlice":
+        """Tensor ``name``'s shape and dtype without reading it; index the result
+        (``f.get_slice("w")[0:1024, :]``, numpy's basic indexing: ints, slices with any
+        step, negative positions, ``...``) to read only the bytes of the elements asked
+        for. A bound outside its dimension is refused, naming the tensor and dimension
+        (numpy would clamp it). See :func:`load_slices`."""
+        self.tensor_info(name)
+        return TensorSlice(self, name)
+
+    def load_slices(
+        self,
+        plan: Mapping[str, Any],
+        *,
+        pages: Optional[PathLike] = None,
+        framework: Optional[str] = None,
+        threads: Optional[int] = None,
+    ) -> Dict[str, Any]:
+        """:func:`load_slices` on this opened file."""
+        fw = self._framework if framework is None else _framework(framework)
+        requests = _plan_requests(self, plan)
+        return self._read_slices(requests, pages=pages, framework=fw, threads=threads)
+
+    def _read_slices(
+        self,
+        requests: Sequence[Tuple[str, Any]],
+        *,
+        pages: Optional[PathLike] = None,
+        framework: str = "np",
+        threads: Optional[int] = None,
+    ) -> Dict[str, Any]:
+        native: List[Tuple[str, List[Tuple[str, Any, Any, Any]]]] = []
+        whole: List[Tuple[str, Tuple[Any, ...]]] = []
+        for name, index in requests:
+            info = self.tensor_info(name)
+            items = _index_items(index)
+            # Tensors this handle decodes (GGUF blocks, MXFP4 pairs, with dequantize=)
+            # are read whole, decoded, then cut.
+            if name in self._pairs or (self._dequantize is not None and _is_packed(info)):
+                whole.append((name, _np_index(items)))
+            else:
+                native.append((name, items))
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise InvalidInputError(f"threads={threads!r}: expected a positive int or None")
+        got = self._f.slices(
+            native, pages=None if pages is None else _os.fspath(pages), threads=threads
+        )
+        out: Dict[str, Any] = {}
+        unverified = []
+        for (name, _), (info, buf, why) in zip(native, got):
+            raw = _np.asarray(buf)
+            if framework == "pt":
+                out[name] = to_torch(raw, info["dtype"], info["shape"], self._device)
+            else:
+                out[name] = to_numpy(raw, info["dtype"], info["shape"])
+            if why is not None:
+                unverified.append(why)
+        for name, index in whole:
+            arr = self.get_tensor(name, framework="np", densify=True, copy=True)
+            part = _np.array(arr[index], copy=True)
+            if framework == "pt":
+                dt = _convert.dtype_name(part.dtype)
+                out[name] = to_torch(_np.ascontiguousarray(part).reshape(-1).view(_np.uint8), dt, part.shape, self._device)
+            else:
+                out[name] = part
+        if unverified:
+            _warnings.warn(
+                "; ".join(unverified) if len(unverified) < 4 else
+                f"{len(unverified)} slices are unverified (their formats store digests over "
+                f"whole tensors only; pass pages= to check slices): {unverified[0]}",
+                stacklevel=3,
+            )
+        return out
+
     # -- tensors
     def tensor_info(self, name: str) -> Dict[str, Any]:
         """A tensor's description: dtype, shape, layout, attrs, storage, and ``nbytes``
@@ -610,6 +727,224 @@ def open(
     return File(native, framework, device, dequantize)
 
 
+class TensorSlice:
+    """``File.get_slice(name)``: the tensor's shape and dtype, read nothing; ``[...]``
+    reads the elements asked for (:meth:`File.get_slice`)."""
+
+    def __init__(self, file: File, name: str) -> None:
+        self._file = file
+        self._name = name
+        self._info = file.tensor_info(name)
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return tuple(self._info["shape"])
+
+    @property
+    def dtype(self) -> str:
+        return self._info["dtype"]
+
+    def get_shape(self) -> List[int]:
+        return list(self._info["shape"])
+
+    def __len__(self) -> int:
+        shape = self._info["shape"]
+        if not shape:
+            raise TypeError("len() of a 0-d tensor")
+        return shape[0]
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._file._read_slices([(self._name, index)], framework=self._file._framework)[self._name]
+
+    def __repr__(self) -> str:
+        return f"<tessera slice of {self._name!r}: {self.dtype} {list(self.shape)}>"
+
+
+def _index_items(index: Any) -> List[Tuple[str, Any, Any, Any]]:
+    """A numpy basic index (an int, a slice, ``...``, a tuple of those; a string in the
+    CLI's syntax, ``"0:1024,:"``) as the native slice reader's items."""
+    if index is None:
+        return []
+    if isinstance(index, str):
+        return [_text_item(t, index) for t in index.replace(" ", "").strip("[]").split(",") if index.strip("[] ")]
+    items = index if isinstance(index, tuple) else (index,)
+    out: List[Tuple[str, Any, Any, Any]] = []
+    for pos, x in enumerate(items):
+        if x is Ellipsis:
+            out.append(("e", None, None, None))
+        elif isinstance(x, slice):
+            bounds = []
+            for what, v in (("start", x.start), ("stop", x.stop), ("step", x.step)):
+                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, _np.integer))):
+                    raise InvalidInputError(f"slice {what} {v!r} at position {pos} is not an int")
+                bounds.append(None if v is None else int(v))
+            if bounds[2] == 0:
+                raise InvalidInputError(f"slice step 0 at position {pos}")
+            out.append(("r", bounds[0], bounds[1], bounds[2]))
+        elif isinstance(x, (int, _np.integer)) and not isinstance(x, (bool, _np.bool_)):
+            out.append(("i", int(x), None, None))
+        else:
+            raise InvalidInputError(
+                f"unsupported index at position {pos}: expected an int, a slice or '...', "
+                f"not {type(x).__name__} (basic indexing only)"
+            )
+    return out
+
+
+def _text_item(t: str, whole: str) -> Tuple[str, Any, Any, Any]:
+    if t == "...":
+        return ("e", None, None, None)
+    fields = t.split(":")
+    try:
+        nums = [None if f == "" else int(f) for f in fields]
+    except ValueError:
+        raise InvalidInputError(f"slice {whole!r}: {t!r} is not an int or a range") from None
+    if len(fields) == 1 and nums[0] is not None:
+        return ("i", nums[0], None, None)
+    if len(fields) in (2, 3):
+        nums += [None] * (3 - len(nums))
+        if nums[2] == 0:
+            raise InvalidInputError(f"slice {whole!r}: a step of 0")
+        return ("r", nums[0], nums[1], nums[2])
+    raise InvalidInputError(f"slice {whole!r}: {t!r} is not an int or a range")
+
+
+def _np_index(items: Sequence[Tuple[str, Any, Any, Any]]) -> Tuple[Any, ...]:
+    return tuple(
+        Ellipsis if k == "e" else a if k == "i" else slice(a, b, c) for k, a, b, c in items
+    )
+
+
+_SPLIT_DIMS = {"rows": 0, "cols": -1}
+
+
+def _split_spec(name: str, spec: Any, shape: Sequence[int]) -> Any:
+    """A plan's spec as an index: an even split ``("rows"|"cols"|dim, part, parts)``
+    becomes the range of that part (numpy.array_split's rule); anything else is an
+    index as it is."""
+    if spec is None:
+        return ()
+    if not (
+        isinstance(spec, tuple)
+        and len(spec) == 3
+        and (isinstance(spec[0], str) or (isinstance(spec[0], (int, _np.integer)) and not isinstance(spec[0], bool)))
+        and all(isinstance(v, (int, _np.integer)) and not isinstance(v, bool) for v in spec[1:])
+    ):
+        return spec
+    how, part, parts = spec
+    if isinstance(how, str):
+        if how not in _SPLIT_DIMS:
+            raise InvalidInputError(
+                f"tensor {name!r}: split {how!r}: expected 'rows', 'cols' or a dimension number"
+            )
+        dim = _SPLIT_DIMS[how]
+    else:
+        dim = int(how)
+    n = len(shape)
+    d = dim + n if dim < 0 else dim
+    if not 0 <= d < n:
+        raise InvalidInputError(
+            f"tensor {name!r}: split along {how!r}: the tensor has {n} dimensions {list(shape)}"
+        )
+    part, parts = int(part), int(parts)
+    if parts < 1 or not 0 <= part < parts:
+        raise InvalidInputError(f"tensor {name!r}: part {part} of {parts}: the part must be in 0..{parts}")
+    size = int(shape[d])
+    each, extra = divmod(size, parts)
+    start = part * each + min(part, extra)
+    stop = start + each + (1 if part < extra else 0)
+    return (slice(None),) * d + (slice(start, stop),)
+
+
+def _plan_requests(f: File, plan: Mapping[str, Any]) -> List[Tuple[str, Any]]:
+    """Each tensor of `f` a plan entry matches, in file order, with its index."""
+    import fnmatch
+
+    if not isinstance(plan, Mapping):
+        raise InvalidInputError(f"plan must be a dict of name or glob -> spec, not {type(plan).__name__}")
+    entries = list(plan.items())
+    used = [False] * len(entries)
+    out: List[Tuple[str, Any]] = []
+    for name in f:
+        for i, (pattern, spec) in enumerate(entries):
+            if not isinstance(pattern, str):
+                raise InvalidInputError(f"plan key {pattern!r} is not a str")
+            if pattern == name or fnmatch.fnmatchcase(name, pattern):
+                used[i] = True
+                out.append((name, _split_spec(name, spec, f.tensor_info(name)["shape"])))
+                break
+    # An entry shadowed by an earlier one still counts as matching a tensor.
+    for i, (pattern, _) in enumerate(entries):
+        if not used[i] and any(n == pattern or fnmatch.fnmatchcase(n, pattern) for n in f):
+            used[i] = True
+    missing = [p for (p, _), u in zip(entries, used) if not u]
+    if missing:
+        raise NotFoundError(
+            f"plan entries match no tensor: {', '.join(repr(m) for m in missing)} "
+            f"({len(f)} tensors in the file)"
+        )
+    return out
+
+
+def load_slices(
+    path_or_url: Union[PathLike, File],
+    plan: Mapping[str, Any],
+    *,
+    pages: Optional[PathLike] = None,
+    framework: str = "np",
+    threads: Optional[int] = None,
+    **read_options: Any,
+) -> Dict[str, Any]:
+    """Reads a slice of each tensor the plan names, and only those bytes::
+
+        tessera.load_slices("s3://b/model.safetensors",
+                            {"*.q_proj.weight": ("rows", rank, world),
+                             "*.o_proj.weight": ("cols", rank, world),
+                             "lm_head.weight": (slice(0, 1024), slice(None)),
+                             "*.norm.weight": None})
+
+    ``plan`` maps a tensor name or a glob (``fnmatch``: ``*``, ``?``, ``[...]``) to a
+    spec; a tensor matched by several entries takes the first in dict order; tensors no
+    entry matches are not read; an entry that matches no tensor is an error naming it.
+    A spec is one of:
+
+    - ``("rows", part, parts)``, ``("cols", part, parts)`` or ``(dim, part, parts)``:
+      part ``part`` (from 0) of ``parts`` even parts of dimension 0 (``rows``), of the
+      last dimension (``cols``) or of ``dim`` (negative counts from the end), cut by
+      ``numpy.array_split``'s rule: the first ``size % parts`` parts have
+      ``size // parts + 1`` elements, the others ``size // parts`` (parts past the size
+      are empty). A 3-tuple of ints is always such a split;
+    - an index as numpy's basic indexing takes it: an int, a slice (any step, negative
+      positions), ``...``, or a tuple of those per dimension (or the CLI's text,
+      ``"0:1024,:"``). Bounds outside a dimension are refused, never clamped;
+    - ``None``: the whole tensor.
+
+    Where the format stores a tensor raw (safetensors, npy, zTensor raw, GGUF dense,
+    …), only the byte ranges of the elements asked for are read — runs of elements,
+    nearby ones merged — straight from the file or, for an ``s3://`` / ``http(s)://``
+    location, fetched on a bounded pool of parallel range requests; other tensors
+    (compressed, text, sparse) are read whole, checked, and cut. Tensors are read in
+    parallel (``threads``: the size of that pool; default: all cores).
+
+    Formats that check small units (AERO pages, WTXT and FOLD chunks) check the units a
+    slice touches; a tensor whose only digest covers the whole tensor cannot be checked
+    from a slice: such slices are reported once, by a ``warnings.warn``, as unverified.
+    ``pages``: a page manifest (``tessera id --pages``) to check every range read.
+
+    ``framework``: ``"np"`` (numpy arrays, owned and writable) or ``"pt"`` (torch).
+    ``read_options`` are :func:`open`'s (``token=``, ``cache=``, ``verify=``,
+    ``dequantize=``, …). ``path_or_url`` may also be an opened :class:`File`."""
+    if isinstance(path_or_url, File):
+        if read_options:
+            raise InvalidInputError(
+                f"read options {sorted(read_options)} are given to open(); this File is open already"
+            )
+        f = path_or_url
+    else:
+        f = open(path_or_url, **read_options)
+    return f.load_slices(plan, pages=pages, framework=_framework(framework), threads=threads)
+
+
 def load(data: Union[bytes, bytearray, memoryview], framework: str = "np", **kwargs: Any) -> File:
     """Opens a container held in memory (the bytes are copied once). Reads check the
     stored digests unless ``verify=False``; ``dequantize`` as for :func:`open`."""
@@ -806,6 +1141,10 @@ class _Slice:
         if dq is None:
             _refuse_packed(self._info)
         index = _check_index(index, self._info["shape"])
+        checked = owner._verify and bool(self._info["storage"]["digests"])
+        if dq is None and not checked and self._info["layout"] == "dense":
+            # Only the bytes of the selected elements are read (tessera's slice reader).
+            return owner._file._read_slices([(self._name, index)], framework=owner._framework)[self._name]
         # Only the selected part is copied (a view of the map first, then its copy),
         # unless the tensor has a stored digest to check: then the whole tensor is read
         # into a private buffer and checked there (a checked copy), and the part taken

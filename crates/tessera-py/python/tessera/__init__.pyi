@@ -1,7 +1,7 @@
 from collections.abc import Mapping
 from dataclasses import dataclass
 from os import PathLike
-from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Union, overload
+from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 
@@ -31,7 +31,14 @@ _Dequantize = Literal["f32", "f16", "bf16"]
 
 def formats() -> List[Dict[str, Any]]: ...
 def public_key(secret: bytes) -> bytes: ...
-def id(path: _Path, *, metadata: bool = False, **kwargs: Any) -> Dict[str, Any]: ...
+def id(
+    path: _Path,
+    *,
+    metadata: bool = False,
+    pages: Union[None, int, str] = None,
+    output: Optional[_Path] = None,
+    **kwargs: Any,
+) -> Dict[str, Any]: ...
 def sign(
     path: _Path,
     secret_key: Union[bytes, _Path],
@@ -144,6 +151,25 @@ class File(Mapping[str, Any]):
     def close(self) -> None: ...
     def __enter__(self) -> File: ...
     def __exit__(self, *exc: Any) -> None: ...
+
+class TensorSlice:
+    @property
+    def shape(self) -> Tuple[int, ...]: ...
+    @property
+    def dtype(self) -> str: ...
+    def get_shape(self) -> List[int]: ...
+    def __len__(self) -> int: ...
+    def __getitem__(self, index: Any) -> Any: ...
+
+def load_slices(
+    path_or_url: Union[_Path, File],
+    plan: Mapping[str, Any],
+    *,
+    pages: Optional[_Path] = None,
+    framework: _Framework = "np",
+    threads: Optional[int] = None,
+    **read_options: Any,
+) -> Dict[str, Any]: ...
 
 def open(
     path: _Path,

@@ -527,6 +527,24 @@ impl TensorSource for ModelSet {
     fn source_format(&self) -> Option<Format> {
         Some(self.format)
     }
+    fn raw_extent(&self, name: &str) -> Result<Option<crate::slice::RawExtent<'_>>> {
+        let (i, file) = self
+            .place
+            .get(name)
+            .and_then(|&i| Some((i, self.shards[i].file.as_ref()?)))
+            .ok_or_else(|| Error::no_tensor(name))?;
+        let mut ext = file.raw_extent(name)?;
+        // A slice read does not read the whole shard its index digest covers: unless
+        // that digest was checked already (a whole read), the slice says so.
+        if let (Some(e), true) = (&mut ext, self.check_shards) {
+            match self.shard_digests[i].get() {
+                Some(Ok(())) => {}
+                Some(Err(_)) => self.check_shard(i, file)?,
+                None => e.whole_digests.push("shard digest (Tessera index)".into()),
+            }
+        }
+        Ok(ext)
+    }
 }
 
 impl Container for ModelSet {

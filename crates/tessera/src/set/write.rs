@@ -147,6 +147,12 @@ impl TensorSource for ShardSource<'_> {
     fn metadata_types(&self) -> Option<&Metadata> {
         self.types.as_ref()
     }
+    fn raw_extent(&self, name: &str) -> Result<Option<crate::slice::RawExtent<'_>>> {
+        if !self.infos.iter().any(|t| t.name == name) {
+            return Err(Error::no_tensor(name));
+        }
+        self.src.raw_extent(name)
+    }
 }
 
 fn size_of(t: &TensorInfo) -> u64 {

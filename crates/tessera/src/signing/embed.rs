@@ -82,6 +82,9 @@ impl TensorSource for Reframed<'_> {
     fn chunk_stored(&self, name: &str) -> Result<Option<crate::tensor::StoredChunk<'_>>> {
         self.inner.chunk_stored(name)
     }
+    fn raw_extent(&self, name: &str) -> Result<Option<crate::slice::RawExtent<'_>>> {
+        self.inner.raw_extent(name)
+    }
 }
 
 /// The signed manifest embedded in `src`, if there is one (parsed, not yet checked).

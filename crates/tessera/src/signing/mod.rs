@@ -100,6 +100,10 @@ struct ManifestDoc {
     id: String,
     metadata: Option<String>,
     tensors: Vec<EntryDoc>,
+    /// The page manifest signed with the tensors ([`crate::pages::PageManifest::digest`]);
+    /// absent (not null) when none was, so manifests signed without one encode as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pages: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -130,6 +134,8 @@ pub struct Manifest {
     pub metadata: Option<Digest>,
     /// Per-tensor entries, in name order.
     pub tensors: Vec<TensorId>,
+    /// The digest of the page manifest signed with it, if any.
+    pub pages: Option<Digest>,
 }
 
 impl Manifest {
@@ -139,11 +145,12 @@ impl Manifest {
             id: id.root,
             metadata: id.metadata,
             tensors: id.tensors.clone(),
+            pages: None,
         }
     }
 
     fn to_doc(&self) -> ManifestDoc {
-        manifest_doc(self.id, self.metadata, &self.tensors)
+        manifest_doc(self.id, self.metadata, &self.tensors, self.pages)
     }
 
     /// Checks a parsed manifest's structure: digest syntax, name order, and the id
@@ -177,6 +184,7 @@ impl Manifest {
             .map(|s| digest(s, "metadata"))
             .transpose()?;
         let id = digest(&m.id, "id")?;
+        let pages = m.pages.as_deref().map(|s| digest(s, "pages")).transpose()?;
         let recomputed = identity::identity(&tensors, metadata);
         if recomputed != id {
             return Err(Error::integrity(format!(
@@ -187,6 +195,7 @@ impl Manifest {
             id,
             metadata,
             tensors,
+            pages,
         })
     }
 
@@ -208,6 +217,9 @@ pub struct SignedManifest {
     pub metadata: Option<Digest>,
     /// Per-tensor entries, in name order.
     pub tensors: Vec<TensorId>,
+    /// The digest of the page manifest signed with the tensors, if any: a page
+    /// manifest that matches it is covered by the signature.
+    pub pages: Option<Digest>,
     /// The signer's public key.
     pub public_key: PublicKey,
     /// The signature over the manifest's message: 64 bytes for either algorithm
@@ -215,8 +227,14 @@ pub struct SignedManifest {
     pub signature: [u8; 64],
 }
 
-fn manifest_doc(id: Digest, metadata: Option<Digest>, tensors: &[TensorId]) -> ManifestDoc {
+fn manifest_doc(
+    id: Digest,
+    metadata: Option<Digest>,
+    tensors: &[TensorId],
+    pages: Option<Digest>,
+) -> ManifestDoc {
     ManifestDoc {
+        pages: pages.map(|d| d.to_prefixed()),
         id: id.to_prefixed(),
         metadata: metadata.map(|d| d.to_prefixed()),
         tensors: tensors
@@ -250,7 +268,22 @@ impl SignedManifest {
 
     /// Signs an identity already computed.
     pub fn sign_id(id: &identity::ModelId, key: &SecretKey) -> Result<Self> {
-        let doc = manifest_doc(id.root, id.metadata, &id.tensors);
+        Self::sign_id_with_pages(id, None, key)
+    }
+
+    /// Signs an identity already computed together with a page manifest of the same
+    /// tensors (refused, naming the first difference, when its entries are not the
+    /// identity's), so that the signature covers every page.
+    pub fn sign_id_with_pages(
+        id: &identity::ModelId,
+        pages: Option<&crate::pages::PageManifest>,
+        key: &SecretKey,
+    ) -> Result<Self> {
+        if let Some(m) = pages {
+            same_tensors(&id.tensors, m)?;
+        }
+        let pages = pages.map(|m| m.digest());
+        let doc = manifest_doc(id.root, id.metadata, &id.tensors, pages);
         let msg = message(&doc)?;
         let signature = match key {
             SecretKey::Ed25519(seed) => SigningKey::from_bytes(seed).sign(&msg).to_bytes(),
@@ -263,6 +296,7 @@ impl SignedManifest {
             id: id.root,
             metadata: id.metadata,
             tensors: id.tensors.clone(),
+            pages,
             public_key: key.public(),
             signature,
         })
@@ -271,7 +305,7 @@ impl SignedManifest {
     fn doc(&self) -> FileDoc {
         FileDoc {
             kind: TYPE.to_string(),
-            manifest: manifest_doc(self.id, self.metadata, &self.tensors),
+            manifest: manifest_doc(self.id, self.metadata, &self.tensors, self.pages),
             signature: SignatureDoc {
                 algorithm: self.public_key.algorithm().into(),
                 public_key: self.public_key.to_hex(),
@@ -340,11 +374,13 @@ impl SignedManifest {
             id,
             metadata,
             tensors,
+            pages,
         } = Manifest::from_doc(&doc.manifest)?;
         Ok(SignedManifest {
             id,
             metadata,
             tensors,
+            pages,
             public_key,
             signature,
         })
@@ -365,7 +401,7 @@ impl SignedManifest {
                 self.public_key.keyid(),
             )));
         }
-        let doc = manifest_doc(self.id, self.metadata, &self.tensors);
+        let doc = manifest_doc(self.id, self.metadata, &self.tensors, self.pages);
         let msg = message(&doc)?;
         let ok = match public_key {
             PublicKey::Ed25519(k) => VerifyingKey::from_bytes(k)
@@ -405,6 +441,46 @@ impl SignedManifest {
         }
         check_tensors(&self.tensors, self.metadata, src, only, &mut report);
         report
+    }
+}
+
+/// Checks that a page manifest describes exactly `tensors` (same names, dtypes, shapes,
+/// layouts and tensor digests).
+fn same_tensors(tensors: &[TensorId], m: &crate::pages::PageManifest) -> Result<()> {
+    if m.tensors.len() != tensors.len() {
+        return Err(Error::invalid_input(format!(
+            "the page manifest lists {} tensors, the model has {}: it describes another model",
+            m.tensors.len(),
+            tensors.len()
+        )));
+    }
+    for (t, p) in tensors.iter().zip(&m.tensors) {
+        if *t != p.id {
+            return Err(Error::invalid_input(format!(
+                "the page manifest's entry for tensor {:?} differs from the model's ({}, {}): \
+                 it describes another model",
+                p.id.name, p.id.digest, t.digest
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl SignedManifest {
+    /// Whether `m` is the page manifest this signature covers: its digest is the one
+    /// signed (and so are its tensor entries). Err says why not.
+    pub fn covers_pages(&self, m: &crate::pages::PageManifest) -> Result<()> {
+        match self.pages {
+            None => Err(Error::integrity(
+                "the signature covers no page manifest (signed without --pages)",
+            )),
+            Some(d) if d != m.digest() => Err(Error::integrity(format!(
+                "the page manifest's digest {} is not the one signed ({d}): it was altered \
+                 or belongs to another signing",
+                m.digest()
+            ))),
+            Some(_) => same_tensors(&self.tensors, m),
+        }
     }
 }
 

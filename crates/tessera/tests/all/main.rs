@@ -37,6 +37,7 @@ mod model_signing;
 mod npy;
 mod onnx;
 mod open_reads;
+mod pages;
 mod pytorch;
 mod pytorch_write;
 mod readback;

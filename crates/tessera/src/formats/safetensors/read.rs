@@ -200,6 +200,16 @@ impl TensorSource for SafetensorsFile<'_> {
     fn source_format(&self) -> Option<Format> {
         Some(Format::Safetensors)
     }
+    fn raw_extent(&self, name: &str) -> Result<Option<crate::slice::RawExtent<'_>>> {
+        let i = crate::model::tensor_position(&self.index, name)?;
+        Ok(Some(crate::slice::RawExtent {
+            src: self.src,
+            offset: self.ranges[i].0,
+            big_endian: false,
+            whole_digests: Vec::new(),
+            own_check: None,
+        }))
+    }
 }
 
 impl Container for SafetensorsFile<'_> {

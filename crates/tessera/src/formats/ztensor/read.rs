@@ -557,6 +557,34 @@ impl TensorSource for ZtensorFile<'_> {
     fn source_format(&self) -> Option<Format> {
         Some(Format::Ztensor)
     }
+    fn raw_extent(&self, name: &str) -> Result<Option<crate::slice::RawExtent<'_>>> {
+        let i = self.position(name)?;
+        let info = &self.infos[i];
+        let [c] = &self.components[i][..] else {
+            return Ok(None);
+        };
+        if info.layout != Layout::Dense
+            || c.role != "data"
+            || !matches!(c.encoding, Encoding::Raw)
+            || c.length != info.dense_nbytes()?
+        {
+            return Ok(None);
+        }
+        // A digest already matched over bytes that read the same again needs no
+        // saying; otherwise a slice cannot check it.
+        let checked = self.checked[i].get().is_some() && self.src.rereads_same();
+        let whole_digests = match (&c.digest, self.verify && !checked) {
+            (Some(d), true) => vec![d.split(':').next().unwrap_or(d).to_string()],
+            _ => Vec::new(),
+        };
+        Ok(Some(crate::slice::RawExtent {
+            src: self.src,
+            offset: c.offset,
+            big_endian: false,
+            whole_digests,
+            own_check: None,
+        }))
+    }
 }
 
 impl Container for ZtensorFile<'_> {
