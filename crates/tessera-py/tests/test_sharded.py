@@ -65,10 +65,10 @@ TENSORS = {
 }
 
 
-def _arrays():
+def _arrays(spec=TENSORS):
     rng = np.random.default_rng(35)
     out = {}
-    for name, (dt, shape) in TENSORS.items():
+    for name, (dt, shape) in spec.items():
         if dt == "int64":
             out[name] = rng.integers(-1000, 1000, size=shape, dtype=np.int64)
         else:
@@ -90,14 +90,14 @@ def _write(arrays, path, fmt):
                 w.add_tensor(k, v)
 
 
-def _expected(arrays, d):
+def _expected(arrays, d, spec=TENSORS):
     """Each tensor as .npy (its integer view for bf16/f16, so plain numpy reads it) and
     the dtype names, for the ranks."""
     os.makedirs(d, exist_ok=True)
     for k, v in arrays.items():
         ints = v.view(np.uint16) if v.dtype.itemsize == 2 else v
         np.save(os.path.join(d, k + ".npy"), ints)
-    return {k: dt for k, (dt, _) in TENSORS.items()}
+    return {k: dt for k, (dt, _) in spec.items()}
 
 
 WORKER = r'''
@@ -112,21 +112,6 @@ from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 import tessera, tessera.torch
 
 args = json.loads(sys.argv[1])
-
-if not hasattr(tessera, "load_slices"):
-    # TEMPORARY until helper slices' tessera.load_slices is merged: reads whole tensors
-    # and slices them (same results, more bytes). Delete once merged.
-    def _load_slices(src, plan, *, pages=None, framework="np", threads=None, **opts):
-        import fnmatch
-        f = src if isinstance(src, tessera.File) else tessera.open(src, **opts)
-        out = {}
-        for k, v in plan.items():
-            for n in f.keys():
-                if fnmatch.fnmatchcase(n, k) and n not in out:
-                    t = f.get_tensor(n, framework=framework, copy=True)
-                    out[n] = t if v is None else t[v].contiguous().clone()
-        return out
-    tessera.load_slices = _load_slices
 
 DT = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "int64": torch.int64}
 
@@ -149,8 +134,12 @@ def pick(name, plan):
 
 def check(rank, mesh, case):
     plan = {k: (None if v is None else placements(v)) for k, v in case["plan"].items()}
-    got = tessera.torch.load_sharded(args["source"], mesh, plan)
+    got = tessera.torch.load_sharded(args["source"], mesh, plan, **args["read"])
     assert sorted(got) == sorted(args["dtypes"]), (list(got), list(args["dtypes"]))
+    if args["bytes_only"]:  # one read per rank, nothing else: the test counts its bytes
+        for name, d in got.items():
+            assert torch.equal(d.full_tensor(), expected(name)), name
+        return
     plain = tessera.torch.load_sharded(args["source"], mesh, plan, as_dtensor=False)
     for name, d in got.items():
         full = expected(name)
@@ -191,7 +180,8 @@ def worker(rank, world, port):
         for case in args["cases"]:
             mesh = init_device_mesh("cpu", tuple(case["mesh"]))
             check(rank, mesh, case)
-            refusals(mesh)
+            if not args["bytes_only"]:
+                refusals(mesh)
         dist.barrier()
     finally:
         dist.destroy_process_group()
@@ -211,9 +201,9 @@ CASES_2D = [
 ]
 
 
-def _run(tmp_path, source, world, cases):
+def _run(tmp_path, source, world, cases, spec=TENSORS, read=None, bytes_only=False):
     arrays_dir = tmp_path / "expected"
-    dtypes = _expected(_arrays(), arrays_dir)
+    dtypes = _expected(_arrays(spec), arrays_dir, spec)
     # This tessera (the one under test) first on the ranks' path, nothing else of this
     # interpreter's.
     path_dir = tmp_path / "path"
@@ -224,7 +214,15 @@ def _run(tmp_path, source, world, cases):
     cases = [dict(c, mesh=c["mesh"] or [world]) for c in cases]
     for c in cases:
         c["plan"] = {k: (None if v is None else [p if isinstance(p, int) else "R" for p in v]) for k, v in c["plan"].items()}
-    args = {"source": source, "world": world, "cases": cases, "expected": str(arrays_dir), "dtypes": dtypes}
+    args = {
+        "source": source,
+        "world": world,
+        "cases": cases,
+        "expected": str(arrays_dir),
+        "dtypes": dtypes,
+        "read": read or {},
+        "bytes_only": bytes_only,
+    }
     env = dict(os.environ, PYTHONPATH=str(path_dir), OMP_NUM_THREADS="1")
     p = subprocess.run(
         [PY, str(script), json.dumps(args)], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
@@ -260,3 +258,47 @@ def test_four_ranks_from_an_http_url(tmp_path):
         _run(tmp_path, f"{HTTP_URL}/{name}", 4, CASES_1D + CASES_2D[:1])
     finally:
         os.remove(os.path.join(HTTP_ROOT, name))
+
+
+def _sent(uri):
+    """Body bytes nginx logged for GETs of `uri`."""
+    total = 0
+    with open(HTTP_LOG) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 4 and parts[0] == "GET" and parts[1] == uri and parts[-1].isdigit():
+                total += int(parts[-1])
+    return total
+
+
+def test_four_ranks_fetch_only_their_rows_over_http(tmp_path):
+    # 4 ranks, each a quarter of the rows of every tensor: together they fetch the
+    # tensors' bytes once (plus each rank's index read), not four times. Reading whole
+    # tensors and slicing would fetch 4x.
+    _servers()
+    if not HTTP_LOG:
+        pytest.skip("no TESSERA_TEST_HTTP_LOG")
+    spec = {f"layers.{i}.w": ("float32", (64 + i, 512)) for i in range(8)}
+    name = f"sharded-bytes-{os.getpid()}-{tmp_path.name}.safetensors"
+    arrays = _arrays(spec)
+    _write(arrays, os.path.join(HTTP_ROOT, name), "safetensors")
+    data = sum(a.nbytes for a in arrays.values())
+    try:
+        before = _sent("/" + name)
+        _run(
+            tmp_path,
+            f"{HTTP_URL}/{name}",
+            4,
+            [{"label": "rows", "mesh": None, "plan": {"*": [0]}}],
+            spec=spec,
+            read={"cache": False},
+            bytes_only=True,
+        )
+        import time
+
+        time.sleep(0.3)  # nginx logs a request after its response
+        sent = _sent("/" + name) - before
+    finally:
+        os.remove(os.path.join(HTTP_ROOT, name))
+    # Each rank's open reads the first 64 KiB (the index); the rest is its rows.
+    assert sent <= 1.05 * data + 4 * 65536, (sent, data)
