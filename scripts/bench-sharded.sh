@@ -5,8 +5,9 @@
 # how it measures).
 #   bash scripts/bench-sharded.sh [--size-mib 2048] [--tensors 200] [--ranks 4] [--reps 3]
 #                                 [--only tessera,curl,runai] [--update-docs]
-# Needs: .venv (scripts/test.sh makes it), curl, nginx; builds the Python package and the
-# CLI (release), s3s-fs once (scripts/remote-servers.sh, TESSERA_S3S=1). Run:ai Model
+# Needs: .venv (scripts/test.sh makes it), curl, nginx; builds the Python package
+# (opt-level 2, or release with TESSERA_BENCH_RELEASE=1; TESSERA_BENCH_NO_BUILD=1 skips
+# it), s3s-fs once (scripts/remote-servers.sh, TESSERA_S3S=1). Run:ai Model
 # Streamer 0.17.0 (+ its S3 backend) is installed into target/runai/pkgs without its
 # dependencies and run by TESSERA_TORCH_PYTHON (a python with torch and numpy; without
 # one, its rows are left out). The model (MiB-sized, kept between runs) goes to
@@ -18,11 +19,20 @@ VENV="${TESSERA_VENV:-.venv}"
 [ -x "$VENV/bin/python" ] || { echo "no $VENV: run scripts/test.sh once (it makes the venv)" >&2; exit 2; }
 
 if [ "${TESSERA_BENCH_NO_BUILD:-0}" != 1 ]; then
-  echo "== building the Python package and the CLI (release)"
-  VIRTUAL_ENV="$(cd "$VENV" && pwd)" "$VENV/bin/maturin" develop --release --quiet -m crates/tessera-py/Cargo.toml
-  cargo build --release --quiet -p tessera-cli
+  if [ "${TESSERA_BENCH_RELEASE:-0}" = 1 ]; then
+    echo "== building the Python package (release)"
+    export TESSERA_BENCH_BUILD="release build"
+    VIRTUAL_ENV="$(cd "$VENV" && pwd)" "$VENV/bin/maturin" develop --release --quiet -m crates/tessera-py/Cargo.toml
+  else
+    # The dev profile with the workspace's crates at opt-level 2 too (its dependencies
+    # are at 2 already, and built): minutes instead of a release build of every
+    # dependency. TESSERA_BENCH_RELEASE=1 builds release.
+    echo "== building the Python package (dev profile, opt-level 2)"
+    export TESSERA_BENCH_BUILD="dev profile at opt-level 2 (debug assertions on)"
+    CARGO_PROFILE_DEV_OPT_LEVEL=2 VIRTUAL_ENV="$(cd "$VENV" && pwd)" "$VENV/bin/maturin" develop --quiet \
+      -m crates/tessera-py/Cargo.toml
+  fi
 fi
-export TESSERA_BIN="${TESSERA_BIN:-$CARGO_TARGET_DIR/release/tessera}"
 
 RUNAI="$CARGO_TARGET_DIR/runai/pkgs"
 if [ -n "${TESSERA_TORCH_PYTHON:-}" ]; then

@@ -239,20 +239,25 @@ def main():
         runai_env["PYTHONPATH"] = runai_path
 
     has_slices = subprocess.run([py, "-c", "import tessera; tessera.load_slices"], capture_output=True).returncode == 0
-    has_pages = False
     pages = model + ".pages"
-    tessera_bin = os.environ.get("TESSERA_BIN")
-    if tessera_bin and has_slices:
-        if not os.path.exists(pages):
-            has_pages = subprocess.run([tessera_bin, "id", "--pages", "1M", model, "-o", pages], capture_output=True).returncode == 0
-        else:
-            has_pages = True
+    pages_why = "tessera.load_slices is not in this build"
+    if has_slices:
+        # the manifest, then a probe: one slice read checked against it
+        code = (
+            "import os, sys, tessera\n"
+            "if not os.path.exists(sys.argv[2]): tessera.id(sys.argv[1], pages='1M', output=sys.argv[2])\n"
+            "f = tessera.open(sys.argv[1]); n = next(iter(f.keys()))\n"
+            "tessera.load_slices(f, {n: ('rows', 0, 4)}, pages=sys.argv[2])\n"
+        )
+        probe = subprocess.run([py, "-c", code, model, pages], capture_output=True, text=True)
+        pages_why = (probe.stderr.strip().splitlines() or ["?"])[-1]
+    has_pages = has_slices and probe.returncode == 0
 
     notes = []
     if not has_slices:
         notes.append("tessera.load_slices is not in this build: the Tessera rows were not measured")
     if not has_pages:
-        notes.append("no page manifest (`tessera id --pages` is not in this build): verified slice reads not measured")
+        notes.append(f"verified slice reads (pages=) not measured: {pages_why}")
     results = {}  # (server, method) -> [(secs, sent, held)]
     rates = {}
     only = set(filter(None, a.only.split(",")))
@@ -263,7 +268,7 @@ def main():
         if has_slices:
             out.append(("tessera, unverified", "tessera", py, tessera_env, dict(base, read={"verify": False, "cache": False})))
             if has_pages:
-                out.append(("tessera, verified (pages)", "tessera", py, tessera_env, dict(base, read={"cache": False, "pages": pages})))
+                out.append(("tessera, verified (1 MiB pages)", "tessera", py, tessera_env, dict(base, read={"cache": False, "pages": pages})))
         if server == "nginx":
             out.append(("curl whole file + slice", "curl", py, env, dict(base, curl=[])))
         else:
@@ -344,7 +349,8 @@ def main():
         "median of the interleaved repetitions (min–max). Sent: body bytes the server logged, "
         "median; ×slices: sent / the slices' bytes. ×bound: time / one rank's slice at the link's rate (the "
         "issue's bound) and / all slices at that rate (one shared link: the ranks share one server and "
-        f"this machine's 2 cores). Load average at the end: {load:.1f} (the machine is shared).",
+        f"this machine's 2 cores). Tessera: {os.environ.get('TESSERA_BENCH_BUILD', 'the installed build')}; "
+        f"load average at the end: {load:.1f} (the machine is shared with other jobs: figures move by tens of percent).",
         "",
         "| server | method | time to all ranks loaded | sent | ×slices | ×bound (rank / link) |",
         "| --- | --- | --- | --- | --- | --- |",
