@@ -172,11 +172,32 @@ def refusals(mesh):
             raise AssertionError(f"{plan} was not refused")
 
 
+def pages_check(rank, mesh):
+    # The file has one flipped byte; with its page manifest the rank whose rows hold it
+    # fails naming the tensor, the other loads (and checks) its own rows.
+    from tessera.errors import IntegrityError
+    try:
+        got = tessera.torch.load_sharded(args["source"], mesh, [Shard(0)], pages=args["pages"], as_dtensor=False)
+        outcome = "ok"
+        for name, t in got.items():
+            full = expected(name)
+            a = min(rank * -(-full.shape[0] // mesh.size()), full.shape[0])
+            assert torch.equal(t, full[a:a + t.shape[0]]), name
+    except IntegrityError as e:
+        outcome = "IntegrityError: " + str(e)
+    outcomes = [None] * mesh.size()
+    dist.all_gather_object(outcomes, outcome)
+    if rank == 0:
+        print("outcomes " + json.dumps(outcomes), flush=True)
+
+
 def worker(rank, world, port):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=90))
     try:
+        if args.get("pages"):
+            pages_check(rank, init_device_mesh("cpu", (world,)))
         for case in args["cases"]:
             mesh = init_device_mesh("cpu", tuple(case["mesh"]))
             check(rank, mesh, case)
@@ -201,7 +222,7 @@ CASES_2D = [
 ]
 
 
-def _run(tmp_path, source, world, cases, spec=TENSORS, read=None, bytes_only=False):
+def _run(tmp_path, source, world, cases, spec=TENSORS, read=None, bytes_only=False, pages=None):
     arrays_dir = tmp_path / "expected"
     dtypes = _expected(_arrays(spec), arrays_dir, spec)
     # This tessera (the one under test) first on the ranks' path, nothing else of this
@@ -222,12 +243,14 @@ def _run(tmp_path, source, world, cases, spec=TENSORS, read=None, bytes_only=Fal
         "dtypes": dtypes,
         "read": read or {},
         "bytes_only": bytes_only,
+        "pages": pages,
     }
     env = dict(os.environ, PYTHONPATH=str(path_dir), OMP_NUM_THREADS="1")
     p = subprocess.run(
         [PY, str(script), json.dumps(args)], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
     )
     assert p.returncode == 0 and "ranks ok" in p.stdout, p.stdout[-4000:] + p.stderr[-8000:]
+    return p.stdout
 
 
 def test_two_ranks_rows_and_cols_from_a_local_safetensors_file(tmp_path):
@@ -302,3 +325,36 @@ def test_four_ranks_fetch_only_their_rows_over_http(tmp_path):
         os.remove(os.path.join(HTTP_ROOT, name))
     # Each rank's open reads the first 64 KiB (the index); the rest is its rows.
     assert sent <= 1.05 * data + 4 * 65536, (sent, data)
+
+
+def test_with_a_page_manifest_only_the_rank_reading_a_flipped_byte_fails(tmp_path):
+    spec = {"a.w": ("float32", (64, 512)), "b.w": ("float32", (64, 512))}
+    arrays = _arrays(spec)
+    path = tmp_path / "model.safetensors"
+    _write(arrays, path, "safetensors")
+    pages = tmp_path / "model.pages"
+    tessera.id(path, pages="4K", output=pages)
+    try:
+        tessera.load_slices(str(path), {"a.w": ("rows", 0, 2)}, pages=str(pages))
+    except tessera.errors.UnsupportedError as e:
+        if "not built yet" not in str(e):
+            raise
+        # TEMPORARY: slice reads do not take page manifests yet (the Python binding says
+        # so); remove this skip when they do.
+        pytest.skip(f"load_slices(pages=) is not wired yet: {e}")
+    # flip a byte of b.w's row 50: rank 1's rows (32..64) of 2
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        import json as _json
+
+        header = _json.loads(f.read(n))
+    at = 8 + n + header["b.w"]["data_offsets"][0] + 50 * 512 * 4 + 7
+    with open(path, "r+b") as f:
+        f.seek(at)
+        b = f.read(1)
+        f.seek(at)
+        f.write(bytes([b[0] ^ 0x10]))
+    out = _run(tmp_path, str(path), 2, [], spec=spec, pages=str(pages))
+    outcomes = json.loads(out.split("outcomes ", 1)[1].splitlines()[0])
+    assert outcomes[0] == "ok", outcomes
+    assert outcomes[1].startswith("IntegrityError") and "b.w" in outcomes[1], outcomes
