@@ -145,7 +145,7 @@ worker_processes 1;
 daemon off;
 pid $dir/s3s-nginx/nginx.pid;
 error_log $dir/s3s-nginx/error.log;
-events { worker_connections 256; }
+events { worker_connections 4096; }
 http {
   log_format bytes '\$request_method \$uri \$http_range \$status \$body_bytes_sent';
   access_log $dir/s3s-access.log bytes;
