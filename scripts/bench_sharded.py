@@ -254,7 +254,7 @@ def main():
             "tessera.load_slices(f, {n: ('rows', 0, 4)}, pages=sys.argv[2])\n"
         )
         probe = subprocess.run([py, "-c", code, model, pages], capture_output=True, text=True)
-        pages_why = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        pages_why = (probe.stderr.strip().splitlines() or ["?"])[-1].replace(pages, os.path.basename(pages))
     has_pages = has_slices and probe.returncode == 0
 
     notes = []
