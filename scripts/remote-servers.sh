@@ -38,6 +38,12 @@ stop() {
       rm -f "$f"
     fi
   done
+  for f in "$dir/s3s.pid" "$dir/s3s-nginx.master"; do
+    if [ -f "$f" ]; then
+      kill "$(cat "$f")" 2>/dev/null || true
+      rm -f "$f"
+    fi
+  done
 }
 
 case "$cmd" in
@@ -168,4 +174,71 @@ YML
   echo "export TESSERA_TEST_OCI_AUTH_URL=oci://127.0.0.1:$oci_auth_port"
 else
   echo "remote-servers: no docker-registry; the OCI push tests will not run" >&2
+fi
+
+# Opt-in, TESSERA_S3S=1: s3s-fs, an S3 server over a directory ($dir/s3s, a bucket per
+# folder), from crates.io, installed on first use into ${CARGO_TARGET_DIR:-target}/s3s-fs
+# (0.14.1: the last that builds with rustc 1.95; minutes to compile on 2 cores, so the
+# tests keep moto and the benchmark uses this). Unlike moto it reads only the requested
+# range of a ranged GET and keeps an uploaded object's ETag (objects must be PUT
+# through S3, not copied into the folder: for a file put there by hand it hashes the
+# whole file on every request). It sits behind an nginx reverse proxy that logs the bytes
+# it sends, as the other nginx does. Exports TESSERA_TEST_S3S_ENDPOINT (the proxy),
+# TESSERA_TEST_S3S_DIRECT (s3s-fs itself), TESSERA_TEST_S3S_BUCKET (created empty) and
+# TESSERA_TEST_S3S_LOG; credentials are the dummy ones above.
+if [ "${TESSERA_S3S:-0}" = 1 ]; then
+  s3s_root="${CARGO_TARGET_DIR:-$PWD/target}/s3s-fs"
+  if [ ! -x "$s3s_root/bin/s3s-fs" ]; then
+    echo "remote-servers: building s3s-fs 0.14.1 into $s3s_root (once; minutes)" >&2
+    cargo install --quiet --locked s3s-fs@0.14.1 --features binary --root "$s3s_root" \
+      --target-dir "$s3s_root/build" >&2
+  fi
+  mkdir -p "$dir/s3s/tessera-bench"
+  s3s_port="$(free_port)"
+  RUST_LOG=warn "$s3s_root/bin/s3s-fs" --host 127.0.0.1 --port "$s3s_port" \
+    --access-key testing --secret-key testing "$dir/s3s" >"$dir/s3s.log" 2>&1 &
+  echo $! >"$dir/s3s.pid"
+  wait_port "$s3s_port" s3s-fs
+  if [ -n "$NGINX" ]; then
+    proxy_port="$(free_port)"
+    mkdir -p "$dir/s3s-nginx"
+    cat >"$dir/s3s-nginx/nginx.conf" <<CONF
+$user_line
+worker_processes 1;
+daemon off;
+pid $dir/s3s-nginx/nginx.pid;
+error_log $dir/s3s-nginx/error.log;
+events { worker_connections 4096; }
+http {
+  log_format bytes '\$request_method \$uri \$http_range \$status \$body_bytes_sent';
+  access_log $dir/s3s-access.log bytes;
+  client_body_temp_path $dir/tmp/s3s-body;
+  proxy_temp_path $dir/tmp/s3s-proxy;
+  fastcgi_temp_path $dir/tmp/fastcgi;
+  uwsgi_temp_path $dir/tmp/uwsgi;
+  scgi_temp_path $dir/tmp/scgi;
+  server {
+    listen 127.0.0.1:$proxy_port;
+    client_max_body_size 0;
+    location / {
+      proxy_pass http://127.0.0.1:$s3s_port;
+      proxy_http_version 1.1;
+      proxy_set_header Host \$http_host;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_request_buffering off;
+    }
+  }
+}
+CONF
+    "$NGINX" -p "$dir/s3s-nginx" -c "$dir/s3s-nginx/nginx.conf" >"$dir/s3s-nginx.out" 2>&1 &
+    echo $! >"$dir/s3s-nginx.master"
+    wait_port "$proxy_port" "nginx (s3s-fs proxy)"
+    echo "export TESSERA_TEST_S3S_ENDPOINT=http://127.0.0.1:$proxy_port"
+    echo "export TESSERA_TEST_S3S_LOG=$dir/s3s-access.log"
+  else
+    echo "export TESSERA_TEST_S3S_ENDPOINT=http://127.0.0.1:$s3s_port"
+  fi
+  echo "export TESSERA_TEST_S3S_DIRECT=http://127.0.0.1:$s3s_port"
+  echo "export TESSERA_TEST_S3S_BUCKET=tessera-bench"
 fi

@@ -4,7 +4,9 @@
 //! `$TESSERA_PYTHON`, else `.venv/bin/python`, else `python3`), then
 //! `docs/benchmarks.md` (the table with ratios, the machine, every suite's lines) and
 //! `docs/benchmarks.svg` (the ratios as bars). Timings are printed and written, never
-//! asserted. `--quick`: 32 MiB of 40 tensors, for a smoke run.
+//! asserted. `--quick`: 32 MiB of 40 tensors, for a smoke run. Sections after
+//! [`KEPT_MARK`] in an existing benchmarks.md (written by their own scripts, e.g.
+//! scripts/bench-sharded.sh) are kept as they are.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -128,7 +130,8 @@ pub fn run(opts: &Opts, suites: &[Suite]) -> tessera::Result<()> {
     );
     std::fs::write(out.join("benchmarks.svg"), crate::chart::svg(&title, &bars))?;
     let md = markdown(opts, &table, &suite_rows, &machine_py, &problems);
-    std::fs::write(out.join("benchmarks.md"), md)?;
+    let old = std::fs::read_to_string(out.join("benchmarks.md")).unwrap_or_default();
+    std::fs::write(out.join("benchmarks.md"), with_kept(md, &old))?;
     println!(
         "\nwrote {} and {}",
         out.join("benchmarks.md").display(),
@@ -393,6 +396,7 @@ pub fn update_suite_rows(opts: &Opts, suite: &str) -> tessera::Result<()> {
     let path = out.join("benchmarks.md");
     let old = std::fs::read_to_string(&path)
         .map_err(|e| tessera::Error::from(e).at_subject(path.display().to_string()))?;
+    let (old, kept) = old.split_at(old.find(KEPT_MARK).unwrap_or(old.len()));
     let prefix = format!("| {suite} | ");
     let mut lines: Vec<String> = old
         .lines()
@@ -430,7 +434,44 @@ pub fn update_suite_rows(opts: &Opts, suite: &str) -> tessera::Result<()> {
     lines.push(note);
     let mut text = lines.join("\n");
     text.push('\n');
-    std::fs::write(&path, text)?;
+    std::fs::write(&path, with_kept(text, kept))?;
     println!("updated {}", path.display());
     Ok(())
+}
+
+/// The line of benchmarks.md after which sections written by their own scripts
+/// (scripts/bench-sharded.sh) begin: `all` and `SUITE --update-docs` keep them.
+pub const KEPT_MARK: &str =
+    "<!-- Sections below are written by their own scripts; `tessera-bench all` keeps them. -->";
+
+/// `md` followed by what `old` holds from [`KEPT_MARK`] on (nothing when it has none).
+fn with_kept(mut md: String, old: &str) -> String {
+    if let Some(at) = old.find(KEPT_MARK) {
+        while md.ends_with("\n\n") {
+            md.pop();
+        }
+        if !md.ends_with('\n') {
+            md.push('\n');
+        }
+        md.push('\n');
+        md.push_str(&old[at..]);
+    }
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rewritten_page_keeps_the_sections_after_the_mark() {
+        let kept =
+            format!("{KEPT_MARK}\n\n## Loading at scale\n\n| a | b |\n| --- | --- |\n| 1 | 2 |\n");
+        let old = format!("# Benchmarks\n\nold table\n\n{kept}");
+        let new = with_kept("# Benchmarks\n\nnew table\n".to_string(), &old);
+        assert_eq!(new, format!("# Benchmarks\n\nnew table\n\n{kept}"));
+        // Without the mark nothing is appended (a page the scripts never touched).
+        let plain = with_kept("# B\n".to_string(), "# B\n\n## other\n");
+        assert_eq!(plain, "# B\n");
+    }
 }

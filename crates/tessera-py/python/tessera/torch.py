@@ -9,11 +9,16 @@ tensors that share no memory (a tensor and a view of it would come back as two
 copies): anything else is refused, with safetensors' errors. ``save_model`` and
 ``load_model`` handle models whose parameters are shared (tied weights), and
 ``tessera.save`` writes any tensors (views are packed, sparse ones kept sparse).
+
+``load_sharded`` loads a model over a ``torch.distributed`` device mesh: each rank reads
+only its own slice of each tensor (through :func:`tessera.load_slices`) and gets
+DTensors, split exactly as ``torch.distributed.tensor.distribute_tensor`` splits them.
 """
 from __future__ import annotations
 
+import fnmatch
 import os
-from typing import Any, Dict, List, Optional, Set, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import torch
 
@@ -21,9 +26,20 @@ from . import _refuse_unasked
 from . import load as _load_bytes
 from . import open as _open
 from . import save as _save
+from ._convert import torch_dtype
 from .numpy import _format_for
 
-__all__ = ["save", "save_file", "load", "load_file", "save_model", "load_model", "storage_ptr", "storage_size"]
+__all__ = [
+    "save",
+    "save_file",
+    "load",
+    "load_file",
+    "save_model",
+    "load_model",
+    "load_sharded",
+    "storage_ptr",
+    "storage_size",
+]
 
 
 def storage_ptr(tensor: "torch.Tensor") -> int:
@@ -270,3 +286,168 @@ def load_file(
     )
     _refuse_unasked(f, dequantize)
     return {k: f.get_tensor(k, densify=True) for k in f}
+
+
+
+def _placements_for(name: str, placements: Any, ndim: int) -> Tuple[Any, ...]:
+    """The placements (one per mesh dimension) of tensor ``name``: ``placements`` is one
+    list for every tensor, or a dict of name or glob -> list (an exact name first, then
+    the first glob that matches, in the dict's order); a tensor nothing names, or named
+    with ``None``, is replicated."""
+    from torch.distributed.tensor import Replicate
+
+    chosen: Any = placements
+    if isinstance(placements, dict):
+        if name in placements:
+            chosen = placements[name]
+        else:
+            chosen = next((v for k, v in placements.items() if fnmatch.fnmatchcase(name, k)), None)
+    if chosen is None:
+        return tuple(Replicate() for _ in range(ndim))
+    if not isinstance(chosen, (list, tuple)):
+        chosen = (chosen,)
+    if len(chosen) != ndim:
+        raise ValueError(
+            f"tensor {name!r}: {len(chosen)} placement(s) {list(chosen)} for a {ndim}-dimensional device mesh "
+            "(one per mesh dimension)"
+        )
+    return tuple(chosen)
+
+
+def _local_ranges(
+    name: str, shape: Sequence[int], placements: Sequence[Any], mesh_shape: Sequence[int], coord: Sequence[int]
+) -> Tuple[Tuple[Any, ...], List[Tuple[int, int]]]:
+    """This rank's part of a tensor of ``shape`` under ``placements``, as
+    ``distribute_tensor`` cuts it: mesh dimension by mesh dimension, a ``Shard(d)``
+    splits the part left so far along ``d`` with ``torch.chunk``'s rule (pieces of
+    ceil(n / k) elements, the last ones shorter or empty: not numpy.array_split's), and
+    the rank's coordinate on that mesh dimension picks its piece. Returns the
+    normalized placements and one ``(start, stop)`` per tensor dimension."""
+    from torch.distributed.tensor import Replicate, Shard
+
+    ranges = [(0, n) for n in shape]
+    normalized = []
+    for i, p in enumerate(placements):
+        if type(p) is Shard:
+            d = p.dim + len(shape) if p.dim < 0 else p.dim
+            if not 0 <= d < len(shape):
+                raise ValueError(
+                    f"tensor {name!r} of shape {list(shape)}: Shard({p.dim}) on mesh dimension {i} names no "
+                    "dimension of it"
+                )
+            lo, hi = ranges[d]
+            size, parts = hi - lo, mesh_shape[i]
+            chunk = -(-size // parts)
+            start = min(coord[i] * chunk, size)
+            ranges[d] = (lo + start, lo + min(start + chunk, size))
+            normalized.append(Shard(d))
+        elif type(p) is Replicate:
+            normalized.append(p)
+        else:
+            raise ValueError(
+                f"tensor {name!r}: placement {p!r} on mesh dimension {i} cannot be loaded from a file "
+                "(only Shard(dim) and Replicate())"
+            )
+    return tuple(normalized), ranges
+
+
+def load_sharded(
+    path_or_url: Union[str, "os.PathLike[str]"],
+    mesh: Any,
+    placements: Any = None,
+    *,
+    names: Optional[Sequence[str]] = None,
+    pages: Any = None,
+    as_dtensor: bool = True,
+    device: Any = None,
+    threads: Optional[int] = None,
+    **read_options: Any,
+) -> Dict[str, Any]:
+    """Loads a model over a ``torch.distributed`` ``DeviceMesh`` (1-D or 2-D, any
+    backend; call it on every rank of the mesh): each rank reads only the bytes of its
+    own part of each tensor, from a local file or an ``http(s)://`` / ``s3://`` URL,
+    through :func:`tessera.load_slices` (checked as it reads; ``pages=`` a page
+    manifest), and gets a state dict of ``DTensor`` shards, cut exactly as
+    ``torch.distributed.tensor.distribute_tensor`` cuts the full tensor (``Shard(d)``
+    uses ``torch.chunk``'s sizes, so uneven dimensions give shorter or empty last
+    pieces; ``DTensor.full_tensor()`` gathers the tensor back).
+
+    ``placements``: one per mesh dimension (``[Shard(0)]``, ``[Replicate(), Shard(1)]``;
+    a single placement for a 1-D mesh), for every tensor; or a dict of name or glob ->
+    placements (an exact name wins, then the first matching glob in order), where a
+    tensor nothing matches, or matched to ``None``, is replicated (read whole by every
+    rank). ``None``: every tensor replicated. ``names``: only the tensors with these
+    names or globs (a pipeline stage's subset); default all, in file order.
+    ``as_dtensor=False`` gives each rank's plain local tensors instead. ``device``:
+    where the local tensors go (default: the mesh's device type, its current device).
+    ``threads`` and ``read_options`` (``verify``, ``token``, ``cache``, …) go to
+    :func:`tessera.load_slices`."""
+    from . import open as open_file
+
+    coord = mesh.get_coordinate()
+    mesh_shape = tuple(mesh.shape)
+    if device is None:
+        kind = mesh.device_type
+        device = torch.device(kind) if kind == "cpu" else torch.device(kind, getattr(torch, kind).current_device())
+    # Opened once (the index: names and shapes), then one load_slices call on that
+    # File reads every part.
+    f = open_file(path_or_url, **read_options)
+    try:
+        infos = {i["name"]: i for i in f.tensor_infos()}
+        order = list(f.keys())
+        if names is not None:
+            wanted = list(names)
+            order = [n for n in order if n in wanted or any(fnmatch.fnmatchcase(n, w) for w in wanted)]
+            missing = [w for w in wanted if w not in infos and not any(fnmatch.fnmatchcase(n, w) for n in infos)]
+            if missing:
+                from .errors import NotFoundError
+
+                raise NotFoundError(f"{os.fspath(path_or_url)}: no tensor named or matching {missing}")
+        plan: Dict[str, Any] = {}
+        cuts: Dict[str, Tuple[Tuple[Any, ...], List[int]]] = {}
+        for name in order:
+            info = infos[name]
+            if info["layout"] != "dense":
+                raise ValueError(f"tensor {name!r} is stored {info['layout']}: only dense tensors load sharded")
+            shape = list(info["shape"])
+            tensor_placements, ranges = _local_ranges(
+                name,
+                shape,
+                _placements_for(name, placements, len(mesh_shape)),
+                mesh_shape,
+                coord or [0] * len(mesh_shape),
+            )
+            local_shape = [b - a for a, b in ranges]
+            cuts[name] = (tensor_placements, shape, local_shape)
+            # A rank outside the mesh holds nothing, and an empty piece reads nothing.
+            if coord is None or 0 in local_shape:
+                continue
+            # The plan's keys are globs: a name is escaped to match only itself.
+            key = _glob_escape(name)
+            plan[key] = None if local_shape == shape else tuple(slice(a, b) for a, b in ranges)
+        from . import load_slices
+
+        local = load_slices(f, plan, pages=pages, framework="pt", threads=threads) if plan else {}
+    finally:
+        f.close()
+    out: Dict[str, Any] = {}
+    for name in order:
+        tensor_placements, shape, local_shape = cuts[name]
+        t = local.get(name)
+        if t is None:  # an empty piece (or none: a rank outside the mesh), as distribute_tensor gives
+            t = torch.empty(local_shape if coord is not None else [0], dtype=torch_dtype(infos[name]["dtype"]))
+        t = t.to(device)
+        if as_dtensor:
+            from torch.distributed.tensor import DTensor
+
+            stride = torch.empty(shape, device="meta").stride()
+            t = DTensor.from_local(
+                t, mesh, tensor_placements, run_check=False, shape=torch.Size(shape), stride=stride
+            )
+        out[name] = t
+    return out
+
+
+def _glob_escape(name: str) -> str:
+    """``name`` as an fnmatch pattern that matches only ``name``."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)

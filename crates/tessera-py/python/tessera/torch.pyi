@@ -1,5 +1,5 @@
 from os import PathLike
-from typing import Any, Dict, List, Optional, Set, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 def save(
     tensors: Dict[str, Any],
@@ -46,6 +46,18 @@ def load_model(
     backend: Optional[str] = None,
     verify: bool = True,
 ) -> Tuple[List[str], List[str]]: ...
+def load_sharded(
+    path_or_url: Union[str, PathLike[str]],
+    mesh: Any,
+    placements: Any = None,
+    *,
+    names: Optional[Sequence[str]] = None,
+    pages: Any = None,
+    as_dtensor: bool = True,
+    device: Any = None,
+    threads: Optional[int] = None,
+    **read_options: Any,
+) -> Dict[str, Any]: ...
 def storage_ptr(tensor: Any) -> int: ...
 def storage_size(tensor: Any) -> int: ...
 def _end_ptr(tensor: Any) -> int: ...
