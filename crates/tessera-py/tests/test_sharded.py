@@ -334,14 +334,7 @@ def test_with_a_page_manifest_only_the_rank_reading_a_flipped_byte_fails(tmp_pat
     _write(arrays, path, "safetensors")
     pages = tmp_path / "model.pages"
     tessera.id(path, pages="4K", output=pages)
-    try:
-        tessera.load_slices(str(path), {"a.w": ("rows", 0, 2)}, pages=str(pages))
-    except tessera.errors.UnsupportedError as e:
-        if "not built yet" not in str(e):
-            raise
-        # TEMPORARY: slice reads do not take page manifests yet (the Python binding says
-        # so); remove this skip when they do.
-        pytest.skip(f"load_slices(pages=) is not wired yet: {e}")
+    tessera.load_slices(str(path), {"a.w": ("rows", 0, 2)}, pages=str(pages))
     # flip a byte of b.w's row 50: rank 1's rows (32..64) of 2
     with open(path, "rb") as f:
         n = int.from_bytes(f.read(8), "little")

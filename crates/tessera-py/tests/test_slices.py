@@ -141,10 +141,10 @@ def test_whole_tensor_digest_slice_says_unverified_once(tmp):
         tessera.load_slices(path, {"a": ("rows", 0, 2)}, verify=False)
 
 
-def test_pages_is_a_stub_for_now(tmp):
+def test_a_missing_page_manifest_is_an_error_naming_it(tmp):
     path = tmp / "m.safetensors"
     tessera.save({"a": np.zeros((2, 2), np.float32)}, path)
-    with pytest.raises(tessera.TesseraError, match="page manifests are not built yet"):
+    with pytest.raises(tessera.TesseraError, match="m.pages"):
         tessera.load_slices(path, {"a": None}, pages=tmp / "m.pages")
 
 

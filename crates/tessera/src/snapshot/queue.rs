@@ -85,11 +85,27 @@ impl PushItem {
 /// Options for the targets [`target_for`] makes (none are needed by a directory).
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct TargetOptions {}
+pub struct TargetOptions {
+    /// How the transport targets (`s3://`, `http(s)://`, `git+…`, `oci://`) are
+    /// reached: endpoint, credentials, Git LFS, the Git clone's directory (see
+    /// [`crate::push::PushOptions`]).
+    pub push: crate::push::PushOptions,
+}
 
-/// The target a URL names: `file://DIR` or a plain directory path. Any other scheme is
-/// refused with "unsupported target scheme".
-pub fn target_for(url: &str, _opts: &TargetOptions) -> Result<Box<dyn PushTarget>> {
+impl TargetOptions {
+    /// Sets the transport options.
+    pub fn push(mut self, push: crate::push::PushOptions) -> TargetOptions {
+        self.push = push;
+        self
+    }
+}
+
+/// The target a URL names: `file://DIR` or a plain directory path, or a transport
+/// target of [`crate::push`] — `s3://bucket/prefix/`, `http(s)://host/dir/` (HTTP
+/// PUT), `git+file|ssh|https://…` (the `git` and `git-lfs` programs) or
+/// `oci://host[:port]/repo[:tag]` (an OCI artifact). Another scheme is refused with
+/// "unsupported target scheme".
+pub fn target_for(url: &str, opts: &TargetOptions) -> Result<Box<dyn PushTarget>> {
     if let Some(path) = url.strip_prefix("file://") {
         if path.is_empty() {
             return Err(Error::invalid_input(format!("{url}: no directory")));
@@ -97,12 +113,46 @@ pub fn target_for(url: &str, _opts: &TargetOptions) -> Result<Box<dyn PushTarget
         return Ok(Box::new(DirTarget::new(path)));
     }
     if let Some((scheme, _)) = url.split_once("://") {
-        return Err(Error::unsupported(format!(
-            "{url}: unsupported target scheme {scheme}:// (this build pushes to file:// \
-             and plain directories)"
-        )));
+        let known = ["s3", "http", "https", "oci"].contains(&scheme) || scheme.starts_with("git+");
+        if !known {
+            return Err(Error::unsupported(format!(
+                "{url}: unsupported target scheme {scheme}:// (snapshots push to file://, \
+                 plain directories, s3://, http(s)://, git+file|ssh|https:// and oci://)"
+            )));
+        }
+        let target = crate::push::Target::parse(url)?;
+        return Ok(Box::new(Transport {
+            target,
+            opts: opts.push.clone(),
+        }));
     }
     Ok(Box::new(DirTarget::new(url)))
+}
+
+/// A [`crate::push::Target`] as a queue target: each generation published as one
+/// artifact (its files, generation, step, format, identity and annotations); a push
+/// that finds the same generation there already succeeds.
+struct Transport {
+    target: crate::push::Target,
+    opts: crate::push::PushOptions,
+}
+
+impl PushTarget for Transport {
+    fn url(&self) -> String {
+        self.target.display()
+    }
+
+    fn push(&self, item: &PushItem) -> Result<()> {
+        let artifact = crate::push::Artifact {
+            generation: item.generation,
+            step: item.step,
+            format: item.format.clone(),
+            files: item.files.clone(),
+            digest: item.digest.clone(),
+            annotations: item.annotations.clone(),
+        };
+        self.target.push(&artifact, &self.opts).map(|_| ())
+    }
 }
 
 /// A directory target: `DIR/gen-NNNNNNNNN/` per generation.
