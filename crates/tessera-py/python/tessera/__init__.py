@@ -1157,8 +1157,10 @@ class _Slice:
             _refuse_packed(self._info)
         index = _check_index(index, self._info["shape"])
         checked = owner._verify and bool(self._info["storage"]["digests"])
-        if dq is None and not checked and self._info["layout"] == "dense":
+        if dq is None and not checked and self._info["layout"] == "dense" and owner._copy:
             # Only the bytes of the selected elements are read (tessera's slice reader).
+            # With copy=False the part stays a read-only view of the map (zero-copy, as
+            # get_tensor), below.
             return owner._file._read_slices([(self._name, index)], framework=owner._framework)[self._name]
         # Only the selected part is copied (a view of the map first, then its copy),
         # unless the tensor has a stored digest to check: then the whole tensor is read
