@@ -11,6 +11,14 @@ fn data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tessera/tests/data/pages")
 }
 
+/// Where `tensor`'s bytes start in a safetensors file, from its header (independently
+/// of Tessera).
+fn data_start(bytes: &[u8], tensor: &str) -> usize {
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    header[tensor]["data_offsets"][0].as_u64().unwrap() as usize + 8 + n
+}
+
 fn copy_model(dir: &Path) -> PathBuf {
     let p = dir.join("model.safetensors");
     std::fs::copy(data().join("model.safetensors"), &p).unwrap();
@@ -64,9 +72,7 @@ fn verify_pages_names_the_damaged_page_and_passes_the_intact_file() {
     assert!(text(&o).contains("pages"), "{}", text(&o));
     // Flip one byte of layers.0.w's page 3.
     let mut bytes = std::fs::read(&model).unwrap();
-    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
-    let start = header["layers.0.w"]["data_offsets"][0].as_u64().unwrap() as usize + 8 + n;
+    let start = data_start(&bytes, "layers.0.w");
     bytes[start + 3 * 4096 + 7] ^= 1;
     std::fs::write(&model, &bytes).unwrap();
     let o = run(&[&"verify", &model, &"--pages"]);
@@ -141,9 +147,7 @@ fn extract_slice_checks_its_pages_beside_the_model_or_given() {
     assert!(run(&[&"id", &"--pages", &"4K", &model]).status.success());
     // Flip a byte on layers.0.w's page 1 (bytes 4096..8192: rows 10..20 of 400 bytes).
     let mut bytes = std::fs::read(&model).unwrap();
-    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
-    let start = header["layers.0.w"]["data_offsets"][0].as_u64().unwrap() as usize + 8 + n;
+    let start = data_start(&bytes, "layers.0.w");
     bytes[start + 6000] ^= 4;
     std::fs::write(&model, &bytes).unwrap();
     let out = d.path().join("w.npy");

@@ -35,41 +35,22 @@ pub fn exists(loc: &Location, opts: &RemoteOptions) -> Result<bool> {
 /// out. At most `max` names: a longer listing is a `LimitExceeded` error. Only `s3://`
 /// lists: an HTTP server has no listing (an `Unsupported` error).
 pub fn list_dir(loc: &Location, opts: &RemoteOptions, max: u64) -> Result<Vec<String>> {
-    let dir = loc.as_dir();
-    let Location::S3 { key, .. } = &dir else {
-        return Err(Error::unsupported(format!(
-            "{}: an HTTP server lists no directories",
-            loc.display()
-        )));
-    };
-    let t = target(&dir, opts)?;
-    let prefix = match key.trim_end_matches('/') {
-        "" => None,
-        p => Some(ObjectPath::parse(p).map_err(|e| {
-            Error::invalid_input(format!("not a key prefix: {e}")).in_file(t.url.clone())
-        })?),
-    };
-    let listed = runtime()?.block_on(t.store.list_with_delimiter(prefix.as_ref()));
-    super::source::count_request();
-    let listed = listed.map_err(|e| store_error(&t.url, e))?;
-    if listed.objects.len() as u64 > max {
-        return Err(Error::limit(format!(
-            "the directory lists {} objects, more than the limit of {max}",
-            listed.objects.len()
-        ))
-        .in_file(t.url));
-    }
-    Ok(listed
-        .objects
-        .iter()
-        .filter_map(|o| o.location.filename().map(str::to_string))
-        .collect())
+    let (listed, url) = list(loc, opts)?;
+    let names: Vec<&ObjectPath> = listed.objects.iter().map(|o| &o.location).collect();
+    bounded(&names, "objects", max, url)
 }
 
 /// The names of the sub-prefixes ("directories") directly under the S3 directory `loc`,
 /// without their trailing `/`; at most `max` (a longer listing is a `LimitExceeded`
 /// error). Only `s3://` lists.
 pub fn list_subdirs(loc: &Location, opts: &RemoteOptions, max: u64) -> Result<Vec<String>> {
+    let (listed, url) = list(loc, opts)?;
+    let names: Vec<&ObjectPath> = listed.common_prefixes.iter().collect();
+    bounded(&names, "prefixes", max, url)
+}
+
+/// One delimited listing of the S3 directory `loc` (one request), and its URL.
+fn list(loc: &Location, opts: &RemoteOptions) -> Result<(object_store::ListResult, String)> {
     let dir = loc.as_dir();
     let Location::S3 { key, .. } = &dir else {
         return Err(Error::unsupported(format!(
@@ -87,15 +68,19 @@ pub fn list_subdirs(loc: &Location, opts: &RemoteOptions, max: u64) -> Result<Ve
     let listed = runtime()?.block_on(t.store.list_with_delimiter(prefix.as_ref()));
     super::source::count_request();
     let listed = listed.map_err(|e| store_error(&t.url, e))?;
-    if listed.common_prefixes.len() as u64 > max {
+    Ok((listed, t.url))
+}
+
+/// The last path segments of `paths`, refused past `max` (`what`: objects, prefixes).
+fn bounded(paths: &[&ObjectPath], what: &str, max: u64, url: String) -> Result<Vec<String>> {
+    if paths.len() as u64 > max {
         return Err(Error::limit(format!(
-            "the directory lists {} prefixes, more than the limit of {max}",
-            listed.common_prefixes.len()
+            "the directory lists {} {what}, more than the limit of {max}",
+            paths.len()
         ))
-        .in_file(t.url));
+        .in_file(url));
     }
-    Ok(listed
-        .common_prefixes
+    Ok(paths
         .iter()
         .filter_map(|p| p.filename().map(str::to_string))
         .collect())

@@ -94,16 +94,9 @@ fn a_manifest_reads_back_and_serves_every_conversion_of_the_model() {
 fn a_damaged_page_fails_its_check_naming_tensor_and_page_and_no_other_page_does() {
     let path = data().join("model.safetensors");
     let m = manifest_of(&path, 4096);
-    let mut bytes = std::fs::read(&path).unwrap();
-    // Find layers.0.w's data in the file from the header, independently of Tessera.
-    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
-    let start = header["layers.0.w"]["data_offsets"][0].as_u64().unwrap() as usize + 8 + n;
-    // Byte 9000 of the tensor: page 2.
-    bytes[start + 9000] ^= 0x40;
     let dir = tempfile::tempdir().unwrap();
-    let bad = dir.path().join("bad.safetensors");
-    std::fs::write(&bad, &bytes).unwrap();
+    // Byte 9000 of the tensor: page 2.
+    let bad = damaged(dir.path(), "layers.0.w", 9000);
     let opened = tessera::open_path(&bad, &ReadOptions::default()).unwrap();
     let view = tessera::TensorSource::tensor(opened.container(), "layers.0.w").unwrap();
     let all = &view.parts[0].bytes;
